@@ -1,0 +1,216 @@
+# outpost — hand-written Makefile.
+#
+#   make                      build build/outpost (static, stripped copy in build/outpost.stripped)
+#   make ARCH=arm64|armhf     cross build into build/arm64/ or build/armhf/
+#   make SANITIZE=address,undefined   ASan+UBSan build into build/san/ (dynamic: ASan cannot be static)
+#   make test [ARCH=...]      deps, build, every test suite; last line "N passed, N failed"
+#   make run                  deps, build, start an agent with ./run/ config and example jobs
+#   make deps                 install build and test dependencies (apt-get; idempotent)
+#   make vendor               copy nanopb + picojson into third_party/ for air-gapped builds
+#   make fuzz                 build the libFuzzer targets (clang)
+#   make bench                build and run tools/bench
+#
+# Layout of outputs: $(BUILD)/obj (objects), build/gen (nanopb output, shared
+# by all architectures), $(BUILD)/outpost, $(BUILD)/unit_tests, $(BUILD)/test_helper.
+
+ARCH ?= native
+SANITIZE ?=
+V ?= 0
+
+ifeq ($(V),0)
+Q := @
+else
+Q :=
+endif
+
+ifeq ($(ARCH),native)
+  TRIPLET := $(shell gcc -dumpmachine 2>/dev/null | sed 's/-pc-/-/')
+  CROSS :=
+  BUILD := build
+else ifeq ($(ARCH),arm64)
+  TRIPLET := aarch64-linux-gnu
+  CROSS := aarch64-linux-gnu-
+  BUILD := build/arm64
+else ifeq ($(ARCH),armhf)
+  TRIPLET := arm-linux-gnueabihf
+  CROSS := arm-linux-gnueabihf-
+  BUILD := build/armhf
+else
+  $(error ARCH must be native, arm64 or armhf (got '$(ARCH)'))
+endif
+
+ifneq ($(SANITIZE),)
+  ifneq ($(ARCH),native)
+    $(error SANITIZE is only supported for the native build)
+  endif
+  BUILD := build/san
+  SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+  STATIC :=
+else
+  SAN_FLAGS :=
+  STATIC := -static
+endif
+
+CXX := $(CROSS)g++
+CC := $(CROSS)gcc
+STRIP := $(CROSS)strip
+AR := $(CROSS)ar
+
+# nanopb and picojson: from third_party/ when `make vendor` filled it,
+# otherwise from the Debian packages.
+ifneq ($(wildcard third_party/nanopb/include/pb.h),)
+  NANOPB_INC := third_party/nanopb/include
+  NANOPB_LIB := third_party/nanopb/lib/$(TRIPLET)/libprotobuf-nanopb.a
+  NANOPB_GEN := python3 third_party/nanopb/generator/nanopb_generator.py
+else
+  NANOPB_INC := $(BUILD)/deps/include
+  NANOPB_LIB := /usr/lib/$(TRIPLET)/libprotobuf-nanopb.a
+  NANOPB_GEN := /usr/bin/python3 /usr/bin/nanopb_generator.py
+endif
+ifneq ($(wildcard third_party/picojson/picojson.h),)
+  PICOJSON_INC := third_party/picojson
+else
+  PICOJSON_INC := $(BUILD)/deps/include
+endif
+
+GTEST_DIR := /usr/src/googletest/googletest
+GEN := build/gen
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wnon-virtual-dtor -Wpointer-arith -Wvla -Wundef
+DEFS := -DPB_ENABLE_MALLOC=1 -DPICOJSON_USE_LOCALE=0 -DPICOJSON_USE_INT64 \
+        -DOUTPOST_VERSION='"$(shell cat VERSION 2>/dev/null || echo 0.0.0)"'
+OPT := -O2 -ffunction-sections -fdata-sections
+# src/base/compat holds an <iostream> stand-in so picojson does not drag the
+# iostream static initialiser (and ~900 KiB of locale code) into the binary.
+INCS := -Isrc -I$(GEN) -isystem $(NANOPB_INC) -isystem $(PICOJSON_INC)
+CXXFLAGS_BASE := -std=c++17 $(OPT) $(WARN) $(DEFS) $(SAN_FLAGS) -MMD -MP
+SRC_CXXFLAGS := $(CXXFLAGS_BASE) -Isrc/base/compat $(INCS)
+TEST_CXXFLAGS := $(CXXFLAGS_BASE) $(INCS) -isystem $(GTEST_DIR)/include -Itests
+CFLAGS := -std=c11 $(OPT) -Wall -Wextra -Werror $(DEFS) $(SAN_FLAGS) -isystem $(NANOPB_INC) -MMD -MP
+LDFLAGS := $(STATIC) $(SAN_FLAGS) -Wl,--gc-sections -pthread
+
+PROTOS := $(wildcard proto/*.proto)
+GEN_C := $(patsubst proto/%.proto,$(GEN)/%.pb.c,$(PROTOS))
+GEN_H := $(GEN_C:.c=.h)
+
+LIB_SRCS := $(filter-out src/main.cc,$(shell find src -name '*.cc' | sort))
+LIB_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(LIB_SRCS)) $(patsubst $(GEN)/%.c,$(BUILD)/obj/gen/%.o,$(GEN_C))
+MAIN_OBJ := $(BUILD)/obj/src/main.o
+UNIT_SRCS := $(sort $(wildcard tests/unit/*.cc))
+UNIT_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(UNIT_SRCS))
+HELPER_SRCS := $(sort $(wildcard tests/helpers/*.cc))
+HELPER_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(HELPER_SRCS))
+GTEST_OBJS := $(BUILD)/obj/gtest/gtest-all.o $(BUILD)/obj/gtest/gtest_main.o
+DEP_HEADERS := $(if $(filter $(BUILD)/deps/include,$(NANOPB_INC) $(PICOJSON_INC)),$(BUILD)/deps/.stamp)
+
+.PHONY: all outpost tests deps vendor test run fuzz bench clean unit help-make
+.DEFAULT_GOAL := all
+
+all: $(BUILD)/outpost $(BUILD)/outpost.stripped
+
+outpost: all
+
+tests: $(BUILD)/unit_tests $(BUILD)/test_helper
+
+# Copies of the system headers we use, so a cross compiler (which must not
+# see the host's /usr/include) finds them too.
+$(BUILD)/deps/.stamp:
+	$(Q)mkdir -p $(BUILD)/deps/include
+	$(Q)cp /usr/include/pb.h /usr/include/pb_common.h /usr/include/pb_encode.h /usr/include/pb_decode.h \
+	   /usr/include/picojson.h $(BUILD)/deps/include/
+	$(Q)touch $@
+
+$(GEN)/%.pb.c $(GEN)/%.pb.h: proto/%.proto $(wildcard proto/%.options)
+	@echo "  NANOPB  $<"
+	$(Q)mkdir -p $(GEN)
+	$(Q)$(NANOPB_GEN) -q -I proto -D $(GEN) $(if $(wildcard proto/$*.options),-f proto/$*.options) $(notdir $<)
+
+$(BUILD)/obj/gen/%.o: $(GEN)/%.c $(GEN_H) $(DEP_HEADERS)
+	@echo "  CC      $<"
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -I$(GEN) -c $< -o $@
+
+$(BUILD)/obj/src/%.o: src/%.cc $(GEN_H) $(DEP_HEADERS)
+	@echo "  CXX     $<"
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CXX) $(SRC_CXXFLAGS) -c $< -o $@
+
+$(BUILD)/obj/tests/%.o: tests/%.cc $(GEN_H) $(DEP_HEADERS)
+	@echo "  CXX     $<"
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CXX) $(TEST_CXXFLAGS) -c $< -o $@
+
+$(BUILD)/obj/tools/%.o: tools/%.cc $(GEN_H) $(DEP_HEADERS)
+	@echo "  CXX     $<"
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CXX) $(SRC_CXXFLAGS) -c $< -o $@
+
+$(BUILD)/obj/gtest/%.o: $(GTEST_DIR)/src/%.cc
+	@echo "  CXX     $<"
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CXX) -std=c++17 -O1 $(SAN_FLAGS) -w -isystem $(GTEST_DIR)/include -I$(GTEST_DIR) -c $< -o $@
+
+$(BUILD)/liboutpost.a: $(LIB_OBJS)
+	$(Q)rm -f $@
+	$(Q)$(AR) rcs $@ $^
+
+$(BUILD)/outpost: $(MAIN_OBJ) $(BUILD)/liboutpost.a
+	@echo "  LINK    $@"
+	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(NANOPB_LIB)
+
+$(BUILD)/outpost.stripped: $(BUILD)/outpost
+	$(Q)$(STRIP) -o $@ $<
+
+$(BUILD)/unit_tests: $(UNIT_OBJS) $(BUILD)/liboutpost.a $(GTEST_OBJS)
+	@echo "  LINK    $@"
+	$(Q)$(CXX) $(LDFLAGS) -o $@ $(UNIT_OBJS) $(BUILD)/liboutpost.a $(GTEST_OBJS) $(NANOPB_LIB)
+
+$(BUILD)/test_helper: $(HELPER_OBJS)
+	@echo "  LINK    $@"
+	$(Q)$(CXX) $(LDFLAGS) -o $@ $^
+
+# ---- fuzzing (clang + libFuzzer, native only) -------------------------------
+FUZZ_SRCS := $(sort $(wildcard tests/fuzz/*_fuzzer.cc))
+FUZZ_BINS := $(patsubst tests/fuzz/%.cc,build/fuzz/%,$(FUZZ_SRCS))
+FUZZ_CXXFLAGS := -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined $(DEFS) -Isrc/base/compat $(INCS)
+FUZZ_LIB_SRCS := $(LIB_SRCS)
+
+fuzz: $(FUZZ_BINS)
+ifneq ($(BUILD),build)
+	$(error make fuzz is for the native build only)
+endif
+
+build/fuzz/%: tests/fuzz/%.cc $(FUZZ_LIB_SRCS) $(GEN_C) $(GEN_H) $(DEP_HEADERS)
+	@echo "  FUZZ    $@"
+	$(Q)mkdir -p build/fuzz
+	$(Q)clang++ $(FUZZ_CXXFLAGS) -o $@ $< $(FUZZ_LIB_SRCS) -x c $(GEN_C) -x none $(NANOPB_LIB)
+
+# ---- benchmarks -------------------------------------------------------------
+BENCH_SRCS := $(sort $(wildcard tools/bench/*.cc))
+BENCH_BINS := $(patsubst tools/bench/%.cc,$(BUILD)/bench/%,$(BENCH_SRCS))
+
+$(BUILD)/bench/%: $(BUILD)/obj/tools/bench/%.o $(BUILD)/liboutpost.a
+	@echo "  LINK    $@"
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(NANOPB_LIB)
+
+bench: deps all $(BENCH_BINS) $(BUILD)/test_helper
+	$(Q)tools/bench/run.sh $(BUILD)
+
+# ---- set-up, tests, run -----------------------------------------------------
+deps:
+	$(Q)tools/deps.sh
+
+vendor:
+	$(Q)tools/vendor.sh
+
+test: deps
+	$(Q)tools/test.sh $(if $(filter-out native,$(ARCH)),--arch $(ARCH))
+
+run: deps all
+	$(Q)tools/run.sh $(BUILD)/outpost
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,87 @@
+#include "base/log.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/fd.h"
+#include "base/strings.h"
+#include "base/sys.h"
+
+namespace outpost {
+
+std::string FormatWallTime(int64_t wall_nanos) {
+  time_t secs = static_cast<time_t>(wall_nanos / kNanosPerSecond);
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  return Format("%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>((wall_nanos % kNanosPerSecond) / kNanosPerMilli));
+}
+
+namespace log {
+namespace {
+Level g_level = Level::kInfo;
+UniqueFd g_file;
+}  // namespace
+
+Result<Level> ParseLevel(std::string_view name) {
+  if (name == "debug") return Level::kDebug;
+  if (name == "info") return Level::kInfo;
+  if (name == "warn") return Level::kWarn;
+  if (name == "error") return Level::kError;
+  return outpost::Error(Code::kInvalidArgument,
+                        "expected one of debug, info, warn, error, got \"" + std::string(name) + "\"");
+}
+
+const char* LevelName(Level level) {
+  switch (level) {
+    case Level::kDebug: return "DEBUG";
+    case Level::kInfo: return "INFO";
+    case Level::kWarn: return "WARN";
+    case Level::kError: return "ERROR";
+  }
+  return "INFO";
+}
+
+void SetLevel(Level level) { g_level = level; }
+Level GetLevel() { return g_level; }
+
+Status SetFile(const std::string& path) {
+  if (path.empty()) {
+    g_file.Reset();
+    return OkStatus();
+  }
+  auto fd = sys::Open(path, O_WRONLY | O_CREAT | O_APPEND, 0640);
+  if (!fd.ok()) return fd.error();
+  g_file = std::move(*fd);
+  return OkStatus();
+}
+
+std::string FormatLine(int64_t wall_nanos, Level level, std::string_view msg, Fields fields) {
+  std::string line = FormatWallTime(wall_nanos);
+  line += ' ';
+  line += LevelName(level);
+  line += ' ';
+  // The message itself stays unquoted but may not break the one-line rule.
+  for (char c : msg) line += (c == '\n' || c == '\r') ? ' ' : c;
+  for (const Field& f : fields) {
+    line += ' ';
+    line += f.first;
+    line += '=';
+    line += QuoteIfNeeded(f.second);
+  }
+  line += '\n';
+  return line;
+}
+
+void Write(Level level, std::string_view msg, Fields fields) {
+  if (level < g_level) return;
+  std::string line = FormatLine(WallNanos(), level, msg, fields);
+  // Log writes are best effort: a full disk or closed stderr must never take
+  // the agent down, so errors are ignored here on purpose.
+  (void)sys::Write(STDERR_FILENO, line.data(), line.size());
+  if (g_file) (void)sys::Write(g_file.get(), line.data(), line.size());
+}
+
+}  // namespace log
+}  // namespace outpost

@@ -1,0 +1,207 @@
+#include "base/strings.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <limits>
+
+namespace outpost {
+
+std::string Format(const char* fmt, ...) {
+  char small[256];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = std::vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0) return std::string();
+  if (static_cast<size_t>(n) < sizeof small) return std::string(small, static_cast<size_t>(n));
+  std::string out(static_cast<size_t>(n), '\0');
+  va_start(ap, fmt);
+  std::vsnprintf(&out[0], out.size() + 1, fmt, ap);
+  va_end(ap);
+  return out;
+}
+
+std::vector<std::string> Split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t pos = s.find(sep, start);
+    out.emplace_back(s.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start));
+    if (pos == std::string_view::npos) break;
+    start = pos + 1;
+  }
+  return out;
+}
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
+}
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+Result<int64_t> ParseInt(std::string_view s, int64_t min, int64_t max) {
+  if (s.empty()) return Error(Code::kInvalidArgument, "expected a number, got an empty string");
+  bool neg = false;
+  size_t i = 0;
+  if (s[0] == '-' || s[0] == '+') {
+    neg = s[0] == '-';
+    i = 1;
+  }
+  if (i == s.size()) return Error(Code::kInvalidArgument, "expected a number, got \"" + std::string(s) + "\"");
+  uint64_t v = 0;
+  for (; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') {
+      return Error(Code::kInvalidArgument, "expected a number, got \"" + std::string(s) + "\"");
+    }
+    if (v > (std::numeric_limits<uint64_t>::max() - 9) / 10) {
+      return Error(Code::kOutOfRange, "number \"" + std::string(s) + "\" is too large");
+    }
+    v = v * 10 + static_cast<uint64_t>(s[i] - '0');
+  }
+  if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) + (neg ? 1 : 0)) {
+    return Error(Code::kOutOfRange, "number \"" + std::string(s) + "\" is too large");
+  }
+  int64_t r = neg ? static_cast<int64_t>(0 - v) : static_cast<int64_t>(v);
+  if (r < min || r > max) {
+    return Error(Code::kOutOfRange, Format("%s is out of range %lld..%lld", std::string(s).c_str(),
+                                           static_cast<long long>(min), static_cast<long long>(max)));
+  }
+  return r;
+}
+
+// Parses "<digits>[.<digits>]" at s[*pos], returns value scaled by 1e9 so
+// fractions like "1.5s" stay exact in integer nanoseconds.
+static bool ParseDecimalNano(std::string_view s, size_t* pos, long double* out) {
+  size_t start = *pos;
+  long double v = 0;
+  while (*pos < s.size() && s[*pos] >= '0' && s[*pos] <= '9') v = v * 10 + (s[(*pos)++] - '0');
+  if (*pos < s.size() && s[*pos] == '.') {
+    ++*pos;
+    long double scale = 0.1L;
+    size_t frac_start = *pos;
+    while (*pos < s.size() && s[*pos] >= '0' && s[*pos] <= '9') {
+      v += (s[(*pos)++] - '0') * scale;
+      scale /= 10;
+    }
+    if (*pos == frac_start) return false;
+  }
+  *out = v;
+  return *pos > start;
+}
+
+Result<int64_t> ParseDuration(std::string_view s) {
+  auto bad = [&] {
+    return Error(Code::kInvalidArgument, "expected a duration like \"5s\", got \"" + std::string(s) + "\"");
+  };
+  if (s == "0") return int64_t{0};
+  if (s.empty()) return bad();
+  long double total = 0;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    long double v;
+    if (!ParseDecimalNano(s, &pos, &v)) return bad();
+    size_t ustart = pos;
+    while (pos < s.size() && ((s[pos] >= 'a' && s[pos] <= 'z') || s[pos] == 'A')) ++pos;
+    std::string_view unit = s.substr(ustart, pos - ustart);
+    long double mult;
+    if (unit == "ns") mult = 1;
+    else if (unit == "us") mult = 1e3L;
+    else if (unit == "ms") mult = 1e6L;
+    else if (unit == "s") mult = 1e9L;
+    else if (unit == "m") mult = 60e9L;
+    else if (unit == "h") mult = 3600e9L;
+    else return bad();
+    total += v * mult;
+    if (total > static_cast<long double>(std::numeric_limits<int64_t>::max())) {
+      return Error(Code::kOutOfRange, "duration \"" + std::string(s) + "\" is too long");
+    }
+  }
+  return static_cast<int64_t>(total + 0.5L);
+}
+
+std::string FormatDuration(int64_t ns) {
+  if (ns == 0) return "0s";
+  struct Unit { const char* name; int64_t size; };
+  static const Unit units[] = {{"h", 3600000000000LL}, {"m", 60000000000LL}, {"s", 1000000000LL},
+                               {"ms", 1000000LL}, {"us", 1000LL}, {"ns", 1}};
+  for (const Unit& u : units) {
+    if (ns >= u.size || u.size == 1) {
+      if (ns % u.size == 0) return Format("%lld%s", static_cast<long long>(ns / u.size), u.name);
+      return Format("%.3g%s", static_cast<double>(ns) / static_cast<double>(u.size), u.name);
+    }
+  }
+  return Format("%lldns", static_cast<long long>(ns));
+}
+
+Result<uint64_t> ParseSize(std::string_view s) {
+  auto bad = [&] {
+    return Error(Code::kInvalidArgument, "expected a size like \"10MiB\", got \"" + std::string(s) + "\"");
+  };
+  size_t pos = 0;
+  long double v;
+  if (!ParseDecimalNano(s, &pos, &v)) return bad();
+  std::string_view unit = s.substr(pos);
+  long double mult;
+  if (unit.empty() || unit == "B") mult = 1;
+  else if (unit == "K" || unit == "KiB" || unit == "k") mult = 1024.0L;
+  else if (unit == "KB" || unit == "kB") mult = 1e3L;
+  else if (unit == "M" || unit == "MiB") mult = 1024.0L * 1024;
+  else if (unit == "MB") mult = 1e6L;
+  else if (unit == "G" || unit == "GiB") mult = 1024.0L * 1024 * 1024;
+  else if (unit == "GB") mult = 1e9L;
+  else if (unit == "T" || unit == "TiB") mult = 1024.0L * 1024 * 1024 * 1024;
+  else if (unit == "TB") mult = 1e12L;
+  else return bad();
+  long double bytes = v * mult;
+  if (bytes > static_cast<long double>(std::numeric_limits<int64_t>::max())) {
+    return Error(Code::kOutOfRange, "size \"" + std::string(s) + "\" is too large");
+  }
+  if (bytes != static_cast<long double>(static_cast<uint64_t>(bytes))) {
+    return Error(Code::kInvalidArgument, "size \"" + std::string(s) + "\" is not a whole number of bytes");
+  }
+  return static_cast<uint64_t>(bytes);
+}
+
+std::string QuoteIfNeeded(std::string_view v) {
+  bool needs = v.empty();
+  for (unsigned char c : v) {
+    if (c <= ' ' || c == '"' || c == '=' || c == '\\' || c == 0x7f) {
+      needs = true;
+      break;
+    }
+  }
+  if (!needs) return std::string(v);
+  std::string out = "\"";
+  for (unsigned char c : v) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (c < ' ' || c == 0x7f) out += Format("\\x%02x", c);
+        else out += static_cast<char>(c);
+    }
+  }
+  out += '"';
+  return out;
+}
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min(std::min(prev[j] + 1, cur[j - 1] + 1), sub);
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace outpost

@@ -1,0 +1,40 @@
+// String helpers shared by every layer: printf-style formatting (we avoid
+// iostream to keep the static binary small), parsing of durations and sizes
+// as they appear in config and job files, and quoting for log lines.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/error.h"
+
+namespace outpost {
+
+std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+std::vector<std::string> Split(std::string_view s, char sep);
+bool StartsWith(std::string_view s, std::string_view prefix);
+bool EndsWith(std::string_view s, std::string_view suffix);
+
+// "1500ms", "5s", "2m", "1h30m", "0" -> nanoseconds. Units: ns us ms s m h.
+Result<int64_t> ParseDuration(std::string_view s);
+// Inverse for display: 1500000000 -> "1.5s".
+std::string FormatDuration(int64_t ns);
+
+// "10MiB", "512KiB", "1G", "4096" -> bytes. Units: B K KB KiB M MB MiB G GB GiB
+// (K/M/G and KiB/MiB/GiB are powers of 1024, KB/MB/GB powers of 1000).
+Result<uint64_t> ParseSize(std::string_view s);
+
+// Decimal integer, whole string, in range.
+Result<int64_t> ParseInt(std::string_view s, int64_t min, int64_t max);
+
+// Quotes a value for a key=value log line when it has spaces, quotes,
+// '=' or control bytes; otherwise returns it unchanged.
+std::string QuoteIfNeeded(std::string_view v);
+
+// Edit distance, for "did you mean" suggestions.
+size_t EditDistance(std::string_view a, std::string_view b);
+
+}  // namespace outpost

@@ -1,0 +1,161 @@
+#include "base/sys.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace outpost::sys {
+
+ssize_t Read(int fd, void* buf, size_t len) {
+  return RetryEintr([&] { return ::read(fd, buf, len); });
+}
+
+ssize_t Write(int fd, const void* buf, size_t len) {
+  return RetryEintr([&] { return ::write(fd, buf, len); });
+}
+
+Status WriteAll(int fd, const void* buf, size_t len, const std::string& what) {
+  const char* p = static_cast<const char*>(buf);
+  while (len > 0) {
+    ssize_t n = Write(fd, p, len);
+    if (n < 0) return ErrnoError(what);
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+  return OkStatus();
+}
+
+Result<UniqueFd> Open(const std::string& path, int flags, mode_t mode) {
+  int fd = RetryEintr([&] { return ::open(path.c_str(), flags | O_CLOEXEC, mode); });
+  if (fd < 0) return ErrnoError("open '" + path + "'");
+  return UniqueFd(fd);
+}
+
+Status MkdirAll(const std::string& path, mode_t mode) {
+  if (path.empty()) return Error(Code::kInvalidArgument, "mkdir: empty path");
+  std::string cur;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    size_t next = path.find('/', pos + 1);
+    cur = path.substr(0, next);
+    pos = next;
+    if (cur.empty() || cur == "/") continue;
+    if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) return ErrnoError("mkdir '" + cur + "'");
+  }
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoError("stat '" + path + "'");
+  if (!S_ISDIR(st.st_mode)) return Error(Code::kFailedPrecondition, "'" + path + "' is not a directory");
+  return OkStatus();
+}
+
+Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
+  auto fd = Open(path, O_RDONLY);
+  if (!fd.ok()) return fd.error();
+  std::string out;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = Read(fd->get(), buf, sizeof buf);
+    if (n < 0) return ErrnoError("read '" + path + "'");
+    if (n == 0) break;
+    if (out.size() + static_cast<size_t>(n) > max_bytes) {
+      return Error(Code::kResourceExhausted,
+                   "read '" + path + "': file is larger than " + std::to_string(max_bytes) + " bytes");
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode) {
+  std::string tmp = path + ".tmp";
+  {
+    auto fd = Open(tmp, O_WRONLY | O_CREAT | O_TRUNC, mode);
+    if (!fd.ok()) return fd.error();
+    OUTPOST_RETURN_IF_ERROR(WriteAll(fd->get(), data.data(), data.size(), "write '" + tmp + "'"));
+    if (::fsync(fd->get()) != 0) return ErrnoError("fsync '" + tmp + "'");
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    Error e = ErrnoError("rename '" + tmp + "' to '" + path + "'");
+    ::unlink(tmp.c_str());
+    return e;
+  }
+  auto dir = Open(Dirname(path), O_RDONLY | O_DIRECTORY);
+  if (!dir.ok()) return dir.error();
+  if (::fsync(dir->get()) != 0) return ErrnoError("fsync '" + Dirname(path) + "'");
+  return OkStatus();
+}
+
+static Result<sockaddr_un> UnixAddr(const std::string& path) {
+  sockaddr_un addr;
+  std::memset(&addr, 0, sizeof addr);
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof addr.sun_path) {
+    return Error(Code::kInvalidArgument, "socket path '" + path + "' must be 1.." +
+                                             std::to_string(sizeof addr.sun_path - 1) + " bytes long");
+  }
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  return addr;
+}
+
+Result<UniqueFd> UnixListen(const std::string& path, int backlog) {
+  auto addr = UnixAddr(path);
+  if (!addr.ok()) return addr.error();
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd) return ErrnoError("socket");
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof *addr) != 0) {
+    return ErrnoError("bind '" + path + "'");
+  }
+  if (::listen(fd.get(), backlog) != 0) return ErrnoError("listen '" + path + "'");
+  return fd;
+}
+
+Result<UniqueFd> UnixConnect(const std::string& path, bool nonblocking) {
+  auto addr = UnixAddr(path);
+  if (!addr.ok()) return addr.error();
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0));
+  if (!fd) return ErrnoError("socket");
+  // A unix-socket connect completes at once or fails (EAGAIN when the backlog
+  // is full); EINTR is retried like everywhere else.
+  int r = RetryEintr([&] { return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof *addr); });
+  if (r != 0) return ErrnoError("connect '" + path + "'");
+  return fd;
+}
+
+Result<UniqueFd> Accept(int listen_fd) {
+  int fd = RetryEintr([&] { return ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK); });
+  if (fd < 0) return ErrnoError("accept");
+  return UniqueFd(fd);
+}
+
+Result<PeerCred> GetPeerCred(int fd) {
+  ucred cred;
+  socklen_t len = sizeof cred;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return ErrnoError("SO_PEERCRED");
+  return PeerCred{cred.pid, cred.uid, cred.gid};
+}
+
+Status SetNonBlocking(int fd, bool on) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0) return ErrnoError("fcntl F_GETFL");
+  flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+  if (::fcntl(fd, F_SETFL, flags) != 0) return ErrnoError("fcntl F_SETFL");
+  return OkStatus();
+}
+
+std::string Dirname(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string Basename(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace outpost::sys

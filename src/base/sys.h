@@ -1,0 +1,60 @@
+// Thin syscall wrappers. Owns: the one place where EINTR is retried, and the
+// creation of fds with O_CLOEXEC|O_NONBLOCK in the creating call. Callers get
+// Result/Status values carrying the path or operation that failed.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <string>
+
+#include "base/error.h"
+#include "base/fd.h"
+
+namespace outpost::sys {
+
+// Retries fn() while it fails with EINTR. Everything that can block or be
+// interrupted goes through this.
+template <typename Fn>
+auto RetryEintr(Fn fn) -> decltype(fn()) {
+  decltype(fn()) r;
+  do {
+    r = fn();
+  } while (r == -1 && errno == EINTR);
+  return r;
+}
+
+// read/write with EINTR handled; return -1 with errno set otherwise.
+ssize_t Read(int fd, void* buf, size_t len);
+ssize_t Write(int fd, const void* buf, size_t len);
+// Writes all of buf to a blocking fd (or fails).
+Status WriteAll(int fd, const void* buf, size_t len, const std::string& what);
+
+Result<UniqueFd> Open(const std::string& path, int flags, mode_t mode = 0);
+Status MkdirAll(const std::string& path, mode_t mode);
+
+// Whole small file (config, /proc entries). Refuses files above max_bytes.
+Result<std::string> ReadFile(const std::string& path, size_t max_bytes = 16 << 20);
+// Write temp file, fsync, rename over path, fsync the directory.
+Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode);
+
+// Unix stream sockets; every fd is SOCK_CLOEXEC|SOCK_NONBLOCK unless blocking
+// is asked for explicitly.
+Result<UniqueFd> UnixListen(const std::string& path, int backlog);
+Result<UniqueFd> UnixConnect(const std::string& path, bool nonblocking);
+Result<UniqueFd> Accept(int listen_fd);  // -> nonblocking, cloexec
+
+struct PeerCred {
+  pid_t pid;
+  uid_t uid;
+  gid_t gid;
+};
+Result<PeerCred> GetPeerCred(int fd);
+
+Status SetNonBlocking(int fd, bool on);
+
+std::string Dirname(const std::string& path);
+std::string Basename(const std::string& path);
+
+}  // namespace outpost::sys
