@@ -126,7 +126,7 @@ $(BUILD)/deps/.stamp:
 	   /usr/include/picojson.h $(BUILD)/deps/include/
 	$(Q)touch $@
 
-$(GEN)/%.pb.c $(GEN)/%.pb.h: proto/%.proto $(wildcard proto/%.options)
+$(GEN)/%.pb.c $(GEN)/%.pb.h: proto/%.proto $(wildcard proto/*.options)
 	@echo "  NANOPB  $<"
 	$(Q)mkdir -p $(GEN)
 	$(Q)$(NANOPB_GEN) -q -I proto -D $(GEN) $(if $(wildcard proto/$*.options),-f proto/$*.options) $(notdir $<)

@@ -6,6 +6,10 @@
 
 namespace outpost {
 
+namespace {
+constexpr int64_t kNanosPerSecondLocal = 1000000000;
+}  // namespace
+
 std::string Format(const char* fmt, ...) {
   char small[256];
   va_list ap;
@@ -123,16 +127,26 @@ Result<int64_t> ParseDuration(std::string_view s) {
 
 std::string FormatDuration(int64_t ns) {
   if (ns == 0) return "0s";
+  std::string sign = ns < 0 ? "-" : "";
+  if (ns < 0) ns = -ns;
+  if (ns % kNanosPerSecondLocal == 0) {
+    // Whole seconds: "1h30m", "1m30s", "45s".
+    int64_t s = ns / kNanosPerSecondLocal;
+    std::string out = sign;
+    if (s >= 3600) out += Format("%lldh", static_cast<long long>(s / 3600));
+    if (s % 3600 >= 60) out += Format("%lldm", static_cast<long long>((s % 3600) / 60));
+    if (s % 60) out += Format("%llds", static_cast<long long>(s % 60));
+    return out;
+  }
   struct Unit { const char* name; int64_t size; };
-  static const Unit units[] = {{"h", 3600000000000LL}, {"m", 60000000000LL}, {"s", 1000000000LL},
-                               {"ms", 1000000LL}, {"us", 1000LL}, {"ns", 1}};
+  static const Unit units[] = {{"s", 1000000000LL}, {"ms", 1000000LL}, {"us", 1000LL}, {"ns", 1}};
   for (const Unit& u : units) {
-    if (ns >= u.size || u.size == 1) {
-      if (ns % u.size == 0) return Format("%lld%s", static_cast<long long>(ns / u.size), u.name);
-      return Format("%.3g%s", static_cast<double>(ns) / static_cast<double>(u.size), u.name);
+    if (ns >= u.size) {
+      if (ns % u.size == 0) return sign + Format("%lld%s", static_cast<long long>(ns / u.size), u.name);
+      return sign + Format("%.4g%s", static_cast<double>(ns) / static_cast<double>(u.size), u.name);
     }
   }
-  return Format("%lldns", static_cast<long long>(ns));
+  return sign + Format("%lldns", static_cast<long long>(ns));
 }
 
 Result<uint64_t> ParseSize(std::string_view s) {

@@ -1,12 +1,182 @@
 #include "cli/cli.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "agent/agent.h"
+#include "base/strings.h"
 
 namespace outpost::cli {
 
-int Main(int, char**) {
-  std::fputs("outpost: not yet\n", stderr);
-  return 1;
+namespace {
+
+const char kAgentHelp[] =
+    "Usage: outpost agent [--config FILE] [--check]\n"
+    "\n"
+    "Runs the outpost agent in the foreground (busybox init, runit or a shell\n"
+    "start it; it does not daemonise). It serves the API on a unix socket and\n"
+    "logs one line per event to stderr.\n"
+    "\n"
+    "Options:\n"
+    "  --config FILE   JSON configuration (docs/config.md). Default:\n"
+    "                  /etc/outpost/config.json if it exists, else built-in defaults.\n"
+    "  --check         validate the configuration, print the effective values and exit\n"
+    "\n"
+    "Signals: SIGTERM/SIGINT stop the agent; SIGHUP reloads the configuration\n"
+    "(a bad new configuration is reported and the old one kept).\n"
+    "\n"
+    "Examples:\n"
+    "  outpost agent\n"
+    "  outpost agent --config ./run/config.json\n"
+    "  outpost agent --config /etc/outpost/config.json --check\n"
+    "\n"
+    "/etc/inittab line for busybox init:\n"
+    "  ::respawn:/usr/bin/outpost agent --config /etc/outpost/config.json\n";
+
+const char kStatusHelp[] =
+    "Usage: outpost status [--json] [--socket PATH]\n"
+    "\n"
+    "Asks the running agent for its version, pid, uptime, configuration and\n"
+    "which features are enabled. Exits 3 when no agent answers on the socket.\n"
+    "\n"
+    "Examples:\n"
+    "  outpost status\n"
+    "  outpost status --json | jq .pid\n"
+    "  outpost --socket ./run/outpost.sock status\n";
+
+const char kVersionHelp[] =
+    "Usage: outpost version [--json]\n"
+    "\n"
+    "Prints the version of this binary (it does not contact the agent;\n"
+    "`outpost status` shows the running agent's version).\n";
+
+const char kHelpHelp[] =
+    "Usage: outpost help [COMMAND]\n"
+    "\n"
+    "Lists the commands, or shows the help of one command.\n"
+    "\n"
+    "Examples:\n"
+    "  outpost help\n"
+    "  outpost help status\n";
+
+int RunAgentCommand(const GlobalOptions&, const std::vector<std::string>& args) { return agent::Main(args); }
+int RunHelp(const GlobalOptions& opts, const std::vector<std::string>& args);
+
+const Command kCommands[] = {
+    {"agent", "run the agent (the node daemon) in the foreground", kAgentHelp, RunAgentCommand},
+    {"status", "show the running agent's status", kStatusHelp, RunStatus},
+    {"version", "print the version of this binary", kVersionHelp, RunVersion},
+    {"help", "show help for a command", kHelpHelp, RunHelp},
+};
+
+const Command* FindCommand(const std::string& name) {
+  for (const Command& c : kCommands) {
+    if (name == c.name) return &c;
+  }
+  return nullptr;
+}
+
+void PrintUsage(FILE* out) {
+  std::fputs(
+      "outpost turns a small Linux board into a self-sufficient workload node.\n"
+      "\n"
+      "Usage: outpost [--socket PATH] [--json] COMMAND [ARGS...]\n"
+      "\n"
+      "Commands:\n",
+      out);
+  for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  std::fputs(
+      "\n"
+      "Global options:\n"
+      "  --socket PATH   agent API socket (default $OUTPOST_SOCKET or /run/outpost/outpost.sock)\n"
+      "  --json          machine-readable output\n"
+      "  -h, --help      help (also: outpost COMMAND --help)\n"
+      "\n"
+      "Exit codes: 0 ok, 1 failed, 2 usage or configuration error, 3 no agent running.\n",
+      out);
+}
+
+int RunHelp(const GlobalOptions&, const std::vector<std::string>& args) {
+  if (args.empty()) {
+    PrintUsage(stdout);
+    return kExitOk;
+  }
+  const Command* c = FindCommand(args[0]);
+  if (!c) return Fail(kExitUsage, "unknown command \"" + args[0] + "\"; run `outpost help` for the list");
+  std::fputs(c->help, stdout);
+  return kExitOk;
+}
+
+std::string SuggestCommand(const std::string& name) {
+  for (const Command& c : kCommands) {
+    if (EditDistance(name, c.name) <= 2) return std::string(" (did you mean \"") + c.name + "\"?)";
+  }
+  return "";
+}
+
+}  // namespace
+
+int Fail(int code, const std::string& msg) {
+  std::fprintf(stderr, "outpost: %s\n", msg.c_str());
+  return code;
+}
+
+int Main(int argc, char** argv) {
+  GlobalOptions opts;
+  if (const char* env = std::getenv("OUTPOST_SOCKET"); env && *env) opts.socket = env;
+  std::vector<std::string> args(argv + 1, argv + argc);
+
+  // Global options before the command.
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--socket") {
+      if (i + 1 >= args.size()) return Fail(kExitUsage, "--socket needs a path");
+      opts.socket = args[++i];
+    } else if (StartsWith(a, "--socket=")) {
+      opts.socket = a.substr(9);
+    } else if (a == "--json") {
+      opts.json = true;
+    } else if (a == "-h" || a == "--help") {
+      PrintUsage(stdout);
+      return kExitOk;
+    } else if (StartsWith(a, "-")) {
+      return Fail(kExitUsage, "unknown option \"" + a + "\"; run `outpost help`");
+    } else {
+      break;
+    }
+  }
+  if (i == args.size()) {
+    PrintUsage(stderr);
+    return kExitUsage;
+  }
+  const Command* cmd = FindCommand(args[i]);
+  if (!cmd) {
+    return Fail(kExitUsage, "unknown command \"" + args[i] + "\"" + SuggestCommand(args[i]) +
+                                "; run `outpost help` for the list");
+  }
+  std::vector<std::string> rest;
+  for (size_t k = i + 1; k < args.size(); ++k) {
+    const std::string& a = args[k];
+    if (a == "-h" || a == "--help") {
+      std::fputs(cmd->help, stdout);
+      return kExitOk;
+    }
+    // `agent` has its own options; client commands share --socket/--json.
+    if (std::strcmp(cmd->name, "agent") != 0) {
+      if (a == "--json") { opts.json = true; continue; }
+      if (a == "--socket") {
+        if (k + 1 >= args.size()) return Fail(kExitUsage, "--socket needs a path");
+        opts.socket = args[++k];
+        continue;
+      }
+      if (StartsWith(a, "--socket=")) { opts.socket = a.substr(9); continue; }
+    }
+    rest.push_back(a);
+  }
+  if (opts.socket.empty()) opts.socket = kDefaultSocket;
+  return cmd->run(opts, rest);
 }
 
 }  // namespace outpost::cli

@@ -1,9 +1,43 @@
-// Command-line entry point of the multi-call binary: `outpost agent ...`
-// runs the agent, every other command is a client of the API socket.
+// Command-line front end of the multi-call binary. Owns: global options,
+// the command table, help texts and exit codes. `outpost agent` runs the
+// agent (agent/agent.h); every other command is a client of the API socket.
+//
+// Exit codes (README "Exit codes"): 0 success, 1 the operation failed,
+// 2 usage or configuration error, 3 no agent reachable on the socket.
 #pragma once
+
+#include <string>
+#include <vector>
 
 namespace outpost::cli {
 
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitNoAgent = 3;
+
+constexpr const char* kDefaultSocket = "/run/outpost/outpost.sock";
+
+// Options every client command understands.
+struct GlobalOptions {
+  std::string socket;  // --socket, else $OUTPOST_SOCKET, else kDefaultSocket
+  bool json = false;   // --json
+};
+
+struct Command {
+  const char* name;
+  const char* summary;  // one line, for `outpost help`
+  const char* help;     // full text for `outpost help NAME` / NAME --help
+  int (*run)(const GlobalOptions& opts, const std::vector<std::string>& args);
+};
+
 int Main(int argc, char** argv);
+
+// Commands (one file per family).
+int RunStatus(const GlobalOptions& opts, const std::vector<std::string>& args);
+int RunVersion(const GlobalOptions& opts, const std::vector<std::string>& args);
+
+// Prints "outpost: <msg>" on stderr, returns code.
+int Fail(int code, const std::string& msg);
 
 }  // namespace outpost::cli

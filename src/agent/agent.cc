@@ -1,0 +1,260 @@
+#include "agent/agent.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "agent/api.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/strings.h"
+#include "base/sys.h"
+#include "wire/rpc_server.h"
+
+namespace outpost::agent {
+
+namespace {
+
+wire::ServerOptions ServerOptionsFrom(const Config& c) {
+  wire::ServerOptions o;
+  o.name = "api";
+  o.max_connections = static_cast<size_t>(c.api_max_connections);
+  o.allowed_uids = {0, ::getuid()};
+  for (int64_t uid : c.api_allowed_uids) o.allowed_uids.push_back(static_cast<uid_t>(uid));
+  o.idle_timeout_nanos = c.api_idle_timeout_nanos;
+  o.frame_timeout_nanos = c.api_frame_timeout_nanos;
+  o.write_queue_pause_bytes = c.api_max_write_queue;
+  o.write_queue_max_bytes = c.api_max_write_queue * 4;
+  return o;
+}
+
+// Asks whoever listens on path for its pid (SO_PEERCRED); 0 if nobody.
+pid_t PeerPidOf(const std::string& path) {
+  auto fd = sys::UnixConnect(path, false);
+  if (!fd.ok()) return 0;
+  auto cred = sys::GetPeerCred(fd->get());
+  return cred.ok() ? cred->pid : 0;
+}
+
+Status MakePrivateDir(const std::string& dir) {
+  OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(dir, 0700));
+  // An existing directory may have looser permissions (created by hand or by
+  // an older version): the API socket's protection rests on it, so tighten.
+  if (::chmod(dir.c_str(), 0700) != 0) return ErrnoError("chmod 0700 '" + dir + "'");
+  return OkStatus();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Agent>> Agent::Start(Config config) {
+  std::unique_ptr<Agent> a(new Agent());
+  a->config_ = std::move(config);
+  a->started_mono_ = MonotonicNanos();
+  a->started_wall_ = WallNanos();
+  a->config_loaded_wall_ = a->started_wall_;
+  Status st = a->Setup();
+  if (!st.ok()) return st.error();
+  return a;
+}
+
+Agent::~Agent() {
+  api_.reset();
+  if (!bound_socket_.empty()) {
+    // Remove the socket only if it is still the one we bound: a newer agent
+    // may have replaced it after deciding we were gone.
+    struct stat st;
+    if (::lstat(bound_socket_.c_str(), &st) == 0 && st.st_dev == socket_dev_ && st.st_ino == socket_ino_) {
+      ::unlink(bound_socket_.c_str());
+    }
+  }
+}
+
+Status Agent::Setup() {
+  ApplyRuntimeSettings();
+  ::signal(SIGPIPE, SIG_IGN);
+  OUTPOST_RETURN_IF_ERROR(MakePrivateDir(config_.runtime_dir));
+  OUTPOST_RETURN_IF_ERROR(MakePrivateDir(config_.state_dir));
+  std::string socket_dir = sys::Dirname(config_.ApiSocket());
+  if (socket_dir != config_.runtime_dir) OUTPOST_RETURN_IF_ERROR(MakePrivateDir(socket_dir));
+
+  auto loop = Loop::Create();
+  if (!loop.ok()) return loop.error();
+  loop_ = std::move(*loop);
+
+  OUTPOST_RETURN_IF_ERROR(BindApiSocket());
+
+  Loop* l = loop_.get();
+  OUTPOST_RETURN_IF_ERROR(l->AddSignal(SIGTERM, [this](const signalfd_siginfo&) {
+    log::Info("stopping on SIGTERM");
+    Stop();
+  }));
+  OUTPOST_RETURN_IF_ERROR(l->AddSignal(SIGINT, [this](const signalfd_siginfo&) {
+    log::Info("stopping on SIGINT");
+    Stop();
+  }));
+  OUTPOST_RETURN_IF_ERROR(l->AddSignal(SIGHUP, [this](const signalfd_siginfo&) { Reload(); }));
+  return OkStatus();
+}
+
+Status Agent::BindApiSocket() {
+  const std::string path = config_.ApiSocket();
+  // One agent per socket. The lock (not the socket) decides: connect-probing
+  // alone races when two agents start at once.
+  std::string lock_path = path + ".lock";
+  auto lock = sys::Open(lock_path, O_RDWR | O_CREAT, 0600);
+  if (!lock.ok()) return lock.error();
+  if (sys::RetryEintr([&] { return ::flock(lock->get(), LOCK_EX | LOCK_NB); }) != 0) {
+    if (errno != EWOULDBLOCK) return ErrnoError("lock '" + lock_path + "'");
+    pid_t pid = PeerPidOf(path);
+    return Error(Code::kAlreadyExists,
+                 "another agent " + (pid > 0 ? Format("(pid %d) ", pid) : std::string()) + "is already serving " +
+                     path + "; stop it first or give this one another api_socket");
+  }
+  lock_fd_ = std::move(*lock);
+
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return Error(Code::kFailedPrecondition, "refusing to replace '" + path + "': it exists and is not a socket");
+    }
+    // We hold the lock, so whatever socket is there belongs to a dead agent.
+    log::Warn("replacing stale API socket left by a previous agent", {{"socket", path}});
+    if (::unlink(path.c_str()) != 0) return ErrnoError("remove stale socket '" + path + "'");
+  }
+
+  mode_t old_umask = ::umask(0077);
+  auto listen = sys::UnixListen(path, 128);
+  ::umask(old_umask);
+  if (!listen.ok()) return listen.error();
+  if (::chmod(path.c_str(), 0600) != 0) return ErrnoError("chmod 0600 '" + path + "'");
+  if (::lstat(path.c_str(), &st) != 0) return ErrnoError("stat '" + path + "'");
+  bound_socket_ = path;
+  socket_dev_ = st.st_dev;
+  socket_ino_ = st.st_ino;
+
+  auto server = wire::RpcServer::Create(loop_.get(), std::move(*listen), ServerOptionsFrom(config_));
+  if (!server.ok()) return server.error();
+  api_ = std::move(*server);
+  RegisterApi(this, api_.get());
+  return OkStatus();
+}
+
+void Agent::ApplyRuntimeSettings() {
+  log::SetLevel(config_.log_level);
+  Status st = log::SetFile(config_.log_file);
+  if (!st.ok()) log::Error("cannot open log file; logging to stderr only", {{"error", st.error().message()}});
+}
+
+void Agent::Reload() {
+  if (config_.path.empty()) {
+    log::Info("SIGHUP: running on built-in defaults (no --config file), nothing to reload");
+    return;
+  }
+  auto next = LoadConfig(config_.path);
+  if (!next.ok()) {
+    for (const std::string& line : Split(next.error().message(), '\n')) log::Error(line);
+    log::Error("config reload failed; keeping the running configuration", {{"config", config_.path}});
+    return;
+  }
+  std::string restart_keys;
+  if (ReloadChangesRestartOnlyKeys(config_, *next, &restart_keys)) {
+    log::Warn("config keys changed that take effect only after a restart; keeping their old values",
+              {{"keys", restart_keys}});
+    next->state_dir = config_.state_dir;
+    next->runtime_dir = config_.runtime_dir;
+    next->api_socket = config_.api_socket;
+  }
+  config_ = std::move(*next);
+  config_loaded_wall_ = WallNanos();
+  ApplyRuntimeSettings();
+  api_->SetOptions(ServerOptionsFrom(config_));
+  log::Info("config reloaded", {{"config", config_.path}});
+}
+
+size_t Agent::api_connections() const { return api_ ? api_->connection_count() : 0; }
+
+void Agent::Stop() { loop_->Stop(); }
+
+Status Agent::Run() {
+  log::Info("agent started", {{"version", OUTPOST_VERSION},
+                              {"pid", std::to_string(::getpid())},
+                              {"socket", config_.ApiSocket()},
+                              {"config", config_.path.empty() ? "(defaults)" : config_.path}});
+  Status st = loop_->Run();
+  log::Info("agent stopped");
+  return st;
+}
+
+namespace {
+
+void PrintEffectiveConfig(const Config& c) {
+  std::string uids;
+  for (int64_t u : c.api_allowed_uids) uids += (uids.empty() ? "" : ", ") + std::to_string(u);
+  std::printf(
+      "{\n  \"state_dir\": \"%s\",\n  \"runtime_dir\": \"%s\",\n  \"api_socket\": \"%s\",\n"
+      "  \"log_level\": \"%s\",\n  \"log_file\": \"%s\",\n  \"api_allowed_uids\": [%s],\n"
+      "  \"api_max_connections\": %lld,\n  \"api_idle_timeout\": \"%s\",\n  \"api_frame_timeout\": \"%s\",\n"
+      "  \"api_max_write_queue\": %llu\n}\n",
+      c.state_dir.c_str(), c.runtime_dir.c_str(), c.ApiSocket().c_str(), log::LevelName(c.log_level),
+      c.log_file.c_str(), uids.c_str(), static_cast<long long>(c.api_max_connections),
+      FormatDuration(c.api_idle_timeout_nanos).c_str(), FormatDuration(c.api_frame_timeout_nanos).c_str(),
+      static_cast<unsigned long long>(c.api_max_write_queue));
+}
+
+}  // namespace
+
+int Main(const std::vector<std::string>& args) {
+  std::string config_path;
+  bool explicit_config = false, check = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--config" || a == "-c") {
+      if (i + 1 >= args.size()) {
+        std::fprintf(stderr, "outpost: agent: --config needs a file\n");
+        return 2;
+      }
+      config_path = args[++i];
+      explicit_config = true;
+    } else if (StartsWith(a, "--config=")) {
+      config_path = a.substr(9);
+      explicit_config = true;
+    } else if (a == "--check") {
+      check = true;
+    } else {
+      std::fprintf(stderr, "outpost: agent: unknown argument \"%s\"; see `outpost agent --help`\n", a.c_str());
+      return 2;
+    }
+  }
+  if (!explicit_config && ::access(kDefaultConfigPath, F_OK) == 0) config_path = kDefaultConfigPath;
+
+  Result<Config> config = config_path.empty() ? Result<Config>(Config()) : LoadConfig(config_path);
+  if (!config.ok()) {
+    for (const std::string& line : Split(config.error().message(), '\n')) {
+      std::fprintf(stderr, "outpost: %s\n", line.c_str());
+    }
+    std::fprintf(stderr, "outpost: agent not started: fix the configuration above\n");
+    return 2;
+  }
+  if (check) {
+    PrintEffectiveConfig(*config);
+    return 0;
+  }
+  auto agent = Agent::Start(std::move(*config));
+  if (!agent.ok()) {
+    log::Error("agent failed to start", {{"error", agent.error().message()}});
+    return agent.error().code() == Code::kInvalidArgument ? 2 : 1;
+  }
+  Status st = (*agent)->Run();
+  if (!st.ok()) {
+    log::Error("agent loop failed", {{"error", st.error().message()}});
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace outpost::agent

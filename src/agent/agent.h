@@ -1,0 +1,64 @@
+// The agent process. Owns: start-up (config, directories, the single-agent
+// lock, stale-socket replacement, the API socket), signal handling (SIGTERM
+// and SIGINT stop, SIGHUP reloads), and wiring the subsystems onto the one
+// event loop. The API handlers live in agent/api.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/config.h"
+#include "base/error.h"
+#include "base/fd.h"
+#include "loop/loop.h"
+
+namespace outpost {
+namespace wire {
+class RpcServer;
+}
+
+namespace agent {
+
+// `outpost agent [--config FILE] [--check]`; returns the exit code.
+int Main(const std::vector<std::string>& args);
+
+constexpr const char* kDefaultConfigPath = "/etc/outpost/config.json";
+
+class Agent {
+ public:
+  // Takes the lock, prepares directories and binds the API socket.
+  static Result<std::unique_ptr<Agent>> Start(Config config);
+  ~Agent();
+
+  Status Run();       // until SIGTERM/SIGINT (or Stop())
+  void Stop();
+  void Reload();      // what SIGHUP does
+
+  const Config& config() const { return config_; }
+  Loop* loop() { return loop_.get(); }
+  int64_t started_mono() const { return started_mono_; }
+  int64_t started_wall() const { return started_wall_; }
+  int64_t config_loaded_wall() const { return config_loaded_wall_; }
+  size_t api_connections() const;
+
+ private:
+  Agent() = default;
+  Status Setup();
+  Status BindApiSocket();
+  void ApplyRuntimeSettings();
+
+  Config config_;
+  std::unique_ptr<Loop> loop_;
+  std::unique_ptr<wire::RpcServer> api_;
+  UniqueFd lock_fd_;
+  std::string bound_socket_;
+  dev_t socket_dev_ = 0;
+  ino_t socket_ino_ = 0;
+  int64_t started_mono_ = 0;
+  int64_t started_wall_ = 0;
+  int64_t config_loaded_wall_ = 0;
+};
+
+}  // namespace agent
+}  // namespace outpost

@@ -1,0 +1,88 @@
+#include "agent/api.h"
+
+#include <unistd.h>
+
+#include "agent.pb.h"
+#include "agent/agent.h"
+#include "agent/features.h"
+#include "base/clock.h"
+#include "base/pb.h"
+#include "wire/rpc_server.h"
+
+namespace outpost::agent {
+
+namespace {
+
+const char* ArchName() {
+#if defined(__x86_64__)
+  return "x86_64";
+#elif defined(__aarch64__)
+  return "aarch64";
+#elif defined(__arm__)
+  return "armhf";
+#else
+  return "unknown";
+#endif
+}
+
+std::vector<Feature> CollectFeatures(Agent* agent) {
+  std::vector<Feature> out;
+  out.push_back({"api", true, "ttRPC on " + agent->config().ApiSocket()});
+  Cgroup2Info cg = DetectCgroup2();
+  Feature cgf{"cgroup2", false, ""};
+  if (cg.mount_point.empty()) {
+    cgf.detail = "no cgroup2 filesystem is mounted";
+  } else if (cg.controllers.empty()) {
+    cgf.detail = "cgroup2 at " + cg.mount_point + " has no controllers (they are on cgroup v1)";
+  } else {
+    std::string list;
+    for (const std::string& c : cg.controllers) list += (list.empty() ? "" : " ") + c;
+    cgf.enabled = true;
+    cgf.detail = cg.mount_point + ": " + list;
+  }
+  out.push_back(cgf);
+  out.push_back({"child_exits", true, agent->loop()->UsesPidfd() ? "pidfd" : "SIGCHLD + waitpid (no pidfd)"});
+  return out;
+}
+
+void HandleStatus(Agent* agent, const wire::CallContext&, std::string_view payload, wire::Responder responder) {
+  PbOwned<outpost_v1_StatusRequest> req(outpost_v1_StatusRequest_fields);
+  Status st = req.Decode(payload, "StatusRequest");
+  if (!st.ok()) return responder.Fail(st.error());
+
+  const Config& c = agent->config();
+  std::string version = OUTPOST_VERSION, socket = c.ApiSocket(), arch = ArchName();
+  std::vector<Feature> features = CollectFeatures(agent);
+  std::vector<outpost_v1_Feature> fs(features.size());
+  for (size_t i = 0; i < features.size(); ++i) {
+    fs[i].name = PbStr(features[i].name);
+    fs[i].enabled = features[i].enabled;
+    fs[i].detail = PbStr(features[i].detail);
+  }
+  outpost_v1_StatusResponse resp = outpost_v1_StatusResponse_init_zero;
+  resp.version = PbStr(version);
+  resp.pid = ::getpid();
+  resp.uptime_nanos = MonotonicNanos() - agent->started_mono();
+  resp.config_path = PbStr(c.path);
+  resp.api_socket = PbStr(socket);
+  resp.state_dir = PbStr(c.state_dir);
+  resp.runtime_dir = PbStr(c.runtime_dir);
+  resp.features_count = static_cast<pb_size_t>(fs.size());
+  resp.features = fs.data();
+  resp.started_at_unix_nanos = agent->started_wall();
+  resp.api_connections = static_cast<int32_t>(agent->api_connections());
+  resp.config_loaded_unix_nanos = agent->config_loaded_wall();
+  resp.arch = PbStr(arch);
+  responder.Finish(PbEncode(outpost_v1_StatusResponse_fields, &resp, "StatusResponse"));
+}
+
+}  // namespace
+
+void RegisterApi(Agent* agent, wire::RpcServer* server) {
+  server->Register(kAgentService, "Status", [agent](const wire::CallContext& ctx, std::string_view payload,
+                                                   wire::Responder responder) {
+    HandleStatus(agent, ctx, payload, std::move(responder));
+  });
+}
+
+}  // namespace outpost::agent

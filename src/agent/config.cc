@@ -1,0 +1,93 @@
+#include "agent/config.h"
+
+#include "base/json.h"
+#include "base/sys.h"
+
+namespace outpost {
+
+namespace {
+
+constexpr size_t kMaxConfigBytes = 1 << 20;
+
+void CheckAbsolute(json::ObjectReader* r, const std::string& key, const std::string& value, json::Errors* errors) {
+  if (!r->Has(key)) return;
+  if (value.empty() || value[0] != '/') {
+    errors->push_back(key + ": must be an absolute path, got \"" + value + "\"");
+  } else if (value.find('\0') != std::string::npos) {
+    errors->push_back(key + ": must not contain NUL bytes");
+  }
+}
+
+}  // namespace
+
+Result<Config> ParseConfig(const std::string& text, const std::string& source) {
+  auto doc = json::Parse(text, json::ParseLimits{kMaxConfigBytes, 16});
+  if (!doc.ok()) return Error(Code::kInvalidArgument, "config " + source + ": " + doc.error().message());
+
+  Config c;
+  c.path = source;
+  json::Errors errors;
+  json::ObjectReader r(*doc, "", &errors);
+  r.String("state_dir", &c.state_dir, false);
+  r.String("runtime_dir", &c.runtime_dir, false);
+  r.String("api_socket", &c.api_socket, false);
+  std::string level;
+  r.String("log_level", &level);
+  if (r.Has("log_level") && !level.empty()) {
+    auto l = log::ParseLevel(level);
+    if (l.ok()) c.log_level = *l;
+    else r.Fail("log_level", l.error().message());
+  }
+  r.String("log_file", &c.log_file);
+  r.IntList("api_allowed_uids", 0, 0xfffffffe, &c.api_allowed_uids);
+  r.Int("api_max_connections", 1, 65536, &c.api_max_connections);
+  r.Duration("api_idle_timeout", &c.api_idle_timeout_nanos);
+  r.Duration("api_frame_timeout", &c.api_frame_timeout_nanos);
+  r.Size("api_max_write_queue", &c.api_max_write_queue);
+  r.RejectUnknown();
+
+  CheckAbsolute(&r, "state_dir", c.state_dir, &errors);
+  CheckAbsolute(&r, "runtime_dir", c.runtime_dir, &errors);
+  CheckAbsolute(&r, "api_socket", c.api_socket, &errors);
+  if (!c.log_file.empty()) CheckAbsolute(&r, "log_file", c.log_file, &errors);
+  if (c.ApiSocket().size() > 107) {
+    errors.push_back("api_socket: path \"" + c.ApiSocket() + "\" is longer than the 107 bytes a unix socket allows");
+  }
+  if (r.Has("api_idle_timeout") && c.api_idle_timeout_nanos < 1000000000LL) {
+    errors.push_back("api_idle_timeout: must be at least 1s");
+  }
+  if (r.Has("api_frame_timeout") && c.api_frame_timeout_nanos < 100000000LL) {
+    errors.push_back("api_frame_timeout: must be at least 100ms");
+  }
+  if (r.Has("api_max_write_queue") && (c.api_max_write_queue < (64u << 10) || c.api_max_write_queue > (256u << 20))) {
+    errors.push_back("api_max_write_queue: must be between 64KiB and 256MiB");
+  }
+  if (!errors.empty()) {
+    json::Errors prefixed;
+    for (const std::string& e : errors) prefixed.push_back("config " + source + ": " + e);
+    return Error(Code::kInvalidArgument, json::JoinErrors(prefixed));
+  }
+  return c;
+}
+
+Result<Config> LoadConfig(const std::string& path) {
+  auto text = sys::ReadFile(path, kMaxConfigBytes);
+  if (!text.ok()) return Error(text.error().code(), "config " + path + ": " + text.error().message());
+  return ParseConfig(*text, path);
+}
+
+bool ReloadChangesRestartOnlyKeys(const Config& a, const Config& b, std::string* which) {
+  std::string keys;
+  auto check = [&](bool changed, const char* key) {
+    if (!changed) return;
+    if (!keys.empty()) keys += ", ";
+    keys += key;
+  };
+  check(a.state_dir != b.state_dir, "state_dir");
+  check(a.runtime_dir != b.runtime_dir, "runtime_dir");
+  check(a.ApiSocket() != b.ApiSocket(), "api_socket");
+  *which = keys;
+  return !keys.empty();
+}
+
+}  // namespace outpost

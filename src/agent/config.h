@@ -1,0 +1,44 @@
+// Agent configuration. Owns: the Config struct with its edge-node defaults,
+// loading it from a JSON file with every error reported at once (key and
+// file named), and the checks that make a config usable. Does not apply it:
+// agent/agent.cc decides what a reload may change.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace outpost {
+
+struct Config {
+  std::string path;  // file it came from; "" = built-in defaults
+
+  std::string state_dir = "/var/lib/outpost";
+  std::string runtime_dir = "/run/outpost";
+  std::string api_socket;  // "" = <runtime_dir>/outpost.sock
+  log::Level log_level = log::Level::kInfo;
+  std::string log_file;  // "" = stderr only
+
+  // API server limits (see docs/config.md).
+  std::vector<int64_t> api_allowed_uids;  // in addition to 0 and the agent's own uid
+  int64_t api_max_connections = 64;
+  int64_t api_idle_timeout_nanos = 300LL * 1000000000;  // close idle API connections
+  int64_t api_frame_timeout_nanos = 10LL * 1000000000;  // a started frame must complete
+  uint64_t api_max_write_queue = 4u << 20;               // per-connection unsent bytes
+
+  std::string ApiSocket() const { return api_socket.empty() ? runtime_dir + "/outpost.sock" : api_socket; }
+};
+
+// Loads and validates path. On error the message lists every problem, one
+// per line, each starting with "<path>: <key>: ".
+Result<Config> LoadConfig(const std::string& path);
+// Same for an in-memory document; source names it in messages.
+Result<Config> ParseConfig(const std::string& text, const std::string& source);
+
+// Keys whose change takes effect on SIGHUP; the rest need a restart.
+bool ReloadChangesRestartOnlyKeys(const Config& old_config, const Config& new_config, std::string* which);
+
+}  // namespace outpost

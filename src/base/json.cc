@@ -1,0 +1,273 @@
+#include "base/json.h"
+
+#include "base/strings.h"
+
+namespace outpost::json {
+
+namespace {
+
+// Validates UTF-8 (no overlongs, no surrogates, max U+10FFFF) and reports the
+// byte offset of the first bad sequence, or -1.
+long FindInvalidUtf8(const std::string& s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  size_t n = s.size(), i = 0;
+  while (i < n) {
+    unsigned char c = p[i];
+    if (c < 0x80) { ++i; continue; }
+    size_t len;
+    uint32_t cp;
+    if ((c & 0xe0) == 0xc0) { len = 2; cp = c & 0x1f; }
+    else if ((c & 0xf0) == 0xe0) { len = 3; cp = c & 0x0f; }
+    else if ((c & 0xf8) == 0xf0) { len = 4; cp = c & 0x07; }
+    else return static_cast<long>(i);
+    if (i + len > n) return static_cast<long>(i);
+    for (size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xc0) != 0x80) return static_cast<long>(i);
+      cp = (cp << 6) | (p[i + k] & 0x3f);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+        (cp >= 0xd800 && cp <= 0xdfff)) {
+      return static_cast<long>(i);
+    }
+    i += len;
+  }
+  return -1;
+}
+
+// Bracket depth outside strings. picojson recurses per level, so deep input
+// must be refused before it reaches the parser.
+int MaxDepth(const std::string& s) {
+  int depth = 0, max = 0;
+  bool in_str = false, esc = false;
+  for (char c : s) {
+    if (in_str) {
+      if (esc) esc = false;
+      else if (c == '\\') esc = true;
+      else if (c == '"') in_str = false;
+      continue;
+    }
+    if (c == '"') in_str = true;
+    else if (c == '{' || c == '[') max = std::max(max, ++depth);
+    else if (c == '}' || c == ']') --depth;
+  }
+  return max;
+}
+
+size_t LineOf(const std::string& s, size_t offset) {
+  size_t line = 1;
+  for (size_t i = 0; i < offset && i < s.size(); ++i) line += s[i] == '\n';
+  return line;
+}
+
+}  // namespace
+
+Result<picojson::value> Parse(const std::string& text, const ParseLimits& limits) {
+  if (text.size() > limits.max_bytes) {
+    return Error(Code::kInvalidArgument, Format("document is %zu bytes, more than the limit of %zu bytes",
+                                                text.size(), limits.max_bytes));
+  }
+  long bad = FindInvalidUtf8(text);
+  if (bad >= 0) {
+    return Error(Code::kInvalidArgument, Format("line %zu: invalid UTF-8 at byte offset %ld",
+                                                LineOf(text, static_cast<size_t>(bad)), bad));
+  }
+  int depth = MaxDepth(text);
+  if (depth > limits.max_depth) {
+    return Error(Code::kInvalidArgument,
+                 Format("document is nested %d levels deep, more than the limit of %d", depth, limits.max_depth));
+  }
+  picojson::value v;
+  std::string err;
+  auto end = picojson::parse(v, text.begin(), text.end(), &err);
+  if (!err.empty()) {
+    // picojson: "syntax error at line N near: ...". Keep it to one line.
+    for (char& c : err) if (c == '\n' || c == '\r') c = ' ';
+    while (!err.empty() && err.back() == ' ') err.pop_back();
+    return Error(Code::kInvalidArgument, "invalid JSON: " + err);
+  }
+  for (; end != text.end(); ++end) {
+    if (*end != ' ' && *end != '\n' && *end != '\t' && *end != '\r') {
+      return Error(Code::kInvalidArgument,
+                   Format("invalid JSON: line %zu: unexpected data after the document",
+                          LineOf(text, static_cast<size_t>(end - text.begin()))));
+    }
+  }
+  return v;
+}
+
+const char* TypeName(const picojson::value& v) {
+  if (v.is<picojson::null>()) return "null";
+  if (v.is<bool>()) return "boolean";
+  if (v.is<std::string>()) return "string";
+  if (v.is<picojson::array>()) return "array";
+  if (v.is<picojson::object>()) return "object";
+  return "number";
+}
+
+std::string Preview(const picojson::value& v) {
+  std::string s = v.serialize();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+ObjectReader::ObjectReader(const picojson::value& v, std::string path, Errors* errors)
+    : path_(std::move(path)), errors_(errors) {
+  if (v.is<picojson::object>()) {
+    obj_ = &v.get<picojson::object>();
+  } else {
+    errors_->push_back((path_.empty() ? std::string("document") : path_) + ": expected an object, got " +
+                       TypeName(v));
+  }
+}
+
+bool ObjectReader::Has(const std::string& key) const { return obj_ && obj_->count(key); }
+
+const picojson::value* ObjectReader::Get(const std::string& key) {
+  known_.insert(key);
+  if (!obj_) return nullptr;
+  auto it = obj_->find(key);
+  return it == obj_->end() ? nullptr : &it->second;
+}
+
+void ObjectReader::Fail(const std::string& key, const std::string& msg) {
+  errors_->push_back(PathOf(key) + ": " + msg);
+}
+
+void ObjectReader::String(const std::string& key, std::string* out, bool allow_empty) {
+  const picojson::value* v = Get(key);
+  if (!v) return;
+  if (!v->is<std::string>()) return Fail(key, std::string("expected a string, got ") + TypeName(*v));
+  if (!allow_empty && v->get<std::string>().empty()) return Fail(key, "must not be empty");
+  *out = v->get<std::string>();
+}
+
+void ObjectReader::Bool(const std::string& key, bool* out) {
+  const picojson::value* v = Get(key);
+  if (!v) return;
+  if (!v->is<bool>()) return Fail(key, std::string("expected true or false, got ") + TypeName(*v));
+  *out = v->get<bool>();
+}
+
+static bool ToInt(const picojson::value& v, int64_t* out) {
+  if (v.is<int64_t>()) {
+    *out = v.get<int64_t>();
+    return true;
+  }
+  return false;
+}
+
+void ObjectReader::Int(const std::string& key, int64_t min, int64_t max, int64_t* out) {
+  const picojson::value* v = Get(key);
+  if (!v) return;
+  int64_t n;
+  if (!ToInt(*v, &n)) {
+    if (v->is<double>()) return Fail(key, "expected a whole number, got " + Preview(*v));
+    return Fail(key, std::string("expected a number, got ") + TypeName(*v));
+  }
+  if (n < min || n > max) {
+    return Fail(key, Format("must be between %lld and %lld, got %lld", static_cast<long long>(min),
+                            static_cast<long long>(max), static_cast<long long>(n)));
+  }
+  *out = n;
+}
+
+void ObjectReader::Duration(const std::string& key, int64_t* out_nanos) {
+  const picojson::value* v = Get(key);
+  if (!v) return;
+  if (!v->is<std::string>()) {
+    return Fail(key, std::string("expected a duration like \"5s\", got ") + TypeName(*v) + " " + Preview(*v));
+  }
+  auto d = ParseDuration(v->get<std::string>());
+  if (!d.ok()) return Fail(key, d.error().message());
+  *out_nanos = *d;
+}
+
+void ObjectReader::Size(const std::string& key, uint64_t* out_bytes) {
+  const picojson::value* v = Get(key);
+  if (!v) return;
+  int64_t n;
+  if (ToInt(*v, &n)) {
+    if (n < 0) return Fail(key, "must not be negative");
+    *out_bytes = static_cast<uint64_t>(n);
+    return;
+  }
+  if (!v->is<std::string>()) {
+    return Fail(key, std::string("expected a size like \"10MiB\", got ") + TypeName(*v) + " " + Preview(*v));
+  }
+  auto s = ParseSize(v->get<std::string>());
+  if (!s.ok()) return Fail(key, s.error().message());
+  *out_bytes = *s;
+}
+
+void ObjectReader::StringList(const std::string& key, std::vector<std::string>* out) {
+  const picojson::value* v = Get(key);
+  if (!v) return;
+  if (!v->is<picojson::array>()) return Fail(key, std::string("expected an array of strings, got ") + TypeName(*v));
+  std::vector<std::string> items;
+  const auto& arr = v->get<picojson::array>();
+  bool good = true;
+  for (size_t i = 0; i < arr.size(); ++i) {
+    if (!arr[i].is<std::string>()) {
+      errors_->push_back(Format("%s[%zu]: expected a string, got %s", PathOf(key).c_str(), i, TypeName(arr[i])));
+      good = false;
+      continue;
+    }
+    items.push_back(arr[i].get<std::string>());
+  }
+  if (good) *out = std::move(items);
+}
+
+void ObjectReader::IntList(const std::string& key, int64_t min, int64_t max, std::vector<int64_t>* out) {
+  const picojson::value* v = Get(key);
+  if (!v) return;
+  if (!v->is<picojson::array>()) return Fail(key, std::string("expected an array of numbers, got ") + TypeName(*v));
+  std::vector<int64_t> items;
+  const auto& arr = v->get<picojson::array>();
+  bool good = true;
+  for (size_t i = 0; i < arr.size(); ++i) {
+    int64_t n;
+    std::string item = Format("%s[%zu]", PathOf(key).c_str(), i);
+    if (!ToInt(arr[i], &n)) {
+      errors_->push_back(item + ": expected a whole number, got " + Preview(arr[i]));
+      good = false;
+    } else if (n < min || n > max) {
+      errors_->push_back(Format("%s: must be between %lld and %lld, got %lld", item.c_str(),
+                                static_cast<long long>(min), static_cast<long long>(max),
+                                static_cast<long long>(n)));
+      good = false;
+    } else {
+      items.push_back(n);
+    }
+  }
+  if (good) *out = std::move(items);
+}
+
+void ObjectReader::RejectUnknown() {
+  if (!obj_) return;
+  for (const auto& [key, value] : *obj_) {
+    if (known_.count(key)) continue;
+    std::string best;
+    size_t best_dist = 3;  // suggest only close matches
+    for (const std::string& k : known_) {
+      size_t d = EditDistance(key, k);
+      if (d < best_dist) {
+        best_dist = d;
+        best = k;
+      }
+    }
+    std::string msg = "unknown field";
+    if (!best.empty()) msg += " (did you mean \"" + best + "\"?)";
+    Fail(key, msg);
+  }
+}
+
+std::string JoinErrors(const Errors& errors) {
+  std::string out;
+  for (const std::string& e : errors) {
+    if (!out.empty()) out += '\n';
+    out += e;
+  }
+  return out;
+}
+
+}  // namespace outpost::json

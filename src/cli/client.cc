@@ -1,0 +1,41 @@
+#include "cli/client.h"
+
+#include <cerrno>
+
+#include "agent/api.h"
+#include "cli/cli.h"
+#include "wire/rpc_client.h"
+
+namespace outpost::cli {
+
+Result<std::string> CallAgent(const GlobalOptions& opts, std::string_view method, const std::string& request,
+                              int* exit_code, int64_t timeout_nanos) {
+  auto client = wire::BlockingClient::Connect(opts.socket, timeout_nanos);
+  if (!client.ok()) {
+    const Error& e = client.error();
+    std::string why;
+    if (e.code() == Code::kNotFound || e.code() == Code::kUnavailable) {
+      why = "no agent is running at " + opts.socket + " (start one with `outpost agent`, or pass --socket PATH)";
+    } else if (e.code() == Code::kPermissionDenied) {
+      why = "permission denied on " + opts.socket + " (the API is for root and the agent's user; try sudo)";
+    } else {
+      why = "cannot reach the agent at " + opts.socket + ": " + e.message();
+    }
+    *exit_code = Fail(kExitNoAgent, why);
+    return e;
+  }
+  auto reply = client->Call(agent::kAgentService, method, request, timeout_nanos);
+  if (!reply.ok()) {
+    const Error& e = reply.error();
+    if (e.code() == Code::kUnavailable) {
+      *exit_code = Fail(kExitNoAgent, "the agent at " + opts.socket + " closed the connection: " + e.message());
+    } else {
+      *exit_code = Fail(kExitFailure, e.message());
+    }
+    return e;
+  }
+  *exit_code = kExitOk;
+  return reply;
+}
+
+}  // namespace outpost::cli

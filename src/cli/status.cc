@@ -1,0 +1,88 @@
+// `outpost status` and `outpost version`.
+#include <cstdio>
+
+#include "agent.pb.h"
+#include "base/clock.h"
+#include "base/json.h"
+#include "base/pb.h"
+#include "base/strings.h"
+#include "cli/cli.h"
+#include "cli/client.h"
+
+namespace outpost::cli {
+
+namespace {
+
+std::string HumanUptime(int64_t nanos) {
+  int64_t s = nanos / kNanosPerSecond;
+  if (s < 60) return Format("%llds", static_cast<long long>(s));
+  if (s < 3600) return Format("%lldm%02llds", static_cast<long long>(s / 60), static_cast<long long>(s % 60));
+  if (s < 86400) {
+    return Format("%lldh%02lldm", static_cast<long long>(s / 3600), static_cast<long long>((s % 3600) / 60));
+  }
+  return Format("%lldd%02lldh", static_cast<long long>(s / 86400), static_cast<long long>((s % 86400) / 3600));
+}
+
+}  // namespace
+
+int RunStatus(const GlobalOptions& opts, const std::vector<std::string>& args) {
+  if (!args.empty()) return Fail(kExitUsage, "status takes no arguments; see `outpost status --help`");
+  int code = 0;
+  auto reply = CallAgent(opts, "Status", "", &code);
+  if (!reply.ok()) return code;
+  PbOwned<outpost_v1_StatusResponse> resp(outpost_v1_StatusResponse_fields);
+  Status st = resp.Decode(*reply, "StatusResponse");
+  if (!st.ok()) return Fail(kExitFailure, "bad reply from the agent: " + st.error().message());
+
+  std::string config = PbString(resp->config_path);
+  if (opts.json) {
+    picojson::object o;
+    o["version"] = picojson::value(PbString(resp->version));
+    o["pid"] = picojson::value(static_cast<int64_t>(resp->pid));
+    o["uptime_seconds"] = picojson::value(static_cast<double>(resp->uptime_nanos) / kNanosPerSecond);
+    o["started_at"] = picojson::value(FormatWallTime(resp->started_at_unix_nanos));
+    o["config_path"] = picojson::value(config);
+    o["config_loaded_at"] = picojson::value(FormatWallTime(resp->config_loaded_unix_nanos));
+    o["api_socket"] = picojson::value(PbString(resp->api_socket));
+    o["api_connections"] = picojson::value(static_cast<int64_t>(resp->api_connections));
+    o["state_dir"] = picojson::value(PbString(resp->state_dir));
+    o["runtime_dir"] = picojson::value(PbString(resp->runtime_dir));
+    o["arch"] = picojson::value(PbString(resp->arch));
+    picojson::object features;
+    for (pb_size_t i = 0; i < resp->features_count; ++i) {
+      picojson::object f;
+      f["enabled"] = picojson::value(resp->features[i].enabled);
+      f["detail"] = picojson::value(PbString(resp->features[i].detail));
+      features[PbString(resp->features[i].name)] = picojson::value(f);
+    }
+    o["features"] = picojson::value(features);
+    std::printf("%s\n", picojson::value(o).serialize(true).c_str());
+    return kExitOk;
+  }
+  std::printf("outpost %s (%s), agent pid %d, up %s\n", PbString(resp->version).c_str(),
+              PbString(resp->arch).c_str(), resp->pid, HumanUptime(resp->uptime_nanos).c_str());
+  std::printf("  config:       %s (loaded %s)\n", config.empty() ? "(built-in defaults)" : config.c_str(),
+              FormatWallTime(resp->config_loaded_unix_nanos).c_str());
+  std::printf("  api socket:   %s (%d connection%s)\n", PbString(resp->api_socket).c_str(), resp->api_connections,
+              resp->api_connections == 1 ? "" : "s");
+  std::printf("  state dir:    %s\n", PbString(resp->state_dir).c_str());
+  std::printf("  runtime dir:  %s\n", PbString(resp->runtime_dir).c_str());
+  std::printf("  features:\n");
+  for (pb_size_t i = 0; i < resp->features_count; ++i) {
+    std::printf("    %-12s %-4s %s\n", PbString(resp->features[i].name).c_str(),
+                resp->features[i].enabled ? "on" : "off", PbString(resp->features[i].detail).c_str());
+  }
+  return kExitOk;
+}
+
+int RunVersion(const GlobalOptions& opts, const std::vector<std::string>& args) {
+  if (!args.empty()) return Fail(kExitUsage, "version takes no arguments");
+  if (opts.json) {
+    std::printf("{\"version\": \"%s\"}\n", OUTPOST_VERSION);
+  } else {
+    std::printf("outpost %s\n", OUTPOST_VERSION);
+  }
+  return kExitOk;
+}
+
+}  // namespace outpost::cli

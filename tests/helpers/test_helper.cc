@@ -1,0 +1,151 @@
+// outpost-test-helper: a small static program the integration, VM and
+// benchmark suites run as a task. One subcommand per behaviour:
+//
+//   exit N                 exit with status N
+//   sleep SECONDS          sleep, then exit 0 (fractions allowed)
+//   ignore-term SECONDS    ignore SIGTERM and SIGINT, then sleep
+//   trap SIG N             on signal SIG (name or number) exit N; wait forever
+//   orphan SECONDS         fork a background child that sleeps SECONDS in its
+//                          own session, print its pid, exit 0
+//   lines N [PREFIX]       print N numbered lines "PREFIX<i>" to stdout fast
+//   huge-line BYTES        print one line of BYTES 'x' characters
+//   stderr TEXT            print TEXT to stderr
+//   list-fds               print the open fd numbers, one per line
+//   timestamp FILE         write CLOCK_MONOTONIC nanoseconds to FILE, exit 0
+//   env                    print the environment
+//   pwd / id               print working dir / "uid gid groups"
+//
+// Uses only libc (no iostream) so it starts fast and stays small.
+#include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace {
+
+int g_trap_exit = 0;
+
+void SleepSeconds(double s) {
+  struct timespec ts;
+  ts.tv_sec = static_cast<time_t>(s);
+  ts.tv_nsec = static_cast<long>((s - static_cast<double>(ts.tv_sec)) * 1e9);
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+int SignalByName(const char* s) {
+  static const struct { const char* name; int sig; } kSigs[] = {
+      {"HUP", SIGHUP}, {"INT", SIGINT}, {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+      {"TERM", SIGTERM}, {"KILL", SIGKILL}, {"ALRM", SIGALRM}, {"CONT", SIGCONT}, {"WINCH", SIGWINCH}};
+  if (strncmp(s, "SIG", 3) == 0) s += 3;
+  for (const auto& k : kSigs) {
+    if (strcmp(s, k.name) == 0) return k.sig;
+  }
+  return atoi(s);
+}
+
+void OnTrap(int) { _exit(g_trap_exit); }
+
+int Usage() {
+  fputs("usage: outpost-test-helper exit N | sleep S | ignore-term S | trap SIG N | orphan S | lines N [PREFIX]"
+        " | huge-line BYTES | stderr TEXT | list-fds | timestamp FILE | env | pwd | id\n",
+        stderr);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return Usage();
+  const char* cmd = argv[1];
+  if (!strcmp(cmd, "exit") && argc == 3) return atoi(argv[2]);
+  if (!strcmp(cmd, "sleep") && argc == 3) {
+    SleepSeconds(atof(argv[2]));
+    return 0;
+  }
+  if (!strcmp(cmd, "ignore-term") && argc == 3) {
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    SleepSeconds(atof(argv[2]));
+    return 0;
+  }
+  if (!strcmp(cmd, "trap") && argc == 4) {
+    g_trap_exit = atoi(argv[3]);
+    signal(SignalByName(argv[2]), OnTrap);
+    for (;;) pause();
+  }
+  if (!strcmp(cmd, "orphan") && argc == 3) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      setsid();
+      SleepSeconds(atof(argv[2]));
+      _exit(0);
+    }
+    printf("%d\n", pid);
+    return 0;
+  }
+  if (!strcmp(cmd, "lines") && (argc == 3 || argc == 4)) {
+    long n = atol(argv[2]);
+    const char* prefix = argc == 4 ? argv[3] : "";
+    static char buf[1 << 16];
+    setvbuf(stdout, buf, _IOFBF, sizeof buf);
+    for (long i = 1; i <= n; ++i) printf("%s%ld\n", prefix, i);
+    return fflush(stdout) == 0 ? 0 : 1;
+  }
+  if (!strcmp(cmd, "huge-line") && argc == 3) {
+    long n = atol(argv[2]);
+    for (long i = 0; i < n; ++i) putchar('x');
+    putchar('\n');
+    return fflush(stdout) == 0 ? 0 : 1;
+  }
+  if (!strcmp(cmd, "stderr") && argc == 3) {
+    fprintf(stderr, "%s\n", argv[2]);
+    return 0;
+  }
+  if (!strcmp(cmd, "list-fds")) {
+    DIR* d = opendir("/proc/self/fd");
+    if (!d) return 1;
+    int self = dirfd(d);
+    while (struct dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.' || atoi(e->d_name) == self) continue;
+      printf("%s\n", e->d_name);
+    }
+    closedir(d);
+    return 0;
+  }
+  if (!strcmp(cmd, "timestamp") && argc == 3) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int fd = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return 1;
+    dprintf(fd, "%lld\n", static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec);
+    close(fd);
+    return 0;
+  }
+  if (!strcmp(cmd, "env")) {
+    for (char** e = environ; *e; ++e) printf("%s\n", *e);
+    return 0;
+  }
+  if (!strcmp(cmd, "pwd")) {
+    char buf[4096];
+    if (!getcwd(buf, sizeof buf)) return 1;
+    printf("%s\n", buf);
+    return 0;
+  }
+  if (!strcmp(cmd, "id")) {
+    gid_t groups[64];
+    int n = getgroups(64, groups);
+    printf("%u %u", getuid(), getgid());
+    for (int i = 0; i < n; ++i) printf(" %u", groups[i]);
+    printf("\n");
+    return 0;
+  }
+  return Usage();
+}

@@ -1,0 +1,111 @@
+# Helpers for integration tests (sourced by run.sh). Each test function runs
+# in its own subshell with a fresh directory $T; the agent it starts is
+# killed when the test ends, pass or fail.
+
+# run_one NAME: runs test function NAME, prints ok/not ok.
+run_one() {
+  local name="$1" out
+  local dir
+  dir="$(mktemp -d /tmp/outpost-it.XXXXXX)"
+  out="$(
+    T="$dir"
+    SOCK="$T/run/outpost.sock"
+    AGENT_PID=""
+    cd "$T" || exit 1
+    trap 'cleanup_agents' EXIT
+    set -o pipefail
+    "$name" 2>&1
+  )"
+  local rc=$?
+  if [ $rc -eq 0 ]; then
+    echo "ok ${name#test_}"
+    rm -rf "$dir"
+  else
+    local why
+    why="$(printf '%s\n' "$out" | grep -m1 '^FAIL: ' | sed 's/^FAIL: //')"
+    echo "not ok ${name#test_} - ${why:-exit $rc}"
+    printf '%s\n' "$out" | sed 's/^/    # /'
+    [ -f "$dir/agent.log" ] && sed 's/^/    # agent: /' "$dir/agent.log" | tail -n 20
+  fi
+  return $rc
+}
+
+cleanup_agents() {
+  local p
+  for p in $(cat "$T/.pids" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+}
+
+fail() { echo "FAIL: $*"; exit 1; }
+
+# write_config [EXTRA_JSON_MEMBERS]: config using dirs under $T.
+write_config() {
+  local extra="${1:-}"
+  cat >"$T/config.json" <<JSON
+{
+  "state_dir": "$T/state",
+  "runtime_dir": "$T/run",
+  "api_socket": "$SOCK"${extra:+,
+  $extra}
+}
+JSON
+}
+
+# start_agent [ARGS...]: starts the agent in the background with $T/config.json
+# (written by write_config if missing) and waits until `status` answers.
+start_agent() {
+  [ -f "$T/config.json" ] || write_config
+  "$OUTPOST" agent --config "$T/config.json" "$@" >>"$T/agent.log" 2>&1 &
+  AGENT_PID=$!
+  echo "$AGENT_PID" >>"$T/.pids"
+  wait_for 10 op status >/dev/null || fail "agent did not answer status within 10s: $(tail -n 5 "$T/agent.log")"
+}
+
+# op ARGS...: the CLI against this test's agent.
+op() { "$OUTPOST" --socket "$SOCK" "$@"; }
+
+# wait_for SECONDS CMD...: polls CMD until it succeeds or the deadline passes.
+# Polling with a deadline is synchronisation on an observable condition, not
+# a sleep standing in for one.
+wait_for() {
+  local secs="$1"; shift
+  local deadline=$((SECONDS + secs))
+  while ! "$@" >/dev/null 2>&1; do
+    [ $SECONDS -ge $deadline ] && { "$@"; return 1; }
+    sleep 0.02
+  done
+  "$@"
+}
+
+# wait_gone PID SECONDS: waits for a process to exit (it must be our child
+# for `wait` to report its status; this only polls for its absence).
+wait_gone() {
+  local pid="$1" secs="${2:-10}"
+  local deadline=$((SECONDS + secs))
+  while kill -0 "$pid" 2>/dev/null; do
+    [ $SECONDS -ge $deadline ] && return 1
+    sleep 0.02
+  done
+}
+
+expect_eq() {  # ACTUAL EXPECTED WHAT
+  [ "$1" = "$2" ] || fail "$3: expected '$2', got '$1'"
+}
+expect_contains() {  # HAYSTACK NEEDLE WHAT
+  case "$1" in *"$2"*) ;; *) fail "$3: expected to contain '$2', got: $1" ;; esac
+}
+expect_not_contains() {
+  case "$1" in *"$2"*) fail "$3: expected not to contain '$2', got: $1" ;; esac
+}
+# expect_exit CODE CMD...: runs CMD, checks its exit code, leaves output in $OUT.
+expect_exit() {
+  local want="$1"; shift
+  OUT="$("$@" 2>&1)"
+  local got=$?
+  [ "$got" = "$want" ] || fail "'$*' exited $got, expected $want; output: $OUT"
+}
+# json_get FIELD: reads a top-level scalar from JSON on stdin (no jq needed).
+json_get() {
+  python3 -c 'import json,sys; v=json.load(sys.stdin); 
+for k in sys.argv[1].split("."): v=v[k]
+print(v)' "$1"
+}

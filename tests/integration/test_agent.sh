@@ -1,0 +1,186 @@
+# Agent lifecycle, configuration and the status/version/help commands.
+
+test_status_reports_the_running_agent() {
+  start_agent
+  expect_exit 0 op status
+  expect_contains "$OUT" "agent pid $AGENT_PID" "human status"
+  expect_contains "$OUT" "config:       $T/config.json" "human status"
+  expect_contains "$OUT" "api socket:   $SOCK" "human status"
+  expect_exit 0 op status --json
+  expect_eq "$(echo "$OUT" | json_get pid)" "$AGENT_PID" "json pid"
+  expect_eq "$(echo "$OUT" | json_get config_path)" "$T/config.json" "json config_path"
+  expect_eq "$(echo "$OUT" | json_get state_dir)" "$T/state" "json state_dir"
+  expect_eq "$(echo "$OUT" | json_get features.api.enabled)" "True" "api feature"
+  expect_eq "$(echo "$OUT" | json_get version)" "$("$OUTPOST" version --json | json_get version)" "version"
+}
+
+test_cli_without_agent_says_so_in_one_line() {
+  expect_exit 3 "$OUTPOST" --socket "$T/nothing.sock" status
+  expect_eq "$(printf '%s\n' "$OUT" | wc -l)" "1" "one line"
+  expect_contains "$OUT" "no agent is running at $T/nothing.sock" "message"
+  # Same through the environment variable.
+  OUTPOST_SOCKET="$T/nothing.sock" expect_exit 3 "$OUTPOST" status
+}
+
+test_socket_is_private() {
+  start_agent
+  expect_eq "$(stat -c %a "$SOCK")" "600" "socket mode"
+  expect_eq "$(stat -c %a "$T/run")" "700" "runtime dir mode"
+  expect_eq "$(stat -c %a "$T/state")" "700" "state dir mode"
+}
+
+test_existing_runtime_dir_is_tightened_to_0700() {
+  mkdir -p "$T/run" && chmod 0755 "$T/run"
+  start_agent
+  expect_eq "$(stat -c %a "$T/run")" "700" "runtime dir mode"
+}
+
+test_sigterm_and_sigint_stop_cleanly_and_remove_the_socket() {
+  local sig
+  for sig in TERM INT; do
+    start_agent
+    kill -s "$sig" "$AGENT_PID"
+    wait "$AGENT_PID"
+    expect_eq "$?" "0" "exit status after SIG$sig"
+    [ -e "$SOCK" ] && fail "socket still exists after SIG$sig"
+    expect_contains "$(cat "$T/agent.log")" "stopping on SIG$sig" "log"
+  done
+}
+
+test_stale_socket_from_a_crashed_agent_is_replaced() {
+  start_agent
+  local old="$AGENT_PID"
+  kill -9 "$old"
+  wait "$old" 2>/dev/null
+  [ -S "$SOCK" ] || fail "kill -9 should leave the socket behind for this test"
+  start_agent
+  [ "$AGENT_PID" != "$old" ] || fail "same pid"
+  expect_exit 0 op status --json
+  expect_eq "$(echo "$OUT" | json_get pid)" "$AGENT_PID" "new agent answers"
+  expect_contains "$(cat "$T/agent.log")" "replacing stale API socket" "log"
+}
+
+test_second_agent_on_the_same_socket_refuses_to_start() {
+  start_agent
+  expect_exit 1 "$OUTPOST" agent --config "$T/config.json"
+  expect_contains "$OUT" "another agent (pid $AGENT_PID) is already serving $SOCK" "refusal"
+  expect_exit 0 op status   # the first one is untouched
+}
+
+test_path_that_is_not_a_socket_is_not_replaced() {
+  write_config
+  mkdir -p "$T/run"
+  echo data >"$SOCK"
+  expect_exit 1 "$OUTPOST" agent --config "$T/config.json"
+  expect_contains "$OUT" "refusing to replace '$SOCK': it exists and is not a socket" "message"
+  expect_eq "$(cat "$SOCK")" "data" "file untouched"
+}
+
+test_bad_config_lists_every_error_and_refuses_to_start() {
+  cat >"$T/config.json" <<JSON
+{
+  "state_dir": "relative/dir",
+  "runtime_dir": "$T/run",
+  "api_socket": "$SOCK",
+  "log_levle": "debug",
+  "api_max_connections": "many",
+  "api_idle_timeout": "soon"
+}
+JSON
+  expect_exit 2 "$OUTPOST" agent --config "$T/config.json"
+  expect_contains "$OUT" "config $T/config.json: log_levle: unknown field (did you mean \"log_level\"?)" "unknown key"
+  expect_contains "$OUT" "config $T/config.json: api_max_connections: expected a number, got string" "wrong type"
+  expect_contains "$OUT" "config $T/config.json: api_idle_timeout: expected a duration like \"5s\", got \"soon\"" "bad duration"
+  expect_contains "$OUT" "config $T/config.json: state_dir: must be an absolute path, got \"relative/dir\"" "bad value"
+  expect_contains "$OUT" "agent not started" "verdict"
+  [ -e "$SOCK" ] && fail "socket created by an agent that refused to start"
+  true
+}
+
+test_malformed_and_missing_config_files() {
+  printf '{"state_dir": "/x",,}' >"$T/config.json"
+  expect_exit 2 "$OUTPOST" agent --config "$T/config.json"
+  expect_contains "$OUT" "config $T/config.json: invalid JSON" "syntax error"
+  expect_exit 2 "$OUTPOST" agent --config "$T/missing.json"
+  expect_contains "$OUT" "config $T/missing.json: open '$T/missing.json': No such file or directory" "missing"
+  printf '[1,2]' >"$T/config.json"
+  expect_exit 2 "$OUTPOST" agent --config "$T/config.json"
+  expect_contains "$OUT" "document: expected an object, got array" "not an object"
+  printf '{"log_file": "\xff\xfe"}' >"$T/config.json"
+  expect_exit 2 "$OUTPOST" agent --config "$T/config.json"
+  expect_contains "$OUT" "invalid UTF-8" "non-UTF-8"
+}
+
+test_check_prints_the_effective_config() {
+  write_config '"log_level": "debug", "api_idle_timeout": "90s"'
+  expect_exit 0 "$OUTPOST" agent --config "$T/config.json" --check
+  expect_eq "$(echo "$OUT" | json_get log_level)" "DEBUG" "log_level"
+  expect_eq "$(echo "$OUT" | json_get api_idle_timeout)" "1m30s" "idle timeout"
+  expect_eq "$(echo "$OUT" | json_get api_socket)" "$SOCK" "socket"
+}
+
+test_sighup_reloads_and_keeps_old_config_when_new_one_is_bad() {
+  write_config '"log_level": "info"'
+  start_agent
+  write_config '"log_level": "debug"'
+  kill -HUP "$AGENT_PID"
+  wait_for 5 grep -q "config reloaded" "$T/agent.log" || fail "no reload logged"
+  # A broken file is reported and the running config kept.
+  echo '{"log_level": "loud", "bogus": 1}' >"$T/config.json"
+  kill -HUP "$AGENT_PID"
+  wait_for 5 grep -q "config reload failed" "$T/agent.log" || fail "bad reload not reported"
+  local log; log="$(cat "$T/agent.log")"
+  expect_contains "$log" "bogus: unknown field" "reload error names the key"
+  expect_contains "$log" "log_level: expected one of debug, info, warn, error, got \"loud\"" "reload error names the value"
+  expect_exit 0 op status --json
+  expect_eq "$(echo "$OUT" | json_get pid)" "$AGENT_PID" "still the same agent"
+  # Keys that need a restart are reported and not applied.
+  write_config '"runtime_dir": "/elsewhere"'
+  sed -i "s#\"runtime_dir\": \"$T/run\",##" "$T/config.json"
+  kill -HUP "$AGENT_PID"
+  wait_for 5 grep -q "take effect only after a restart" "$T/agent.log" || fail "restart-only keys not reported"
+  expect_exit 0 op status --json
+  expect_eq "$(echo "$OUT" | json_get runtime_dir)" "$T/run" "runtime_dir unchanged"
+}
+
+test_log_lines_are_one_event_per_line_with_fields() {
+  write_config "\"log_file\": \"$T/agent-file.log\""
+  start_agent
+  kill -TERM "$AGENT_PID"; wait "$AGENT_PID"
+  local line
+  line="$(grep -m1 'agent started' "$T/agent.log")"
+  [[ "$line" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\ INFO\ agent\ started\ .*pid=$AGENT_PID ]] \
+    || fail "unexpected log line format: $line"
+  expect_contains "$line" "socket=$SOCK" "socket field"
+  expect_contains "$(cat "$T/agent-file.log")" "agent started" "log_file also gets the lines"
+}
+
+test_help_and_version() {
+  expect_exit 0 "$OUTPOST" help
+  expect_contains "$OUT" "Commands:" "help"
+  local c
+  for c in agent status version help; do
+    expect_exit 0 "$OUTPOST" "$c" --help
+    expect_contains "$OUT" "Usage: outpost $c" "$c --help"
+    expect_exit 0 "$OUTPOST" help "$c"
+    expect_contains "$OUT" "Usage: outpost $c" "help $c"
+  done
+  expect_exit 0 "$OUTPOST" --help
+  expect_exit 0 "$OUTPOST" version
+  expect_contains "$OUT" "outpost $(cat "$(dirname "$OUTPOST")/../VERSION" 2>/dev/null || true)" "version"
+  expect_exit 2 "$OUTPOST" staus
+  expect_contains "$OUT" "unknown command \"staus\" (did you mean \"status\"?)" "typo"
+  expect_exit 2 "$OUTPOST"
+  expect_exit 2 "$OUTPOST" status extra-arg
+  expect_exit 2 "$OUTPOST" agent --bogus
+  expect_contains "$OUT" "unknown argument \"--bogus\"" "agent bad flag"
+}
+
+test_unprivileged_user_is_refused_with_a_clear_message() {
+  command -v setpriv >/dev/null || { echo "setpriv missing"; return 0; }
+  [ "$(id -u)" = 0 ] || return 0
+  start_agent
+  chmod 0755 "$T"
+  expect_exit 3 setpriv --reuid=65534 --regid=65534 --clear-groups "$OUTPOST" --socket "$SOCK" status
+  expect_contains "$OUT" "permission denied on $SOCK" "message"
+}

@@ -1,0 +1,150 @@
+#include <gtest/gtest.h>
+
+#include "base/json.h"
+#include "base/log.h"
+#include "base/strings.h"
+
+namespace outpost {
+namespace {
+
+TEST(Strings, ParseDuration) {
+  EXPECT_EQ(*ParseDuration("5s"), 5 * 1000000000LL);
+  EXPECT_EQ(*ParseDuration("1500ms"), 1500000000LL);
+  EXPECT_EQ(*ParseDuration("1.5s"), 1500000000LL);
+  EXPECT_EQ(*ParseDuration("1h30m"), 5400LL * 1000000000LL);
+  EXPECT_EQ(*ParseDuration("0"), 0);
+  EXPECT_EQ(*ParseDuration("250us"), 250000);
+  for (const char* bad : {"", "five", "5", "5x", "s", "1.s", "-1s", "5 s"}) {
+    auto r = ParseDuration(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().message(), std::string("expected a duration like \"5s\", got \"") + bad + "\"");
+  }
+  EXPECT_FALSE(ParseDuration("9999999999h").ok());
+}
+
+TEST(Strings, FormatDuration) {
+  EXPECT_EQ(FormatDuration(0), "0s");
+  EXPECT_EQ(FormatDuration(90LL * 1000000000), "1m30s");
+  EXPECT_EQ(FormatDuration(5LL * 1000000000), "5s");
+  EXPECT_EQ(FormatDuration(1500000000LL), "1.5s");
+  EXPECT_EQ(FormatDuration(3600LL * 1000000000), "1h");
+  EXPECT_EQ(FormatDuration(2000000), "2ms");
+}
+
+TEST(Strings, ParseSize) {
+  EXPECT_EQ(*ParseSize("10MiB"), 10u << 20);
+  EXPECT_EQ(*ParseSize("512KiB"), 512u << 10);
+  EXPECT_EQ(*ParseSize("1G"), 1u << 30);
+  EXPECT_EQ(*ParseSize("4096"), 4096u);
+  EXPECT_EQ(*ParseSize("1MB"), 1000000u);
+  EXPECT_EQ(*ParseSize("1.5KiB"), 1536u);
+  for (const char* bad : {"", "ten", "10XB", "-1", "MiB"}) {
+    auto r = ParseSize(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().message(), std::string("expected a size like \"10MiB\", got \"") + bad + "\"");
+  }
+  EXPECT_FALSE(ParseSize("0.3B").ok());
+}
+
+TEST(Strings, ParseIntRangeAndGarbage) {
+  EXPECT_EQ(*ParseInt("42", 0, 100), 42);
+  EXPECT_EQ(*ParseInt("-7", -10, 10), -7);
+  EXPECT_FALSE(ParseInt("101", 0, 100).ok());
+  EXPECT_FALSE(ParseInt("4x", 0, 100).ok());
+  EXPECT_FALSE(ParseInt("", 0, 100).ok());
+  EXPECT_FALSE(ParseInt("99999999999999999999999", 0, 100).ok());
+}
+
+TEST(Strings, SplitAndAffixes) {
+  EXPECT_EQ(Split("a,b,,c", ','), (std::vector<std::string>{"a", "b", "", "c"}));
+  EXPECT_EQ(Split("", ','), (std::vector<std::string>{""}));
+  EXPECT_TRUE(StartsWith("outpost", "out"));
+  EXPECT_FALSE(StartsWith("out", "outpost"));
+  EXPECT_TRUE(EndsWith("job.json", ".json"));
+  EXPECT_EQ(EditDistance("staus", "status"), 1u);
+  EXPECT_EQ(EditDistance("", "abc"), 3u);
+}
+
+TEST(Log, LineFormatQuotesWhereNeeded) {
+  std::string line = log::FormatLine(1795375520123000000LL, log::Level::kWarn, "disk\nfull",
+                                     {{"path", "/var/log/x y"}, {"n", "3"}, {"q", "a\"b"}, {"e", ""}});
+  EXPECT_EQ(line, "2026-11-22T19:25:20.123Z WARN disk full path=\"/var/log/x y\" n=3 q=\"a\\\"b\" e=\"\"\n");
+  EXPECT_EQ(QuoteIfNeeded("plain"), "plain");
+  EXPECT_EQ(QuoteIfNeeded("a=b"), "\"a=b\"");
+  EXPECT_EQ(QuoteIfNeeded(std::string("\x01", 1)), "\"\\x01\"");
+}
+
+TEST(Json, ParseRejectsDeepNestingBadUtf8TrailingDataAndHugeInput) {
+  EXPECT_TRUE(json::Parse("{\"a\": [1, 2, {\"b\": \"\\u00e9\"}]}").ok());
+  std::string deep(100, '[');
+  deep += std::string(100, ']');
+  auto r = json::Parse(deep);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "document is nested 100 levels deep, more than the limit of 32");
+  r = json::Parse("{\"a\": \"\xc3\x28\"}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "line 1: invalid UTF-8 at byte offset 7");
+  r = json::Parse("{} {}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "invalid JSON: line 1: unexpected data after the document");
+  r = json::Parse(std::string(100, ' '), json::ParseLimits{10, 8});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "document is 100 bytes, more than the limit of 10 bytes");
+  r = json::Parse("{\"a\":\n tru}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message().rfind("invalid JSON: syntax error at line 2", 0), 0u) << r.error().message();
+  // Brackets inside strings do not count as nesting.
+  EXPECT_TRUE(json::Parse("{\"a\": \"" + std::string(100, '[') + "\"}").ok());
+  // Overlong encodings and surrogates are not UTF-8.
+  EXPECT_FALSE(json::Parse("\"\xc0\xaf\"").ok());
+  EXPECT_FALSE(json::Parse("\"\xed\xa0\x80\"").ok());
+}
+
+TEST(Json, ObjectReaderCollectsEveryErrorWithPaths) {
+  auto doc = json::Parse(R"({"name": 5, "count": 1.5, "big": 99, "delay": "five", "size": "10XB",
+                             "tags": ["a", 2], "flag": "yes", "restrat": {}})");
+  ASSERT_TRUE(doc.ok());
+  json::Errors errors;
+  json::ObjectReader r(*doc, "tasks[1]", &errors);
+  std::string name = "unchanged";
+  int64_t count = -1, big = -1, delay = -1;
+  uint64_t size = 0;
+  std::vector<std::string> tags;
+  bool flag = false;
+  r.String("name", &name);
+  r.Int("count", 0, 10, &count);
+  r.Int("big", 0, 10, &big);
+  r.Duration("delay", &delay);
+  r.Size("size", &size);
+  r.StringList("tags", &tags);
+  r.Bool("flag", &flag);
+  r.Known("restart");
+  r.RejectUnknown();
+  EXPECT_EQ(name, "unchanged");
+  EXPECT_EQ(count, -1);
+  std::vector<std::string> want = {
+      "tasks[1].name: expected a string, got number",
+      "tasks[1].count: expected a whole number, got 1.5",
+      "tasks[1].big: must be between 0 and 10, got 99",
+      "tasks[1].delay: expected a duration like \"5s\", got \"five\"",
+      "tasks[1].size: expected a size like \"10MiB\", got \"10XB\"",
+      "tasks[1].tags[1]: expected a string, got number",
+      "tasks[1].flag: expected true or false, got string",
+      "tasks[1].restrat: unknown field (did you mean \"restart\"?)",
+  };
+  EXPECT_EQ(errors, want);
+}
+
+TEST(Json, ObjectReaderOnNonObject) {
+  auto doc = json::Parse("[1]");
+  json::Errors errors;
+  json::ObjectReader r(*doc, "", &errors);
+  std::string s;
+  r.String("x", &s);
+  r.RejectUnknown();
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(errors, (std::vector<std::string>{"document: expected an object, got array"}));
+}
+
+}  // namespace
+}  // namespace outpost

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Runs every test suite and prints one final line "N passed, N failed[, N skipped]".
+#
+#   tools/test.sh                 all suites (native build, unit, integration,
+#                                 sanitized unit, fuzz, arm64 + armhf unit under
+#                                 qemu-user, VM system test)
+#   tools/test.sh --arch arm64    only the arm64 build and its unit tests under qemu-user
+#   tools/test.sh --only NAME     one suite: build unit integration sanitize fuzz arm64 armhf vm
+#
+# Each suite's output goes to build/test-logs/<suite>.log; failures are shown.
+set -u
+cd "$(dirname "$0")/.."
+
+ARCH=native
+ONLY=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --arch) ARCH="$2"; shift 2 ;;
+    --only) ONLY="$2"; shift 2 ;;
+    *) echo "usage: tools/test.sh [--arch native|arm64|armhf] [--only SUITE]" >&2; exit 2 ;;
+  esac
+done
+
+JOBS=$(nproc 2>/dev/null || echo 2)
+LOGS=build/test-logs
+mkdir -p "$LOGS"
+PASSED=0 FAILED=0 SKIPPED=0
+FAILURES=()
+
+pass() { PASSED=$((PASSED + 1)); }
+fail() { FAILED=$((FAILED + 1)); FAILURES+=("$1"); echo "FAIL: $1"; }
+skip() { SKIPPED=$((SKIPPED + 1)); echo "SKIP: $1"; }
+
+# Counts a step that must simply succeed.
+step() {
+  local name="$1"; shift
+  local log="$LOGS/$(echo "$name" | tr ' /' '__').log"
+  echo "== $name"
+  if "$@" >"$log" 2>&1; then
+    pass
+    return 0
+  fi
+  fail "$name (see $log)"
+  tail -n 30 "$log" | sed 's/^/   | /'
+  return 1
+}
+
+# Runs a GoogleTest binary and counts its tests.
+gtest_suite() {
+  local name="$1"; shift
+  local log="$LOGS/$name.log"
+  echo "== $name"
+  "$@" --gtest_brief=1 >"$log" 2>&1
+  local rc=$?
+  local p f
+  p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n1)
+  f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n1)
+  if [ -z "$p" ] && [ -z "$f" ]; then
+    fail "$name: test binary exited $rc without a summary (crash?) (see $log)"
+    tail -n 30 "$log" | sed 's/^/   | /'
+    return
+  fi
+  PASSED=$((PASSED + ${p:-0}))
+  if [ -n "$f" ] && [ "$f" -gt 0 ]; then
+    FAILED=$((FAILED + f))
+    grep '^\[  FAILED  \] [A-Za-z]' "$log" | sort -u | while read -r line; do echo "FAIL: $name: ${line#\[  FAILED  \] }"; done
+    FAILURES+=("$name: $f failed (see $log)")
+  elif [ $rc -ne 0 ]; then
+    fail "$name: exited $rc (see $log)"
+  fi
+}
+
+# Runs a TAP-like suite printing "ok NAME" / "not ok NAME - why" / "skip NAME - why".
+tap_suite() {
+  local name="$1"; shift
+  local log="$LOGS/$name.log"
+  echo "== $name"
+  "$@" >"$log" 2>&1
+  local rc=$?
+  local p f s
+  p=$(grep -c '^ok ' "$log")
+  f=$(grep -c '^not ok ' "$log")
+  s=$(grep -c '^skip ' "$log")
+  PASSED=$((PASSED + p)); FAILED=$((FAILED + f)); SKIPPED=$((SKIPPED + s))
+  grep '^not ok ' "$log" | sed "s/^not ok /FAIL: $name: /"
+  grep '^skip ' "$log" | sed "s/^skip /SKIP: $name: /"
+  [ "$f" -gt 0 ] && FAILURES+=("$name: $f failed (see $log)")
+  if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+    fail "$name: exited $rc without naming a failed test (see $log)"
+    tail -n 30 "$log" | sed 's/^/   | /'
+  fi
+  if [ $((p + f + s)) -eq 0 ] && [ $rc -eq 0 ]; then
+    fail "$name: ran no tests (see $log)"
+  fi
+}
+
+want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
+
+cross_suite() {
+  local arch="$1" qemu="$2"
+  if step "build $arch" make -j"$JOBS" ARCH="$arch" all "build/$arch/unit_tests" "build/$arch/test_helper"; then
+    if file "build/$arch/outpost" | grep -q 'statically linked'; then pass; else fail "build/$arch/outpost is not statically linked"; fi
+    gtest_suite "unit-$arch" "$qemu" "build/$arch/unit_tests"
+  fi
+}
+
+if [ "$ARCH" != native ]; then
+  case "$ARCH" in
+    arm64) cross_suite arm64 qemu-aarch64-static ;;
+    armhf) cross_suite armhf qemu-arm-static ;;
+    *) echo "unknown arch $ARCH" >&2; exit 2 ;;
+  esac
+else
+  built=0
+  if want build || want unit || want integration || want vm; then
+    if step "build native" make -j"$JOBS" all build/unit_tests build/test_helper; then
+      built=1
+      if file build/outpost | grep -q 'statically linked'; then pass; else fail "build/outpost is not statically linked"; fi
+    fi
+  fi
+  if [ $built = 1 ]; then
+    want unit && gtest_suite unit build/unit_tests
+    want integration && tap_suite integration tests/integration/run.sh build/outpost build/test_helper
+  fi
+  if want sanitize; then
+    if step "build sanitized" make -j"$JOBS" SANITIZE=address,undefined build/san/unit_tests; then
+      ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        gtest_suite unit-sanitized build/san/unit_tests
+    fi
+  fi
+  if want fuzz; then
+    if step "build fuzzers" make -j"$JOBS" fuzz; then
+      for f in build/fuzz/*_fuzzer; do
+        n=$(basename "$f")
+        corpus="tests/fuzz/corpus/${n%_fuzzer}"
+        work="build/fuzz/work-$n"
+        rm -rf "$work"; mkdir -p "$work"
+        [ -d "$corpus" ] && cp "$corpus"/* "$work"/ 2>/dev/null
+        step "fuzz $n (20s)" "$f" -max_total_time=20 -rss_limit_mb=1024 -timeout=10 -print_final_stats=1 "$work"
+      done
+    fi
+  fi
+  want arm64 && cross_suite arm64 qemu-aarch64-static
+  want armhf && cross_suite armhf qemu-arm-static
+  if want vm && [ $built = 1 ]; then
+    tap_suite vm tools/vmtest --binary build/outpost --helper build/test_helper
+  fi
+fi
+
+echo
+if [ ${#FAILURES[@]} -gt 0 ]; then
+  echo "Failures:"
+  for f in "${FAILURES[@]}"; do echo "  $f"; done
+fi
+if [ "$SKIPPED" -gt 0 ]; then
+  echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"
+else
+  echo "$PASSED passed, $FAILED failed"
+fi
+[ "$FAILED" -eq 0 ]
