@@ -106,13 +106,13 @@ char* FrameReader::Prepare(size_t* avail) {
   size_t want = kChunk;
   size_t used = end_ - start_;
   if (!discarding_ && used >= kFrameHeaderSize) {
-    // The header is here and within the limit (Next() has not consumed it
-    // yet, or is waiting for the rest): make room for the whole frame so a
-    // big message arrives with few reads and no further copies.
+    // A big frame is arriving: grow towards its announced size, but at most
+    // doubling per step, so memory follows the bytes actually received. A
+    // peer that sends only a header claiming 4 MiB costs one chunk, not 4 MiB.
     FrameHeader h = DecodeFrameHeader(reinterpret_cast<const uint8_t*>(buf_.get() + start_));
     if (h.length <= max_payload_) {
       size_t total = kFrameHeaderSize + h.length;
-      if (total > used) want = std::max(want, total - used);
+      if (total > used) want = std::max(want, std::min(total - used, cap_));
     }
   }
   Reserve(want);

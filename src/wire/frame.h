@@ -60,8 +60,9 @@ struct Frame {
 // lets the caller read(2) straight into the buffer.
 //
 // Memory: at most one frame (header + max_payload) plus one read chunk is
-// buffered. The buffer grows only once a header has announced a length
-// within the limit, and shrinks back when empty.
+// buffered. The buffer grows with the bytes that actually arrive (doubling,
+// never beyond the announced frame), never for a length over the limit, and
+// shrinks back when empty.
 class FrameReader {
  public:
   enum class Event {

@@ -294,6 +294,37 @@ TEST(FrameReader, PrepareCommitPath) {
   EXPECT_EQ(c.payloads, payloads);
 }
 
+TEST(FrameReader, BufferGrowsWithReceivedBytesNotAnnouncedLength) {
+  std::string frame;
+  AppendFrame(&frame, 1, FrameType::kRequest, 0, std::string(kMaxFramePayload, 'g'));
+  FrameReader r;
+  size_t pos = 0;
+  // Only the header: a claim of 4 MiB must not allocate 4 MiB.
+  size_t avail;
+  char* p = r.Prepare(&avail);
+  std::memcpy(p, frame.data(), kFrameHeaderSize);
+  r.Commit(kFrameHeaderSize);
+  pos = kFrameHeaderSize;
+  Frame f;
+  EXPECT_EQ(r.Next(&f), FrameReader::Event::kNeedMore);
+  p = r.Prepare(&avail);
+  EXPECT_LE(r.capacity(), 64u << 10);
+  while (pos < frame.size()) {
+    size_t n = std::min(avail, frame.size() - pos);
+    std::memcpy(p, frame.data() + pos, n);
+    r.Commit(n);
+    pos += n;
+    if (pos < frame.size()) {
+      ASSERT_EQ(r.Next(&f), FrameReader::Event::kNeedMore);
+      p = r.Prepare(&avail);
+      EXPECT_LE(r.capacity(), std::max<size_t>(2 * pos + (16 << 10), 32 << 10));
+    }
+  }
+  ASSERT_EQ(r.Next(&f), FrameReader::Event::kFrame);
+  EXPECT_EQ(f.payload.size(), kMaxFramePayload);
+  EXPECT_LE(r.capacity(), 2 * frame.size());
+}
+
 TEST(FrameReader, TruncatedFrameIsNotDelivered) {
   std::string frame;
   AppendFrame(&frame, 1, FrameType::kRequest, 0, "hello");
