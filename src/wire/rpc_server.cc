@@ -137,6 +137,8 @@ class RpcServerCore : public std::enable_shared_from_this<RpcServerCore> {
 
 Status RpcServerCore::Start() {
   if (!listen_fd_) return OkStatus();
+  // The accept loop runs until EAGAIN: a blocking listener would hang it.
+  OUTPOST_RETURN_IF_ERROR(sys::SetNonBlocking(listen_fd_.get(), true));
   return loop_->AddFd(listen_fd_.get(), EPOLLIN, [this](uint32_t) { OnAcceptable(); });
 }
 
@@ -199,6 +201,7 @@ Result<uint64_t> RpcServerCore::Admit(UniqueFd fd) {
               {{"server", opts_.name}, {"uid", std::to_string(cred->uid)}, {"pid", std::to_string(cred->pid)}});
     return Error(Code::kPermissionDenied, Format("peer uid %u is not allowed", static_cast<unsigned>(cred->uid)));
   }
+  OUTPOST_RETURN_IF_ERROR(sys::SetNonBlocking(fd.get(), true));
   auto conn = std::make_unique<ServerConn>();
   ServerConn* c = conn.get();
   c->id = next_conn_id_++;
@@ -374,7 +377,8 @@ void RpcServerCore::Send(ServerConn* c, uint32_t stream, const Response& resp) {
     Send(c, stream, ErrorResponse(err));
     return;
   }
-  if (c->out.size() + kFrameHeaderSize + len > opts_.write_queue_max_bytes) {
+  // One reply always fits into an empty queue, whatever the limit.
+  if (!c->out.empty() && c->out.size() + kFrameHeaderSize + len > opts_.write_queue_max_bytes) {
     CloseConn(c, log::Level::kWarn,
               Format("write queue over %zu bytes: peer is not reading its replies", opts_.write_queue_max_bytes));
     return;

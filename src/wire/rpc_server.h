@@ -52,8 +52,8 @@ struct ServerOptions {
   // guard). 0 = never.
   int64_t frame_timeout_nanos = 10LL * 1000000000;
   // Write queue: above pause bytes we stop reading from the connection until
-  // it drains to half; a reply that would push it above max bytes closes the
-  // connection instead (the peer is not reading).
+  // it drains to half; a reply that would push a non-empty queue above max
+  // bytes closes the connection instead (the peer is not reading).
   size_t write_queue_pause_bytes = 4 << 20;
   size_t write_queue_max_bytes = 16 << 20;
   // Calls a connection may have waiting for a handler; reading pauses there.
