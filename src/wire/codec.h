@@ -66,7 +66,9 @@ Status AppendResponseFrame(uint32_t stream_id, const Response& resp, std::string
 
 // The Response for a failed call: status {code, message}, no payload. A
 // kOk code is sent as kUnknown so that an error never reads as success.
+// The message is a view into error, so a temporary Error is refused.
 Response ErrorResponse(const Error& error);
+Response ErrorResponse(const Error&& error) = delete;
 // Success: payload; a status with a non-zero code: Error(code, message).
 // A missing status, or code 0, is success (what Go's ttrpc client does).
 Result<std::string> ResponseToResult(const Response& resp);

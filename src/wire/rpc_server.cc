@@ -409,7 +409,8 @@ void RpcServerCore::OnDeadline(const DeadlineEntry& e) {
   if (c == nullptr) return;
   auto it = c->pending.find(e.stream);
   if (it == c->pending.end() || it->second != e.deadline) return;
-  Reply(e.conn, e.stream, ErrorResponse(Error(Code::kDeadlineExceeded, "context deadline exceeded")));
+  const Error expired(Code::kDeadlineExceeded, "context deadline exceeded");
+  Reply(e.conn, e.stream, ErrorResponse(expired));
 }
 
 bool RpcServerCore::Flush(ServerConn* c) {

@@ -138,8 +138,9 @@ TEST(ProtoRoundTrip, TtrpcRequestKeyValueAndResponse) {
     pb_release(&ttrpc_Response_msg, &rout);
 
     wire::Response wr;
+    const Error unimplemented(Code::kUnimplemented, message);
     if (with_status) {
-      wr = wire::ErrorResponse(Error(Code::kUnimplemented, message));
+      wr = wire::ErrorResponse(unimplemented);
     } else {
       wr.payload = "reply";
     }

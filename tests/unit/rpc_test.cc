@@ -587,6 +587,41 @@ TEST_F(RpcTest, IdleAndHalfFrameTimeouts) {
   EXPECT_EQ(server_->connection_count(), 1u);  // the healthy one has no partial frame
 }
 
+TEST_F(RpcTest, IdleTimeoutSparesConnectionsWithCallsInFlight) {
+  ServerOptions opts;
+  opts.idle_timeout_nanos = 50 * kNanosPerMilli;
+  StartServer(opts);
+  std::vector<Responder> held;
+  server_->Register("svc", "Hold", [&](const CallContext&, std::string_view, Responder r) { held.push_back(r); });
+  UniqueFd fd = RawConnect();
+  RawSend(fd.get(), RequestFrame(1, "svc", "Hold", ""));
+  ASSERT_TRUE(RunUntil([&] { return held.size() == 1; }));
+  // Several idle periods pass while the handler works.
+  EXPECT_FALSE(RunUntil([&] { return server_->connection_count() == 0; }, 200 * kNanosPerMilli));
+  held[0].Reply("done");
+  FrameReader reader;
+  GotFrame g;
+  ASSERT_TRUE(RawRead(fd.get(), &reader, &g));
+  EXPECT_EQ(g.resp().payload, "done");
+  EXPECT_TRUE(WaitClosed(fd.get()));  // idle again: closed after the timeout
+}
+
+TEST_F(RpcTest, RequestTrickledOneByteAtATime) {
+  StartServer();
+  UniqueFd fd = RawConnect();
+  std::string frames = RequestFrame(1, "svc", "Echo", "slow") + RequestFrame(3, "svc", "Echo", "drip");
+  for (char ch : frames) {
+    RawSend(fd.get(), std::string(1, ch));
+    Spin(1);
+  }
+  FrameReader reader;
+  GotFrame g;
+  ASSERT_TRUE(RawRead(fd.get(), &reader, &g));
+  EXPECT_EQ(g.resp().payload, "slow");
+  ASSERT_TRUE(RawRead(fd.get(), &reader, &g));
+  EXPECT_EQ(g.resp().payload, "drip");
+}
+
 // ---- RpcClient ------------------------------------------------------------------
 
 class ClientTest : public RpcTest {
