@@ -1,0 +1,70 @@
+#include "task/driver.h"
+
+#include <signal.h>
+
+#include "base/strings.h"
+
+namespace outpost::task {
+
+namespace {
+
+struct SigName {
+  const char* name;
+  int signo;
+};
+
+const SigName kSignals[] = {
+    {"SIGHUP", SIGHUP},   {"SIGINT", SIGINT},     {"SIGQUIT", SIGQUIT},   {"SIGILL", SIGILL},
+    {"SIGTRAP", SIGTRAP}, {"SIGABRT", SIGABRT},   {"SIGBUS", SIGBUS},     {"SIGFPE", SIGFPE},
+    {"SIGKILL", SIGKILL}, {"SIGUSR1", SIGUSR1},   {"SIGSEGV", SIGSEGV},   {"SIGUSR2", SIGUSR2},
+    {"SIGPIPE", SIGPIPE}, {"SIGALRM", SIGALRM},   {"SIGTERM", SIGTERM},   {"SIGCHLD", SIGCHLD},
+    {"SIGCONT", SIGCONT}, {"SIGSTOP", SIGSTOP},   {"SIGTSTP", SIGTSTP},   {"SIGTTIN", SIGTTIN},
+    {"SIGTTOU", SIGTTOU}, {"SIGURG", SIGURG},     {"SIGXCPU", SIGXCPU},   {"SIGXFSZ", SIGXFSZ},
+    {"SIGVTALRM", SIGVTALRM}, {"SIGPROF", SIGPROF}, {"SIGWINCH", SIGWINCH}, {"SIGIO", SIGIO},
+    {"SIGPWR", SIGPWR},   {"SIGSYS", SIGSYS},
+};
+
+}  // namespace
+
+Result<int> ParseSignal(const std::string& raw) {
+  if (raw.empty()) return Error(Code::kInvalidArgument, "signal name is empty");
+  if (raw[0] >= '0' && raw[0] <= '9') {
+    auto n = ParseInt(raw, 1, NSIG - 1);
+    if (!n.ok()) return Error(Code::kInvalidArgument, "unknown signal \"" + raw + "\"");
+    return static_cast<int>(*n);
+  }
+  std::string name;
+  for (char c : raw) name += static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+  if (!StartsWith(name, "SIG")) name = "SIG" + name;
+  for (const SigName& s : kSignals) {
+    if (name == s.name) return s.signo;
+  }
+  return Error(Code::kInvalidArgument, "unknown signal \"" + raw + "\"");
+}
+
+const char* SignalName(int signo) {
+  for (const SigName& s : kSignals) {
+    if (s.signo == signo) return s.name;
+  }
+  return "SIG?";
+}
+
+const char* TaskStateName(TaskState s) {
+  switch (s) {
+    case TaskState::kRunning: return "running";
+    case TaskState::kExited: return "exited";
+    case TaskState::kUnknown: break;
+  }
+  return "unknown";
+}
+
+const char* HealthName(Health h) {
+  switch (h) {
+    case Health::kHealthy: return "healthy";
+    case Health::kUnhealthy: return "unhealthy";
+    case Health::kUndetected: break;
+  }
+  return "undetected";
+}
+
+}  // namespace outpost::task

@@ -1,0 +1,90 @@
+#include "task/proc.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include "base/strings.h"
+#include "base/sys.h"
+
+namespace outpost::task {
+
+bool ParseProcStat(const std::string& text, ProcStat* out) {
+  size_t open = text.find('(');
+  size_t close = text.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close + 2 >= text.size()) return false;
+  auto pid = ParseInt(text.substr(0, open - 1), 1, INT32_MAX);
+  if (!pid.ok()) return false;
+  std::vector<std::string> f = Split(text.substr(close + 2), ' ');
+  // f[0] = field 3 (state) ... f[k] = field k+3.
+  if (f.size() < 22 || f[0].empty()) return false;
+  auto num = [&](size_t field) -> uint64_t {
+    auto v = ParseInt(f[field - 3], INT64_MIN, INT64_MAX);
+    return v.ok() && *v > 0 ? static_cast<uint64_t>(*v) : 0;
+  };
+  out->pid = static_cast<pid_t>(*pid);
+  out->state = f[0][0];
+  out->ppid = static_cast<pid_t>(num(4));
+  out->pgrp = static_cast<pid_t>(num(5));
+  out->utime_ticks = num(14);
+  out->stime_ticks = num(15);
+  out->start_ticks = num(22);
+  out->rss_pages = num(24);
+  return true;
+}
+
+bool ReadProcStat(pid_t pid, ProcStat* out) {
+  auto text = sys::ReadFile(Format("/proc/%d/stat", pid), 4096);
+  return text.ok() && ParseProcStat(*text, out);
+}
+
+template <typename Fn>
+static void ForEachPid(Fn fn) {
+  DIR* d = ::opendir("/proc");
+  if (!d) return;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    auto pid = ParseInt(e->d_name, 1, INT32_MAX);
+    if (pid.ok()) fn(static_cast<pid_t>(*pid));
+  }
+  ::closedir(d);
+}
+
+std::vector<pid_t> ProcessGroupMembers(pid_t pgid) {
+  std::vector<pid_t> out;
+  ForEachPid([&](pid_t pid) {
+    ProcStat st;
+    if (ReadProcStat(pid, &st) && st.pgrp == pgid && st.state != 'Z') out.push_back(pid);
+  });
+  return out;
+}
+
+std::vector<pid_t> ProcessesWithEnv(const std::string& marker) {
+  std::vector<pid_t> out;
+  ForEachPid([&](pid_t pid) {
+    auto env = sys::ReadFile(Format("/proc/%d/environ", pid), 1 << 20);
+    if (!env.ok()) return;
+    size_t start = 0;
+    while (start < env->size()) {
+      size_t end = env->find('\0', start);
+      if (end == std::string::npos) end = env->size();
+      if (env->compare(start, end - start, marker) == 0) {
+        out.push_back(pid);
+        return;
+      }
+      start = end + 1;
+    }
+  });
+  return out;
+}
+
+long ClockTicksPerSecond() {
+  static long ticks = ::sysconf(_SC_CLK_TCK);
+  return ticks > 0 ? ticks : 100;
+}
+
+long PageSize() {
+  static long size = ::sysconf(_SC_PAGESIZE);
+  return size > 0 ? size : 4096;
+}
+
+}  // namespace outpost::task

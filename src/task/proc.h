@@ -1,0 +1,38 @@
+// Reading processes from /proc. Owns: parsing /proc/<pid>/stat, finding the
+// members of a process group, and finding processes that carry a task's
+// marker in their environment (the no-cgroup way to find a task's
+// daemonised descendants, which leave its process group).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace outpost::task {
+
+struct ProcStat {
+  pid_t pid = 0;
+  char state = '?';
+  pid_t ppid = 0;
+  pid_t pgrp = 0;
+  uint64_t utime_ticks = 0;
+  uint64_t stime_ticks = 0;
+  uint64_t start_ticks = 0;
+  uint64_t rss_pages = 0;
+};
+
+// Parses the text of /proc/<pid>/stat (comm may contain spaces and ')').
+bool ParseProcStat(const std::string& text, ProcStat* out);
+bool ReadProcStat(pid_t pid, ProcStat* out);
+
+// Pids of every process whose stat says pgrp == pgid.
+std::vector<pid_t> ProcessGroupMembers(pid_t pgid);
+// Pids whose environment contains the exact entry `marker` ("K=V").
+std::vector<pid_t> ProcessesWithEnv(const std::string& marker);
+
+long ClockTicksPerSecond();
+long PageSize();
+
+}  // namespace outpost::task

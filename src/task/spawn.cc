@@ -1,0 +1,307 @@
+#include "task/spawn.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/strings.h"
+#include "base/sys.h"
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+namespace outpost::task {
+
+namespace {
+
+// What the child reports over the error pipe before _exit.
+struct ChildError {
+  int step;
+  int err;
+};
+
+enum Step { kStepSetpgid = 1, kStepDup, kStepRlimit, kStepGroups, kStepGid, kStepUid, kStepChdir, kStepExec };
+
+const char* StepName(int step) {
+  switch (step) {
+    case kStepSetpgid: return "setpgid";
+    case kStepDup: return "set up stdio";
+    case kStepRlimit: return "setrlimit";
+    case kStepGroups: return "setgroups";
+    case kStepGid: return "setgid";
+    case kStepUid: return "setuid";
+    case kStepChdir: return "chdir";
+    case kStepExec: return "exec";
+  }
+  return "spawn";
+}
+
+// Everything the child touches, prepared by the parent as plain C data.
+struct ChildPlan {
+  const char* path;
+  char* const* argv;
+  char* const* envp;
+  const char* workdir;
+  int fds[3];
+  int err_fd;
+  bool set_creds;
+  uid_t uid;
+  gid_t gid;
+  const gid_t* groups;
+  size_t ngroups;
+  const std::pair<int, rlimit>* rlimits;
+  size_t nrlimits;
+  bool new_pgrp;
+};
+
+[[noreturn]] void ChildFail(const ChildPlan& p, int step) {
+  ChildError e{step, errno};
+  // Best effort: if the parent went away there is nobody to tell.
+  ssize_t r;
+  do {
+    r = ::write(p.err_fd, &e, sizeof e);
+  } while (r < 0 && errno == EINTR);
+  ::_exit(step == kStepExec ? (e.err == ENOENT ? 127 : 126) : 1);
+}
+
+// The child side. Async-signal-safe calls only: no allocation, no locks,
+// no C++ beyond reading the plan.
+[[noreturn]] void ChildMain(const ChildPlan& p) {
+  // Signals: the agent blocks the ones it handles through signalfd and may
+  // ignore SIGPIPE; the task must start with a clean slate.
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; ++s) {
+    if (s == SIGKILL || s == SIGSTOP) continue;
+    ::sigaction(s, &dfl, nullptr);  // fails harmlessly for the glibc-reserved ones
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+
+  if (p.new_pgrp && ::setpgid(0, 0) != 0) ChildFail(p, kStepSetpgid);
+
+  // Move the three stdio fds out of the 0..2 range first so that dup2 into
+  // 0..2 cannot clobber a source that happens to be 0..2 itself.
+  int src[3];
+  for (int i = 0; i < 3; ++i) {
+    src[i] = ::fcntl(p.fds[i], F_DUPFD_CLOEXEC, 3);
+    if (src[i] < 0) ChildFail(p, kStepDup);
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (::dup2(src[i], i) < 0) ChildFail(p, kStepDup);  // dup2 clears CLOEXEC on i
+  }
+  // Every other fd gets CLOEXEC, so nothing leaks into the task even if some
+  // code opened an fd without it; the error pipe stays usable until exec.
+  if (::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+    for (int fd = 3; fd < 4096; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+
+  for (size_t i = 0; i < p.nrlimits; ++i) {
+    if (::setrlimit(static_cast<__rlimit_resource_t>(p.rlimits[i].first), &p.rlimits[i].second) != 0) {
+      ChildFail(p, kStepRlimit);
+    }
+  }
+  if (p.set_creds) {
+    if (::setgroups(p.ngroups, p.groups) != 0) ChildFail(p, kStepGroups);
+    if (::setgid(p.gid) != 0) ChildFail(p, kStepGid);
+    if (::setuid(p.uid) != 0) ChildFail(p, kStepUid);
+  }
+  if (p.workdir && ::chdir(p.workdir) != 0) ChildFail(p, kStepChdir);
+  ::execve(p.path, p.argv, p.envp);
+  ChildFail(p, kStepExec);
+}
+
+std::vector<char*> CStrings(const std::vector<std::string>& v) {
+  std::vector<char*> out;
+  out.reserve(v.size() + 1);
+  for (const std::string& s : v) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+struct CloneArgs {
+  uint64_t flags;
+  uint64_t pidfd;
+  uint64_t child_tid;
+  uint64_t parent_tid;
+  uint64_t exit_signal;
+  uint64_t stack;
+  uint64_t stack_size;
+  uint64_t tls;
+  uint64_t set_tid;
+  uint64_t set_tid_size;
+  uint64_t cgroup;
+};
+
+// clone3 where the kernel (or qemu-user) has it; clone otherwise. Returns
+// the pid in the parent, 0 in the child, -1 with errno on failure.
+pid_t CloneProcess(bool clone_parent, int cgroup_fd, int* pidfd) {
+  *pidfd = -1;
+  uint64_t flags = CLONE_PIDFD | (clone_parent ? CLONE_PARENT : 0);
+#ifdef SYS_clone3
+  CloneArgs args;
+  std::memset(&args, 0, sizeof args);
+  args.flags = flags;
+  args.pidfd = reinterpret_cast<uintptr_t>(pidfd);
+  // With CLONE_PARENT the signal goes to the new parent (the keeper).
+  args.exit_signal = SIGCHLD;
+  if (cgroup_fd >= 0) {
+    args.flags |= CLONE_INTO_CGROUP;
+    args.cgroup = static_cast<uint64_t>(cgroup_fd);
+  }
+  long r = ::syscall(SYS_clone3, &args, sizeof args);
+  if (r >= 0 || (errno != ENOSYS && errno != E2BIG)) return static_cast<pid_t>(r);
+#endif
+  if (cgroup_fd >= 0) {
+    errno = ENOSYS;
+    return -1;
+  }
+  // clone(2) with fork semantics. Argument order differs per architecture;
+  // the x86_64 and generic (arm, arm64) orders are both
+  // (flags, stack, parent_tid, child_tid, tls) for these flags, and
+  // CLONE_PIDFD stores the fd through parent_tid.
+  return static_cast<pid_t>(::syscall(SYS_clone, flags | SIGCHLD, nullptr, pidfd, nullptr, nullptr));
+}
+
+}  // namespace
+
+Result<Spawned> Spawn(const SpawnRequest& req, int* exit_code) {
+  if (exit_code) *exit_code = 0;
+  UniqueFd devnull;
+  auto need_null = [&]() -> Status {
+    if (!devnull) {
+      auto fd = sys::Open("/dev/null", O_RDWR);
+      if (!fd.ok()) return fd.error();
+      devnull = std::move(*fd);
+    }
+    return OkStatus();
+  };
+  int fds[3] = {req.stdin_fd, req.stdout_fd, req.stderr_fd};
+  for (int& fd : fds) {
+    if (fd < 0) {
+      OUTPOST_RETURN_IF_ERROR(need_null());
+      fd = devnull.get();
+    }
+  }
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) return ErrnoError("pipe");
+  UniqueFd err_r(pipefd[0]), err_w(pipefd[1]);
+
+  std::vector<char*> argv = CStrings(req.argv);
+  std::vector<char*> envp = CStrings(req.env);
+  ChildPlan plan{};
+  plan.path = req.path.c_str();
+  plan.argv = argv.data();
+  plan.envp = envp.data();
+  plan.workdir = req.workdir.empty() ? nullptr : req.workdir.c_str();
+  for (int i = 0; i < 3; ++i) plan.fds[i] = fds[i];
+  plan.err_fd = err_w.get();
+  plan.set_creds = req.set_credentials;
+  plan.uid = req.creds.uid;
+  plan.gid = req.creds.gid;
+  plan.groups = req.creds.groups.data();
+  plan.ngroups = req.creds.groups.size();
+  plan.rlimits = req.rlimits.data();
+  plan.nrlimits = req.rlimits.size();
+  plan.new_pgrp = req.new_process_group;
+
+  int pidfd = -1;
+  pid_t pid = CloneProcess(req.clone_parent, req.cgroup_fd, &pidfd);
+  if (pid < 0) return ErrnoError("clone");
+  if (pid == 0) ChildMain(plan);
+
+  Spawned out;
+  out.pid = pid;
+  out.pidfd.Reset(pidfd);
+  out.parent_is_caller = !req.clone_parent;
+  err_w.Reset();
+  ChildError ce{};
+  ssize_t n = sys::Read(err_r.get(), &ce, sizeof ce);
+  if (n == static_cast<ssize_t>(sizeof ce)) {
+    // The child failed before exec and is exiting; reap it if it is ours.
+    if (out.parent_is_caller) {
+      int st;
+      sys::RetryEintr([&] { return ::waitpid(pid, &st, 0); });
+    }
+    int code = ce.step == kStepExec ? (ce.err == ENOENT ? 127 : 126) : 1;
+    if (exit_code) *exit_code = code;
+    std::string what = ce.step == kStepExec ? "exec '" + req.path + "'"
+                       : ce.step == kStepChdir ? "chdir '" + req.workdir + "'"
+                                               : StepName(ce.step);
+    Error e = ErrnoError(what, ce.err);
+    return Error(ce.step == kStepExec && ce.err == ENOENT ? Code::kNotFound : e.code(),
+                 e.message() + Format(" (exit status %d)", code));
+  }
+  return out;
+}
+
+Result<std::string> ResolveCommand(const std::string& cmd, const std::string& path_var, int* exit_code) {
+  *exit_code = 0;
+  auto check = [&](const std::string& p) -> int {  // 0 ok, else errno
+    struct stat st;
+    if (::stat(p.c_str(), &st) != 0) return errno;
+    if (S_ISDIR(st.st_mode)) return EISDIR;
+    if (::access(p.c_str(), X_OK) != 0) return errno;
+    return 0;
+  };
+  if (cmd.empty()) {
+    *exit_code = 127;
+    return Error(Code::kInvalidArgument, "command is empty");
+  }
+  if (cmd.find('/') != std::string::npos) {
+    int err = check(cmd);
+    if (err == 0) return cmd;
+    *exit_code = err == ENOENT || err == ENOTDIR ? 127 : 126;
+    return Error(*exit_code == 127 ? Code::kNotFound : Code::kPermissionDenied,
+                 ErrnoError("command '" + cmd + "'", err).message() + Format(" (exit status %d)", *exit_code));
+  }
+  std::string first_denied;
+  int denied_err = 0;
+  for (const std::string& dir : Split(path_var, ':')) {
+    std::string p = (dir.empty() ? "." : dir) + "/" + cmd;
+    int err = check(p);
+    if (err == 0) return p;
+    if (err != ENOENT && err != ENOTDIR && first_denied.empty()) {
+      first_denied = p;
+      denied_err = err;
+    }
+  }
+  if (!first_denied.empty()) {
+    *exit_code = 126;
+    return Error(Code::kPermissionDenied, ErrnoError("command '" + first_denied + "'", denied_err).message() +
+                                              " (exit status 126)");
+  }
+  *exit_code = 127;
+  return Error(Code::kNotFound, "command \"" + cmd + "\" not found in PATH=" + path_var + " (exit status 127)");
+}
+
+Result<int> ParseRlimitName(const std::string& raw) {
+  std::string name;
+  for (char c : raw) name += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (StartsWith(name, "rlimit_")) name = name.substr(7);
+  static const struct { const char* name; int res; } kNames[] = {
+      {"as", RLIMIT_AS}, {"core", RLIMIT_CORE}, {"cpu", RLIMIT_CPU}, {"data", RLIMIT_DATA},
+      {"fsize", RLIMIT_FSIZE}, {"locks", RLIMIT_LOCKS}, {"memlock", RLIMIT_MEMLOCK},
+      {"msgqueue", RLIMIT_MSGQUEUE}, {"nice", RLIMIT_NICE}, {"nofile", RLIMIT_NOFILE}, {"nproc", RLIMIT_NPROC},
+      {"rss", RLIMIT_RSS}, {"rtprio", RLIMIT_RTPRIO}, {"rttime", RLIMIT_RTTIME},
+      {"sigpending", RLIMIT_SIGPENDING}, {"stack", RLIMIT_STACK}};
+  for (const auto& k : kNames) {
+    if (name == k.name) return k.res;
+  }
+  return Error(Code::kInvalidArgument, "unknown rlimit \"" + raw + "\" (known: as, core, cpu, data, fsize, locks, "
+                                       "memlock, msgqueue, nice, nofile, nproc, rss, rtprio, rttime, sigpending, "
+                                       "stack)");
+}
+
+}  // namespace outpost::task

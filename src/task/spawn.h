@@ -1,0 +1,63 @@
+// Starting processes. Owns: the one place that forks. Everything the child
+// needs (argv, envp, fds, credentials, rlimits) is prepared in the parent;
+// the child side is a small async-signal-safe function that ends in execve
+// or _exit and never returns into C++. An exec failure reaches the parent
+// over a close-on-exec pipe and is reported like a shell: 127 for "not
+// found", 126 for "not executable".
+//
+// Does not own what the process is (tasks, exec sessions): callers keep the
+// pid and pidfd and decide who reaps.
+#pragma once
+
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/fd.h"
+#include "task/users.h"
+
+namespace outpost::task {
+
+struct SpawnRequest {
+  std::string path;               // absolute or relative to cwd; no PATH search here
+  std::vector<std::string> argv;  // argv[0] included
+  std::vector<std::string> env;   // "K=V"
+  std::string workdir;            // "" = inherit
+  int stdin_fd = -1;              // -1 = /dev/null
+  int stdout_fd = -1;             // -1 = /dev/null
+  int stderr_fd = -1;             // -1 = /dev/null; may equal stdout_fd
+  bool set_credentials = false;   // setgroups/setgid/setuid to creds
+  Credentials creds;
+  std::vector<std::pair<int, rlimit>> rlimits;
+  bool new_process_group = true;
+  // Make the caller's parent (the keeper) the child's parent, so the task
+  // outlives this process. Needs clone3 or clone with CLONE_PARENT.
+  bool clone_parent = false;
+  int cgroup_fd = -1;  // CLONE_INTO_CGROUP (cgroup issue)
+};
+
+struct Spawned {
+  pid_t pid = 0;
+  UniqueFd pidfd;           // may be invalid on kernels without CLONE_PIDFD
+  bool parent_is_caller = true;
+};
+
+// Exec failure: the Error message names the path and the reason, and
+// *exit_code (when given) gets 127 or 126 (or 1 for setup failures such as
+// chdir or setuid).
+Result<Spawned> Spawn(const SpawnRequest& req, int* exit_code = nullptr);
+
+// Finds cmd in the PATH of env (or a default PATH) the way a shell does.
+// Not found → NotFound "... not found in PATH=..." (exit 127); found but
+// not executable → PermissionDenied (exit 126).
+Result<std::string> ResolveCommand(const std::string& cmd, const std::string& path_var, int* exit_code);
+
+// rlimit names: "nofile", "nproc", "core", "stack", "cpu", "fsize", "data",
+// "as", "memlock", "locks", "sigpending", "msgqueue", "nice", "rtprio",
+// "rttime" (with or without an RLIMIT_ prefix, any case).
+Result<int> ParseRlimitName(const std::string& name);
+
+}  // namespace outpost::task

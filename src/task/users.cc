@@ -1,0 +1,124 @@
+#include "task/users.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "base/strings.h"
+#include "base/sys.h"
+
+namespace outpost::task {
+
+namespace {
+
+struct PasswdEntry {
+  std::string name;
+  uid_t uid;
+  gid_t gid;
+  std::string home, shell;
+};
+
+struct GroupEntry {
+  std::string name;
+  gid_t gid;
+  std::vector<std::string> members;
+};
+
+bool IsNumber(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Lines that do not parse are skipped, like libc does; a missing file is an
+// empty database (minimal busybox images may have no /etc/group).
+std::vector<PasswdEntry> ReadPasswd(const std::string& path) {
+  std::vector<PasswdEntry> out;
+  auto text = sys::ReadFile(path, 4 << 20);
+  if (!text.ok()) return out;
+  for (const std::string& line : Split(*text, '\n')) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> f = Split(line, ':');
+    if (f.size() < 7) continue;
+    auto uid = ParseInt(f[2], 0, 0xfffffffe);
+    auto gid = ParseInt(f[3], 0, 0xfffffffe);
+    if (!uid.ok() || !gid.ok()) continue;
+    out.push_back({f[0], static_cast<uid_t>(*uid), static_cast<gid_t>(*gid), f[5], f[6]});
+  }
+  return out;
+}
+
+std::vector<GroupEntry> ReadGroups(const std::string& path) {
+  std::vector<GroupEntry> out;
+  auto text = sys::ReadFile(path, 4 << 20);
+  if (!text.ok()) return out;
+  for (const std::string& line : Split(*text, '\n')) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> f = Split(line, ':');
+    if (f.size() < 4) continue;
+    auto gid = ParseInt(f[2], 0, 0xfffffffe);
+    if (!gid.ok()) continue;
+    GroupEntry g{f[0], static_cast<gid_t>(*gid), {}};
+    if (!f[3].empty()) g.members = Split(f[3], ',');
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<Credentials> ResolveCredentials(const std::string& user, const std::string& group, const UserDb& db) {
+  std::vector<PasswdEntry> passwd = ReadPasswd(db.passwd_path);
+  Credentials c;
+  const PasswdEntry* entry = nullptr;
+  if (user.empty()) {
+    c.uid = ::getuid();
+    c.gid = ::getgid();
+    for (const auto& p : passwd) {
+      if (p.uid == c.uid) { entry = &p; break; }
+    }
+  } else if (IsNumber(user)) {
+    auto uid = ParseInt(user, 0, 0xfffffffe);
+    if (!uid.ok()) return Error(Code::kInvalidArgument, "user \"" + user + "\": " + uid.error().message());
+    c.uid = static_cast<uid_t>(*uid);
+    c.gid = c.uid;  // no passwd entry: primary group defaults to the same number
+    for (const auto& p : passwd) {
+      if (p.uid == c.uid) { entry = &p; break; }
+    }
+  } else {
+    for (const auto& p : passwd) {
+      if (p.name == user) { entry = &p; break; }
+    }
+    if (!entry) return Error(Code::kNotFound, "user \"" + user + "\" not found in " + db.passwd_path);
+  }
+  if (entry) {
+    c.uid = entry->uid;
+    c.gid = entry->gid;
+    c.name = entry->name;
+    c.home = entry->home.empty() ? "/" : entry->home;
+    c.shell = entry->shell;
+  }
+
+  std::vector<GroupEntry> groups = ReadGroups(db.group_path);
+  if (!group.empty()) {
+    if (IsNumber(group)) {
+      auto gid = ParseInt(group, 0, 0xfffffffe);
+      if (!gid.ok()) return Error(Code::kInvalidArgument, "group \"" + group + "\": " + gid.error().message());
+      c.gid = static_cast<gid_t>(*gid);
+    } else {
+      auto it = std::find_if(groups.begin(), groups.end(), [&](const GroupEntry& g) { return g.name == group; });
+      if (it == groups.end()) return Error(Code::kNotFound, "group \"" + group + "\" not found in " + db.group_path);
+      c.gid = it->gid;
+    }
+  }
+  c.groups.push_back(c.gid);
+  if (!c.name.empty()) {
+    for (const GroupEntry& g : groups) {
+      if (std::find(g.members.begin(), g.members.end(), c.name) != g.members.end() &&
+          std::find(c.groups.begin(), c.groups.end(), g.gid) == c.groups.end()) {
+        c.groups.push_back(g.gid);
+      }
+    }
+  }
+  return c;
+}
+
+}  // namespace outpost::task
