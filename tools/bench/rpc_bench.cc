@@ -34,7 +34,7 @@ namespace outpost {
 namespace {
 
 constexpr size_t kPayload = 128;
-constexpr int64_t kLatencyNanos = 500 * kNanosPerMilli;
+constexpr int64_t kLatencyNanos = 1000 * kNanosPerMilli;  // echo and RPC together
 constexpr int64_t kThroughputNanos = 500 * kNanosPerMilli;
 constexpr int kWindowPerConn = 64;
 
@@ -121,39 +121,51 @@ Percentiles Summarise(std::vector<int64_t>* samples) {
   return {at(0.50), at(0.99)};
 }
 
-Percentiles EchoLatency(const std::string& path, const std::string& payload) {
-  UniqueFd fd = OrDie(sys::UnixConnect(path, false), "connect echo");
-  std::vector<int64_t> samples;
+// Round trips on persistent connections, echo and RPC alternating in short
+// rounds so that background load affects both figures alike.
+void Latency(const std::string& echo_path, const std::string& rpc_path, const std::string& payload,
+             Percentiles* echo, Percentiles* rpc) {
+  UniqueFd efd = OrDie(sys::UnixConnect(echo_path, false), "connect echo");
+  auto client = OrDie(wire::BlockingClient::Connect(rpc_path, kNanosPerSecond), "connect rpc");
   std::string buf(payload.size(), '\0');
-  int64_t end = MonotonicNanos() + kLatencyNanos;
-  for (int i = 0;; ++i) {
-    int64_t t0 = MonotonicNanos();
-    if (t0 >= end && i > 100) break;
-    Status st = sys::WriteAll(fd.get(), payload.data(), payload.size(), "echo write");
+  auto echo_once = [&] {
+    Status st = sys::WriteAll(efd.get(), payload.data(), payload.size(), "echo write");
     if (!st.ok()) Die("echo", st.error().message());
     size_t got = 0;
     while (got < buf.size()) {
-      ssize_t n = sys::Read(fd.get(), &buf[got], buf.size() - got);
+      ssize_t n = sys::Read(efd.get(), &buf[got], buf.size() - got);
       if (n <= 0) Die("echo read", n == 0 ? "EOF" : std::strerror(errno));
       got += static_cast<size_t>(n);
     }
-    if (i >= 100) samples.push_back(MonotonicNanos() - t0);  // first 100: warm-up
-  }
-  return Summarise(&samples);
-}
-
-Percentiles RpcLatency(const std::string& path, const std::string& payload) {
-  auto client = OrDie(wire::BlockingClient::Connect(path, kNanosPerSecond), "connect rpc");
-  std::vector<int64_t> samples;
-  int64_t end = MonotonicNanos() + kLatencyNanos;
-  for (int i = 0;; ++i) {
-    int64_t t0 = MonotonicNanos();
-    if (t0 >= end && i > 100) break;
+  };
+  auto rpc_once = [&] {
     auto r = client.Call("bench.v1.Bench", "Echo", payload, kNanosPerSecond);
     if (!r.ok() || r->size() != payload.size()) Die("rpc call", r.ok() ? "short reply" : r.error().message());
-    if (i >= 100) samples.push_back(MonotonicNanos() - t0);
+  };
+  for (int i = 0; i < 200; ++i) {  // warm-up
+    echo_once();
+    rpc_once();
   }
-  return Summarise(&samples);
+  std::vector<int64_t> echo_samples, rpc_samples;
+  constexpr int kRounds = 10;
+  for (int round = 0; round < kRounds; ++round) {
+    for (int which = 0; which < 2; ++which) {
+      int64_t end = MonotonicNanos() + kLatencyNanos / (2 * kRounds);
+      for (;;) {
+        int64_t t0 = MonotonicNanos();
+        if (t0 >= end) break;
+        if (which == 0) {
+          echo_once();
+          echo_samples.push_back(MonotonicNanos() - t0);
+        } else {
+          rpc_once();
+          rpc_samples.push_back(MonotonicNanos() - t0);
+        }
+      }
+    }
+  }
+  *echo = Summarise(&echo_samples);
+  *rpc = Summarise(&rpc_samples);
 }
 
 // ---- throughput -----------------------------------------------------------------
@@ -281,8 +293,8 @@ int Main() {
   if (two_cpus) PinToCpu(1);
 
   const std::string payload(kPayload, 'p');
-  Percentiles echo = EchoLatency(echo_path, payload);
-  Percentiles rpc = RpcLatency(rpc_path, payload);
+  Percentiles echo, rpc;
+  Latency(echo_path, rpc_path, payload, &echo, &rpc);
   Print("rpc_roundtrip_p50", rpc.p50_us, "us", "echo_roundtrip_p50", echo.p50_us);
   Print("rpc_roundtrip_p99", rpc.p99_us, "us", "echo_roundtrip_p99", echo.p99_us);
   for (int conns : {1, 16}) {
