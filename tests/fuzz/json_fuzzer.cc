@@ -1,0 +1,22 @@
+// libFuzzer target: every JSON document outpost reads from people or disk
+// (agent config, persisted task handles) goes through json::Parse and then
+// a typed reader. None of it may crash, hang or leak on arbitrary bytes.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "agent/config.h"
+#include "base/json.h"
+#include "task/exec_driver.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string text(reinterpret_cast<const char*>(data), size);
+  auto doc = outpost::json::Parse(text);
+  if (doc.ok()) (void)doc->serialize();
+  (void)outpost::ParseConfig(text, "fuzz.json");
+  outpost::task::ExitResult exit;
+  int64_t completed = 0;
+  bool has_exit = false;
+  (void)outpost::task::ExecDriver::DecodeHandle(text, &exit, &completed, &has_exit);
+  return 0;
+}
