@@ -1,0 +1,181 @@
+// One task output stream (stdout or stderr) from its FIFO into rotating log
+// files. Owns: the FIFO's read end, a private scratch pipe, the active log
+// file's fd, the cursor file (a small crash-recovery record) and the hold
+// timer. Does not own: the task's end of the FIFO (OpenWriteEnd hands it to
+// the spawner), the log directory, reading the logs back (task/log_files), or
+// deleting files when a job goes away.
+//
+// The hard requirement: the agent worker can be killed (-9) at any instant,
+// and a new worker that opens a LogPipe on the same paths continues so that
+// every byte the task wrote reaches the log files exactly once and in order.
+// The FIFO itself is the durable queue: the task's fd 1/2 is the FIFO opened
+// O_RDWR, so its buffer outlives the worker and the task never sees EPIPE.
+// A byte leaves the FIFO only in the same kernel operation that puts it in a
+// log file (splice), so a crash can never separate "consumed" from
+// "written"; see the comment at the top of log_pipe.cc for the whole argument.
+//
+// Behaviour in brief (users' view in docs/logs.md):
+//  - Rotation: the active file keeps its name (<task>.stdout), older files
+//    are .1 (newest) .. .N-1; no file ever exceeds max_file_size; a line is
+//    only split across files when it alone is longer than max_file_size.
+//  - A trailing partial line is left in the FIFO until its newline arrives,
+//    the task exits (Drain), it reaches the hold cap, or no new data arrived
+//    for kHoldNanos.
+//  - Write errors (disk full, read-only or missing dir, EIO, ...) never block
+//    the loop or the task: the data is consumed and dropped, counted in
+//    bytes_dropped, on_error is called once per episode, and every new chunk
+//    tries to write again.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "base/fd.h"
+#include "loop/loop.h"
+
+namespace outpost::task {
+
+struct RotationPolicy {
+  uint64_t max_file_size = 10 << 20;
+  int max_files = 10;  // counts the active file too; 1 = no rotated files kept
+};
+
+struct LogPipeStats {
+  uint64_t bytes_written = 0;
+  uint64_t bytes_dropped = 0;
+  uint64_t rotations = 0;
+  std::string last_error;
+};
+
+// Test seams. Each step is a point between two state changes; when crash_at
+// returns true the LogPipe stops dead there, as if the process had been
+// killed: no further syscalls on the FIFO or files until it is destroyed.
+enum class LogPipeStep {
+  kPeeked,          // data copied out of the scratch pipe, nothing changed yet
+  kBeforeMove,      // before one splice/pwrite of (part of) a segment
+  kAfterMove,       // a segment moved, before the next decision
+  kRotateRecorded,  // rotation step recorded in the cursor file, not done
+  kRotateStepDone,  // rotation step done, next not recorded
+  kCopyIntent,      // copy mode: intent recorded, nothing written
+  kCopyWritten,     // copy mode: bytes written, intent not yet marked
+  kCopyMarked,      // copy mode: marked written, FIFO not consumed
+  kCopyConsumed,    // copy mode: consumed, record not yet idle
+};
+struct LogPipeTestHooks {
+  std::function<bool(LogPipeStep)> crash_at;
+  size_t max_move = 0;      // split every move into pieces of at most this (0 = no limit)
+  bool force_copy = false;  // use the pwrite fallback instead of splice
+  // Returns an errno to fail the next file write with (0 = do the write).
+  std::function<int()> fail_write;
+};
+
+class LogPipe {
+ public:
+  using ErrorCallback = std::function<void(const std::string& error)>;
+
+  // How long a partial line may wait for its newline with no new data.
+  static constexpr int64_t kHoldNanos = 150 * kNanosPerMilli;
+  // A partial line at least this long (or half the pipe, if smaller) is
+  // written without waiting.
+  static constexpr size_t kMaxHold = 256 << 10;
+
+  using Step = LogPipeStep;
+  using TestHooks = LogPipeTestHooks;
+
+  // Creates the FIFO (0600, owned by uid:gid) if missing or reuses it, opens
+  // its read end, recovers from an interrupted run (cursor_path), opens or
+  // creates the active file log_path (its existing size counts toward the
+  // limit) and registers with loop. Fails only for FIFO problems (not a FIFO,
+  // cannot create or open) or a bad policy; log-file problems are reported
+  // through on_error and retried on the next data. on_error runs from the
+  // loop (deferred), so it may destroy this LogPipe.
+  static Result<std::unique_ptr<LogPipe>> Open(Loop* loop, const std::string& fifo_path, const std::string& log_path,
+                                               const std::string& cursor_path, RotationPolicy policy, uid_t uid,
+                                               gid_t gid, ErrorCallback on_error, TestHooks hooks = {});
+  ~LogPipe();  // unregisters, closes fds; never deletes files
+  LogPipe(const LogPipe&) = delete;
+  LogPipe& operator=(const LogPipe&) = delete;
+
+  // The FIFO opened O_RDWR|O_CLOEXEC for the spawner to dup2 into the task.
+  // Blocking on purpose: it becomes the task's stdout/stderr.
+  Result<UniqueFd> OpenWriteEnd();
+
+  // Writes everything buffered in the FIFO now, including a trailing partial
+  // line (call when the task has exited). Synchronous; bounded by what was
+  // buffered when called.
+  void Drain();
+
+  const LogPipeStats& stats() const { return stats_; }
+  // For tests: whether a TestHooks crash point stopped this LogPipe.
+  bool crashed() const { return dead_; }
+
+ private:
+  struct Record;
+
+  LogPipe(Loop* loop, std::string fifo_path, std::string log_path, std::string cursor_path, RotationPolicy policy,
+          ErrorCallback on_error, TestHooks hooks);
+
+  Status OpenFifo(uid_t uid, gid_t gid);
+  void OnEvent(uint32_t events);
+  void OnHoldTimer();
+  void Pump(bool flush, uint64_t budget);
+  size_t Peek();
+  void Emit(const char* data, size_t len);
+  size_t Move(const char* data, size_t len, bool* failed);
+  size_t MoveCopy(const char* data, size_t len, bool* failed);
+  void Drop(size_t len);
+  size_t Consume(size_t len);
+  bool EnsureSink();
+  Status Recover();
+  Status OpenActive();
+  Status LoadTail();
+  bool Rotate();
+  Status RunRotation(int keep, int first_step);
+  void ScanRotated(int keep);
+  Status WriteRecord(const Record& r);
+  void Fail(const Error& e);
+  bool Crash(Step step);
+  uint64_t FifoBytes() const;
+
+  Loop* loop_;
+  std::string fifo_path_;
+  std::string log_path_;
+  std::string cursor_path_;
+  RotationPolicy policy_;
+  ErrorCallback on_error_;
+  TestHooks hooks_;
+  std::shared_ptr<bool> alive_;  // guards deferred on_error calls
+
+  UniqueFd fifo_;       // read end, O_RDONLY|O_NONBLOCK
+  UniqueFd scratch_r_;  // private pipe: tee target for peeking
+  UniqueFd scratch_w_;
+  UniqueFd cursor_fd_;  // the recovery record
+  UniqueFd active_;     // valid only when the sink is ready (no pending recovery)
+  uint64_t active_inode_ = 0;
+  uint64_t size_ = 0;      // of the active file
+  bool mid_line_ = false;  // the active file ends inside a line
+  bool copy_mode_ = false;
+  int highest_rotated_ = -1;  // highest existing .N (-1: not known, ScanRotated)
+  bool registered_ = false;
+
+  std::unique_ptr<char[]> buf_;      // peeked bytes
+  std::unique_ptr<char[]> discard_;  // target of consuming reads (copy mode, drops)
+  size_t buf_cap_ = 0;
+  size_t hold_cap_ = 0;
+  size_t held_ = 0;             // bytes of partial line left in the FIFO
+  int64_t last_growth_ = 0;     // when held_ last changed
+  Loop::TimerId hold_timer_ = 0;
+
+  bool in_error_ = false;
+  bool dead_ = false;
+  LogPipeStats stats_;
+};
+
+}  // namespace outpost::task
