@@ -1,0 +1,780 @@
+#include "task/keeper.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <link.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/strings.h"
+#include "base/sys.h"
+
+extern char** environ;
+
+namespace outpost::task {
+
+namespace kp = keeper_proto;
+
+// ---- command-line roles ------------------------------------------------------
+
+namespace {
+
+Result<int> ParseFdFlag(const std::string& arg, const char* prefix) {
+  auto n = ParseInt(std::string_view(arg).substr(std::strlen(prefix)), 0, INT_MAX);
+  if (!n.ok()) return Error(Code::kInvalidArgument, arg + ": " + n.error().message());
+  return static_cast<int>(*n);
+}
+
+}  // namespace
+
+Result<KeeperFlags> TakeKeeperFlags(std::vector<std::string>* args) {
+  KeeperFlags f;
+  bool worker = false, no_keeper = false;
+  std::vector<std::string> rest;
+  for (const std::string& a : *args) {
+    if (a == kNoKeeperFlag) {
+      no_keeper = true;
+    } else if (a == kWorkerFlag) {
+      worker = true;
+    } else if (StartsWith(a, kKeeperFdFlag)) {
+      auto fd = ParseFdFlag(a, kKeeperFdFlag);
+      if (!fd.ok()) return fd.error();
+      f.keeper_fd = *fd;
+    } else if (StartsWith(a, kJournalFdFlag)) {
+      auto fd = ParseFdFlag(a, kJournalFdFlag);
+      if (!fd.ok()) return fd.error();
+      f.journal_fd = *fd;
+    } else {
+      rest.push_back(a);
+    }
+  }
+  if (worker && no_keeper) return Error(Code::kInvalidArgument, "--worker and --no-keeper exclude each other");
+  if (worker && f.keeper_fd < 0) return Error(Code::kInvalidArgument, "--worker needs --keeper-fd=N");
+  if (!worker && f.keeper_fd >= 0) return Error(Code::kInvalidArgument, "--keeper-fd is only for --worker");
+  if (f.journal_fd >= 0 && (worker || no_keeper)) {
+    return Error(Code::kInvalidArgument, "--keeper-journal-fd is only for the keeper");
+  }
+  f.role = worker ? AgentRole::kWorker : no_keeper ? AgentRole::kNoKeeper : AgentRole::kKeeper;
+  *args = std::move(rest);
+  return f;
+}
+
+// ---- the exit journal ------------------------------------------------------
+
+void ExitJournal::Push(const ExitRecord& r) {
+  if (size_ == kCapacity) {
+    head_ = (head_ + 1) % kCapacity;
+    --size_;
+    ++dropped_;
+    if (sent_ > 0) --sent_;
+  }
+  ring_[(head_ + size_) % kCapacity] = r;
+  ++size_;
+}
+
+bool ExitJournal::Ack(int32_t pid, size_t* index) {
+  size_t i = 0;
+  while (i < size_ && at(i).pid != pid) ++i;
+  if (i == size_) return false;
+  if (index) *index = i;
+  if (i == 0) {
+    head_ = (head_ + 1) % kCapacity;  // the usual case: acks come in order
+  } else {
+    for (size_t k = i; k + 1 < size_; ++k) ring_[(head_ + k) % kCapacity] = ring_[(head_ + k + 1) % kCapacity];
+  }
+  --size_;
+  if (i < sent_) --sent_;
+  return true;
+}
+
+void ExitJournal::Clear() {
+  head_ = size_ = sent_ = 0;
+}
+
+namespace {
+
+// Reads exactly len bytes; false on EOF or error (errno set, 0 for EOF).
+bool ReadFull(int fd, uint8_t* buf, size_t len) {
+  while (len > 0) {
+    ssize_t n = sys::Read(fd, buf, len);
+    if (n <= 0) {
+      if (n == 0) errno = 0;
+      return false;
+    }
+    buf += n;
+    len -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+Status SaveJournal(const ExitJournal& journal, int fd) {
+  constexpr size_t kBatch = 64;
+  uint8_t buf[kBatch][kp::kMessageSize];
+  kp::Message header;
+  header.type = kp::Type::kJournalHeader;
+  header.pid = static_cast<int32_t>(journal.size());
+  header.value = static_cast<int64_t>(journal.dropped());
+  kp::Encode(header, buf[0]);
+  size_t used = 1;
+  for (size_t i = 0; i < journal.size(); ++i) {
+    const ExitRecord& r = journal.at(i);
+    kp::Message m;
+    m.type = kp::Type::kExit;
+    m.pid = r.pid;
+    m.status = r.status;
+    m.value = r.unix_nanos;
+    kp::Encode(m, buf[used++]);
+    if (used == kBatch) {
+      OUTPOST_RETURN_IF_ERROR(sys::WriteAll(fd, buf, sizeof buf, "write exit journal"));
+      used = 0;
+    }
+  }
+  if (used > 0) OUTPOST_RETURN_IF_ERROR(sys::WriteAll(fd, buf, used * kp::kMessageSize, "write exit journal"));
+  return OkStatus();
+}
+
+Status LoadJournal(int fd, ExitJournal* journal) {
+  uint8_t buf[kp::kMessageSize];
+  kp::Message m;
+  if (!ReadFull(fd, buf, sizeof buf)) {
+    return errno ? ErrnoError("read exit journal") : Error(Code::kInvalidArgument, "exit journal: empty");
+  }
+  kp::DecodeError e = kp::Decode(buf, sizeof buf, &m);
+  if (e != kp::DecodeError::kNone || m.type != kp::Type::kJournalHeader || m.pid < 0) {
+    return Error(Code::kInvalidArgument, "exit journal: bad header");
+  }
+  journal->set_dropped(journal->dropped() + static_cast<uint64_t>(m.value));
+  const int32_t count = m.pid;
+  for (int32_t i = 0; i < count; ++i) {
+    if (!ReadFull(fd, buf, sizeof buf)) {
+      return Error(Code::kInvalidArgument, Format("exit journal: truncated after %d of %d records", i, count));
+    }
+    e = kp::Decode(buf, sizeof buf, &m);
+    if (e != kp::DecodeError::kNone || m.type != kp::Type::kExit) {
+      return Error(Code::kInvalidArgument, Format("exit journal: record %d is not an exit", i));
+    }
+    journal->Push(ExitRecord{m.pid, m.status, m.value});
+  }
+  return OkStatus();
+}
+
+// ---- the keeper's end of one worker connection ----------------------------
+
+void KeeperChannel::Attach(UniqueFd sock) {
+  Detach();
+  sock_ = std::move(sock);
+}
+
+void KeeperChannel::Detach() {
+  sock_.Reset();
+  hello_ = false;
+  want_write_ = false;
+  replay_left_ = replay_total_ = 0;
+  replay_marker_pending_ = false;
+  journal_->ResetSent();
+}
+
+int KeeperChannel::Send(const kp::Message& m) {
+  uint8_t buf[kp::kMessageSize];
+  kp::Encode(m, buf);
+  ssize_t n = sys::RetryEintr([&] { return ::send(sock_.get(), buf, sizeof buf, MSG_NOSIGNAL | MSG_DONTWAIT); });
+  if (n == static_cast<ssize_t>(sizeof buf)) return 1;
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+  return -1;
+}
+
+void KeeperChannel::Flush() {
+  want_write_ = false;
+  if (!sock_ || !hello_) return;
+  for (;;) {
+    kp::Message m;
+    const bool marker = replay_marker_pending_ && replay_left_ == 0;
+    if (marker) {
+      m.type = kp::Type::kReplayDone;
+      m.pid = static_cast<int32_t>(replay_total_);
+    } else if (journal_->sent() < journal_->size()) {
+      const ExitRecord& r = journal_->at(journal_->sent());
+      m.type = kp::Type::kExit;
+      m.pid = r.pid;
+      m.status = r.status;
+      m.value = r.unix_nanos;
+    } else {
+      return;
+    }
+    int s = Send(m);
+    if (s == 0) {
+      want_write_ = true;  // resume on POLLOUT
+      return;
+    }
+    // A broken socket means the worker is going away: its SIGCHLD follows and
+    // the entries stay in the journal for the next worker.
+    if (s < 0) return;
+    if (marker) {
+      replay_marker_pending_ = false;
+    } else {
+      journal_->MarkNextSent();
+      if (replay_left_ > 0) --replay_left_;
+    }
+  }
+}
+
+KeeperChannel::ReadResult KeeperChannel::OnReadable() {
+  ReadResult res;
+  // Bounded so a chatty worker cannot starve signal handling; the socket stays
+  // readable and poll comes back at once.
+  for (int i = 0; i < 1024 && sock_; ++i) {
+    uint8_t buf[2 * kp::kMessageSize];
+    ssize_t n = sys::RetryEintr([&] { return ::recv(sock_.get(), buf, sizeof buf, MSG_DONTWAIT); });
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n <= 0) {  // EOF (we never send empty datagrams) or a reset
+      Detach();
+      res.eof = true;
+      break;
+    }
+    kp::Message m;
+    kp::DecodeError e = kp::Decode(buf, static_cast<size_t>(n), &m);
+    if (e == kp::DecodeError::kNone && m.type == kp::Type::kHello) {
+      hello_ = true;
+      journal_->ResetSent();  // a (re)connected worker gets everything unacknowledged
+      replay_left_ = replay_total_ = journal_->size();
+      replay_marker_pending_ = true;
+      kp::Message reply;
+      reply.type = kp::Type::kHelloReply;
+      reply.pid = static_cast<int32_t>(::getpid());
+      reply.status = static_cast<int32_t>(replay_left_);
+      reply.value = static_cast<int64_t>(journal_->dropped());
+      if (Send(reply) == 1) Flush();
+      res.hello = true;
+      res.worker_pid = m.pid;
+      res.replay = replay_total_;
+    } else if (e == kp::DecodeError::kNone && m.type == kp::Type::kAck) {
+      // An ack for a replayed entry not sent yet (the worker knew it from an
+      // earlier connection) shortens the replay.
+      const size_t unsent_from = journal_->sent();
+      size_t index = 0;
+      if (journal_->Ack(m.pid, &index) && index >= unsent_from && index < unsent_from + replay_left_) {
+        --replay_left_;
+        if (replay_left_ == 0 && !want_write_) Flush();
+      }
+    } else if (!warned_bad_message_) {
+      warned_bad_message_ = true;
+      log::Warn("ignoring an unexpected message from the worker (reported once)",
+                {{"error", e == kp::DecodeError::kNone ? "unexpected type" : kp::DecodeErrorName(e)},
+                 {"bytes", std::to_string(n)}});
+    }
+  }
+  return res;
+}
+
+void KeeperChannel::OnTaskExit(const ExitRecord& r) {
+  // A full journal drops its oldest entry; if that one was an unsent part of
+  // the replay, the replay is one shorter.
+  if (journal_->size() == ExitJournal::kCapacity && journal_->sent() == 0 && replay_left_ > 0) --replay_left_;
+  journal_->Push(r);
+  if (!want_write_) Flush();
+}
+
+// ---- restart policy --------------------------------------------------------
+
+int64_t RestartBackoff::NextDelay(int64_t uptime_nanos) {
+  if (uptime_nanos >= kResetAfterNanos) next_ = kInitialNanos;
+  int64_t d = next_;
+  next_ = next_ * 2 > kMaxNanos ? kMaxNanos : next_ * 2;
+  return d;
+}
+
+WorkerExitDecision DecideOnWorkerExit(StopRequest stop, bool ever_ready, int wait_status) {
+  if (stop == StopRequest::kStop) {
+    bool clean = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
+    return {WorkerExitDecision::kExitKeeper, clean ? 0 : 1};
+  }
+  if (stop == StopRequest::kUpgrade) return {WorkerExitDecision::kExecUpgrade, 0};
+  if (!ever_ready) {
+    int code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status)
+               : WIFSIGNALED(wait_status) ? 128 + WTERMSIG(wait_status)
+                                          : 1;
+    return {WorkerExitDecision::kExitKeeper, code == 0 ? 1 : code};
+  }
+  return {WorkerExitDecision::kRestart, 0};
+}
+
+const char* DescribeWaitStatus(int wait_status, char* buf, size_t len) {
+  if (WIFEXITED(wait_status)) {
+    std::snprintf(buf, len, "exit:%d", WEXITSTATUS(wait_status));
+  } else if (WIFSIGNALED(wait_status)) {
+    const char* abbrev = sigabbrev_np(WTERMSIG(wait_status));
+    std::snprintf(buf, len, "signal:SIG%s%s", abbrev ? abbrev : "?", WCOREDUMP(wait_status) ? "+core" : "");
+  } else {
+    std::snprintf(buf, len, "status:0x%x", static_cast<unsigned>(wait_status));
+  }
+  return buf;
+}
+
+// ---- the keeper process ----------------------------------------------------
+
+namespace {
+
+constexpr int64_t kStopTimeoutNanos = 30LL * kNanosPerSecond;
+constexpr int64_t kTrimIntervalNanos = kNanosPerSecond;
+
+// Where to exec the agent binary from: the path we were started from, so a
+// file replaced there (an upgrade) is what the next worker or keeper runs.
+std::string ResolveSelfExe() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) {
+    std::string p(buf, static_cast<size_t>(n));
+    // Replaced since we started: the kernel appends this to the old inode's path.
+    const char kDeleted[] = " (deleted)";
+    if (EndsWith(p, kDeleted)) p.resize(p.size() - (sizeof kDeleted - 1));
+    return p;
+  }
+  // No /proc (early boot): the name execve() was given.
+  const char* fn = reinterpret_cast<const char*>(::getauxval(AT_EXECFN));
+  if (fn && *fn) return fn;
+  return "/proc/self/exe";
+}
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+// The keeper runs a few KiB of the agent binary's code, but start-up (config
+// parsing, logging) touches much more, and the kernel maps code in 64 KiB
+// "fault-around" windows: without this a static keeper idles at about 1.4 MiB
+// RSS, almost all of it code it will not run again. After such work we drop
+// the resident pages of the binary's read-only, never-written segments
+// (MADV_DONTNEED on a private file mapping without private copies simply
+// unmaps page-cache pages; the next use maps them again, from the page cache
+// the worker shares). Writable segments (data, RELRO) are never touched.
+// The ranges are found once; dropping is then one madvise per range right
+// before poll, so little code runs (and is mapped again) before we sleep.
+struct CodeRanges {
+  struct Range {
+    void* start;
+    size_t len;
+  } r[8];
+  int n = 0;
+};
+
+int FindReadOnlySegments(dl_phdr_info* info, size_t, void* data) {
+  auto* out = static_cast<CodeRanges*>(data);
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  for (int i = 0; i < info->dlpi_phnum && out->n < 8; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W)) continue;
+    uintptr_t start = (info->dlpi_addr + ph.p_vaddr + page - 1) & ~(page - 1);
+    uintptr_t end = (info->dlpi_addr + ph.p_vaddr + ph.p_memsz) & ~(page - 1);
+    if (end > start) out->r[out->n++] = {reinterpret_cast<void*>(start), end - start};
+  }
+  return 1;  // the first object is the executable itself: stop there
+}
+
+void DropCodePages(const CodeRanges& ranges) {
+  for (int i = 0; i < ranges.n; ++i) ::madvise(ranges.r[i].start, ranges.r[i].len, MADV_DONTNEED);
+}
+
+// Writes s to stderr; for the forked child, which may only make raw syscalls.
+void ChildWrite(const char* s) { (void)!::write(STDERR_FILENO, s, std::strlen(s)); }
+
+class Keeper {
+ public:
+  explicit Keeper(const std::vector<std::string>& args) : args_(args) {}
+  Status Init(int journal_fd);
+  int Run();
+
+ private:
+  void BuildArgv();
+  void StartWorker();
+  [[noreturn]] void WorkerChild(int fd);
+  void ScheduleRestart(int64_t uptime_nanos, const char* why);
+  void HandleReadable();
+  void DrainSignals();
+  void OnSignal(const signalfd_siginfo& si);
+  void ReapChildren();
+  void OnTaskExit(pid_t pid, int status);
+  void OnWorkerExit(int status);
+  void RequestStop(StopRequest what, const char* signame);
+  void ExecUpgrade();
+  void RunTimers();
+  int PollTimeoutMillis() const;
+
+  std::vector<std::string> args_;
+  std::string exe_;
+  std::vector<char*> worker_argv_;   // ... --worker --keeper-fd=N
+  std::vector<char*> upgrade_argv_;  // ... --keeper-journal-fd=N
+  char keeper_fd_arg_[48] = {};
+  char journal_fd_arg_[48] = {};
+  const std::string agent_word_ = "agent";
+  const std::string worker_word_ = kWorkerFlag;
+
+  UniqueFd sigfd_;
+  ExitJournal journal_;
+  KeeperChannel channel_{&journal_};
+  RestartBackoff backoff_;
+
+  pid_t worker_pid_ = 0;
+  int64_t worker_started_ = 0;
+  bool ever_ready_ = false;  // some worker said hello (or we were upgraded)
+  int64_t restart_at_ = -1;  // monotonic deadlines; -1 = none
+  int64_t kill_at_ = -1;
+  StopRequest stop_ = StopRequest::kNone;
+  CodeRanges code_;
+  bool trim_pending_ = true;  // we ran code since the last DropCodePages
+  int64_t last_trim_ = 0;
+  bool done_ = false;
+  int exit_code_ = 0;
+};
+
+Status Keeper::Init(int journal_fd) {
+  // Daemonising descendants of tasks are reparented to us, not to init, so
+  // their exits are journaled too and nothing escapes supervision.
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
+    log::Warn("keeper: cannot become a child subreaper; orphaned task descendants go to init",
+              {{"error", std::strerror(errno)}});
+  }
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR2}) sigaddset(&set, s);
+  if (::sigprocmask(SIG_BLOCK, &set, nullptr) != 0) return ErrnoError("sigprocmask");
+  sigfd_.Reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!sigfd_) return ErrnoError("signalfd");
+
+  exe_ = ResolveSelfExe();
+  BuildArgv();
+  ::dl_iterate_phdr(FindReadOnlySegments, &code_);
+
+  if (journal_fd >= 0) {
+    // We are the same keeper (same pid), re-executed by an upgrade: a worker
+    // ran before, so failures from now on are retried, never fatal.
+    ever_ready_ = true;
+    UniqueFd fd(journal_fd);
+    Status st = LoadJournal(fd.get(), &journal_);
+    if (!st.ok()) {
+      log::Error("keeper: exit journal from before the upgrade is damaged; kept what was readable",
+                 {{"error", st.error().message()}, {"exits", Str(static_cast<int64_t>(journal_.size()))}});
+    }
+  }
+  return OkStatus();
+}
+
+void Keeper::BuildArgv() {
+  // Built once; only the fd numbers in the two fixed buffers change later.
+  auto base = [&](std::vector<char*>* v) {
+    v->push_back(const_cast<char*>(exe_.c_str()));
+    v->push_back(const_cast<char*>(agent_word_.c_str()));
+    for (const std::string& a : args_) v->push_back(const_cast<char*>(a.c_str()));
+  };
+  base(&worker_argv_);
+  worker_argv_.push_back(const_cast<char*>(worker_word_.c_str()));
+  worker_argv_.push_back(keeper_fd_arg_);
+  worker_argv_.push_back(nullptr);
+  base(&upgrade_argv_);
+  upgrade_argv_.push_back(journal_fd_arg_);
+  upgrade_argv_.push_back(nullptr);
+}
+
+int Keeper::Run() {
+  log::Info(ever_ready_ ? "keeper re-executed after an upgrade" : "keeper started",
+            {{"pid", Str(::getpid())},
+             {"version", OUTPOST_VERSION},
+             {"binary", exe_},
+             {"unacked_exits", Str(static_cast<int64_t>(journal_.size()))}});
+  ReapChildren();  // exits that happened while an upgrade exec was under way
+  StartWorker();
+  while (!done_) {
+    pollfd pfd[2] = {{sigfd_.get(), POLLIN, 0}, {-1, 0, 0}};
+    nfds_t n = 1;
+    if (channel_.attached()) {
+      pfd[1].fd = channel_.fd();
+      pfd[1].events = static_cast<short>(POLLIN | (channel_.want_write() ? POLLOUT : 0));
+      n = 2;
+    }
+    // The timeout is computed first so that as little code as possible runs
+    // between dropping the code pages and sleeping.
+    const int timeout = PollTimeoutMillis();
+    if (trim_pending_ && MonotonicNanos() - last_trim_ >= kTrimIntervalNanos) {
+      trim_pending_ = false;
+      last_trim_ = MonotonicNanos();
+      DropCodePages(code_);
+    }
+    int r = sys::RetryEintr([&] { return ::poll(pfd, n, timeout); });
+    if (r > 0) trim_pending_ = true;  // handling it runs code (a bare timeout wake-up hardly does)
+    if (r < 0) {
+      // Only EINVAL/ENOMEM are possible here; neither is a reason to leave
+      // the tasks without a parent. Back off briefly and go on.
+      log::Error("keeper: poll failed", {{"error", std::strerror(errno)}});
+      ::usleep(100000);
+      continue;
+    }
+    if (n == 2 && pfd[1].revents != 0) {
+      if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) HandleReadable();
+      if ((pfd[1].revents & POLLOUT) && channel_.attached()) channel_.OnWritable();
+    }
+    if (pfd[0].revents & POLLIN) DrainSignals();
+    RunTimers();
+  }
+  log::Info("keeper stopped", {{"exit_code", Str(exit_code_)},
+                               {"unacked_exits", Str(static_cast<int64_t>(journal_.size()))}});
+  return exit_code_;
+}
+
+void Keeper::StartWorker() {
+  restart_at_ = -1;
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0) {
+    log::Error("keeper: socketpair for the worker failed", {{"error", std::strerror(errno)}});
+    ScheduleRestart(0, "socketpair failed");
+    return;
+  }
+  std::snprintf(keeper_fd_arg_, sizeof keeper_fd_arg_, "%s%d", kKeeperFdFlag, sv[1]);
+  pid_t pid = ::fork();
+  if (pid == 0) WorkerChild(sv[1]);
+  ::close(sv[1]);
+  if (pid < 0) {
+    log::Error("keeper: fork of the worker failed", {{"error", std::strerror(errno)}});
+    ::close(sv[0]);
+    ScheduleRestart(0, "fork failed");
+    return;
+  }
+  channel_.Attach(UniqueFd(sv[0]));
+  worker_pid_ = pid;
+  worker_started_ = MonotonicNanos();
+  log::Info("worker started", {{"pid", Str(pid)}, {"binary", exe_}});
+}
+
+void Keeper::WorkerChild(int fd) {
+  // Only raw syscalls from here to execve.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (::fcntl(fd, F_SETFD, 0) != 0) _exit(126);  // the one fd the worker inherits
+  ::execve(exe_.c_str(), worker_argv_.data(), environ);
+  int err = errno;
+  char num[16];
+  std::snprintf(num, sizeof num, "%d", err);
+  ChildWrite("outpost: keeper: cannot execute the worker ");
+  ChildWrite(exe_.c_str());
+  ChildWrite(": errno ");
+  ChildWrite(num);
+  ChildWrite("\n");
+  _exit(err == ENOENT ? 127 : 126);
+}
+
+void Keeper::ScheduleRestart(int64_t uptime_nanos, const char* why) {
+  int64_t delay = backoff_.NextDelay(uptime_nanos);
+  restart_at_ = MonotonicNanos() + delay;
+  log::Info("restarting the worker", {{"in", FormatDuration(delay)}, {"reason", why}});
+}
+
+void Keeper::HandleReadable() {
+  KeeperChannel::ReadResult r = channel_.OnReadable();
+  if (r.hello) {
+    ever_ready_ = true;
+    log::Info("worker ready", {{"pid", Str(r.worker_pid)}, {"unacked_exits", Str(static_cast<int64_t>(r.replay))}});
+  }
+  if (r.eof && worker_pid_ > 0) log::Debug("worker closed its keeper socket", {{"pid", Str(worker_pid_)}});
+}
+
+void Keeper::DrainSignals() {
+  signalfd_siginfo si[8];
+  for (;;) {
+    ssize_t n = sys::Read(sigfd_.get(), si, sizeof si);
+    if (n <= 0) return;
+    for (size_t i = 0; i < static_cast<size_t>(n) / sizeof si[0]; ++i) OnSignal(si[i]);
+    if (done_) return;
+  }
+}
+
+void Keeper::OnSignal(const signalfd_siginfo& si) {
+  switch (si.ssi_signo) {
+    case SIGCHLD:
+      ReapChildren();
+      break;
+    case SIGTERM:
+      RequestStop(StopRequest::kStop, "SIGTERM");
+      break;
+    case SIGINT:
+      RequestStop(StopRequest::kStop, "SIGINT");
+      break;
+    case SIGUSR2:
+      RequestStop(StopRequest::kUpgrade, "SIGUSR2");
+      break;
+    case SIGHUP:
+      if (worker_pid_ > 0) {
+        log::Info("SIGHUP: forwarding to the worker (configuration reload)", {{"pid", Str(worker_pid_)}});
+        ::kill(worker_pid_, SIGHUP);
+      } else {
+        log::Info("SIGHUP: no worker running; the next one reads the configuration when it starts");
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+void Keeper::ReapChildren() {
+  for (;;) {
+    int status = 0;
+    pid_t pid = sys::RetryEintr([&] { return ::waitpid(-1, &status, WNOHANG); });
+    if (pid <= 0) return;  // 0: none left exited; -1 ECHILD: no children at all
+    if (pid == worker_pid_) {
+      OnWorkerExit(status);
+    } else {
+      OnTaskExit(pid, status);
+    }
+  }
+}
+
+void Keeper::OnTaskExit(pid_t pid, int status) {
+  uint64_t dropped = journal_.dropped();
+  channel_.OnTaskExit(ExitRecord{pid, status, WallNanos()});
+  if (log::GetLevel() <= log::Level::kDebug) {
+    char buf[48];
+    log::Debug("task exited", {{"pid", Str(pid)}, {"status", DescribeWaitStatus(status, buf, sizeof buf)}});
+  }
+  uint64_t now = journal_.dropped();
+  if (now != dropped && (now & (now - 1)) == 0) {  // 1, 2, 4, 8...: a flood stays a few lines
+    log::Warn("exit journal full: dropped the oldest unacknowledged task exit",
+              {{"dropped_total", Str(static_cast<int64_t>(now))}});
+  }
+}
+
+void Keeper::OnWorkerExit(int status) {
+  // A hello or acks may still sit in the socket: let them count.
+  if (channel_.attached()) HandleReadable();
+  channel_.Detach();
+  const pid_t pid = worker_pid_;
+  const int64_t uptime = MonotonicNanos() - worker_started_;
+  worker_pid_ = 0;
+  kill_at_ = -1;
+  char buf[48];
+  log::Info("worker exited", {{"pid", Str(pid)},
+                              {"status", DescribeWaitStatus(status, buf, sizeof buf)},
+                              {"uptime", FormatDuration(uptime)}});
+  WorkerExitDecision d = DecideOnWorkerExit(stop_, ever_ready_, status);
+  switch (d.action) {
+    case WorkerExitDecision::kExitKeeper:
+      if (stop_ == StopRequest::kNone) {
+        log::Error("the worker failed to start; the keeper exits with its status", {{"exit_code", Str(d.exit_code)}});
+      }
+      done_ = true;
+      exit_code_ = d.exit_code;
+      break;
+    case WorkerExitDecision::kExecUpgrade:
+      ExecUpgrade();
+      break;
+    case WorkerExitDecision::kRestart:
+      ScheduleRestart(uptime, WIFEXITED(status) && WEXITSTATUS(status) == 2
+                                  ? "configuration error: fix the file; the keeper keeps the tasks and retries"
+                                  : "worker exited unexpectedly");
+      break;
+  }
+}
+
+void Keeper::RequestStop(StopRequest what, const char* signame) {
+  if (stop_ == StopRequest::kStop || stop_ == what) {
+    log::Info(std::string(signame) + ": already stopping");
+    return;
+  }
+  stop_ = what;
+  restart_at_ = -1;
+  if (what == StopRequest::kStop) {
+    log::Info(std::string("stopping on ") + signame + "; tasks keep running for the next agent",
+              {{"worker", Str(worker_pid_)}});
+  } else {
+    log::Info(std::string(signame) + ": upgrade: stopping the worker, then executing the binary again",
+              {{"binary", exe_}, {"worker", Str(worker_pid_)}});
+  }
+  if (worker_pid_ > 0) {
+    ::kill(worker_pid_, SIGTERM);
+    ::kill(worker_pid_, SIGCONT);  // a stopped worker must see it too
+    if (kill_at_ < 0) kill_at_ = MonotonicNanos() + kStopTimeoutNanos;
+    return;
+  }
+  if (what == StopRequest::kStop) {
+    done_ = true;
+    exit_code_ = 0;
+  } else {
+    ExecUpgrade();
+  }
+}
+
+void Keeper::ExecUpgrade() {
+  UniqueFd mfd(::memfd_create("outpost-exit-journal", MFD_CLOEXEC));
+  Status st = mfd ? SaveJournal(journal_, mfd.get()) : Status(ErrnoError("memfd_create"));
+  if (st.ok() && ::lseek(mfd.get(), 0, SEEK_SET) != 0) st = ErrnoError("lseek");
+  if (st.ok() && ::fcntl(mfd.get(), F_SETFD, 0) != 0) st = ErrnoError("fcntl");
+  if (st.ok()) {
+    std::snprintf(journal_fd_arg_, sizeof journal_fd_arg_, "%s%d", kJournalFdFlag, mfd.get());
+    log::Info("upgrade: executing", {{"binary", exe_}, {"unacked_exits", Str(static_cast<int64_t>(journal_.size()))}});
+    // Blocked signals stay blocked and pending across execve, and children
+    // stay ours: the new image picks both up.
+    ::execve(exe_.c_str(), upgrade_argv_.data(), environ);
+    st = ErrnoError("execve '" + exe_ + "'");
+  }
+  log::Error("upgrade failed; this keeper carries on with a new worker", {{"error", st.error().message()}});
+  stop_ = StopRequest::kNone;
+  StartWorker();
+}
+
+void Keeper::RunTimers() {
+  const int64_t now = MonotonicNanos();
+  if (kill_at_ >= 0 && now >= kill_at_) {
+    kill_at_ = -1;
+    trim_pending_ = true;
+    if (worker_pid_ > 0) {
+      log::Warn("the worker did not stop in time; killing it", {{"pid", Str(worker_pid_)},
+                                                                {"timeout", FormatDuration(kStopTimeoutNanos)}});
+      ::kill(worker_pid_, SIGKILL);
+    }
+  }
+  if (restart_at_ >= 0 && now >= restart_at_ && stop_ == StopRequest::kNone && worker_pid_ == 0) {
+    trim_pending_ = true;
+    StartWorker();
+  }
+}
+
+int Keeper::PollTimeoutMillis() const {
+  int64_t next = -1;
+  // A pending page drop waits for the end of its interval (at most 1 s).
+  const int64_t trim_at = trim_pending_ ? last_trim_ + kTrimIntervalNanos : -1;
+  for (int64_t d : {restart_at_, kill_at_, trim_at}) {
+    if (d >= 0 && (next < 0 || d < next)) next = d;
+  }
+  if (next < 0) return -1;
+  int64_t left = next - MonotonicNanos();
+  if (left <= 0) return 0;
+  int64_t ms = (left + kNanosPerMilli - 1) / kNanosPerMilli;
+  return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
+}
+
+}  // namespace
+
+int RunKeeper(const std::vector<std::string>& agent_args, int journal_fd) {
+  // Heap, not stack: the journal ring is 64 KiB. It is default-initialised,
+  // so its pages stay untouched until exits arrive.
+  std::unique_ptr<Keeper> keeper(new Keeper(agent_args));
+  Status st = keeper->Init(journal_fd);
+  if (!st.ok()) {
+    log::Error("keeper failed to start", {{"error", st.error().message()}});
+    return 1;
+  }
+  return keeper->Run();
+}
+
+}  // namespace outpost::task
