@@ -1,0 +1,177 @@
+#include "task/keeper_link.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "base/log.h"
+#include "base/strings.h"
+#include "base/sys.h"
+#include "task/keeper.h"
+
+namespace outpost::task {
+
+namespace kp = keeper_proto;
+
+Result<std::unique_ptr<KeeperLink>> KeeperLink::Attach(Loop* loop, UniqueFd fd, ExitHandler on_exit) {
+  if (!fd) return Error(Code::kInvalidArgument, "keeper socket: no fd");
+  const int raw = fd.get();
+  // Inherited without close-on-exec (that is how it got here); nothing we
+  // start may inherit it, or the keeper would not see us go away.
+  if (::fcntl(raw, F_SETFD, FD_CLOEXEC) != 0) return ErrnoError(Format("keeper socket fd %d", raw));
+  int type = 0;
+  socklen_t len = sizeof type;
+  if (::getsockopt(raw, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_SEQPACKET) {
+    return Error(Code::kInvalidArgument, Format("fd %d is not the keeper's socket (a SOCK_SEQPACKET socket)", raw));
+  }
+  OUTPOST_RETURN_IF_ERROR(sys::SetNonBlocking(raw, true));
+  std::unique_ptr<KeeperLink> link(new KeeperLink(loop, std::move(fd), std::move(on_exit)));
+  link->keeper_pid_ = ::getppid();
+  KeeperLink* l = link.get();
+  OUTPOST_RETURN_IF_ERROR(loop->AddFd(raw, EPOLLIN, [l](uint32_t events) { l->OnEvents(events); }));
+  kp::Message hello;
+  hello.type = kp::Type::kHello;
+  hello.pid = static_cast<int32_t>(::getpid());
+  link->Send(hello);
+  if (link->lost_) return Error(Code::kUnavailable, "keeper socket: the keeper is gone");
+  return link;
+}
+
+KeeperLink::~KeeperLink() {
+  if (fd_) loop_->RemoveFd(fd_.get());
+}
+
+void KeeperLink::SetOnJournalReplayed(std::function<void()> cb) {
+  on_replayed_ = std::move(cb);
+  if (replayed_ && on_replayed_) on_replayed_();
+}
+
+void KeeperLink::Ack(pid_t pid) {
+  if (lost_) return;
+  kp::Message m;
+  m.type = kp::Type::kAck;
+  m.pid = static_cast<int32_t>(pid);
+  Send(m);
+}
+
+void KeeperLink::OnEvents(uint32_t events) {
+  if (events & EPOLLOUT) FlushQueue();
+  // Read before acting on a hang-up: the keeper's last messages come first.
+  if (!lost_ && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) ReadMessages();
+}
+
+void KeeperLink::ReadMessages() {
+  // Bounded per wake-up so a resent journal does not starve the API; the fd
+  // is level-triggered and comes back.
+  for (int i = 0; i < 256 && !lost_; ++i) {
+    uint8_t buf[2 * kp::kMessageSize];
+    ssize_t n = sys::RetryEintr([&] { return ::recv(fd_.get(), buf, sizeof buf, MSG_DONTWAIT); });
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n < 0) return Lose(ErrnoError("keeper socket").message());
+    if (n == 0) return Lose("keeper closed the socket");
+    kp::Message m;
+    kp::DecodeError e = kp::Decode(buf, static_cast<size_t>(n), &m);
+    if (e != kp::DecodeError::kNone) {
+      if (!warned_bad_message_) {
+        warned_bad_message_ = true;
+        log::Warn("ignoring a malformed message from the keeper (reported once)",
+                  {{"error", kp::DecodeErrorName(e)}, {"bytes", std::to_string(n)}});
+      }
+      continue;
+    }
+    Handle(m);
+  }
+}
+
+void KeeperLink::Handle(const kp::Message& m) {
+  switch (m.type) {
+    case kp::Type::kHelloReply:
+      if (m.pid != keeper_pid_) {
+        log::Warn("the keeper is not our parent", {{"keeper_pid", std::to_string(m.pid)},
+                                                   {"parent_pid", std::to_string(keeper_pid_)}});
+      }
+      keeper_pid_ = static_cast<pid_t>(m.pid);
+      dropped_exits_ = static_cast<uint64_t>(m.value);
+      connected_ = true;
+      log::Info("connected to the keeper",
+                {{"keeper_pid", std::to_string(keeper_pid_)}, {"unacked_exits", std::to_string(m.status)}});
+      if (dropped_exits_ > 0) {
+        log::Warn("the keeper's exit journal overflowed: some task exits were lost and are reported as "
+                  "\"exit status unknown\"",
+                  {{"dropped", std::to_string(dropped_exits_)}});
+      }
+      return;
+    case kp::Type::kExit:
+      if (on_exit_) {
+        on_exit_(static_cast<pid_t>(m.pid), m.status, m.value);
+      } else {
+        if (log::GetLevel() <= log::Level::kDebug) {
+          char st[48];
+          log::Debug("task exit from the keeper (no exit handler installed; acknowledged)",
+                     {{"pid", std::to_string(m.pid)}, {"status", DescribeWaitStatus(m.status, st, sizeof st)}});
+        }
+        Ack(static_cast<pid_t>(m.pid));
+      }
+      return;
+    case kp::Type::kReplayDone:
+      if (replayed_) return;
+      replayed_ = true;
+      log::Debug("the keeper finished resending its exit journal", {{"exits", std::to_string(m.pid)}});
+      if (on_replayed_) on_replayed_();
+      return;
+    default:
+      if (!warned_bad_message_) {
+        warned_bad_message_ = true;
+        log::Warn("ignoring an unexpected message from the keeper (reported once)",
+                  {{"type", std::to_string(static_cast<int>(m.type))}});
+      }
+      return;
+  }
+}
+
+void KeeperLink::Send(const kp::Message& m) {
+  Bytes b;
+  kp::Encode(m, b.data);
+  if (!queue_.empty()) {
+    queue_.push_back(b);
+    return;
+  }
+  ssize_t n = sys::RetryEintr([&] { return ::send(fd_.get(), b.data, sizeof b.data, MSG_NOSIGNAL | MSG_DONTWAIT); });
+  if (n == static_cast<ssize_t>(sizeof b.data)) return;
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    queue_.push_back(b);
+    (void)loop_->ModifyFd(fd_.get(), EPOLLIN | EPOLLOUT);
+    return;
+  }
+  Lose(n < 0 ? ErrnoError("send to the keeper").message() : "short send to the keeper");
+}
+
+void KeeperLink::FlushQueue() {
+  while (!queue_.empty() && !lost_) {
+    const Bytes& b = queue_.front();
+    ssize_t n = sys::RetryEintr([&] { return ::send(fd_.get(), b.data, sizeof b.data, MSG_NOSIGNAL | MSG_DONTWAIT); });
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n != static_cast<ssize_t>(sizeof b.data)) {
+      return Lose(n < 0 ? ErrnoError("send to the keeper").message() : "short send to the keeper");
+    }
+    queue_.pop_front();
+  }
+  if (!lost_) (void)loop_->ModifyFd(fd_.get(), EPOLLIN);
+}
+
+void KeeperLink::Lose(const std::string& why) {
+  if (lost_) return;
+  lost_ = true;
+  connected_ = false;
+  queue_.clear();
+  loop_->RemoveFd(fd_.get());
+  fd_.Reset();
+  log::Error("the keeper went away; stopping the worker (its tasks lost their parent; a new agent recovers them)",
+             {{"reason", why}, {"keeper_pid", std::to_string(keeper_pid_)}});
+  loop_->Stop();
+  if (on_lost_) on_lost_();
+}
+
+}  // namespace outpost::task

@@ -1,0 +1,94 @@
+// The worker's end of the keeper socket (docs/process-model.md). Owns: the
+// inherited SOCK_SEQPACKET fd (made close-on-exec at once so tasks and
+// plugins never inherit it), the hello handshake, delivering the keeper's
+// task exits (including the ones it resends after a worker restart) to one
+// handler, sending acknowledgements, and stopping the worker's loop when the
+// keeper goes away (its tasks' parent is gone: the node is not in a sane
+// state without it, and busybox init will start a fresh agent).
+//
+// Does not own: what an exit means (the exec driver decides, then calls
+// Ack once it has recorded the exit durably), the message encoding
+// (task/keeper_proto.h) or the keeper itself (task/keeper).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "base/error.h"
+#include "base/fd.h"
+#include "loop/loop.h"
+#include "task/keeper_proto.h"
+
+namespace outpost::task {
+
+class KeeperLink {
+ public:
+  // wait_status as from waitpid(); unix_nanos = CLOCK_REALTIME when the
+  // keeper reaped the process (not when it was delivered).
+  using ExitHandler = std::function<void(pid_t pid, int wait_status, int64_t unix_nanos)>;
+
+  // Registers fd on loop and says hello. With a null on_exit every exit is
+  // logged (debug) and acknowledged at once, until SetExitHandler.
+  static Result<std::unique_ptr<KeeperLink>> Attach(Loop* loop, UniqueFd fd, ExitHandler on_exit);
+  ~KeeperLink();
+  KeeperLink(const KeeperLink&) = delete;
+  KeeperLink& operator=(const KeeperLink&) = delete;
+
+  // The handler must not destroy the link. Exits are delivered in the order
+  // the keeper reaped them; after a worker restart the unacknowledged ones
+  // come again, so the handler must be idempotent per (pid, unix_nanos).
+  void SetExitHandler(ExitHandler on_exit) { on_exit_ = std::move(on_exit); }
+  // Called once when the keeper has resent every exit it held at hello
+  // (after their handler calls): a recovered task whose process is gone and
+  // whose exit did not come ended while no keeper ran ("exit status
+  // unknown"). Called at once if that already happened.
+  void SetOnJournalReplayed(std::function<void()> cb);
+  // Also called (once) when the keeper goes away, after the loop was stopped.
+  void SetOnLost(std::function<void()> on_lost) { on_lost_ = std::move(on_lost); }
+
+  // The exit of pid is recorded: the keeper forgets it. Never blocks.
+  void Ack(pid_t pid);
+
+  // Our parent at Attach (the keeper forked us), confirmed by the hello reply.
+  pid_t keeper_pid() const { return keeper_pid_; }
+  bool connected() const { return connected_; }  // hello reply received, socket open
+  bool journal_replayed() const { return replayed_; }
+  bool lost() const { return lost_; }
+  // Exits the keeper dropped because its journal overflowed (as of the hello
+  // reply): tasks whose exit never arrives have "exit status unknown".
+  uint64_t dropped_exits() const { return dropped_exits_; }
+
+ private:
+  struct Bytes {
+    uint8_t data[keeper_proto::kMessageSize];
+  };
+
+  KeeperLink(Loop* loop, UniqueFd fd, ExitHandler on_exit)
+      : loop_(loop), fd_(std::move(fd)), on_exit_(std::move(on_exit)) {}
+  void OnEvents(uint32_t events);
+  void ReadMessages();
+  void Handle(const keeper_proto::Message& m);
+  void Send(const keeper_proto::Message& m);
+  void FlushQueue();
+  void Lose(const std::string& why);
+
+  Loop* loop_;
+  UniqueFd fd_;
+  ExitHandler on_exit_;
+  std::function<void()> on_replayed_;
+  std::function<void()> on_lost_;
+  std::deque<Bytes> queue_;  // messages waiting for socket room
+  pid_t keeper_pid_ = 0;
+  uint64_t dropped_exits_ = 0;
+  bool connected_ = false;
+  bool replayed_ = false;
+  bool lost_ = false;
+  bool warned_bad_message_ = false;
+};
+
+}  // namespace outpost::task
