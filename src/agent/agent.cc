@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/sys.h"
+#include "task/keeper.h"
 #include "wire/rpc_server.h"
 
 namespace outpost::agent {
@@ -51,7 +52,7 @@ Status MakePrivateDir(const std::string& dir) {
 
 }  // namespace
 
-Result<std::unique_ptr<Agent>> Agent::Start(Config config) {
+Result<std::unique_ptr<Agent>> Agent::Start(Config config, UniqueFd keeper_fd) {
   std::unique_ptr<Agent> a(new Agent());
   a->config_ = std::move(config);
   a->started_mono_ = MonotonicNanos();
@@ -59,6 +60,10 @@ Result<std::unique_ptr<Agent>> Agent::Start(Config config) {
   a->config_loaded_wall_ = a->started_wall_;
   Status st = a->Setup();
   if (!st.ok()) return st.error();
+  if (keeper_fd) {
+    st = a->AttachKeeper(std::move(keeper_fd));
+    if (!st.ok()) return st.error();
+  }
   return a;
 }
 
@@ -208,7 +213,23 @@ void PrintEffectiveConfig(const Config& c) {
 
 }  // namespace
 
-int Main(const std::vector<std::string>& args) {
+Status Agent::AttachKeeper(UniqueFd fd) {
+  // Without an exit handler the link acknowledges each exit at once.
+  auto link = task::KeeperLink::Attach(loop_.get(), std::move(fd), nullptr);
+  if (!link.ok()) return link.error().Wrap("keeper socket");
+  keeper_link_ = std::move(*link);
+  return OkStatus();
+}
+
+int Main(const std::vector<std::string>& all_args) {
+  // The keeper flags decide which process this is: keeper, worker, or both in
+  // one (--no-keeper). See task/keeper.h and docs/process-model.md.
+  std::vector<std::string> args = all_args;
+  auto role = task::TakeKeeperFlags(&args);
+  if (!role.ok()) {
+    std::fprintf(stderr, "outpost: agent: %s\n", role.error().message().c_str());
+    return 2;
+  }
   std::string config_path;
   bool explicit_config = false, check = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -233,6 +254,13 @@ int Main(const std::vector<std::string>& args) {
   if (!explicit_config && ::access(kDefaultConfigPath, F_OK) == 0) config_path = kDefaultConfigPath;
 
   Result<Config> config = config_path.empty() ? Result<Config>(Config()) : LoadConfig(config_path);
+  if (!config.ok() && role->journal_fd >= 0) {
+    // A keeper re-executed by an upgrade is the parent of the tasks: it must
+    // not exit. Its worker fails on the same file and is retried with backoff.
+    for (const std::string& line : Split(config.error().message(), '\n')) log::Error(line);
+    log::Error("keeper: the configuration is invalid after the upgrade; no worker can start until it is fixed");
+    config = Config();
+  }
   if (!config.ok()) {
     for (const std::string& line : Split(config.error().message(), '\n')) {
       std::fprintf(stderr, "outpost: %s\n", line.c_str());
@@ -244,7 +272,14 @@ int Main(const std::vector<std::string>& args) {
     PrintEffectiveConfig(*config);
     return 0;
   }
-  auto agent = Agent::Start(std::move(*config));
+  if (role->role == task::AgentRole::kKeeper) {
+    log::SetLevel(config->log_level);
+    Status log_st = log::SetFile(config->log_file);
+    if (!log_st.ok()) log::Error("cannot open log file; logging to stderr only", {{"error", log_st.error().message()}});
+    return task::RunKeeper(args, role->journal_fd);
+  }
+  UniqueFd keeper_fd(role->role == task::AgentRole::kWorker ? role->keeper_fd : -1);
+  auto agent = Agent::Start(std::move(*config), std::move(keeper_fd));
   if (!agent.ok()) {
     log::Error("agent failed to start", {{"error", agent.error().message()}});
     return agent.error().code() == Code::kInvalidArgument ? 2 : 1;
@@ -254,6 +289,8 @@ int Main(const std::vector<std::string>& args) {
     log::Error("agent loop failed", {{"error", st.error().message()}});
     return 1;
   }
+  // Stopped because the keeper went away: not a clean stop.
+  if ((*agent)->keeper_link() && (*agent)->keeper_link()->lost()) return 1;
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "base/fd.h"
 #include "loop/loop.h"
+#include "task/keeper_link.h"
 
 namespace outpost {
 namespace wire {
@@ -20,7 +21,9 @@ class RpcServer;
 
 namespace agent {
 
-// `outpost agent [--config FILE] [--check]`; returns the exit code.
+// `outpost agent [--config FILE] [--check] [--no-keeper]`; returns the exit
+// code. Without --no-keeper this process becomes the keeper (task/keeper) and
+// the Agent below runs in the worker it starts (docs/process-model.md).
 int Main(const std::vector<std::string>& args);
 
 constexpr const char* kDefaultConfigPath = "/etc/outpost/config.json";
@@ -28,7 +31,10 @@ constexpr const char* kDefaultConfigPath = "/etc/outpost/config.json";
 class Agent {
  public:
   // Takes the lock, prepares directories and binds the API socket.
-  static Result<std::unique_ptr<Agent>> Start(Config config);
+  // keeper_fd: the worker's end of the keeper socket (--worker); invalid with
+  // --no-keeper. The link is attached last, so the keeper's "worker is up"
+  // hello means everything above succeeded.
+  static Result<std::unique_ptr<Agent>> Start(Config config, UniqueFd keeper_fd = UniqueFd());
   ~Agent();
 
   Status Run();       // until SIGTERM/SIGINT (or Stop())
@@ -41,11 +47,15 @@ class Agent {
   int64_t started_wall() const { return started_wall_; }
   int64_t config_loaded_wall() const { return config_loaded_wall_; }
   size_t api_connections() const;
+  // The worker's link to the keeper; null with --no-keeper. Whoever records
+  // task exits installs its handler with keeper_link()->SetExitHandler.
+  task::KeeperLink* keeper_link() { return keeper_link_.get(); }
 
  private:
   Agent() = default;
   Status Setup();
   Status BindApiSocket();
+  Status AttachKeeper(UniqueFd fd);
   void ApplyRuntimeSettings();
 
   Config config_;
@@ -58,6 +68,7 @@ class Agent {
   int64_t started_mono_ = 0;
   int64_t started_wall_ = 0;
   int64_t config_loaded_wall_ = 0;
+  std::unique_ptr<task::KeeperLink> keeper_link_;  // declared after loop_: destroyed before it
 };
 
 }  // namespace agent

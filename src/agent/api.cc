@@ -42,6 +42,10 @@ std::vector<Feature> CollectFeatures(Agent* agent) {
   }
   out.push_back(cgf);
   out.push_back({"child_exits", true, agent->loop()->UsesPidfd() ? "pidfd" : "SIGCHLD + waitpid (no pidfd)"});
+  task::KeeperLink* keeper = agent->keeper_link();
+  out.push_back({"keeper", keeper != nullptr,
+                 keeper ? "pid " + std::to_string(keeper->keeper_pid()) + ": tasks outlive the worker"
+                        : "--no-keeper: tasks are orphaned to init when the agent stops"});
   return out;
 }
 
@@ -73,6 +77,7 @@ void HandleStatus(Agent* agent, const wire::CallContext&, std::string_view paylo
   resp.api_connections = static_cast<int32_t>(agent->api_connections());
   resp.config_loaded_unix_nanos = agent->config_loaded_wall();
   resp.arch = PbStr(arch);
+  resp.keeper_pid = agent->keeper_link() ? agent->keeper_link()->keeper_pid() : 0;
   responder.Finish(PbEncode(outpost_v1_StatusResponse_fields, &resp, "StatusResponse"));
 }
 

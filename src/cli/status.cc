@@ -39,6 +39,7 @@ int RunStatus(const GlobalOptions& opts, const std::vector<std::string>& args) {
     picojson::object o;
     o["version"] = picojson::value(PbString(resp->version));
     o["pid"] = picojson::value(static_cast<int64_t>(resp->pid));
+    o["keeper_pid"] = picojson::value(static_cast<int64_t>(resp->keeper_pid));
     o["uptime_seconds"] = picojson::value(static_cast<double>(resp->uptime_nanos) / kNanosPerSecond);
     o["started_at"] = picojson::value(FormatWallTime(resp->started_at_unix_nanos));
     o["config_path"] = picojson::value(config);
@@ -59,8 +60,10 @@ int RunStatus(const GlobalOptions& opts, const std::vector<std::string>& args) {
     std::printf("%s\n", picojson::value(o).serialize(true).c_str());
     return kExitOk;
   }
-  std::printf("outpost %s (%s), agent pid %d, up %s\n", PbString(resp->version).c_str(),
-              PbString(resp->arch).c_str(), resp->pid, HumanUptime(resp->uptime_nanos).c_str());
+  std::string pids = resp->keeper_pid > 0 ? Format("keeper pid %d, worker pid %d", resp->keeper_pid, resp->pid)
+                                          : Format("agent pid %d (no keeper)", resp->pid);
+  std::printf("outpost %s (%s), %s, up %s\n", PbString(resp->version).c_str(), PbString(resp->arch).c_str(),
+              pids.c_str(), HumanUptime(resp->uptime_nanos).c_str());
   std::printf("  config:       %s (loaded %s)\n", config.empty() ? "(built-in defaults)" : config.c_str(),
               FormatWallTime(resp->config_loaded_unix_nanos).c_str());
   std::printf("  api socket:   %s (%d connection%s)\n", PbString(resp->api_socket).c_str(), resp->api_connections,

@@ -3,11 +3,12 @@
 test_status_reports_the_running_agent() {
   start_agent
   expect_exit 0 op status
-  expect_contains "$OUT" "agent pid $AGENT_PID" "human status"
+  expect_contains "$OUT" "keeper pid $AGENT_PID, worker pid " "human status"
   expect_contains "$OUT" "config:       $T/config.json" "human status"
   expect_contains "$OUT" "api socket:   $SOCK" "human status"
   expect_exit 0 op status --json
-  expect_eq "$(echo "$OUT" | json_get pid)" "$AGENT_PID" "json pid"
+  expect_eq "$(echo "$OUT" | json_get keeper_pid)" "$AGENT_PID" "json keeper_pid"
+  [ -d "/proc/$(echo "$OUT" | json_get pid)" ] || fail "json pid (the worker) is not a live process"
   expect_eq "$(echo "$OUT" | json_get config_path)" "$T/config.json" "json config_path"
   expect_eq "$(echo "$OUT" | json_get state_dir)" "$T/state" "json state_dir"
   expect_eq "$(echo "$OUT" | json_get features.api.enabled)" "True" "api feature"
@@ -49,21 +50,24 @@ test_sigterm_and_sigint_stop_cleanly_and_remove_the_socket() {
 
 test_stale_socket_from_a_crashed_agent_is_replaced() {
   start_agent
-  local old="$AGENT_PID"
-  kill -9 "$old"
+  local old="$AGENT_PID" worker
+  worker="$(op status --json | json_get pid)"
+  kill -9 "$worker" "$old"   # keeper and worker: a crash of the whole agent
   wait "$old" 2>/dev/null
+  wait_gone "$worker" 10 || fail "worker $worker still running"
   [ -S "$SOCK" ] || fail "kill -9 should leave the socket behind for this test"
   start_agent
   [ "$AGENT_PID" != "$old" ] || fail "same pid"
   expect_exit 0 op status --json
-  expect_eq "$(echo "$OUT" | json_get pid)" "$AGENT_PID" "new agent answers"
+  expect_eq "$(echo "$OUT" | json_get keeper_pid)" "$AGENT_PID" "new agent answers"
   expect_contains "$(cat "$T/agent.log")" "replacing stale API socket" "log"
 }
 
 test_second_agent_on_the_same_socket_refuses_to_start() {
   start_agent
+  local worker; worker="$(op status --json | json_get pid)"  # the socket's owner
   expect_exit 1 "$OUTPOST" agent --config "$T/config.json"
-  expect_contains "$OUT" "another agent (pid $AGENT_PID) is already serving $SOCK" "refusal"
+  expect_contains "$OUT" "another agent (pid $worker) is already serving $SOCK" "refusal"
   expect_exit 0 op status   # the first one is untouched
 }
 
@@ -122,6 +126,7 @@ test_check_prints_the_effective_config() {
 test_sighup_reloads_and_keeps_old_config_when_new_one_is_bad() {
   write_config '"log_level": "info"'
   start_agent
+  local worker; worker="$(op status --json | json_get pid)"
   write_config '"log_level": "debug"'
   kill -HUP "$AGENT_PID"
   wait_for 5 grep -q "config reloaded" "$T/agent.log" || fail "no reload logged"
@@ -133,7 +138,7 @@ test_sighup_reloads_and_keeps_old_config_when_new_one_is_bad() {
   expect_contains "$log" "bogus: unknown field" "reload error names the key"
   expect_contains "$log" "log_level: expected one of debug, info, warn, error, got \"loud\"" "reload error names the value"
   expect_exit 0 op status --json
-  expect_eq "$(echo "$OUT" | json_get pid)" "$AGENT_PID" "still the same agent"
+  expect_eq "$(echo "$OUT" | json_get pid)" "$worker" "still the same agent"
   # Keys that need a restart are reported and not applied.
   write_config '"runtime_dir": "/elsewhere"'
   sed -i "s#\"runtime_dir\": \"$T/run\",##" "$T/config.json"
@@ -146,10 +151,11 @@ test_sighup_reloads_and_keeps_old_config_when_new_one_is_bad() {
 test_log_lines_are_one_event_per_line_with_fields() {
   write_config "\"log_file\": \"$T/agent-file.log\""
   start_agent
+  local worker; worker="$(op status --json | json_get pid)"
   kill -TERM "$AGENT_PID"; wait "$AGENT_PID"
   local line
   line="$(grep -m1 'agent started' "$T/agent.log")"
-  [[ "$line" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\ INFO\ agent\ started\ .*pid=$AGENT_PID ]] \
+  [[ "$line" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\ INFO\ agent\ started\ .*pid=$worker ]] \
     || fail "unexpected log line format: $line"
   expect_contains "$line" "socket=$SOCK" "socket field"
   expect_contains "$(cat "$T/agent-file.log")" "agent started" "log_file also gets the lines"
