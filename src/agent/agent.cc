@@ -10,6 +10,8 @@
 #include <cstdio>
 
 #include "agent/api.h"
+#include "agent/task_api.h"
+#include "agent/task_manager.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -42,11 +44,14 @@ pid_t PeerPidOf(const std::string& path) {
   return cred.ok() ? cred->pid : 0;
 }
 
-Status MakePrivateDir(const std::string& dir) {
-  OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(dir, 0700));
+// mode 0700 for the runtime dir (the API socket's protection rests on it);
+// 0711 for the state dir, which tasks running as other users must traverse
+// to reach their own task dir (nothing in it can be listed).
+Status MakePrivateDir(const std::string& dir, mode_t mode = 0700) {
+  OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(dir, mode));
   // An existing directory may have looser permissions (created by hand or by
-  // an older version): the API socket's protection rests on it, so tighten.
-  if (::chmod(dir.c_str(), 0700) != 0) return ErrnoError("chmod 0700 '" + dir + "'");
+  // an older version): tighten.
+  if (::chmod(dir.c_str(), mode) != 0) return ErrnoError(Format("chmod %o '", mode) + dir + "'");
   return OkStatus();
 }
 
@@ -58,6 +63,7 @@ Result<std::unique_ptr<Agent>> Agent::Start(Config config, UniqueFd keeper_fd) {
   a->started_mono_ = MonotonicNanos();
   a->started_wall_ = WallNanos();
   a->config_loaded_wall_ = a->started_wall_;
+  a->keeper_pid_ = keeper_fd ? ::getppid() : 0;  // the keeper forked us
   Status st = a->Setup();
   if (!st.ok()) return st.error();
   if (keeper_fd) {
@@ -69,6 +75,7 @@ Result<std::unique_ptr<Agent>> Agent::Start(Config config, UniqueFd keeper_fd) {
 
 Agent::~Agent() {
   api_.reset();
+  tasks_.reset();
   if (!bound_socket_.empty()) {
     // Remove the socket only if it is still the one we bound: a newer agent
     // may have replaced it after deciding we were gone.
@@ -83,7 +90,7 @@ Status Agent::Setup() {
   ApplyRuntimeSettings();
   ::signal(SIGPIPE, SIG_IGN);
   OUTPOST_RETURN_IF_ERROR(MakePrivateDir(config_.runtime_dir));
-  OUTPOST_RETURN_IF_ERROR(MakePrivateDir(config_.state_dir));
+  OUTPOST_RETURN_IF_ERROR(MakePrivateDir(config_.state_dir, 0711));
   std::string socket_dir = sys::Dirname(config_.ApiSocket());
   if (socket_dir != config_.runtime_dir) OUTPOST_RETURN_IF_ERROR(MakePrivateDir(socket_dir));
 
@@ -92,6 +99,7 @@ Status Agent::Setup() {
   loop_ = std::move(*loop);
 
   OUTPOST_RETURN_IF_ERROR(BindApiSocket());
+  OUTPOST_RETURN_IF_ERROR(StartTasks());
 
   Loop* l = loop_.get();
   OUTPOST_RETURN_IF_ERROR(l->AddSignal(SIGTERM, [this](const signalfd_siginfo&) {
@@ -146,6 +154,20 @@ Status Agent::BindApiSocket() {
   if (!server.ok()) return server.error();
   api_ = std::move(*server);
   RegisterApi(this, api_.get());
+  return OkStatus();
+}
+
+Status Agent::StartTasks() {
+  TaskManager::Options o;
+  o.state_dir = config_.state_dir;
+  o.runtime_dir = config_.runtime_dir;
+  o.keeper_is_parent = keeper_pid_ > 0;
+  o.keeper_pid = keeper_pid_;
+  auto tm = TaskManager::Create(loop_.get(), o);
+  if (!tm.ok()) return tm.error().Wrap("tasks");
+  tasks_ = std::move(*tm);
+  OUTPOST_RETURN_IF_ERROR(tasks_->Recover());
+  RegisterTaskApi(tasks_.get(), loop_.get(), api_.get());
   return OkStatus();
 }
 
@@ -218,6 +240,16 @@ Status Agent::AttachKeeper(UniqueFd fd) {
   auto link = task::KeeperLink::Attach(loop_.get(), std::move(fd), nullptr);
   if (!link.ok()) return link.error().Wrap("keeper socket");
   keeper_link_ = std::move(*link);
+  if (tasks_) {
+    // The task manager persists an exit before returning: then the keeper may forget it.
+    TaskManager* tm = tasks_.get();
+    task::KeeperLink* l = keeper_link_.get();
+    l->SetExitHandler([tm, l](pid_t pid, int status, int64_t nanos) {
+      tm->OnProcessExit(pid, status, nanos);
+      l->Ack(pid);
+    });
+    l->SetOnJournalReplayed([tm] { tm->JournalReplayed(); });
+  }
   return OkStatus();
 }
 

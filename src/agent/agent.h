@@ -21,6 +21,8 @@ class RpcServer;
 
 namespace agent {
 
+class TaskManager;
+
 // `outpost agent [--config FILE] [--check] [--no-keeper]`; returns the exit
 // code. Without --no-keeper this process becomes the keeper (task/keeper) and
 // the Agent below runs in the worker it starts (docs/process-model.md).
@@ -50,17 +52,20 @@ class Agent {
   // The worker's link to the keeper; null with --no-keeper. Whoever records
   // task exits installs its handler with keeper_link()->SetExitHandler.
   task::KeeperLink* keeper_link() { return keeper_link_.get(); }
+  TaskManager* tasks() { return tasks_.get(); }
 
  private:
   Agent() = default;
   Status Setup();
   Status BindApiSocket();
   Status AttachKeeper(UniqueFd fd);
+  Status StartTasks();
   void ApplyRuntimeSettings();
 
   Config config_;
   std::unique_ptr<Loop> loop_;
   std::unique_ptr<wire::RpcServer> api_;
+  std::unique_ptr<TaskManager> tasks_;
   UniqueFd lock_fd_;
   std::string bound_socket_;
   dev_t socket_dev_ = 0;
@@ -68,6 +73,7 @@ class Agent {
   int64_t started_mono_ = 0;
   int64_t started_wall_ = 0;
   int64_t config_loaded_wall_ = 0;
+  pid_t keeper_pid_ = 0;  // set when a keeper is the parent of our tasks
   std::unique_ptr<task::KeeperLink> keeper_link_;  // declared after loop_: destroyed before it
 };
 

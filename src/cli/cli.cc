@@ -61,6 +61,63 @@ const char kVersionHelp[] =
     "Prints the version of this binary (it does not contact the agent;\n"
     "`outpost status` shows the running agent's version).\n";
 
+const char kTaskHelp[] =
+    "Usage: outpost task COMMAND [ARGS...]\n"
+    "\n"
+    "Bare tasks, addressed by id (jobs group tasks; see `outpost help run`).\n"
+    "\n"
+    "Commands:\n"
+    "  run [OPTIONS] [--] CMD [ARGS...]   start a task; prints its id\n"
+    "      --id ID             task id (default: generated)\n"
+    "      --name NAME         task name, used for log file names (default: the id)\n"
+    "      --user USER         user name or uid (default: the agent's user)\n"
+    "      --group GROUP       group name or gid (default: the user's group)\n"
+    "      --workdir DIR       absolute working dir (default: the task's private dir)\n"
+    "      --env NAME=VALUE    environment variable (repeatable)\n"
+    "      --rlimit NAME=SOFT[:HARD]  resource limit, e.g. nofile=1024 (repeatable)\n"
+    "      --kill-signal SIG   signal sent by stop (default SIGTERM)\n"
+    "      --kill-timeout DUR  wait before SIGKILL on stop (default 5s)\n"
+    "      --max-files N       log files kept per stream (default 10)\n"
+    "      --max-file-size SZ  size of one log file (default 10MiB)\n"
+    "  ls                                  list tasks\n"
+    "  inspect ID                          details and exit result\n"
+    "  stop ID [--timeout DUR] [--signal SIG]   signal, wait, then SIGKILL\n"
+    "  rm ID [--force]                     forget a task (--force kills a running one)\n"
+    "  signal ID SIG                       send a signal to the task's process group\n"
+    "  exec ID [--timeout DUR] [--] CMD... run a command as the task (same user, env, dir);\n"
+    "                                      exits with the command's exit code\n"
+    "  stats ID                            memory and CPU use\n"
+    "\n"
+    "Examples:\n"
+    "  outpost task run --id web -- /usr/bin/httpd -f -p 8080\n"
+    "  outpost task stop web --timeout 10s\n"
+    "  outpost task exec web -- cat /proc/self/status\n"
+    "  outpost --json task ls\n";
+
+const char kLogsHelp[] =
+    "Usage: outpost logs [-f] [--stderr] [--tail N] TASK_ID\n"
+    "\n"
+    "Prints a task's output from its log files (stdout unless --stderr).\n"
+    "Without options: the whole active log file. --tail N: the last N lines\n"
+    "(across rotated files). -f: keep printing new output until the task\n"
+    "exits (starts with the last 10 lines unless --tail is given).\n"
+    "\n"
+    "Examples:\n"
+    "  outpost logs web\n"
+    "  outpost logs -f --tail 100 web\n"
+    "  outpost logs --stderr web\n";
+
+const char kEventsHelp[] =
+    "Usage: outpost events [-f] [TASK_ID]\n"
+    "\n"
+    "Prints recent task events (started, exited, signalled, stopping,\n"
+    "recovered, error, ...), oldest first; -f keeps printing new ones.\n"
+    "With --json, one JSON object per line.\n"
+    "\n"
+    "Examples:\n"
+    "  outpost events\n"
+    "  outpost events -f web\n";
+
 const char kHelpHelp[] =
     "Usage: outpost help [COMMAND]\n"
     "\n"
@@ -76,6 +133,9 @@ int RunHelp(const GlobalOptions& opts, const std::vector<std::string>& args);
 const Command kCommands[] = {
     {"agent", "run the agent (the node daemon) in the foreground", kAgentHelp, RunAgentCommand},
     {"status", "show the running agent's status", kStatusHelp, RunStatus},
+    {"task", "run and manage bare tasks (run, ls, inspect, stop, rm, signal, exec, stats)", kTaskHelp, RunTask},
+    {"logs", "print a task's output", kLogsHelp, RunLogs},
+    {"events", "print task events", kEventsHelp, RunEvents},
     {"version", "print the version of this binary", kVersionHelp, RunVersion},
     {"help", "show help for a command", kHelpHelp, RunHelp},
 };

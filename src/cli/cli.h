@@ -36,6 +36,9 @@ int Main(int argc, char** argv);
 // Commands (one file per family).
 int RunStatus(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunVersion(const GlobalOptions& opts, const std::vector<std::string>& args);
+int RunTask(const GlobalOptions& opts, const std::vector<std::string>& args);
+int RunLogs(const GlobalOptions& opts, const std::vector<std::string>& args);
+int RunEvents(const GlobalOptions& opts, const std::vector<std::string>& args);
 
 // Prints "outpost: <msg>" on stderr, returns code.
 int Fail(int code, const std::string& msg);

@@ -27,7 +27,7 @@ test_socket_is_private() {
   start_agent
   expect_eq "$(stat -c %a "$SOCK")" "600" "socket mode"
   expect_eq "$(stat -c %a "$T/run")" "700" "runtime dir mode"
-  expect_eq "$(stat -c %a "$T/state")" "700" "state dir mode"
+  expect_eq "$(stat -c %a "$T/state")" "711" "state dir mode (traversable for task users)"
 }
 
 test_existing_runtime_dir_is_tightened_to_0700() {

@@ -1,0 +1,352 @@
+#include "agent/task_api.h"
+
+#include <cstring>
+#include <deque>
+#include <memory>
+
+#include "agent/api.h"
+#include "agent/task_manager.h"
+#include "base/clock.h"
+#include "base/pb.h"
+#include "base/strings.h"
+#include "task.pb.h"
+#include "task/log_files.h"
+#include "wire/rpc_server.h"
+
+namespace outpost::agent {
+
+namespace {
+
+namespace logfiles = task::logfiles;
+
+constexpr int64_t kMaxWaitNanos = 60LL * kNanosPerSecond;
+constexpr size_t kMaxLogChunk = 60000;  // nanopb bytes fields are < 64 KiB
+constexpr int64_t kLogPollNanos = 100 * kNanosPerMilli;
+
+// Keeps the strings and arrays that encode-side FT_POINTER fields point to
+// alive until the reply is encoded.
+class Arena {
+ public:
+  char* Str(std::string s) {
+    strings_.push_back(std::move(s));
+    return PbStr(strings_.back());
+  }
+  char** StrArray(const std::vector<std::string>& v) {
+    arrays_.emplace_back();
+    for (const std::string& s : v) arrays_.back().push_back(Str(s));
+    return arrays_.back().data();
+  }
+  pb_bytes_array_t* Bytes(const std::string& data) {
+    blobs_.emplace_back(PB_BYTES_ARRAY_T_ALLOCSIZE(data.size()));
+    auto* b = reinterpret_cast<pb_bytes_array_t*>(blobs_.back().data());
+    b->size = static_cast<pb_size_t>(data.size());
+    std::memcpy(b->bytes, data.data(), data.size());
+    return b;
+  }
+
+ private:
+  std::deque<std::string> strings_;
+  std::deque<std::vector<char*>> arrays_;
+  std::deque<std::vector<char>> blobs_;
+};
+
+void FillInfo(const TaskView& v, Arena* a, outpost_v1_TaskInfo* out) {
+  *out = outpost_v1_TaskInfo_init_zero;
+  out->id = a->Str(v.status.id);
+  out->job = a->Str(v.config.job);
+  out->name = a->Str(v.status.name);
+  out->state = a->Str(task::TaskStateName(v.status.state));
+  out->pid = v.status.pid;
+  out->started_at_unix_nanos = v.status.started_at_unix_nanos;
+  out->completed_at_unix_nanos = v.status.completed_at_unix_nanos;
+  out->exit_code = v.status.exit.exit_code;
+  out->signal = v.status.exit.signal;
+  out->oom_killed = v.status.exit.oom_killed;
+  out->error = a->Str(v.status.exit.error);
+  out->command = a->Str(v.config.command);
+  out->args_count = static_cast<pb_size_t>(v.config.args.size());
+  out->args = a->StrArray(v.config.args);
+  out->log_dir = a->Str(v.log_dir);
+  out->log_bytes = v.log_bytes;
+  out->log_dropped_bytes = v.log_dropped;
+  out->log_error = a->Str(v.log_error);
+  out->user = a->Str(v.config.user);
+  out->workdir = a->Str(v.config.workdir.empty() ? v.config.task_dir : v.config.workdir);
+}
+
+template <typename Req>
+bool DecodeOrFail(std::string_view payload, PbOwned<Req>* req, const char* what, const wire::Responder& r) {
+  Status st = req->Decode(payload, what);
+  if (!st.ok()) r.Fail(st.error());
+  return st.ok();
+}
+
+void ReplyEmpty(const wire::Responder& r, Status st) {
+  if (st.ok()) r.Reply("");
+  else r.Fail(st.error());
+}
+
+using Handler = void (*)(TaskManager*, Loop*, std::string_view, wire::Responder);
+
+void StartTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+  PbOwned<outpost_v1_StartTaskRequest> req(outpost_v1_StartTaskRequest_fields);
+  if (!DecodeOrFail(payload, &req, "StartTaskRequest", r)) return;
+  const outpost_v1_TaskSpec& s = req->spec;
+  task::TaskConfig c;
+  c.id = PbString(s.id);
+  c.job = PbString(s.job);
+  c.name = PbString(s.name);
+  c.command = PbString(s.command);
+  for (pb_size_t i = 0; i < s.args_count; ++i) c.args.push_back(PbString(s.args[i]));
+  for (pb_size_t i = 0; i < s.env_count; ++i) c.env[PbString(s.env[i].name)] = PbString(s.env[i].value);
+  c.workdir = PbString(s.workdir);
+  c.user = PbString(s.user);
+  c.group = PbString(s.group);
+  for (pb_size_t i = 0; i < s.rlimits_count; ++i) {
+    c.rlimits.push_back({PbString(s.rlimits[i].name), s.rlimits[i].soft, s.rlimits[i].hard});
+  }
+  if (s.kill_signal && *s.kill_signal) c.kill_signal = s.kill_signal;
+  auto sig = task::ParseSignal(c.kill_signal);
+  if (!sig.ok()) return r.Fail(Error(Code::kInvalidArgument, "kill_signal: " + sig.error().message()));
+  if (s.kill_timeout_nanos < 0) return r.Fail(Error(Code::kInvalidArgument, "kill_timeout must not be negative"));
+  if (s.kill_timeout_nanos > 0) c.kill_timeout_nanos = s.kill_timeout_nanos;
+  if (s.log_max_files < 0 || s.log_max_files > 1000) {
+    return r.Fail(Error(Code::kInvalidArgument, "log max_files must be between 1 and 1000"));
+  }
+  if (s.log_max_files > 0) c.log_max_files = s.log_max_files;
+  if (s.log_max_file_size > 0) {
+    if (s.log_max_file_size < 4096) {
+      return r.Fail(Error(Code::kInvalidArgument, "log max_file_size must be at least 4KiB"));
+    }
+    c.log_max_file_size = s.log_max_file_size;
+  }
+  tm->Start(std::move(c), [r](Result<TaskView> v) {
+    if (!v.ok()) return r.Fail(v.error());
+    Arena a;
+    outpost_v1_StartTaskResponse resp = outpost_v1_StartTaskResponse_init_zero;
+    resp.has_task = true;
+    FillInfo(*v, &a, &resp.task);
+    r.Finish(PbEncode(outpost_v1_StartTaskResponse_fields, &resp, "StartTaskResponse"));
+  });
+}
+
+void ListTasks(TaskManager* tm, Loop*, std::string_view, wire::Responder r) {
+  std::vector<TaskView> views = tm->List();
+  Arena a;
+  std::vector<outpost_v1_TaskInfo> infos(views.size());
+  for (size_t i = 0; i < views.size(); ++i) FillInfo(views[i], &a, &infos[i]);
+  outpost_v1_ListTasksResponse resp = outpost_v1_ListTasksResponse_init_zero;
+  resp.tasks_count = static_cast<pb_size_t>(infos.size());
+  resp.tasks = infos.data();
+  r.Finish(PbEncode(outpost_v1_ListTasksResponse_fields, &resp, "ListTasksResponse"));
+}
+
+void InspectTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+  PbOwned<outpost_v1_TaskIdRequest> req(outpost_v1_TaskIdRequest_fields);
+  if (!DecodeOrFail(payload, &req, "TaskIdRequest", r)) return;
+  auto v = tm->Inspect(PbString(req->id));
+  if (!v.ok()) return r.Fail(v.error());
+  Arena a;
+  outpost_v1_TaskInfo info;
+  FillInfo(*v, &a, &info);
+  r.Finish(PbEncode(outpost_v1_TaskInfo_fields, &info, "TaskInfo"));
+}
+
+void StopTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+  PbOwned<outpost_v1_StopTaskRequest> req(outpost_v1_StopTaskRequest_fields);
+  if (!DecodeOrFail(payload, &req, "StopTaskRequest", r)) return;
+  tm->Stop(PbString(req->id), req->timeout_nanos, PbString(req->signal), [r](Status st) { ReplyEmpty(r, st); });
+}
+
+void DestroyTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+  PbOwned<outpost_v1_DestroyTaskRequest> req(outpost_v1_DestroyTaskRequest_fields);
+  if (!DecodeOrFail(payload, &req, "DestroyTaskRequest", r)) return;
+  tm->Destroy(PbString(req->id), req->force, [r](Status st) { ReplyEmpty(r, st); });
+}
+
+void SignalTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+  PbOwned<outpost_v1_SignalTaskRequest> req(outpost_v1_SignalTaskRequest_fields);
+  if (!DecodeOrFail(payload, &req, "SignalTaskRequest", r)) return;
+  ReplyEmpty(r, tm->Signal(PbString(req->id), PbString(req->signal)));
+}
+
+void ExecTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+  PbOwned<outpost_v1_ExecTaskRequest> req(outpost_v1_ExecTaskRequest_fields);
+  if (!DecodeOrFail(payload, &req, "ExecTaskRequest", r)) return;
+  std::vector<std::string> cmd;
+  for (pb_size_t i = 0; i < req->cmd_count; ++i) cmd.push_back(PbString(req->cmd[i]));
+  tm->Exec(PbString(req->id), cmd, req->timeout_nanos, [r](Result<task::ExecResult> res) {
+    if (!res.ok()) return r.Fail(res.error());
+    Arena a;
+    outpost_v1_ExecTaskResponse resp = outpost_v1_ExecTaskResponse_init_zero;
+    resp.exit_code = res->exit_code;
+    resp.output = a.Bytes(res->output.substr(0, kMaxLogChunk));
+    resp.truncated = res->truncated || res->output.size() > kMaxLogChunk;
+    r.Finish(PbEncode(outpost_v1_ExecTaskResponse_fields, &resp, "ExecTaskResponse"));
+  });
+}
+
+void TaskStats(TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+  PbOwned<outpost_v1_TaskIdRequest> req(outpost_v1_TaskIdRequest_fields);
+  if (!DecodeOrFail(payload, &req, "TaskIdRequest", r)) return;
+  auto s = tm->Stats(PbString(req->id));
+  if (!s.ok()) return r.Fail(s.error());
+  Arena a;
+  outpost_v1_TaskStatsResponse resp = outpost_v1_TaskStatsResponse_init_zero;
+  resp.timestamp_unix_nanos = s->timestamp_unix_nanos;
+  resp.rss_bytes = s->rss_bytes;
+  resp.cpu_user_nanos = s->cpu_user_nanos;
+  resp.cpu_system_nanos = s->cpu_system_nanos;
+  resp.cpu_percent = s->cpu_percent;
+  resp.measured_count = static_cast<pb_size_t>(s->measured.size());
+  resp.measured = a.StrArray(s->measured);
+  r.Finish(PbEncode(outpost_v1_TaskStatsResponse_fields, &resp, "TaskStatsResponse"));
+}
+
+// Logs: the first call (no cursor) returns the tail; later calls continue
+// from the cursor and, with wait_nanos, wait (polling the file) until new
+// data arrives, the task exits, or the wait ends.
+struct LogPoll {
+  TaskManager* tm;
+  Loop* loop;
+  std::string id;
+  std::string path;
+  logfiles::Cursor cursor;
+  int64_t deadline;
+  wire::Responder r;
+};
+
+void ReplyLogs(const std::string& data, const logfiles::Cursor& cursor, bool exited, const wire::Responder& r) {
+  Arena a;
+  outpost_v1_ReadLogsResponse resp = outpost_v1_ReadLogsResponse_init_zero;
+  resp.data = a.Bytes(data);
+  resp.has_cursor = true;
+  resp.cursor.inode = cursor.inode;
+  resp.cursor.offset = cursor.offset;
+  resp.task_exited = exited;
+  r.Finish(PbEncode(outpost_v1_ReadLogsResponse_fields, &resp, "ReadLogsResponse"));
+}
+
+void PollLogs(std::shared_ptr<LogPoll> p) {
+  auto chunk = logfiles::ReadFrom(p->path, p->cursor, kMaxLogChunk);
+  if (!chunk.ok()) return p->r.Fail(chunk.error());
+  auto v = p->tm->Inspect(p->id);
+  bool exited = !v.ok() || v->status.state == task::TaskState::kExited;
+  if (!chunk->data.empty() || exited || MonotonicNanos() >= p->deadline || !p->r.pending()) {
+    return ReplyLogs(chunk->data, chunk->next, exited, p->r);
+  }
+  p->cursor = chunk->next;
+  p->loop->AddTimer(kLogPollNanos, [p] { PollLogs(p); });
+}
+
+void ReadLogs(TaskManager* tm, Loop* loop, std::string_view payload, wire::Responder r) {
+  PbOwned<outpost_v1_ReadLogsRequest> req(outpost_v1_ReadLogsRequest_fields);
+  if (!DecodeOrFail(payload, &req, "ReadLogsRequest", r)) return;
+  std::string id = PbString(req->id);
+  auto path = tm->LogPath(id, req->stderr);
+  if (!path.ok()) return r.Fail(path.error());
+  int max_files = tm->LogMaxFiles(id);
+  if (!req->has_cursor && req->tail_lines >= 0) {
+    auto tail = logfiles::Tail(*path, max_files, static_cast<size_t>(req->tail_lines), kMaxLogChunk);
+    if (!tail.ok()) return r.Fail(tail.error());
+    auto v = tm->Inspect(id);
+    return ReplyLogs(tail->data, tail->next, !v.ok() || v->status.state == task::TaskState::kExited, r);
+  }
+  auto p = std::make_shared<LogPoll>();
+  p->tm = tm;
+  p->loop = loop;
+  p->id = id;
+  p->path = *path;
+  // No cursor and no tail: the whole active file ({0, 0} = its start).
+  if (req->has_cursor) p->cursor = logfiles::Cursor{req->cursor.inode, req->cursor.offset};
+  p->deadline = MonotonicNanos() + std::min(std::max<int64_t>(req->wait_nanos, 0), kMaxWaitNanos);
+  p->r = r;
+  PollLogs(p);
+}
+
+void ReplyEvents(TaskManager* tm, uint64_t after, const std::string& task_id, const wire::Responder& r) {
+  std::vector<EventRecord> evs = tm->EventsAfter(after, task_id);
+  Arena a;
+  std::vector<outpost_v1_TaskEvent> out(evs.size());
+  for (size_t i = 0; i < evs.size(); ++i) {
+    const task::TaskEvent& e = evs[i].event;
+    out[i] = outpost_v1_TaskEvent_init_zero;
+    out[i].seq = evs[i].seq;
+    out[i].task_id = a.Str(e.task_id);
+    out[i].task_name = a.Str(e.task_name);
+    out[i].job = a.Str(e.job);
+    out[i].time_unix_nanos = e.timestamp_unix_nanos;
+    out[i].type = a.Str(e.type);
+    out[i].message = a.Str(e.message);
+  }
+  outpost_v1_WatchEventsResponse resp = outpost_v1_WatchEventsResponse_init_zero;
+  resp.events_count = static_cast<pb_size_t>(out.size());
+  resp.events = out.data();
+  resp.last_seq = tm->last_seq();
+  r.Finish(PbEncode(outpost_v1_WatchEventsResponse_fields, &resp, "WatchEventsResponse"));
+}
+
+// Long-poll for events: answered on the next matching event, or when the
+// wait ends (timed_out), whichever comes first.
+struct EventWait {
+  TaskManager* tm;
+  Loop* loop;
+  uint64_t after;
+  std::string task_id;
+  wire::Responder r;
+  uint64_t notify = 0;
+  Loop::TimerId timer = 0;
+  bool done = false;
+};
+
+void CheckEvents(const std::shared_ptr<EventWait>& w, bool timed_out) {
+  if (w->done) return;
+  if (!timed_out && w->tm->EventsAfter(w->after, w->task_id).empty() && w->r.pending()) {
+    w->notify = w->tm->NotifyOnEvent([w] { CheckEvents(w, false); });  // another task's event
+    return;
+  }
+  w->done = true;
+  if (timed_out) w->tm->CancelNotify(w->notify);
+  else w->loop->CancelTimer(w->timer);
+  ReplyEvents(w->tm, w->after, w->task_id, w->r);
+}
+
+void WatchEvents(TaskManager* tm, Loop* loop, std::string_view payload, wire::Responder r) {
+  PbOwned<outpost_v1_WatchEventsRequest> req(outpost_v1_WatchEventsRequest_fields);
+  if (!DecodeOrFail(payload, &req, "WatchEventsRequest", r)) return;
+  uint64_t after = req->after_seq;
+  std::string task_id = PbString(req->task_id);
+  int64_t wait = std::min(std::max<int64_t>(req->wait_nanos, 0), kMaxWaitNanos);
+  if (!tm->EventsAfter(after, task_id).empty() || wait == 0) return ReplyEvents(tm, after, task_id, r);
+  auto w = std::make_shared<EventWait>();
+  w->tm = tm;
+  w->loop = loop;
+  w->after = after;
+  w->task_id = task_id;
+  w->r = r;
+  w->notify = tm->NotifyOnEvent([w] { CheckEvents(w, false); });
+  w->timer = loop->AddTimer(wait, [w] { CheckEvents(w, true); });
+}
+
+}  // namespace
+
+void RegisterTaskApi(TaskManager* tm, Loop* loop, wire::RpcServer* server) {
+  static const struct {
+    const char* method;
+    Handler fn;
+  } kMethods[] = {
+      {"StartTask", StartTask},     {"ListTasks", ListTasks},     {"InspectTask", InspectTask},
+      {"StopTask", StopTask},       {"DestroyTask", DestroyTask}, {"SignalTask", SignalTask},
+      {"ExecTask", ExecTask},       {"TaskStats", TaskStats},     {"ReadLogs", ReadLogs},
+      {"WatchEvents", WatchEvents},
+  };
+  for (const auto& m : kMethods) {
+    Handler fn = m.fn;
+    server->Register(kAgentService, m.method,
+                     [tm, loop, fn](const wire::CallContext&, std::string_view payload, wire::Responder r) {
+                       fn(tm, loop, payload, std::move(r));
+                     });
+  }
+}
+
+}  // namespace outpost::agent

@@ -1,0 +1,19 @@
+// API handlers for tasks (methods StartTask ... WatchEvents on the
+// "outpost.v1.Agent" service, messages in proto/task.proto). Owns decoding
+// requests, long-polls for logs and events, and encoding replies. The work
+// itself is TaskManager's.
+#pragma once
+
+namespace outpost {
+class Loop;
+namespace wire {
+class RpcServer;
+}
+namespace agent {
+
+class TaskManager;
+
+void RegisterTaskApi(TaskManager* tasks, Loop* loop, wire::RpcServer* server);
+
+}  // namespace agent
+}  // namespace outpost

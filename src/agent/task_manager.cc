@@ -1,0 +1,278 @@
+#include "agent/task_manager.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/strings.h"
+#include "base/sys.h"
+#include "task/log_pipe.h"
+#include "task/users.h"
+
+namespace outpost::agent {
+
+struct TaskManager::Logs {
+  task::TaskConfig config;
+  std::unique_ptr<task::LogPipe> out;
+  std::unique_ptr<task::LogPipe> err;
+};
+
+TaskManager::TaskManager(Loop* loop, Options options) : loop_(loop), options_(std::move(options)) {}
+
+TaskManager::~TaskManager() {
+  if (driver_ && subscription_) driver_->UnsubscribeEvents(subscription_);
+}
+
+Result<std::unique_ptr<TaskManager>> TaskManager::Create(Loop* loop, Options options) {
+  std::unique_ptr<TaskManager> m(new TaskManager(loop, std::move(options)));
+  // task-data is traversable (0711) so a task running as another user can
+  // reach its own dir (0700, owned by that user); nothing can be listed.
+  OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(m->options_.state_dir + "/task-data", 0711));
+  if (::chmod((m->options_.state_dir + "/task-data").c_str(), 0711) != 0) {
+    return ErrnoError("chmod '" + m->options_.state_dir + "/task-data'");
+  }
+  OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(m->options_.state_dir + "/logs", 0700));
+  OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(m->options_.runtime_dir + "/fifo", 0700));
+  task::ExecDriver::Options d;
+  d.state_dir = m->options_.state_dir;
+  d.keeper_is_parent = m->options_.keeper_is_parent;
+  d.keeper_pid = m->options_.keeper_pid;
+  auto driver = task::ExecDriver::Create(loop, d);
+  if (!driver.ok()) return driver.error();
+  m->driver_ = std::move(*driver);
+  TaskManager* raw = m.get();
+  m->subscription_ = m->driver_->SubscribeEvents([raw](const task::TaskEvent& ev) {
+    raw->Record(ev);
+    // The task has exited: whatever it wrote is in the pipe now.
+    if (ev.type == "exited" || ev.type == "signalled") {
+      auto it = raw->logs_.find(ev.task_id);
+      if (it != raw->logs_.end()) {
+        if (it->second->out) it->second->out->Drain();
+        if (it->second->err) it->second->err->Drain();
+      }
+    }
+  });
+  return m;
+}
+
+std::string TaskManager::FifoPath(const std::string& id, const char* stream) const {
+  return options_.runtime_dir + "/fifo/" + id + "." + stream;
+}
+
+Status TaskManager::OpenLogs(const task::TaskConfig& c, uid_t uid, gid_t gid, Logs* out) {
+  OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(c.log_dir, 0755));
+  task::RotationPolicy policy;
+  policy.max_files = c.log_max_files;
+  policy.max_file_size = c.log_max_file_size;
+  std::string id = c.id;
+  auto on_error = [this, id, c](const char* stream) {
+    return [this, id, c, stream](const std::string& error) {
+      log::Warn("task log write failed", {{"task", id}, {"stream", stream}, {"error", error}});
+      task::TaskEvent ev;
+      ev.task_id = id;
+      ev.task_name = c.name;
+      ev.job = c.job;
+      ev.timestamp_unix_nanos = WallNanos();
+      ev.type = "error";
+      ev.message = std::string(stream) + " log: " + error;
+      Record(ev);
+    };
+  };
+  auto o = task::LogPipe::Open(loop_, c.stdout_path, c.log_dir + "/" + c.name + ".stdout",
+                               c.stdout_path + ".cursor", policy, uid, gid, on_error("stdout"));
+  if (!o.ok()) return o.error().Wrap("stdout log");
+  auto e = task::LogPipe::Open(loop_, c.stderr_path, c.log_dir + "/" + c.name + ".stderr",
+                               c.stderr_path + ".cursor", policy, uid, gid, on_error("stderr"));
+  if (!e.ok()) return e.error().Wrap("stderr log");
+  out->config = c;
+  out->out = std::move(*o);
+  out->err = std::move(*e);
+  return OkStatus();
+}
+
+void TaskManager::CloseLogs(const std::string& id, bool remove_fifos) {
+  auto it = logs_.find(id);
+  if (it == logs_.end()) return;
+  if (it->second->out) it->second->out->Drain();
+  if (it->second->err) it->second->err->Drain();
+  task::TaskConfig c = it->second->config;
+  logs_.erase(it);
+  if (remove_fifos) {
+    for (const std::string& p : {c.stdout_path, c.stderr_path}) {
+      ::unlink(p.c_str());
+      ::unlink((p + ".cursor").c_str());
+    }
+  }
+}
+
+void TaskManager::Start(task::TaskConfig c, StartCallback done) {
+  if (c.id.empty()) {
+    // Short, sortable, unique enough for one node: time + counter.
+    c.id = Format("t%llx%llx", static_cast<unsigned long long>(WallNanos() / 1000000),
+                  static_cast<unsigned long long>(++generated_ids_));
+  }
+  Status idst = task::ValidateTaskId(c.id);
+  if (!idst.ok()) return done(idst.error());
+  if (logs_.count(c.id)) {
+    return done(Error(Code::kAlreadyExists, "task with ID \"" + c.id + "\" already started"));
+  }
+  if (c.name.empty()) c.name = c.id;
+  Status namest = task::ValidateTaskId(c.name);
+  if (!namest.ok()) return done(Error(Code::kInvalidArgument, "task name: " + namest.error().message()));
+  auto creds = task::ResolveCredentials(c.user, c.group);
+  if (!creds.ok()) return done(creds.error().Wrap("start task " + c.id));
+  c.task_dir = options_.state_dir + "/task-data/" + c.id;
+  c.log_dir = options_.state_dir + "/logs/" + c.id;
+  c.stdout_path = FifoPath(c.id, "stdout");
+  c.stderr_path = FifoPath(c.id, "stderr");
+  Status st = sys::MkdirAll(c.task_dir, 0700);
+  if (st.ok() && ::chown(c.task_dir.c_str(), creds->uid, creds->gid) != 0 && ::geteuid() == 0) {
+    st = ErrnoError("chown '" + c.task_dir + "'");
+  }
+  auto logs = std::make_unique<Logs>();
+  if (st.ok()) st = OpenLogs(c, creds->uid, creds->gid, logs.get());
+  if (!st.ok()) return done(st.error().Wrap("start task " + c.id));
+  logs_[c.id] = std::move(logs);
+  std::string id = c.id;
+  driver_->StartTask(c, [this, id, done](Result<task::TaskHandle> h) {
+    if (!h.ok()) {
+      CloseLogs(id, true);
+      return done(h.error());
+    }
+    done(Inspect(id));
+  });
+}
+
+void TaskManager::Stop(const std::string& id, int64_t timeout_nanos, const std::string& signal,
+                       task::Driver::DoneCallback done) {
+  if (timeout_nanos < 0) {
+    auto it = logs_.find(id);
+    timeout_nanos = it != logs_.end() ? it->second->config.kill_timeout_nanos : 5 * kNanosPerSecond;
+  }
+  driver_->StopTask(id, timeout_nanos, signal, std::move(done));
+}
+
+void TaskManager::Destroy(const std::string& id, bool force, task::Driver::DoneCallback done) {
+  driver_->DestroyTask(id, force, [this, id, done](Status st) {
+    if (st.ok()) {
+      CloseLogs(id, true);
+      // The task dir goes with the task; its logs stay for inspection until
+      // the log dir is removed by the operator (or the job that owns it).
+    }
+    done(st);
+  });
+}
+
+Result<TaskView> TaskManager::Inspect(const std::string& id) {
+  auto status = driver_->InspectTask(id);
+  if (!status.ok()) return status.error();
+  TaskView v;
+  v.status = *status;
+  auto it = logs_.find(id);
+  if (it != logs_.end()) {
+    v.config = it->second->config;
+    v.log_dir = v.config.log_dir;
+    for (task::LogPipe* p : {it->second->out.get(), it->second->err.get()}) {
+      if (!p) continue;
+      v.log_bytes += p->stats().bytes_written;
+      v.log_dropped += p->stats().bytes_dropped;
+      if (!p->stats().last_error.empty()) v.log_error = p->stats().last_error;
+    }
+  }
+  return v;
+}
+
+std::vector<TaskView> TaskManager::List() {
+  std::vector<TaskView> out;
+  for (const std::string& id : driver_->ListTasks()) {
+    auto v = Inspect(id);
+    if (v.ok()) out.push_back(std::move(*v));
+  }
+  return out;
+}
+
+Result<std::string> TaskManager::LogPath(const std::string& id, bool stderr_stream) {
+  auto it = logs_.find(id);
+  if (it == logs_.end()) return Error(Code::kNotFound, "task not found for given id");
+  const task::TaskConfig& c = it->second->config;
+  return c.log_dir + "/" + c.name + (stderr_stream ? ".stderr" : ".stdout");
+}
+
+int TaskManager::LogMaxFiles(const std::string& id) {
+  auto it = logs_.find(id);
+  return it == logs_.end() ? 10 : it->second->config.log_max_files;
+}
+
+Status TaskManager::Recover() {
+  OUTPOST_RETURN_IF_ERROR(driver_->RecoverAll());
+  for (const std::string& id : driver_->ListTasks()) {
+    if (logs_.count(id)) continue;
+    // The handle carries the config, including the log settings.
+    auto status = driver_->InspectTask(id);
+    if (!status.ok()) continue;
+    auto config = driver_->ConfigOf(id);
+    if (!config.ok()) continue;
+    const task::TaskConfig& c = *config;
+    if (c.stdout_path.empty() || c.log_dir.empty()) continue;
+    auto creds = task::ResolveCredentials(c.user, c.group);
+    auto logs = std::make_unique<Logs>();
+    Status st = OpenLogs(c, creds.ok() ? creds->uid : ::getuid(), creds.ok() ? creds->gid : ::getgid(), logs.get());
+    if (!st.ok()) {
+      log::Error("cannot reopen task logs", {{"task", id}, {"error", st.error().message()}});
+      continue;
+    }
+    if (status->state == task::TaskState::kExited) {
+      logs->out->Drain();
+      logs->err->Drain();
+    }
+    logs_[id] = std::move(logs);
+  }
+  if (!options_.keeper_is_parent) driver_->JournalReplayed();
+  log::Info("tasks recovered", {{"count", std::to_string(driver_->ListTasks().size())}});
+  return OkStatus();
+}
+
+void TaskManager::OnProcessExit(pid_t pid, int wait_status, int64_t unix_nanos) {
+  driver_->OnProcessExit(pid, wait_status, unix_nanos);
+}
+
+void TaskManager::Record(const task::TaskEvent& ev) {
+  events_.push_back({next_seq_++, ev});
+  while (events_.size() > options_.event_history) events_.pop_front();
+  if (notify_.empty()) return;
+  auto pending = std::move(notify_);
+  notify_.clear();
+  for (auto& [id, cb] : pending) cb();
+}
+
+std::vector<EventRecord> TaskManager::EventsAfter(uint64_t after_seq, const std::string& task_id) const {
+  std::vector<EventRecord> out;
+  for (const EventRecord& r : events_) {
+    if (r.seq <= after_seq) continue;
+    if (!task_id.empty() && r.event.task_id != task_id) continue;
+    out.push_back(r);
+  }
+  return out;
+}
+
+uint64_t TaskManager::NotifyOnEvent(std::function<void()> cb) {
+  uint64_t id = next_notify_++;
+  notify_[id] = std::move(cb);
+  return id;
+}
+
+std::vector<std::string> TaskManager::LogProblems() const {
+  std::vector<std::string> out;
+  for (const auto& [id, l] : logs_) {
+    for (task::LogPipe* p : {l->out.get(), l->err.get()}) {
+      if (p && !p->stats().last_error.empty()) {
+        out.push_back(id + ": " + p->stats().last_error +
+                      Format(" (%llu bytes dropped)", static_cast<unsigned long long>(p->stats().bytes_dropped)));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace outpost::agent

@@ -1,0 +1,494 @@
+// `outpost task ...`, `outpost logs`, `outpost events`: bare tasks by id.
+// (Jobs, a later layer, name tasks JOB/TASK.)
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "base/clock.h"
+#include "base/json.h"
+#include "base/pb.h"
+#include "base/strings.h"
+#include "cli/cli.h"
+#include "cli/client.h"
+#include "task.pb.h"
+
+namespace outpost::cli {
+
+namespace {
+
+// Options of the form --name VALUE / --name=VALUE / flags, then positionals.
+struct Args {
+  std::vector<std::string> pos;
+  std::vector<std::pair<std::string, std::string>> opts;
+  std::vector<std::string> after_dashdash;
+  bool dashdash = false;
+
+  const std::string* Get(const std::string& name) const {
+    const std::string* out = nullptr;
+    for (const auto& [k, v] : opts) {
+      if (k == name) out = &v;
+    }
+    return out;
+  }
+  bool Has(const std::string& name) const { return Get(name) != nullptr; }
+};
+
+// takes_value: option names that take a value. Flags not listed take none.
+Result<Args> ParseArgs(const std::vector<std::string>& in, const std::vector<std::string>& takes_value,
+                       const std::vector<std::string>& flags, bool stop_at_first_positional = false) {
+  Args a;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const std::string& s = in[i];
+    if (a.dashdash) {
+      // `exec ID -- CMD`: a "--" right after the first positional is just the separator.
+      if (!(s == "--" && a.after_dashdash.empty() && stop_at_first_positional && !a.pos.empty() &&
+            in[i - 1] == a.pos.back())) {
+        a.after_dashdash.push_back(s);
+      }
+      continue;
+    }
+    if (s == "--") {
+      a.dashdash = true;
+      continue;
+    }
+    if (s.size() > 1 && s[0] == '-') {
+      std::string name = s, value;
+      size_t eq = s.find('=');
+      bool has_eq = eq != std::string::npos;
+      if (has_eq) {
+        name = s.substr(0, eq);
+        value = s.substr(eq + 1);
+      }
+      bool valued = std::find(takes_value.begin(), takes_value.end(), name) != takes_value.end();
+      bool flag = std::find(flags.begin(), flags.end(), name) != flags.end();
+      if (!valued && !flag) return Error(Code::kInvalidArgument, "unknown option \"" + name + "\"");
+      if (valued && !has_eq) {
+        if (i + 1 >= in.size()) return Error(Code::kInvalidArgument, "option " + name + " needs a value");
+        value = in[++i];
+      }
+      if (flag && has_eq) return Error(Code::kInvalidArgument, "option " + name + " takes no value");
+      a.opts.push_back({name, value});
+      continue;
+    }
+    a.pos.push_back(s);
+    if (stop_at_first_positional) {
+      a.dashdash = true;  // the rest is the command line
+    }
+  }
+  return a;
+}
+
+std::string Time(int64_t unix_nanos) { return unix_nanos ? FormatWallTime(unix_nanos) : "-"; }
+
+std::string ExitText(const outpost_v1_TaskInfo& t) {
+  if (std::string(t.state ? t.state : "") != "exited") return "";
+  if (t.error && *t.error) return t.error;
+  if (t.signal) return Format("signal %d (exit %d)", t.signal, t.exit_code);
+  return Format("exit %d", t.exit_code);
+}
+
+picojson::value InfoJson(const outpost_v1_TaskInfo& t) {
+  picojson::object o;
+  o["id"] = picojson::value(PbString(t.id));
+  o["job"] = picojson::value(PbString(t.job));
+  o["name"] = picojson::value(PbString(t.name));
+  o["state"] = picojson::value(PbString(t.state));
+  o["pid"] = picojson::value(static_cast<int64_t>(t.pid));
+  o["started_at"] = picojson::value(Time(t.started_at_unix_nanos));
+  o["completed_at"] = picojson::value(Time(t.completed_at_unix_nanos));
+  o["exit_code"] = picojson::value(static_cast<int64_t>(t.exit_code));
+  o["signal"] = picojson::value(static_cast<int64_t>(t.signal));
+  o["oom_killed"] = picojson::value(t.oom_killed);
+  o["error"] = picojson::value(PbString(t.error));
+  o["command"] = picojson::value(PbString(t.command));
+  picojson::array args;
+  for (pb_size_t i = 0; i < t.args_count; ++i) args.push_back(picojson::value(PbString(t.args[i])));
+  o["args"] = picojson::value(args);
+  o["user"] = picojson::value(PbString(t.user));
+  o["workdir"] = picojson::value(PbString(t.workdir));
+  o["log_dir"] = picojson::value(PbString(t.log_dir));
+  o["log_bytes"] = picojson::value(static_cast<int64_t>(t.log_bytes));
+  o["log_dropped_bytes"] = picojson::value(static_cast<int64_t>(t.log_dropped_bytes));
+  o["log_error"] = picojson::value(PbString(t.log_error));
+  return picojson::value(o);
+}
+
+void PrintJson(const picojson::value& v) { std::printf("%s\n", v.serialize(true).c_str()); }
+
+int UsageError(const std::string& msg, const char* cmd) {
+  return Fail(kExitUsage, msg + "; see `outpost " + cmd + " --help`");
+}
+
+template <typename Msg>
+Result<std::string> Encode(const pb_msgdesc_t* fields, const Msg& m, const char* what) {
+  return PbEncode(fields, &m, what);
+}
+
+int TaskRun(const GlobalOptions& g, const std::vector<std::string>& in) {
+  auto a = ParseArgs(in, {"--id", "--name", "--job", "--user", "--group", "--workdir", "--env", "--kill-signal",
+                          "--kill-timeout", "--max-files", "--max-file-size", "--rlimit"},
+                     {}, true);
+  if (!a.ok()) return UsageError(a.error().message(), "task run");
+  std::vector<std::string> cmd = a->pos;
+  cmd.insert(cmd.end(), a->after_dashdash.begin(), a->after_dashdash.end());
+  if (cmd.empty()) return UsageError("task run needs a command", "task run");
+
+  std::vector<std::string> keep;  // storage for FT_POINTER strings
+  keep.reserve(64 + cmd.size() + a->opts.size() * 2);
+  auto str = [&](const std::string& s) { keep.push_back(s); return PbStr(keep.back()); };
+  outpost_v1_StartTaskRequest req = outpost_v1_StartTaskRequest_init_zero;
+  req.has_spec = true;
+  outpost_v1_TaskSpec& s = req.spec;
+  auto opt = [&](const char* name) { const std::string* v = a->Get(name); return v ? *v : std::string(); };
+  s.id = str(opt("--id"));
+  s.name = str(opt("--name"));
+  s.job = str(opt("--job"));
+  s.user = str(opt("--user"));
+  s.group = str(opt("--group"));
+  s.workdir = str(opt("--workdir"));
+  s.kill_signal = str(opt("--kill-signal"));
+  s.command = str(cmd[0]);
+  std::vector<char*> args;
+  for (size_t i = 1; i < cmd.size(); ++i) args.push_back(str(cmd[i]));
+  s.args_count = static_cast<pb_size_t>(args.size());
+  s.args = args.data();
+  std::vector<outpost_v1_EnvVar> env;
+  std::vector<outpost_v1_Rlimit> rlimits;
+  for (const auto& [k, v] : a->opts) {
+    if (k == "--env") {
+      size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0) return UsageError("--env needs NAME=VALUE, got \"" + v + "\"", "task run");
+      env.push_back({str(v.substr(0, eq)), str(v.substr(eq + 1))});
+    } else if (k == "--rlimit") {
+      // nofile=1024 or nofile=1024:4096
+      std::vector<std::string> p = Split(v, '=');
+      if (p.size() != 2) return UsageError("--rlimit needs NAME=SOFT[:HARD], got \"" + v + "\"", "task run");
+      std::vector<std::string> lim = Split(p[1], ':');
+      auto soft = ParseInt(lim[0], 0, INT64_MAX);
+      auto hard = lim.size() > 1 ? ParseInt(lim[1], 0, INT64_MAX) : soft;
+      if (!soft.ok() || !hard.ok() || lim.size() > 2) {
+        return UsageError("--rlimit needs NAME=SOFT[:HARD] with numbers, got \"" + v + "\"", "task run");
+      }
+      rlimits.push_back({str(p[0]), static_cast<uint64_t>(*soft), static_cast<uint64_t>(*hard)});
+    }
+  }
+  s.env_count = static_cast<pb_size_t>(env.size());
+  s.env = env.data();
+  s.rlimits_count = static_cast<pb_size_t>(rlimits.size());
+  s.rlimits = rlimits.data();
+  if (a->Has("--kill-timeout")) {
+    auto d = ParseDuration(opt("--kill-timeout"));
+    if (!d.ok()) return UsageError("--kill-timeout: " + d.error().message(), "task run");
+    s.kill_timeout_nanos = *d;
+  }
+  if (a->Has("--max-files")) {
+    auto n = ParseInt(opt("--max-files"), 1, 1000);
+    if (!n.ok()) return UsageError("--max-files: " + n.error().message(), "task run");
+    s.log_max_files = static_cast<int32_t>(*n);
+  }
+  if (a->Has("--max-file-size")) {
+    auto n = ParseSize(opt("--max-file-size"));
+    if (!n.ok()) return UsageError("--max-file-size: " + n.error().message(), "task run");
+    s.log_max_file_size = *n;
+  }
+  auto payload = Encode(outpost_v1_StartTaskRequest_fields, req, "StartTaskRequest");
+  if (!payload.ok()) return Fail(kExitFailure, payload.error().message());
+  int code = 0;
+  auto reply = CallAgent(g, "StartTask", *payload, &code);
+  if (!reply.ok()) return code;
+  PbOwned<outpost_v1_StartTaskResponse> resp(outpost_v1_StartTaskResponse_fields);
+  if (!resp.Decode(*reply, "StartTaskResponse").ok()) return Fail(kExitFailure, "bad reply from the agent");
+  if (g.json) PrintJson(InfoJson(resp->task));
+  else std::printf("%s\n", PbString(resp->task.id).c_str());
+  return kExitOk;
+}
+
+int TaskList(const GlobalOptions& g, const std::vector<std::string>& in) {
+  if (!in.empty()) return UsageError("task ls takes no arguments", "task");
+  int code = 0;
+  auto reply = CallAgent(g, "ListTasks", "", &code);
+  if (!reply.ok()) return code;
+  PbOwned<outpost_v1_ListTasksResponse> resp(outpost_v1_ListTasksResponse_fields);
+  if (!resp.Decode(*reply, "ListTasksResponse").ok()) return Fail(kExitFailure, "bad reply from the agent");
+  if (g.json) {
+    picojson::array arr;
+    for (pb_size_t i = 0; i < resp->tasks_count; ++i) arr.push_back(InfoJson(resp->tasks[i]));
+    PrintJson(picojson::value(arr));
+    return kExitOk;
+  }
+  std::printf("%-24s %-8s %-7s %-24s %s\n", "ID", "STATE", "PID", "STARTED", "COMMAND / RESULT");
+  for (pb_size_t i = 0; i < resp->tasks_count; ++i) {
+    const outpost_v1_TaskInfo& t = resp->tasks[i];
+    std::string what = PbString(t.command);
+    std::string result = ExitText(t);
+    if (!result.empty()) what += "  (" + result + ")";
+    std::printf("%-24s %-8s %-7d %-24s %s\n", PbString(t.id).c_str(), PbString(t.state).c_str(), t.pid,
+                Time(t.started_at_unix_nanos).c_str(), what.c_str());
+  }
+  return kExitOk;
+}
+
+Result<std::string> IdRequest(const std::string& id) {
+  outpost_v1_TaskIdRequest req = outpost_v1_TaskIdRequest_init_zero;
+  req.id = PbStr(id);
+  return PbEncode(outpost_v1_TaskIdRequest_fields, &req, "TaskIdRequest");
+}
+
+int TaskInspect(const GlobalOptions& g, const std::vector<std::string>& in) {
+  if (in.size() != 1) return UsageError("task inspect needs exactly one task id", "task");
+  int code = 0;
+  auto reply = CallAgent(g, "InspectTask", *IdRequest(in[0]), &code);
+  if (!reply.ok()) return code;
+  PbOwned<outpost_v1_TaskInfo> t(outpost_v1_TaskInfo_fields);
+  if (!t.Decode(*reply, "TaskInfo").ok()) return Fail(kExitFailure, "bad reply from the agent");
+  if (g.json) {
+    PrintJson(InfoJson(*t));
+    return kExitOk;
+  }
+  std::string args;
+  for (pb_size_t i = 0; i < t->args_count; ++i) args += " " + QuoteIfNeeded(PbString(t->args[i]));
+  std::printf("id:         %s\n", PbString(t->id).c_str());
+  std::printf("name:       %s\n", PbString(t->name).c_str());
+  std::printf("state:      %s\n", PbString(t->state).c_str());
+  std::printf("pid:        %d\n", t->pid);
+  std::printf("command:    %s%s\n", PbString(t->command).c_str(), args.c_str());
+  std::printf("user:       %s\n", t->user && *t->user ? t->user : "(agent's user)");
+  std::printf("workdir:    %s\n", PbString(t->workdir).c_str());
+  std::printf("started:    %s\n", Time(t->started_at_unix_nanos).c_str());
+  std::printf("completed:  %s\n", Time(t->completed_at_unix_nanos).c_str());
+  std::string result = ExitText(*t);
+  if (!result.empty()) std::printf("result:     %s\n", result.c_str());
+  std::printf("logs:       %s (%llu bytes written", PbString(t->log_dir).c_str(),
+              static_cast<unsigned long long>(t->log_bytes));
+  if (t->log_dropped_bytes) std::printf(", %llu dropped", static_cast<unsigned long long>(t->log_dropped_bytes));
+  std::printf(")\n");
+  if (t->log_error && *t->log_error) std::printf("log error:  %s\n", t->log_error);
+  return kExitOk;
+}
+
+int TaskStop(const GlobalOptions& g, const std::vector<std::string>& in) {
+  auto a = ParseArgs(in, {"--timeout", "--signal"}, {});
+  if (!a.ok()) return UsageError(a.error().message(), "task");
+  if (a->pos.size() != 1) return UsageError("task stop needs exactly one task id", "task");
+  std::string id = a->pos[0], sig = a->Get("--signal") ? *a->Get("--signal") : "";
+  outpost_v1_StopTaskRequest req = outpost_v1_StopTaskRequest_init_zero;
+  req.id = PbStr(id);
+  req.signal = PbStr(sig);
+  req.timeout_nanos = -1;
+  int64_t wait = kDefaultCallTimeoutNanos;
+  if (const std::string* t = a->Get("--timeout")) {
+    auto d = ParseDuration(*t);
+    if (!d.ok()) return UsageError("--timeout: " + d.error().message(), "task");
+    req.timeout_nanos = *d;
+    wait += *d;
+  } else {
+    wait += 60 * kNanosPerSecond;  // the task's own kill_timeout applies
+  }
+  int code = 0;
+  auto reply = CallAgent(g, "StopTask", *PbEncode(outpost_v1_StopTaskRequest_fields, &req, "StopTaskRequest"), &code,
+                         wait);
+  if (!reply.ok()) return code;
+  if (!g.json) std::printf("stopped %s\n", id.c_str());
+  else std::printf("{\"stopped\": \"%s\"}\n", id.c_str());
+  return kExitOk;
+}
+
+int TaskRemove(const GlobalOptions& g, const std::vector<std::string>& in) {
+  auto a = ParseArgs(in, {}, {"--force", "-f"});
+  if (!a.ok()) return UsageError(a.error().message(), "task");
+  if (a->pos.size() != 1) return UsageError("task rm needs exactly one task id", "task");
+  std::string id = a->pos[0];
+  outpost_v1_DestroyTaskRequest req = outpost_v1_DestroyTaskRequest_init_zero;
+  req.id = PbStr(id);
+  req.force = a->Has("--force") || a->Has("-f");
+  int code = 0;
+  auto reply = CallAgent(g, "DestroyTask", *PbEncode(outpost_v1_DestroyTaskRequest_fields, &req, "DestroyTaskRequest"),
+                         &code);
+  if (!reply.ok()) {
+    return code;
+  }
+  if (!g.json) std::printf("removed %s\n", id.c_str());
+  else std::printf("{\"removed\": \"%s\"}\n", id.c_str());
+  return kExitOk;
+}
+
+int TaskSignal(const GlobalOptions& g, const std::vector<std::string>& in) {
+  if (in.size() != 2) return UsageError("task signal needs a task id and a signal", "task");
+  outpost_v1_SignalTaskRequest req = outpost_v1_SignalTaskRequest_init_zero;
+  req.id = PbStr(in[0]);
+  req.signal = PbStr(in[1]);
+  int code = 0;
+  auto reply = CallAgent(g, "SignalTask", *PbEncode(outpost_v1_SignalTaskRequest_fields, &req, "SignalTaskRequest"),
+                         &code);
+  return reply.ok() ? kExitOk : code;
+}
+
+int TaskExec(const GlobalOptions& g, const std::vector<std::string>& in) {
+  auto a = ParseArgs(in, {"--timeout"}, {}, true);
+  if (!a.ok()) return UsageError(a.error().message(), "task");
+  if (a->pos.empty()) return UsageError("task exec needs a task id and a command", "task");
+  std::vector<std::string> cmd(a->pos.begin() + 1, a->pos.end());
+  cmd.insert(cmd.end(), a->after_dashdash.begin(), a->after_dashdash.end());
+  if (cmd.empty()) return UsageError("task exec needs a command after the task id", "task");
+  outpost_v1_ExecTaskRequest req = outpost_v1_ExecTaskRequest_init_zero;
+  std::string id = a->pos[0];
+  req.id = PbStr(id);
+  std::vector<char*> argv;
+  for (const std::string& c : cmd) argv.push_back(PbStr(c));
+  req.cmd_count = static_cast<pb_size_t>(argv.size());
+  req.cmd = argv.data();
+  req.timeout_nanos = 60 * kNanosPerSecond;
+  if (const std::string* t = a->Get("--timeout")) {
+    auto d = ParseDuration(*t);
+    if (!d.ok()) return UsageError("--timeout: " + d.error().message(), "task");
+    req.timeout_nanos = *d;
+  }
+  int code = 0;
+  auto reply = CallAgent(g, "ExecTask", *PbEncode(outpost_v1_ExecTaskRequest_fields, &req, "ExecTaskRequest"), &code,
+                         req.timeout_nanos + kDefaultCallTimeoutNanos);
+  if (!reply.ok()) return code;
+  PbOwned<outpost_v1_ExecTaskResponse> resp(outpost_v1_ExecTaskResponse_fields);
+  if (!resp.Decode(*reply, "ExecTaskResponse").ok()) return Fail(kExitFailure, "bad reply from the agent");
+  std::string out = resp->output ? std::string(reinterpret_cast<const char*>(resp->output->bytes), resp->output->size)
+                                 : std::string();
+  if (g.json) {
+    picojson::object o;
+    o["exit_code"] = picojson::value(static_cast<int64_t>(resp->exit_code));
+    o["output"] = picojson::value(out);
+    o["truncated"] = picojson::value(resp->truncated);
+    PrintJson(picojson::value(o));
+    return kExitOk;
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  if (resp->truncated) std::fprintf(stderr, "outpost: output truncated\n");
+  // Like ssh or docker exec: the command's exit code is ours.
+  return resp->exit_code;
+}
+
+int TaskStatsCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
+  if (in.size() != 1) return UsageError("task stats needs exactly one task id", "task");
+  int code = 0;
+  auto reply = CallAgent(g, "TaskStats", *IdRequest(in[0]), &code);
+  if (!reply.ok()) return code;
+  PbOwned<outpost_v1_TaskStatsResponse> s(outpost_v1_TaskStatsResponse_fields);
+  if (!s.Decode(*reply, "TaskStatsResponse").ok()) return Fail(kExitFailure, "bad reply from the agent");
+  std::string measured;
+  for (pb_size_t i = 0; i < s->measured_count; ++i) measured += (i ? ", " : "") + PbString(s->measured[i]);
+  if (g.json) {
+    picojson::object o;
+    o["rss_bytes"] = picojson::value(static_cast<int64_t>(s->rss_bytes));
+    o["cpu_user_seconds"] = picojson::value(static_cast<double>(s->cpu_user_nanos) / 1e9);
+    o["cpu_system_seconds"] = picojson::value(static_cast<double>(s->cpu_system_nanos) / 1e9);
+    o["cpu_percent"] = picojson::value(s->cpu_percent);
+    o["measured"] = picojson::value(measured);
+    PrintJson(picojson::value(o));
+    return kExitOk;
+  }
+  std::printf("rss %.1f MiB, cpu user %.2fs system %.2fs (%.1f%%); measured: %s\n",
+              static_cast<double>(s->rss_bytes) / (1 << 20), static_cast<double>(s->cpu_user_nanos) / 1e9,
+              static_cast<double>(s->cpu_system_nanos) / 1e9, s->cpu_percent, measured.c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunTask(const GlobalOptions& g, const std::vector<std::string>& args) {
+  if (args.empty()) return UsageError("task needs a subcommand", "task");
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  const std::string& sub = args[0];
+  if (sub == "run") return TaskRun(g, rest);
+  if (sub == "ls" || sub == "ps") return TaskList(g, rest);
+  if (sub == "inspect") return TaskInspect(g, rest);
+  if (sub == "stop") return TaskStop(g, rest);
+  if (sub == "rm") return TaskRemove(g, rest);
+  if (sub == "signal") return TaskSignal(g, rest);
+  if (sub == "exec") return TaskExec(g, rest);
+  if (sub == "stats") return TaskStatsCmd(g, rest);
+  return UsageError("unknown task subcommand \"" + sub + "\"", "task");
+}
+
+int RunLogs(const GlobalOptions& g, const std::vector<std::string>& in) {
+  auto a = ParseArgs(in, {"--tail", "-n"}, {"-f", "--follow", "--stderr"});
+  if (!a.ok()) return UsageError(a.error().message(), "logs");
+  if (a->pos.size() != 1) return UsageError("logs needs exactly one task id", "logs");
+  bool follow = a->Has("-f") || a->Has("--follow");
+  int32_t tail = follow ? 10 : -1;
+  const std::string* t = a->Get("--tail") ? a->Get("--tail") : a->Get("-n");
+  if (t) {
+    auto n = ParseInt(*t, 0, 1000000);
+    if (!n.ok()) return UsageError("--tail: " + n.error().message(), "logs");
+    tail = static_cast<int32_t>(*n);
+  }
+  std::string id = a->pos[0];
+  outpost_v1_ReadLogsRequest req = outpost_v1_ReadLogsRequest_init_zero;
+  req.id = PbStr(id);
+  req.stderr = a->Has("--stderr");
+  req.tail_lines = tail;
+  for (;;) {
+    int code = 0;
+    auto reply = CallAgent(g, "ReadLogs", *PbEncode(outpost_v1_ReadLogsRequest_fields, &req, "ReadLogsRequest"), &code,
+                           40 * kNanosPerSecond);
+    if (!reply.ok()) return code;
+    PbOwned<outpost_v1_ReadLogsResponse> resp(outpost_v1_ReadLogsResponse_fields);
+    if (!resp.Decode(*reply, "ReadLogsResponse").ok()) return Fail(kExitFailure, "bad reply from the agent");
+    if (resp->data) {
+      if (std::fwrite(resp->data->bytes, 1, resp->data->size, stdout) != resp->data->size) return kExitFailure;
+      std::fflush(stdout);
+    }
+    bool more = resp->data && resp->data->size > 0;
+    if (!follow && !more) return kExitOk;
+    if (!follow && !req.has_cursor) {
+      // Without -f: keep reading until the end of what is there now.
+      req.has_cursor = true;
+      req.cursor = resp->cursor;
+      req.wait_nanos = 0;
+      continue;
+    }
+    if (follow && resp->task_exited && !more && req.has_cursor) return kExitOk;
+    req.has_cursor = true;
+    req.cursor = resp->cursor;
+    req.wait_nanos = follow ? 30 * kNanosPerSecond : 0;
+  }
+}
+
+int RunEvents(const GlobalOptions& g, const std::vector<std::string>& in) {
+  auto a = ParseArgs(in, {}, {"-f", "--follow"});
+  if (!a.ok()) return UsageError(a.error().message(), "events");
+  if (a->pos.size() > 1) return UsageError("events takes at most one task id", "events");
+  bool follow = a->Has("-f") || a->Has("--follow");
+  std::string task = a->pos.empty() ? "" : a->pos[0];
+  outpost_v1_WatchEventsRequest req = outpost_v1_WatchEventsRequest_init_zero;
+  req.task_id = PbStr(task);
+  for (;;) {
+    int code = 0;
+    auto reply = CallAgent(g, "WatchEvents",
+                           *PbEncode(outpost_v1_WatchEventsRequest_fields, &req, "WatchEventsRequest"), &code,
+                           40 * kNanosPerSecond);
+    if (!reply.ok()) return code;
+    PbOwned<outpost_v1_WatchEventsResponse> resp(outpost_v1_WatchEventsResponse_fields);
+    if (!resp.Decode(*reply, "WatchEventsResponse").ok()) return Fail(kExitFailure, "bad reply from the agent");
+    for (pb_size_t i = 0; i < resp->events_count; ++i) {
+      const outpost_v1_TaskEvent& e = resp->events[i];
+      if (g.json) {
+        picojson::object o;
+        o["seq"] = picojson::value(static_cast<int64_t>(e.seq));
+        o["time"] = picojson::value(FormatWallTime(e.time_unix_nanos));
+        o["task_id"] = picojson::value(PbString(e.task_id));
+        o["job"] = picojson::value(PbString(e.job));
+        o["task"] = picojson::value(PbString(e.task_name));
+        o["type"] = picojson::value(PbString(e.type));
+        o["message"] = picojson::value(PbString(e.message));
+        std::printf("%s\n", picojson::value(o).serialize().c_str());
+      } else {
+        std::printf("%s %-20s %-10s %s\n", FormatWallTime(e.time_unix_nanos).c_str(), PbString(e.task_id).c_str(),
+                    PbString(e.type).c_str(), PbString(e.message).c_str());
+      }
+      if (e.seq > req.after_seq) req.after_seq = e.seq;
+    }
+    std::fflush(stdout);
+    if (!follow) return kExitOk;
+    req.wait_nanos = 30 * kNanosPerSecond;
+  }
+}
+
+}  // namespace outpost::cli

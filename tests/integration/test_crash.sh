@@ -1,0 +1,96 @@
+# Crash tests: the worker (and separately the whole agent) is killed with
+# SIGKILL while a task prints numbered lines at full speed. Every line must
+# reach the log files exactly once, in order; exit codes must be real.
+
+worker_pid() { op status --json 2>/dev/null | json_get pid; }
+keeper_pid() { op status --json 2>/dev/null | json_get keeper_pid; }
+task_field() { op --json task inspect "$1" | json_get "$2"; }
+task_exited() { [ "$(task_field "$1" state)" = exited ]; }
+
+# all_lines DIR NAME: the stream across rotated files, oldest first.
+all_lines() {
+  local dir="$1" name="$2" i
+  for i in $(seq 200 -1 1); do [ -f "$dir/$name.stdout.$i" ] && cat "$dir/$name.stdout.$i"; done
+  cat "$dir/$name.stdout"
+}
+
+# check_numbered FILE N: FILE holds exactly the lines 1..N.
+check_numbered() {
+  local got; got="$(awk -v n="$2" 'NR != $1 {print "line " NR " is \"" $0 "\""; exit 1} END {if (NR != n) {print "got " NR " lines, expected " n; exit 1}}' "$1")" \
+    || fail "log not exactly once in order: $got"
+}
+
+new_worker_answers() { local p; p="$(worker_pid)" && [ -n "$p" ] && [ "$p" != "$1" ]; }
+
+test_worker_kill_loses_no_line_and_no_exit_code() {
+  start_agent
+  local n=400000
+  op task run --id spew --max-file-size 256KiB --max-files 200 -- "$HELPER" lines "$n" >/dev/null
+  local k w
+  for k in 1 2 3; do
+    w="$(worker_pid)"
+    kill -9 "$w"
+    wait_for 15 new_worker_answers "$w" || fail "no new worker after kill $k"
+  done
+  wait_for 60 task_exited spew || fail "spew did not finish"
+  expect_eq "$(task_field spew exit_code)" "0" "spew exit code"
+  local dir; dir="$(task_field spew log_dir)"
+  all_lines "$dir" spew >"$T/all.txt"
+  check_numbered "$T/all.txt" "$n"
+  # A task that exits while no worker runs reports its real exit code.
+  op task run --id trap -- "$HELPER" trap USR1 7 >/dev/null
+  local tp; tp="$(task_field trap pid)"
+  wait_for 5 grep -q 'SigCgt:.*0200' "/proc/$tp/status"
+  w="$(worker_pid)"
+  local kp; kp="$(keeper_pid)"
+  kill -STOP "$kp"   # hold the keeper so no worker can come back yet
+  kill -9 "$w"
+  kill -USR1 "$tp"
+  # The task is now a zombie (its parent, the keeper, is stopped).
+  wait_for 5 grep -q '^State:[[:space:]]*Z' "/proc/$tp/status" || fail "trap did not exit"
+  kill -CONT "$kp"
+  wait_for 15 new_worker_answers "$w" || fail "no new worker"
+  wait_for 10 task_exited trap || fail "trap exit not reported"
+  expect_eq "$(task_field trap exit_code)" "7" "real exit code across the worker's death"
+  expect_eq "$(task_field trap error)" "" "no error"
+}
+
+test_whole_agent_kill_keeps_tasks_and_every_line() {
+  start_agent
+  local n=300000
+  op task run --id spew2 -- "$HELPER" lines "$n" >/dev/null
+  op task run --id sleeper -- "$HELPER" sleep 600 >/dev/null
+  local sp; sp="$(task_field sleeper pid)"
+  local k w
+  k="$(keeper_pid)"; w="$(worker_pid)"
+  kill -9 "$k" "$w"
+  wait_gone "$w" 5
+  kill -0 "$sp" || fail "sleeper died with the agent"
+  start_agent
+  expect_eq "$(task_field sleeper state)" "running" "sleeper recovered"
+  expect_eq "$(task_field sleeper pid)" "$sp" "same pid"
+  wait_for 60 task_exited spew2 || fail "spew2 did not finish"
+  all_lines "$(task_field spew2 log_dir)" spew2 >"$T/all2.txt"
+  check_numbered "$T/all2.txt" "$n"
+  expect_exit 0 op task stop sleeper --timeout 1s
+  expect_eq "$(task_field sleeper state)" "exited" "stopped"
+  expect_exit 0 op task rm sleeper
+  kill -0 "$sp" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$sp/stat")" != Z ] && fail "sleeper still alive"
+  true
+}
+
+test_no_zombies_or_strays_after_rm() {
+  start_agent
+  local i
+  for i in 1 2 3; do op task run --id z$i -- "$HELPER" exit "$i" >/dev/null; done
+  op task run --id bgz -- /bin/sh -c "$HELPER orphan 300 >/dev/null; exec $HELPER sleep 300" >/dev/null
+  for i in 1 2 3; do wait_for 10 task_exited z$i || fail "z$i"; done
+  expect_exit 0 op task rm --force bgz
+  for i in 1 2 3; do op task rm z$i >/dev/null || fail "rm z$i"; done
+  local k; k="$(keeper_pid)"
+  wait_for 5 sh -c "! grep -l '^PPid:[[:space:]]*$k\$' /proc/[0-9]*/status 2>/dev/null | xargs -r grep -l '^State:[[:space:]]*Z' | grep -q ." \
+    || fail "zombie children of the keeper remain"
+  local strays
+  strays="$(grep -l "OUTPOST_TASK_ID=bgz" /proc/[0-9]*/environ 2>/dev/null | grep -v self || true)"
+  [ -z "$strays" ] || fail "processes of bgz still running: $strays"
+}
