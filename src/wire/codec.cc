@@ -1,226 +1,298 @@
 #include "wire/codec.h"
 
+#include <pb.h>
+#include <pb_decode.h>
+#include <pb_encode.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
 #include "base/strings.h"
+#include "status.pb.h"
+#include "ttrpc.pb.h"
 #include "wire/frame.h"
 
 namespace outpost::wire {
 
 namespace {
 
-enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kStartGroup = 3, kEndGroup = 4, kFixed32 = 5 };
+const pb_byte_t* PbBytes(const char* p) { return reinterpret_cast<const pb_byte_t*>(p); }
 
-size_t VarintSize(uint64_t v) {
-  size_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    ++n;
-  }
-  return n;
+// ---- encoding ---------------------------------------------------------------
+//
+// The nanopb structs built here only point into the caller's Request or
+// Response; callbacks read through those pointers (arg is non-const only
+// because pb_callback_t says so).
+
+pb_callback_t EncodeWith(bool (*fn)(pb_ostream_t*, const pb_field_t*, void* const*), const void* arg) {
+  pb_callback_t cb;
+  cb.funcs.encode = fn;
+  cb.arg = const_cast<void*>(arg);
+  return cb;
 }
 
-void PutVarint(std::string* out, uint64_t v) {
-  char buf[10];
-  size_t n = 0;
-  while (v >= 0x80) {
-    buf[n++] = static_cast<char>((v & 0x7f) | 0x80);
-    v >>= 7;
-  }
-  buf[n++] = static_cast<char>(v);
-  out->append(buf, n);
+// arg: a std::string_view. Empty is the proto3 default and is omitted.
+bool EncodeView(pb_ostream_t* stream, const pb_field_t* field, void* const* arg) {
+  const auto* v = static_cast<const std::string_view*>(*arg);
+  if (v->empty()) return true;
+  return pb_encode_tag_for_field(stream, field) && pb_encode_string(stream, PbBytes(v->data()), v->size());
 }
 
-// Size of a length-delimited field with a one-byte tag (field numbers < 16),
-// or 0 when proto3 omits it.
-size_t BytesFieldSize(std::string_view v) { return v.empty() ? 0 : 1 + VarintSize(v.size()) + v.size(); }
-
-void PutBytesField(std::string* out, uint32_t field, std::string_view v) {
-  if (v.empty()) return;
-  out->push_back(static_cast<char>(field << 3 | kLengthDelimited));
-  PutVarint(out, v.size());
-  out->append(v.data(), v.size());
-}
-
-size_t KeyValueSize(const MetadataEntry& kv) { return BytesFieldSize(kv.key) + BytesFieldSize(kv.value); }
-
-// int32 fields are sign-extended to 64 bits on the wire (protobuf rule).
-uint64_t Int32Wire(int32_t v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); }
-
-size_t StatusSize(const Response& r) {
-  return (r.code != 0 ? 1 + VarintSize(Int32Wire(r.code)) : 0) + BytesFieldSize(r.message);
-}
-
-// Reads protobuf fields one at a time from a byte range.
-class FieldReader {
- public:
-  FieldReader(std::string_view bytes, const char* message) : p_(bytes.data()), end_(p_ + bytes.size()), msg_(message) {}
-
-  bool done() const { return p_ == end_; }
-  uint32_t field() const { return field_; }
-  uint32_t wire_type() const { return wire_type_; }
-
-  Status NextTag() {
-    uint64_t tag;
-    OUTPOST_RETURN_IF_ERROR(ReadVarint(&tag, "tag"));
-    if (tag >> 3 == 0 || tag >> 3 > 0x1fffffff) return Fail("invalid field number in tag");
-    field_ = static_cast<uint32_t>(tag >> 3);
-    wire_type_ = static_cast<uint32_t>(tag & 7);
-    return OkStatus();
-  }
-
-  Status Varint(uint64_t* v) {
-    OUTPOST_RETURN_IF_ERROR(Expect(kVarint));
-    return ReadVarint(v, "varint");
-  }
-
-  Status Bytes(std::string_view* v) {
-    OUTPOST_RETURN_IF_ERROR(Expect(kLengthDelimited));
-    uint64_t len;
-    OUTPOST_RETURN_IF_ERROR(ReadVarint(&len, "length"));
-    if (len > static_cast<uint64_t>(end_ - p_)) return Fail("length-delimited value runs past the end");
-    *v = std::string_view(p_, static_cast<size_t>(len));
-    p_ += len;
-    return OkStatus();
-  }
-
-  Status Skip() {
-    switch (wire_type_) {
-      case kVarint: {
-        uint64_t v;
-        return ReadVarint(&v, "varint");
-      }
-      case kFixed64: return Advance(8);
-      case kFixed32: return Advance(4);
-      case kLengthDelimited: {
-        std::string_view v;
-        return Bytes(&v);
-      }
-      default: return Fail(Format("unsupported wire type %u", wire_type_));
+// arg: a std::vector<MetadataEntry>. An entry is present even when empty,
+// as for any repeated message.
+bool EncodeMetadata(pb_ostream_t* stream, const pb_field_t* field, void* const* arg) {
+  for (const MetadataEntry& e : *static_cast<const std::vector<MetadataEntry>*>(*arg)) {
+    ttrpc_KeyValue kv = ttrpc_KeyValue_init_zero;
+    kv.key = EncodeWith(EncodeView, &e.key);
+    kv.value = EncodeWith(EncodeView, &e.value);
+    if (!pb_encode_tag_for_field(stream, field) || !pb_encode_submessage(stream, &ttrpc_KeyValue_msg, &kv)) {
+      return false;
     }
   }
+  return true;
+}
 
- private:
-  Status ReadVarint(uint64_t* v, const char* what) {
-    uint64_t result = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
-      if (p_ == end_) return Fail(Format("truncated %s", what));
-      uint8_t b = static_cast<uint8_t>(*p_++);
-      if (shift == 63 && b > 1) return Fail(Format("%s overflows 64 bits", what));
-      result |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if ((b & 0x80) == 0) {
-        *v = result;
-        return OkStatus();
-      }
-    }
-    return Fail(Format("%s longer than 10 bytes", what));
-  }
+// arg: a Response. Without has_status the field is omitted (a successful
+// Go ttRPC server sends no status at all).
+bool EncodeStatus(pb_ostream_t* stream, const pb_field_t* field, void* const* arg) {
+  const auto* r = static_cast<const Response*>(*arg);
+  if (!r->has_status) return true;
+  google_rpc_Status st = google_rpc_Status_init_zero;
+  st.code = r->code;
+  st.message = EncodeWith(EncodeView, &r->message);
+  return pb_encode_tag_for_field(stream, field) && pb_encode_submessage(stream, &google_rpc_Status_msg, &st);
+}
 
-  Status Advance(size_t n) {
-    if (static_cast<size_t>(end_ - p_) < n) return Fail("truncated fixed-width value");
-    p_ += n;
-    return OkStatus();
-  }
-
-  Status Expect(uint32_t wire_type) {
-    if (wire_type_ != wire_type) return Fail(Format("wire type %u, expected %u", wire_type_, wire_type));
-    return OkStatus();
-  }
-
-  Error Fail(const std::string& what) const {
-    if (field_ == 0) return Error(Code::kInvalidArgument, Format("decode %s: %s", msg_, what.c_str()));
-    return Error(Code::kInvalidArgument, Format("decode %s field %u: %s", msg_, field_, what.c_str()));
-  }
-
-  const char* p_;
-  const char* end_;
-  const char* msg_;
-  uint32_t field_ = 0;
-  uint32_t wire_type_ = 0;
+// A message ready for pb_encode: its descriptor and its struct.
+struct PbRequest {
+  static constexpr const pb_msgdesc_t* kFields = &ttrpc_Request_msg;
+  static constexpr const char* kName = "ttrpc.Request";
+  ttrpc_Request msg;
+};
+struct PbResponse {
+  static constexpr const pb_msgdesc_t* kFields = &ttrpc_Response_msg;
+  static constexpr const char* kName = "ttrpc.Response";
+  ttrpc_Response msg;
 };
 
-Status DecodeKeyValue(std::string_view bytes, MetadataEntry* kv) {
-  FieldReader r(bytes, "ttrpc.KeyValue");
-  while (!r.done()) {
-    OUTPOST_RETURN_IF_ERROR(r.NextTag());
-    switch (r.field()) {
-      case 1: OUTPOST_RETURN_IF_ERROR(r.Bytes(&kv->key)); break;
-      case 2: OUTPOST_RETURN_IF_ERROR(r.Bytes(&kv->value)); break;
-      default: OUTPOST_RETURN_IF_ERROR(r.Skip());
-    }
-  }
-  return OkStatus();
+PbRequest ToPb(const Request& req) {
+  PbRequest p{ttrpc_Request_init_zero};
+  p.msg.service = EncodeWith(EncodeView, &req.service);
+  p.msg.method = EncodeWith(EncodeView, &req.method);
+  p.msg.payload = EncodeWith(EncodeView, &req.payload);
+  p.msg.timeout_nano = req.timeout_nano;
+  p.msg.metadata = EncodeWith(EncodeMetadata, &req.metadata);
+  return p;
 }
 
-// google.rpc.Status; field 3 (details) is skipped. Repeated occurrences of
-// the embedded message merge, as protobuf specifies.
-Status DecodeStatus(std::string_view bytes, Response* out) {
-  FieldReader r(bytes, "google.rpc.Status");
-  while (!r.done()) {
-    OUTPOST_RETURN_IF_ERROR(r.NextTag());
-    switch (r.field()) {
-      case 1: {
-        uint64_t v;
-        OUTPOST_RETURN_IF_ERROR(r.Varint(&v));
-        out->code = static_cast<int32_t>(static_cast<uint32_t>(v));
-        break;
-      }
-      case 2: OUTPOST_RETURN_IF_ERROR(r.Bytes(&out->message)); break;
-      default: OUTPOST_RETURN_IF_ERROR(r.Skip());
-    }
+PbResponse ToPb(const Response& resp) {
+  PbResponse p{ttrpc_Response_init_zero};
+  p.msg.status = EncodeWith(EncodeStatus, &resp);
+  p.msg.payload = EncodeWith(EncodeView, &resp.payload);
+  return p;
+}
+
+// Our callbacks fail only when the output stream does, and the stream only
+// at its limit, so any other failure is a broken invariant.
+[[noreturn]] void EncodeFailedOrDie(const char* what, const char* why) {
+  std::fprintf(stderr, "outpost: fatal: encode %s: %s\n", what, why);
+  std::abort();
+}
+
+// Runs the callbacks in sizing mode.
+template <typename Pb>
+size_t SizeOrDie(const Pb& pb) {
+  pb_ostream_t sizing = PB_OSTREAM_SIZING;
+  if (!pb_encode(&sizing, Pb::kFields, &pb.msg)) EncodeFailedOrDie(Pb::kName, PB_GET_ERROR(&sizing));
+  return sizing.bytes_written;
+}
+
+// Output stream state: appends straight to the caller's std::string (each
+// byte is copied once), refusing to go past `room` bytes. nanopb writes
+// tags and short lengths one byte at a time, hence the inline push_back.
+struct Sink {
+  std::string* out;
+  size_t room;
+  bool full = false;
+};
+
+bool SinkWrite(pb_ostream_t* stream, const pb_byte_t* buf, size_t count) {
+  auto* sink = static_cast<Sink*>(stream->state);
+  if (count > sink->room) {
+    sink->full = true;
+    return false;
   }
-  return OkStatus();
+  sink->room -= count;
+  if (count == 1) {
+    sink->out->push_back(static_cast<char>(*buf));
+  } else {
+    sink->out->append(reinterpret_cast<const char*>(buf), count);
+  }
+  return true;
+}
+
+// Encodes in one pass, appending to *out: no sizing pass first, because
+// nanopb's field iteration is most of the cost of encoding an envelope.
+// Returns false, with *out as it was, when the encoding would exceed
+// `limit` bytes.
+template <typename Pb>
+bool AppendWithinOrDie(const Pb& pb, size_t limit, std::string* out) {
+  const size_t start = out->size();
+  Sink sink{out, limit};
+  pb_ostream_t os = {SinkWrite, &sink, SIZE_MAX, 0, nullptr};
+  if (pb_encode(&os, Pb::kFields, &pb.msg)) return true;
+  if (!sink.full) EncodeFailedOrDie(Pb::kName, PB_GET_ERROR(&os));
+  out->resize(start);
+  return false;
+}
+
+template <typename Msg>
+void AppendEncodedOf(const Msg& msg, std::string* out) {
+  (void)AppendWithinOrDie(ToPb(msg), SIZE_MAX, out);
+}
+
+// ---- decoding ---------------------------------------------------------------
+
+// What the callbacks of one pb_decode call share.
+struct DecodeCtx {
+  // The bytes being decoded: every view handed out lies inside them.
+  const char* begin = nullptr;
+  const char* end = nullptr;
+  // Why a callback failed. nanopb passes a callback's errmsg on for
+  // length-delimited values only, so it is kept here.
+  const char* reason = nullptr;
+  // A submessage's complete error ("decode ttrpc.KeyValue field 1: ..."),
+  // returned as is.
+  std::string nested;
+};
+
+// arg of a decode callback: the call's context and where the value goes.
+struct Slot {
+  DecodeCtx* ctx;
+  void* out;
+};
+
+pb_callback_t DecodeWith(bool (*fn)(pb_istream_t*, const pb_field_t*, void**), Slot* slot) {
+  pb_callback_t cb;
+  cb.funcs.decode = fn;
+  cb.arg = slot;
+  return cb;
+}
+
+// Takes the value of a length-delimited field as a view, without copying.
+// nanopb hands a callback a substream of the input buffer: for a buffer
+// stream, state points at the next unread byte and bytes_left is the
+// value's length (a size_t: no 16-bit limit), and pb_read with a NULL
+// buffer advances state without copying. A value of any other wire type is
+// first copied into a small buffer on nanopb's stack (so that one callback
+// can serve packed and unpacked repeated scalars); its state then lies
+// outside the input, which is how a wire type mismatch shows here.
+bool TakeView(pb_istream_t* stream, DecodeCtx* ctx, std::string_view* out) {
+  const auto p = reinterpret_cast<uintptr_t>(stream->state);
+  const auto begin = reinterpret_cast<uintptr_t>(ctx->begin);
+  const auto end = reinterpret_cast<uintptr_t>(ctx->end);
+  if (p < begin || p > end || stream->bytes_left > end - p) {
+    ctx->reason = "wrong wire type";
+    return false;
+  }
+  *out = std::string_view(static_cast<const char*>(stream->state), stream->bytes_left);
+  return pb_read(stream, nullptr, stream->bytes_left);
+}
+
+// The number of the field that holds position `fail` (where nanopb stopped),
+// found by walking the tags with nanopb again; 0 when it is inside a tag or
+// the tag is 0.
+uint32_t FieldAt(std::string_view bytes, const void* fail) {
+  pb_istream_t s = pb_istream_from_buffer(PbBytes(bytes.data()), bytes.size());
+  const auto at = reinterpret_cast<uintptr_t>(fail);
+  uint32_t field = 0;
+  while (reinterpret_cast<uintptr_t>(s.state) < at) {
+    pb_wire_type_t wire_type;
+    uint32_t tag;
+    bool eof;
+    if (!pb_decode_tag(&s, &wire_type, &tag, &eof) || reinterpret_cast<uintptr_t>(s.state) > at) return 0;
+    field = tag;
+    if (!pb_skip_field(&s, wire_type)) break;
+  }
+  return field;
+}
+
+// pb_decode_ex over bytes with ctx set up for the callbacks in *msg.
+// Malformed input gives InvalidArgument naming the message and the field.
+Status DecodeWithCtx(std::string_view bytes, const pb_msgdesc_t* fields, void* msg, unsigned flags, const char* what,
+                     DecodeCtx* ctx) {
+  ctx->begin = bytes.data();
+  ctx->end = bytes.data() + bytes.size();
+  pb_istream_t is = pb_istream_from_buffer(PbBytes(bytes.data()), bytes.size());
+  if (pb_decode_ex(&is, fields, msg, flags)) return OkStatus();
+  if (!ctx->nested.empty()) return Error(Code::kInvalidArgument, std::move(ctx->nested));
+  const char* why = ctx->reason != nullptr ? ctx->reason : PB_GET_ERROR(&is);
+  uint32_t field = FieldAt(bytes, is.state);
+  if (field == 0) return Error(Code::kInvalidArgument, Format("decode %s: %s", what, why));
+  return Error(Code::kInvalidArgument, Format("decode %s field %u: %s", what, field, why));
+}
+
+// arg: Slot with out = std::string_view. A repeated occurrence replaces the
+// value (the last one wins, as in protobuf).
+bool DecodeView(pb_istream_t* stream, const pb_field_t*, void** arg) {
+  auto* slot = static_cast<Slot*>(*arg);
+  return TakeView(stream, slot->ctx, static_cast<std::string_view*>(slot->out));
+}
+
+// Decodes the submessage in the current field; on failure its error goes to
+// the parent context.
+bool DecodeSubmessage(pb_istream_t* stream, Slot* parent, const pb_msgdesc_t* fields, void* msg, unsigned flags,
+                      const char* what, DecodeCtx* ctx) {
+  std::string_view sub;
+  if (!TakeView(stream, parent->ctx, &sub)) return false;
+  Status st = DecodeWithCtx(sub, fields, msg, flags, what, ctx);
+  if (!st.ok()) {
+    parent->ctx->nested = st.error().message();
+    return false;
+  }
+  return true;
+}
+
+// arg: Slot with out = std::vector<MetadataEntry>; each KeyValue appends.
+bool DecodeMetadata(pb_istream_t* stream, const pb_field_t*, void** arg) {
+  auto* slot = static_cast<Slot*>(*arg);
+  MetadataEntry e;
+  DecodeCtx ctx;
+  Slot key{&ctx, &e.key}, value{&ctx, &e.value};
+  ttrpc_KeyValue kv = ttrpc_KeyValue_init_zero;
+  kv.key = DecodeWith(DecodeView, &key);
+  kv.value = DecodeWith(DecodeView, &value);
+  if (!DecodeSubmessage(stream, slot, &ttrpc_KeyValue_msg, &kv, 0, "ttrpc.KeyValue", &ctx)) return false;
+  static_cast<std::vector<MetadataEntry>*>(slot->out)->push_back(e);
+  return true;
+}
+
+// arg: Slot with out = Response. details (field 3) is not in status.proto,
+// so nanopb skips it. A repeated status merges into the earlier one, as
+// protobuf specifies for embedded messages (hence PB_DECODE_NOINIT).
+bool DecodeStatus(pb_istream_t* stream, const pb_field_t*, void** arg) {
+  auto* slot = static_cast<Slot*>(*arg);
+  auto* out = static_cast<Response*>(slot->out);
+  DecodeCtx ctx;
+  Slot message{&ctx, &out->message};
+  google_rpc_Status st = google_rpc_Status_init_zero;
+  st.code = out->code;
+  st.message = DecodeWith(DecodeView, &message);
+  if (!DecodeSubmessage(stream, slot, &google_rpc_Status_msg, &st, PB_DECODE_NOINIT, "google.rpc.Status", &ctx)) {
+    return false;
+  }
+  out->has_status = true;
+  out->code = st.code;
+  return true;
 }
 
 }  // namespace
 
-size_t EncodedSize(const Request& req) {
-  size_t n = BytesFieldSize(req.service) + BytesFieldSize(req.method) + BytesFieldSize(req.payload);
-  if (req.timeout_nano != 0) n += 1 + VarintSize(static_cast<uint64_t>(req.timeout_nano));
-  for (const MetadataEntry& kv : req.metadata) {
-    size_t kvn = KeyValueSize(kv);
-    n += 1 + VarintSize(kvn) + kvn;  // repeated message: present even when empty
-  }
-  return n;
-}
-
-void AppendEncoded(const Request& req, std::string* out) {
-  out->reserve(out->size() + EncodedSize(req));
-  PutBytesField(out, 1, req.service);
-  PutBytesField(out, 2, req.method);
-  PutBytesField(out, 3, req.payload);
-  if (req.timeout_nano != 0) {
-    out->push_back(static_cast<char>(4 << 3 | kVarint));
-    PutVarint(out, static_cast<uint64_t>(req.timeout_nano));
-  }
-  for (const MetadataEntry& kv : req.metadata) {
-    out->push_back(static_cast<char>(5 << 3 | kLengthDelimited));
-    PutVarint(out, KeyValueSize(kv));
-    PutBytesField(out, 1, kv.key);
-    PutBytesField(out, 2, kv.value);
-  }
-}
-
-size_t EncodedSize(const Response& resp) {
-  size_t n = BytesFieldSize(resp.payload);
-  if (resp.has_status) {
-    size_t sn = StatusSize(resp);
-    n += 1 + VarintSize(sn) + sn;
-  }
-  return n;
-}
-
-void AppendEncoded(const Response& resp, std::string* out) {
-  out->reserve(out->size() + EncodedSize(resp));
-  if (resp.has_status) {
-    out->push_back(static_cast<char>(1 << 3 | kLengthDelimited));
-    PutVarint(out, StatusSize(resp));
-    if (resp.code != 0) {
-      out->push_back(static_cast<char>(1 << 3 | kVarint));
-      PutVarint(out, Int32Wire(resp.code));
-    }
-    PutBytesField(out, 2, resp.message);
-  }
-  PutBytesField(out, 2, resp.payload);
-}
+size_t EncodedSize(const Request& req) { return SizeOrDie(ToPb(req)); }
+size_t EncodedSize(const Response& resp) { return SizeOrDie(ToPb(resp)); }
+void AppendEncoded(const Request& req, std::string* out) { AppendEncodedOf(req, out); }
+void AppendEncoded(const Response& resp, std::string* out) { AppendEncodedOf(resp, out); }
 
 std::string Encode(const Request& req) {
   std::string s;
@@ -238,68 +310,45 @@ Status DecodeRequest(std::string_view bytes, Request* out) {
   out->service = out->method = out->payload = std::string_view();
   out->timeout_nano = 0;
   out->metadata.clear();
-  FieldReader r(bytes, "ttrpc.Request");
-  while (!r.done()) {
-    OUTPOST_RETURN_IF_ERROR(r.NextTag());
-    switch (r.field()) {
-      case 1: OUTPOST_RETURN_IF_ERROR(r.Bytes(&out->service)); break;
-      case 2: OUTPOST_RETURN_IF_ERROR(r.Bytes(&out->method)); break;
-      case 3: OUTPOST_RETURN_IF_ERROR(r.Bytes(&out->payload)); break;
-      case 4: {
-        uint64_t v;
-        OUTPOST_RETURN_IF_ERROR(r.Varint(&v));
-        out->timeout_nano = static_cast<int64_t>(v);
-        break;
-      }
-      case 5: {
-        std::string_view sub;
-        OUTPOST_RETURN_IF_ERROR(r.Bytes(&sub));
-        MetadataEntry kv;
-        OUTPOST_RETURN_IF_ERROR(DecodeKeyValue(sub, &kv));
-        out->metadata.push_back(kv);
-        break;
-      }
-      default: OUTPOST_RETURN_IF_ERROR(r.Skip());
-    }
-  }
+  DecodeCtx ctx;
+  Slot service{&ctx, &out->service}, method{&ctx, &out->method}, payload{&ctx, &out->payload};
+  Slot metadata{&ctx, &out->metadata};
+  ttrpc_Request msg = ttrpc_Request_init_zero;
+  msg.service = DecodeWith(DecodeView, &service);
+  msg.method = DecodeWith(DecodeView, &method);
+  msg.payload = DecodeWith(DecodeView, &payload);
+  msg.metadata = DecodeWith(DecodeMetadata, &metadata);
+  OUTPOST_RETURN_IF_ERROR(DecodeWithCtx(bytes, &ttrpc_Request_msg, &msg, 0, "ttrpc.Request", &ctx));
+  out->timeout_nano = msg.timeout_nano;
   return OkStatus();
 }
 
 Status DecodeResponse(std::string_view bytes, Response* out) {
   *out = Response();
-  FieldReader r(bytes, "ttrpc.Response");
-  while (!r.done()) {
-    OUTPOST_RETURN_IF_ERROR(r.NextTag());
-    switch (r.field()) {
-      case 1: {
-        std::string_view sub;
-        OUTPOST_RETURN_IF_ERROR(r.Bytes(&sub));
-        out->has_status = true;
-        OUTPOST_RETURN_IF_ERROR(DecodeStatus(sub, out));
-        break;
-      }
-      case 2: OUTPOST_RETURN_IF_ERROR(r.Bytes(&out->payload)); break;
-      default: OUTPOST_RETURN_IF_ERROR(r.Skip());
-    }
-  }
-  return OkStatus();
+  DecodeCtx ctx;
+  Slot status{&ctx, out}, payload{&ctx, &out->payload};
+  ttrpc_Response msg = ttrpc_Response_init_zero;
+  msg.status = DecodeWith(DecodeStatus, &status);
+  msg.payload = DecodeWith(DecodeView, &payload);
+  return DecodeWithCtx(bytes, &ttrpc_Response_msg, &msg, 0, "ttrpc.Response", &ctx);
 }
 
 namespace {
 
 template <typename Msg>
 Status AppendFrameOf(uint32_t stream_id, FrameType type, const Msg& msg, std::string* out) {
-  size_t len = EncodedSize(msg);
-  if (len > kMaxFramePayload) return OversizeError(len);
+  const auto pb = ToPb(msg);
+  const size_t start = out->size();
+  out->append(kFrameHeaderSize, '\0');  // filled in once the length is known
+  if (!AppendWithinOrDie(pb, kMaxFramePayload, out)) {
+    out->resize(start);
+    return OversizeError(SizeOrDie(pb));
+  }
   FrameHeader h;
-  h.length = static_cast<uint32_t>(len);
+  h.length = static_cast<uint32_t>(out->size() - start - kFrameHeaderSize);
   h.stream_id = stream_id;
   h.type = static_cast<uint8_t>(type);
-  uint8_t hdr[kFrameHeaderSize];
-  EncodeFrameHeader(h, hdr);
-  out->reserve(out->size() + kFrameHeaderSize + len);
-  out->append(reinterpret_cast<const char*>(hdr), sizeof hdr);
-  AppendEncoded(msg, out);
+  EncodeFrameHeader(h, reinterpret_cast<uint8_t*>(&(*out)[start]));
   return OkStatus();
 }
 

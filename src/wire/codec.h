@@ -3,11 +3,15 @@
 // building whole Request/Response frames. Does not own: framing of the byte
 // stream (wire/frame) or the service payloads inside the envelopes.
 //
-// Hand-written rather than nanopb: the nanopb runtime we link has a 16-bit
-// pb_size_t, so it cannot decode a bytes field over 65,535 bytes, while
-// ttRPC payloads go up to 4 MiB. The byte layout is the one protobuf (and
-// nanopb, tests/unit/proto_roundtrip_test.cc checks) produces: fields in
-// number order, proto3 defaults omitted. A successful Response omits status.
+// nanopb, with every string, bytes and message field of the envelopes an
+// FT_CALLBACK field (proto/ttrpc.options, proto/status.options). Debian's
+// nanopb runtime is built with a 16-bit pb_size_t, so an FT_POINTER or
+// FT_STATIC bytes field cannot exceed 65,535 bytes, while ttRPC payloads go
+// up to 4 MiB; callbacks see size_t lengths and have no such limit. They
+// also let decoding hand out views of the input instead of copies. nanopb
+// writes fields in number order and omits proto3 defaults, as protobuf does
+// (tests/unit/proto_roundtrip_test.cc checks the bytes against protoc's).
+// A successful Response omits status.
 //
 // Decoded messages hold string_views into the decoded bytes; they are valid
 // only as long as those bytes are.

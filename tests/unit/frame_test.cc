@@ -120,7 +120,7 @@ TEST(Codec, NegativeCodeIsTenByteVarint) {
 }
 
 TEST(Codec, RequestRoundTrip) {
-  std::string big(70000, 'p');  // beyond nanopb's 16-bit limit
+  std::string big(70000, 'p');  // beyond the 16-bit pb_size_t limit of non-callback fields
   Request req;
   req.service = "nri.pkg.api.v1alpha1.Plugin";
   req.method = "CreateContainer";
@@ -140,6 +140,26 @@ TEST(Codec, RequestRoundTrip) {
   EXPECT_EQ(back.metadata[0].key, "k1");
   EXPECT_EQ(back.metadata[0].value, "v1");
   EXPECT_EQ(back.metadata[1].key, "");
+  // Zero-copy: the views point into the encoded bytes.
+  EXPECT_GE(back.payload.data(), bytes.data());
+  EXPECT_LE(back.payload.data() + back.payload.size(), bytes.data() + bytes.size());
+  EXPECT_GE(back.metadata[0].key.data(), bytes.data());
+  EXPECT_LE(back.metadata[0].key.data() + 2, bytes.data() + bytes.size());
+}
+
+TEST(Codec, RepeatedFieldsLastWinsAndStatusMerges) {
+  const std::string req_body = Bytes({0x0a, 0x01, 'a', 0x0a, 0x01, 'b', 0x20, 0x01, 0x20, 0x02});
+  Request req;
+  ASSERT_TRUE(DecodeRequest(req_body, &req).ok());
+  EXPECT_EQ(req.service, "b");
+  EXPECT_EQ(req.timeout_nano, 2);
+  // Two status fields merge: code from the first, message from the second.
+  const std::string resp_body = Bytes({0x0a, 0x02, 0x08, 0x05, 0x0a, 0x03, 0x12, 0x01, 'm'});
+  Response resp;
+  ASSERT_TRUE(DecodeResponse(resp_body, &resp).ok());
+  EXPECT_TRUE(resp.has_status);
+  EXPECT_EQ(resp.code, 5);
+  EXPECT_EQ(resp.message, "m");
 }
 
 TEST(Codec, ResponseMissingStatusIsOk) {
@@ -189,19 +209,23 @@ TEST(Codec, UnknownFieldsSkipped) {
 }
 
 TEST(Codec, MalformedInputsFailCleanly) {
+  // Reasons are nanopb's; the field is the one whose tag precedes the fault.
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {Bytes({0x0a}), "truncated length"},
-      {Bytes({0x0a, 0x05, 'a'}), "runs past the end"},
-      {Bytes({0x0a, 0x80}), "truncated length"},
-      {Bytes({0x08, 0x01}), "wire type 0, expected 2"},
-      {Bytes({0x20, 0x01, 0x02}), "invalid field number"},
-      {Bytes({0x80}), "truncated tag"},
-      {Bytes({0x00}), "invalid field number"},
-      {Bytes({0x4b}), "unsupported wire type 3"},
-      {Bytes({0x20, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}), "overflows 64 bits"},
-      {Bytes({0x21, 1, 2, 3}), "wire type 1, expected 0"},
-      {Bytes({0x39, 1, 2, 3}), "truncated fixed-width"},
-      {Bytes({0x2a, 0x02, 0x0a, 0x05}), "decode ttrpc.KeyValue field 1"},
+      {Bytes({0x0a}), "field 1: end-of-stream"},
+      {Bytes({0x0a, 0x05, 'a'}), "field 1: parent stream too short"},
+      {Bytes({0x0a, 0x80}), "field 1: end-of-stream"},
+      {Bytes({0x08, 0x01}), "field 1: wrong wire type"},              // varint for a string
+      {Bytes({0x0d, 1, 2, 3, 4}), "field 1: wrong wire type"},        // fixed32 for a string
+      {Bytes({0x2d, 1, 2, 3, 4}), "field 5: wrong wire type"},        // fixed32 for a message
+      {Bytes({0x20, 0x01, 0x02}), "Request: zero tag"},
+      {Bytes({0x80}), "Request: end-of-stream"},
+      {Bytes({0x00}), "Request: zero tag"},
+      {Bytes({0x4b}), "field 9: invalid wire_type"},
+      {Bytes({0x20, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}), "field 4: varint overflow"},
+      {Bytes({0x21, 1, 2, 3}), "field 4: wrong wire type"},
+      {Bytes({0x0a, 0x01, 'a', 0x39, 1, 2, 3}), "field 7: end-of-stream"},
+      {Bytes({0x2a, 0x02, 0x0a, 0x05}), "decode ttrpc.KeyValue field 1: parent stream too short"},
+      {Bytes({0x2a, 0x02, 0x10, 0x01}), "decode ttrpc.KeyValue field 2: wrong wire type"},
   };
   for (const auto& c : cases) {
     Request back;
@@ -211,10 +235,20 @@ TEST(Codec, MalformedInputsFailCleanly) {
     EXPECT_NE(st.error().message().find(c.second), std::string::npos) << st.error().message();
     EXPECT_EQ(st.error().message().rfind("decode ttrpc.", 0), 0u) << st.error().message();
   }
-  Response resp;
-  Status st = DecodeResponse(Bytes({0x0a, 0x01, 0x08}), &resp);
-  ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.error().message().find("google.rpc.Status"), std::string::npos);
+  const std::vector<std::pair<std::string, std::string>> response_cases = {
+      {Bytes({0x0a, 0x01, 0x08}), "decode google.rpc.Status field 1: end-of-stream"},
+      {Bytes({0x0a, 0x02, 0x12, 0x05}), "decode google.rpc.Status field 2: parent stream too short"},
+      {Bytes({0x0a, 0x02, 0x0a, 0x00}), "decode google.rpc.Status field 1: wrong wire type"},
+      {Bytes({0x08, 0x01}), "decode ttrpc.Response field 1: wrong wire type"},
+      {Bytes({0x12, 0x01, 'p', 0x10, 0x01}), "decode ttrpc.Response field 2: wrong wire type"},
+  };
+  for (const auto& c : response_cases) {
+    Response resp;
+    Status st = DecodeResponse(c.first, &resp);
+    ASSERT_FALSE(st.ok()) << c.second;
+    EXPECT_EQ(st.error().code(), Code::kInvalidArgument);
+    EXPECT_EQ(st.error().message(), c.second);
+  }
 }
 
 TEST(Codec, OversizeRequestRefused) {

@@ -1,20 +1,26 @@
-// nanopb round trip of every message in proto/: each field set, encoded,
-// decoded into a fresh struct (FT_POINTER fields are malloc'ed by the
-// decoder), compared and pb_release'd. A build where PB_ENABLE_MALLOC differs
-// between the generated code and the nanopb library fails here: decoding a
-// pointer field needs malloc support in both. Also checks that the
-// hand-written ttRPC envelope codec (wire/codec) and nanopb agree on bytes.
+// nanopb and the messages in proto/.
+//
+// The service protos (agent, task) use FT_POINTER fields: each field set,
+// encoded, decoded into a fresh struct (the decoder mallocs), compared and
+// pb_release'd. A build where PB_ENABLE_MALLOC differs between the generated
+// code and the nanopb library fails here: decoding a pointer field needs
+// malloc support in both.
+//
+// The ttRPC envelopes (ttrpc, status) are FT_CALLBACK messages driven by
+// wire/codec. Their bytes are compared with golden bytes from protoc, the
+// reference encoder:
+//   printf '%s' '<text format>' | protoc --encode=ttrpc.Request -I proto ttrpc.proto | od -An -tx1
 #include <gtest/gtest.h>
 #include <pb.h>
 #include <pb_decode.h>
 #include <pb_encode.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "agent.pb.h"
 #include "status.pb.h"
+#include "task.pb.h"
 #include "ttrpc.pb.h"
 #include "wire/codec.h"
 
@@ -45,108 +51,138 @@ bool PbDecode(const std::string& bytes, const pb_msgdesc_t* fields, void* msg, s
 
 // For the encode side only: nanopb reads these and never frees them.
 char* Str(const std::string& s) { return const_cast<char*>(s.c_str()); }
-
-struct OwnedBytes {
-  explicit OwnedBytes(const std::string& s) {
-    p = static_cast<pb_bytes_array_t*>(std::malloc(PB_BYTES_ARRAY_T_ALLOCSIZE(s.size())));
-    p->size = static_cast<pb_size_t>(s.size());
-    std::memcpy(p->bytes, s.data(), s.size());
-  }
-  ~OwnedBytes() { std::free(p); }
-  pb_bytes_array_t* p;
-};
-
-std::string BytesOf(const pb_bytes_array_t* b) {
-  return b ? std::string(reinterpret_cast<const char*>(b->bytes), b->size) : std::string();
-}
 std::string S(const char* s) { return s ? s : ""; }
 
-TEST(ProtoRoundTrip, GoogleRpcStatus) {
-  std::string msg = "not found: job web";
-  google_rpc_Status in = google_rpc_Status_init_zero;
-  in.code = 5;
-  in.message = Str(msg);
-  std::string bytes = PbEncode(&google_rpc_Status_msg, &in);
-  google_rpc_Status out = google_rpc_Status_init_zero;
-  ASSERT_TRUE(PbDecode(bytes, &google_rpc_Status_msg, &out));
-  EXPECT_EQ(out.code, 5);
-  EXPECT_EQ(S(out.message), msg);
-  EXPECT_NE(out.message, in.message);  // the decoder allocated its own copy
-  pb_release(&google_rpc_Status_msg, &out);
-  EXPECT_EQ(out.message, nullptr);
+std::string Hex(std::initializer_list<int> b) {
+  std::string s;
+  for (int c : b) s.push_back(static_cast<char>(c));
+  return s;
 }
 
-TEST(ProtoRoundTrip, TtrpcRequestKeyValueAndResponse) {
-  std::string service = "nri.pkg.api.v1alpha1.Plugin", method = "CreateContainer";
-  std::string k1 = "k1", v1 = "v1", k2 = "k2", v2 = "";
-  OwnedBytes payload(std::string("\x00\x01\x02payload", 10));
-  // v2 is empty: NULL for nanopb, which would otherwise encode a non-NULL
-  // empty string as present ("12 00"), unlike protobuf/Go and wire/codec,
-  // which omit proto3 defaults.
-  ttrpc_KeyValue md[2] = {{Str(k1), Str(v1)}, {Str(k2), nullptr}};
-  ttrpc_Request in = ttrpc_Request_init_zero;
-  in.service = Str(service);
-  in.method = Str(method);
-  in.payload = payload.p;
-  in.timeout_nano = 2000000000;
-  in.metadata_count = 2;
-  in.metadata = md;
-  std::string bytes = PbEncode(&ttrpc_Request_msg, &in);
+// ---- ttRPC envelopes: nanopb callbacks, checked against protoc ------------
 
-  ttrpc_Request out = ttrpc_Request_init_zero;
-  ASSERT_TRUE(PbDecode(bytes, &ttrpc_Request_msg, &out));
-  EXPECT_EQ(S(out.service), service);
-  EXPECT_EQ(S(out.method), method);
-  EXPECT_EQ(BytesOf(out.payload), BytesOf(payload.p));
-  EXPECT_EQ(out.timeout_nano, 2000000000);
-  ASSERT_EQ(out.metadata_count, 2);
-  EXPECT_EQ(S(out.metadata[0].key), "k1");
-  EXPECT_EQ(S(out.metadata[0].value), "v1");
-  EXPECT_EQ(S(out.metadata[1].key), "k2");
-  EXPECT_EQ(S(out.metadata[1].value), "");
-  pb_release(&ttrpc_Request_msg, &out);
+// The reason the envelopes are callbacks: nothing in them may be limited by
+// the 16-bit pb_size_t of Debian's nanopb build.
+static_assert(std::is_same_v<decltype(ttrpc_Request::service), pb_callback_t>);
+static_assert(std::is_same_v<decltype(ttrpc_Request::method), pb_callback_t>);
+static_assert(std::is_same_v<decltype(ttrpc_Request::payload), pb_callback_t>);
+static_assert(std::is_same_v<decltype(ttrpc_Request::metadata), pb_callback_t>);
+static_assert(std::is_same_v<decltype(ttrpc_KeyValue::key), pb_callback_t>);
+static_assert(std::is_same_v<decltype(ttrpc_KeyValue::value), pb_callback_t>);
+static_assert(std::is_same_v<decltype(ttrpc_Response::status), pb_callback_t>);
+static_assert(std::is_same_v<decltype(ttrpc_Response::payload), pb_callback_t>);
+static_assert(std::is_same_v<decltype(google_rpc_Status::message), pb_callback_t>);
 
-  // The hand codec writes the same bytes and reads nanopb's.
-  wire::Request w;
-  w.service = service;
-  w.method = method;
-  const std::string payload_copy = BytesOf(payload.p);
-  w.payload = payload_copy;
-  w.timeout_nano = 2000000000;
-  w.metadata = {{k1, v1}, {k2, v2}};
-  EXPECT_EQ(wire::Encode(w), bytes);
-  wire::Request back;
-  ASSERT_TRUE(wire::DecodeRequest(bytes, &back).ok());
-  EXPECT_EQ(back.method, method);
-  ASSERT_EQ(back.metadata.size(), 2u);
-
-  std::string message = "method Nope";
-  OwnedBytes reply(std::string("reply"));
-  for (bool with_status : {false, true}) {
-    ttrpc_Response rin = ttrpc_Response_init_zero;
-    rin.has_status = with_status;
-    rin.status.code = with_status ? 12 : 0;
-    rin.status.message = with_status ? Str(message) : nullptr;
-    rin.payload = with_status ? nullptr : reply.p;
-    std::string rbytes = PbEncode(&ttrpc_Response_msg, &rin);
-    ttrpc_Response rout = ttrpc_Response_init_zero;
-    ASSERT_TRUE(PbDecode(rbytes, &ttrpc_Response_msg, &rout));
-    EXPECT_EQ(rout.has_status, with_status);
-    EXPECT_EQ(rout.status.code, rin.status.code);
-    EXPECT_EQ(S(rout.status.message), with_status ? message : "");
-    EXPECT_EQ(BytesOf(rout.payload), with_status ? "" : "reply");
-    pb_release(&ttrpc_Response_msg, &rout);
-
-    wire::Response wr;
-    const Error unimplemented(Code::kUnimplemented, message);
-    if (with_status) {
-      wr = wire::ErrorResponse(unimplemented);
-    } else {
-      wr.payload = "reply";
-    }
-    EXPECT_EQ(wire::Encode(wr), rbytes);
+void ExpectSameRequest(const wire::Request& a, const wire::Request& b) {
+  EXPECT_EQ(a.service, b.service);
+  EXPECT_EQ(a.method, b.method);
+  EXPECT_EQ(a.payload, b.payload);
+  EXPECT_EQ(a.timeout_nano, b.timeout_nano);
+  ASSERT_EQ(a.metadata.size(), b.metadata.size());
+  for (size_t i = 0; i < a.metadata.size(); ++i) {
+    EXPECT_EQ(a.metadata[i].key, b.metadata[i].key) << i;
+    EXPECT_EQ(a.metadata[i].value, b.metadata[i].value) << i;
   }
 }
+
+// Encodes to the golden bytes, sizes them right, and decodes them back.
+void CheckRequestGolden(const wire::Request& req, const std::string& golden) {
+  EXPECT_EQ(wire::Encode(req), golden);
+  EXPECT_EQ(wire::EncodedSize(req), golden.size());
+  wire::Request back;
+  ASSERT_TRUE(wire::DecodeRequest(golden, &back).ok());
+  ExpectSameRequest(back, req);
+}
+
+void CheckResponseGolden(const wire::Response& resp, const std::string& golden) {
+  EXPECT_EQ(wire::Encode(resp), golden);
+  EXPECT_EQ(wire::EncodedSize(resp), golden.size());
+  wire::Response back;
+  ASSERT_TRUE(wire::DecodeResponse(golden, &back).ok());
+  EXPECT_EQ(back.has_status, resp.has_status);
+  EXPECT_EQ(back.code, resp.code);
+  EXPECT_EQ(back.message, resp.message);
+  EXPECT_EQ(back.payload, resp.payload);
+}
+
+TEST(ProtoRoundTrip, TtrpcRequestMatchesProtoc) {
+  // service: "nri.pkg.api.v1alpha1.Plugin" method: "CreateContainer"
+  // payload: "\000\001\002payload" timeout_nano: 2000000000
+  // metadata { key: "k1" value: "v1" } metadata { key: "k2" value: "" }
+  const std::string payload("\x00\x01\x02payload", 10);
+  wire::Request req;
+  req.service = "nri.pkg.api.v1alpha1.Plugin";
+  req.method = "CreateContainer";
+  req.payload = payload;
+  req.timeout_nano = 2000000000;
+  req.metadata = {{"k1", "v1"}, {"k2", ""}};
+  CheckRequestGolden(req, Hex({0x0a, 0x1b, 0x6e, 0x72, 0x69, 0x2e, 0x70, 0x6b, 0x67, 0x2e, 0x61, 0x70, 0x69, 0x2e,
+                               0x76, 0x31, 0x61, 0x6c, 0x70, 0x68, 0x61, 0x31, 0x2e, 0x50, 0x6c, 0x75, 0x67, 0x69,
+                               0x6e, 0x12, 0x0f, 0x43, 0x72, 0x65, 0x61, 0x74, 0x65, 0x43, 0x6f, 0x6e, 0x74, 0x61,
+                               0x69, 0x6e, 0x65, 0x72, 0x1a, 0x0a, 0x00, 0x01, 0x02, 0x70, 0x61, 0x79, 0x6c, 0x6f,
+                               0x61, 0x64, 0x20, 0x80, 0xa8, 0xd6, 0xb9, 0x07, 0x2a, 0x08, 0x0a, 0x02, 0x6b, 0x31,
+                               0x12, 0x02, 0x76, 0x31, 0x2a, 0x04, 0x0a, 0x02, 0x6b, 0x32}));
+
+  // service: "s" timeout_nano: -5 metadata { key: "" value: "" }
+  // metadata { key: "" value: "x" }
+  wire::Request neg;
+  neg.service = "s";
+  neg.timeout_nano = -5;
+  neg.metadata = {{"", ""}, {"", "x"}};
+  CheckRequestGolden(neg, Hex({0x0a, 0x01, 0x73, 0x20, 0xfb, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+                               0x2a, 0x00, 0x2a, 0x03, 0x12, 0x01, 0x78}));
+
+  CheckRequestGolden(wire::Request(), "");
+}
+
+TEST(ProtoRoundTrip, TtrpcResponseMatchesProtoc) {
+  wire::Response ok;  // payload: "reply"
+  ok.payload = "reply";
+  CheckResponseGolden(ok, Hex({0x12, 0x05, 0x72, 0x65, 0x70, 0x6c, 0x79}));
+
+  // status { code: 12 message: "method Nope" }
+  const Error unimplemented(Code::kUnimplemented, "method Nope");
+  CheckResponseGolden(wire::ErrorResponse(unimplemented),
+                      Hex({0x0a, 0x0f, 0x08, 0x0c, 0x12, 0x0b, 0x6d, 0x65, 0x74, 0x68, 0x6f, 0x64, 0x20, 0x4e,
+                           0x6f, 0x70, 0x65}));
+
+  wire::Response negative;  // status { code: -1 } payload: "p"
+  negative.has_status = true;
+  negative.code = -1;
+  negative.payload = "p";
+  CheckResponseGolden(negative, Hex({0x0a, 0x0b, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                     0x01, 0x12, 0x01, 0x70}));
+
+  wire::Response empty_status;  // status { }
+  empty_status.has_status = true;
+  CheckResponseGolden(empty_status, Hex({0x0a, 0x00}));
+
+  CheckResponseGolden(wire::Response(), "");
+}
+
+// Beyond nanopb's 16-bit limit: 3 MiB of payload and a 300-byte message.
+// protoc: status { code: 3 message: "m"*300 } payload: "y"*(3<<20) is 3146041
+// bytes: 0a b1 02 08 03 12 ac 02 m... 12 80 80 c0 01 y...
+TEST(ProtoRoundTrip, TtrpcLargeResponseMatchesProtoc) {
+  const std::string message(300, 'm'), payload(3u << 20, 'y');
+  std::string golden = Hex({0x0a, 0xb1, 0x02, 0x08, 0x03, 0x12, 0xac, 0x02}) + message +
+                       Hex({0x12, 0x80, 0x80, 0xc0, 0x01}) + payload;
+  ASSERT_EQ(golden.size(), 3146041u);
+  wire::Response resp;
+  resp.has_status = true;
+  resp.code = 3;
+  resp.message = message;
+  resp.payload = payload;
+  CheckResponseGolden(resp, golden);
+
+  // Decoding is zero-copy: the views point into the input.
+  wire::Response back;
+  ASSERT_TRUE(wire::DecodeResponse(golden, &back).ok());
+  EXPECT_EQ(back.message.data(), golden.data() + 8);
+  EXPECT_EQ(back.payload.data(), golden.data() + 8 + 300 + 5);
+}
+
+// ---- service protos: FT_POINTER, malloc'ed by the decoder -----------------
 
 TEST(ProtoRoundTrip, AgentStatus) {
   outpost_v1_StatusRequest req = outpost_v1_StatusRequest_init_zero;
@@ -179,6 +215,7 @@ TEST(ProtoRoundTrip, AgentStatus) {
   outpost_v1_StatusResponse out = outpost_v1_StatusResponse_init_zero;
   ASSERT_TRUE(PbDecode(bytes, &outpost_v1_StatusResponse_msg, &out));
   EXPECT_EQ(S(out.version), version);
+  EXPECT_NE(out.version, in.version);  // the decoder allocated its own copy
   EXPECT_EQ(out.pid, 42);
   EXPECT_EQ(out.uptime_nanos, 123456789012345);
   EXPECT_EQ(S(out.config_path), config);
@@ -201,43 +238,44 @@ TEST(ProtoRoundTrip, AgentStatus) {
 }
 
 TEST(ProtoRoundTrip, TruncatedInputFailsAndLeaksNothing) {
-  std::string service = "svc";
-  ttrpc_Request in = ttrpc_Request_init_zero;
-  in.service = Str(service);
-  in.method = Str(service);
-  std::string bytes = PbEncode(&ttrpc_Request_msg, &in);
-  const size_t first_field = 2 + service.size();
+  std::string name = "cgroups", detail = "off";
+  outpost_v1_Feature in = outpost_v1_Feature_init_zero;
+  in.name = Str(name);
+  in.detail = Str(detail);
+  std::string bytes = PbEncode(&outpost_v1_Feature_msg, &in);
+  const size_t first_field = 2 + name.size();
   for (size_t n = 1; n < bytes.size(); ++n) {
-    ttrpc_Request out = ttrpc_Request_init_zero;
+    outpost_v1_Feature out = outpost_v1_Feature_init_zero;
     std::string err;
-    bool ok = PbDecode(bytes.substr(0, n), &ttrpc_Request_msg, &out, &err);
+    bool ok = PbDecode(bytes.substr(0, n), &outpost_v1_Feature_msg, &out, &err);
     // A cut between fields is a valid, shorter message; inside one it is not.
     EXPECT_EQ(ok, n == first_field) << n << ": " << err;
-    pb_release(&ttrpc_Request_msg, &out);  // safe after failure too (ASan checks leaks)
+    pb_release(&outpost_v1_Feature_msg, &out);  // safe after failure too (ASan checks leaks)
   }
 }
 
-// Why the ttRPC envelope is not decoded with nanopb: with the default 16-bit
-// pb_size_t a bytes field is limited to 65,535 bytes, far below ttRPC's
-// 4 MiB. If the build ever switches to PB_FIELD_32BIT this documents it.
-TEST(ProtoRoundTrip, NanopbBytesLimitVersusHandCodec) {
-  std::string big(70000, 'x');
-  wire::Request w;
-  w.payload = big;
-  std::string bytes = wire::Encode(w);
-  ttrpc_Request out = ttrpc_Request_init_zero;
+// What the envelopes avoid: an FT_POINTER bytes field is limited by
+// pb_size_t (65,535 bytes with Debian's 16-bit build). If the build ever
+// switches to PB_FIELD_32BIT this documents it.
+TEST(ProtoRoundTrip, PointerBytesLimitVersusCallbackCodec) {
+  const std::string big(70000, 'x');
+  std::string bytes = Hex({0x0a, 0xf0, 0xa2, 0x04}) + big;  // field 1, 70000 bytes
+  outpost_v1_ReadLogsResponse out = outpost_v1_ReadLogsResponse_init_zero;
   std::string err;
-  bool ok = PbDecode(bytes, &ttrpc_Request_msg, &out, &err);
+  bool ok = PbDecode(bytes, &outpost_v1_ReadLogsResponse_msg, &out, &err);
   if (sizeof(pb_size_t) == 2) {
     EXPECT_FALSE(ok);
     EXPECT_EQ(err, "bytes overflow");
   } else {
     EXPECT_TRUE(ok);
   }
-  pb_release(&ttrpc_Request_msg, &out);
+  pb_release(&outpost_v1_ReadLogsResponse_msg, &out);
+
+  // The same bytes as a ttrpc.Request: field 1 is service, a callback.
   wire::Request back;
   ASSERT_TRUE(wire::DecodeRequest(bytes, &back).ok());
-  EXPECT_EQ(back.payload.size(), big.size());
+  EXPECT_EQ(back.service.size(), big.size());
+  EXPECT_EQ(wire::Encode(back), bytes);
 }
 
 }  // namespace
