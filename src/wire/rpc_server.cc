@@ -370,20 +370,24 @@ void RpcServerCore::SendError(ServerConn* c, uint32_t stream, const Error& err) 
 }
 
 void RpcServerCore::Send(ServerConn* c, uint32_t stream, const Response& resp) {
-  size_t len = EncodedSize(resp);
-  if (len > kMaxFramePayload) {
-    Error err = OversizeError(len);
-    log::Warn("rpc reply too large; sending an error instead", {{"server", opts_.name}, {"error", err.message()}});
-    Send(c, stream, ErrorResponse(err));
-    return;
+  // One reply always fits into an empty queue, whatever the limit. Sizing a
+  // reply costs a pass of the encoder, so it is done only when the queue is
+  // within one maximal frame of its limit.
+  if (!c->out.empty() && c->out.size() + kFrameHeaderSize + kMaxFramePayload > opts_.write_queue_max_bytes) {
+    size_t len = EncodedSize(resp);
+    if (len <= kMaxFramePayload && c->out.size() + kFrameHeaderSize + len > opts_.write_queue_max_bytes) {
+      CloseConn(c, log::Level::kWarn,
+                Format("write queue over %zu bytes: peer is not reading its replies", opts_.write_queue_max_bytes));
+      return;
+    }
   }
-  // One reply always fits into an empty queue, whatever the limit.
-  if (!c->out.empty() && c->out.size() + kFrameHeaderSize + len > opts_.write_queue_max_bytes) {
-    CloseConn(c, log::Level::kWarn,
-              Format("write queue over %zu bytes: peer is not reading its replies", opts_.write_queue_max_bytes));
-    return;
+  // Appends nothing when the reply is over the frame limit.
+  Status st = AppendResponseFrame(stream, resp, c->out.buffer());
+  if (!st.ok()) {
+    log::Warn("rpc reply too large; sending an error instead",
+              {{"server", opts_.name}, {"error", st.error().message()}});
+    Send(c, stream, ErrorResponse(st.error()));
   }
-  (void)AppendResponseFrame(stream, resp, c->out.buffer());
 }
 
 void RpcServerCore::Reply(uint64_t conn_id, uint32_t stream, const Response& resp) {

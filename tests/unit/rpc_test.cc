@@ -285,6 +285,24 @@ TEST_F(RpcTest, OversizeFrameAnsweredAndSkipped) {
   EXPECT_EQ(g.resp().payload, "still here");
 }
 
+TEST_F(RpcTest, OversizeReplyBecomesResourceExhausted) {
+  StartServer();
+  const std::string huge(kMaxFramePayload, 'h');  // the envelope adds 5 bytes
+  server_->Register("svc", "Huge", [&](const CallContext&, std::string_view, Responder r) { r.Reply(huge); });
+  UniqueFd fd = RawConnect();
+  FrameReader reader;
+  GotFrame g;
+  RawSend(fd.get(), RequestFrame(1, "svc", "Huge", "") + RequestFrame(3, "svc", "Echo", "still here"));
+  ASSERT_TRUE(RawRead(fd.get(), &reader, &g));
+  EXPECT_EQ(g.header.stream_id, 1u);
+  EXPECT_EQ(g.resp().code, static_cast<int32_t>(Code::kResourceExhausted));
+  EXPECT_EQ(g.resp().message, "message length 4194309 exceed maximum message size of 4194304");
+  EXPECT_TRUE(g.resp().payload.empty());
+  ASSERT_TRUE(RawRead(fd.get(), &reader, &g));
+  EXPECT_EQ(g.header.stream_id, 3u);
+  EXPECT_EQ(g.resp().payload, "still here");
+}
+
 TEST_F(RpcTest, MalformedRequestGetsInvalidArgument) {
   StartServer();
   UniqueFd fd = RawConnect();
@@ -776,7 +794,7 @@ TEST_F(RpcTest, ManyCallsInFlightEndToEnd) {
     (*client)->Call("svc", "Echo", p, kWait, [&ok, p](Result<std::string> r) { ok += r.ok() && *r == p; });
   }
   ASSERT_TRUE(RunUntil([&] { return ok == kCalls; }));
-  // Large payloads both ways, beyond what nanopb could decode.
+  // Large payloads both ways, beyond the 16-bit pb_size_t limit of non-callback nanopb fields.
   std::string big(3 << 20, 'b');
   bool big_ok = false;
   (*client)->Call("svc", "Echo", big, kWait, [&](Result<std::string> r) { big_ok = r.ok() && *r == big; });
