@@ -5,7 +5,7 @@
 #                                 sanitized unit, fuzz, arm64 + armhf unit under
 #                                 qemu-user, VM system test)
 #   tools/test.sh --arch arm64    only the arm64 build and its unit tests under qemu-user
-#   tools/test.sh --only NAME     one suite: build unit integration sanitize fuzz arm64 armhf vm
+#   tools/test.sh --only NAME     one suite: build unit integration sanitize fuzz arm64 armhf vm vm-arm64
 #
 # Each suite's output goes to build/test-logs/<suite>.log; failures are shown.
 set -u
@@ -123,7 +123,7 @@ else
     want integration && tap_suite integration tests/integration/run.sh build/outpost build/test_helper
   fi
   if want sanitize; then
-    if step "build sanitized" make -j"$JOBS" SANITIZE=address,undefined build/san/unit_tests; then
+    if step "build sanitized" make -j"$JOBS" SANITIZE=address,undefined build/san/unit_tests build/san/test_helper; then
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         gtest_suite unit-sanitized build/san/unit_tests
     fi
@@ -144,6 +144,10 @@ else
   want armhf && cross_suite armhf qemu-arm-static
   if want vm && [ $built = 1 ]; then
     tap_suite vm tools/vmtest --binary build/outpost --helper build/test_helper
+  fi
+  # The same system tests on an arm64 VM (busybox init, Debian's arm64 kernel).
+  if want vm-arm64 && [ -x build/arm64/outpost ] && [ -x build/arm64/test_helper ]; then
+    tap_suite vm-arm64 tools/vmtest --arch arm64 --binary build/arm64/outpost --helper build/arm64/test_helper
   fi
 fi
 

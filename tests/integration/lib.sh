@@ -109,3 +109,11 @@ json_get() {
 for k in sys.argv[1].split("."): v=v[k]
 print(v)' "$1"
 }
+
+# sig_in_mask PID FIELD SIGNO: FIELD (SigIgn, SigCgt) of /proc/PID/status
+# has SIGNO set — the process has installed its handler (or SIG_IGN).
+sig_in_mask() {
+  local hex
+  hex="$(sed -n "s/^$2:[[:space:]]*//p" "/proc/$1/status" 2>/dev/null)" || return 1
+  [ -n "$hex" ] && [ $(( (0x$hex >> ($3 - 1)) & 1 )) = 1 ]
+}

@@ -40,7 +40,7 @@ test_worker_kill_loses_no_line_and_no_exit_code() {
   # A task that exits while no worker runs reports its real exit code.
   op task run --id trap -- "$HELPER" trap USR1 7 >/dev/null
   local tp; tp="$(task_field trap pid)"
-  wait_for 5 grep -q 'SigCgt:.*0200' "/proc/$tp/status"
+  wait_for 5 sig_in_mask "$tp" SigCgt 10
   w="$(worker_pid)"
   local kp; kp="$(keeper_pid)"
   kill -STOP "$kp"   # hold the keeper so no worker can come back yet

@@ -54,7 +54,7 @@ test_stop_escalates_and_rm_refuses_running_tasks() {
   start_agent
   op task run --id stubborn --kill-timeout 300ms -- "$HELPER" ignore-term 60 >/dev/null
   local pid; pid="$(task_field stubborn pid)"
-  wait_for 5 grep -q 'SigIgn:.*4002' "/proc/$pid/status"
+  wait_for 5 sig_in_mask "$pid" SigIgn 15
   expect_exit 1 op task rm stubborn
   expect_contains "$OUT" "cannot destroy running task" "rm running"
   expect_exit 0 op task stop stubborn
@@ -82,7 +82,7 @@ test_signal_exec_stats_and_events() {
   start_agent
   op task run --id sig --env MARK=hello -- "$HELPER" trap USR1 42 >/dev/null
   local pid; pid="$(task_field sig pid)"
-  wait_for 5 grep -q 'SigCgt:.*0200' "/proc/$pid/status"
+  wait_for 5 sig_in_mask "$pid" SigCgt 10
   expect_exit 0 op task exec sig -- "$HELPER" env
   expect_contains "$OUT" "MARK=hello" "exec sees the task env"
   expect_exit 9 op task exec sig -- "$HELPER" exit 9
