@@ -60,6 +60,12 @@ gtest_suite() {
     tail -n 30 "$log" | sed 's/^/   | /'
     return
   fi
+  local s
+  s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | tail -n1)
+  if [ -n "$s" ] && [ "$s" -gt 0 ]; then
+    SKIPPED=$((SKIPPED + s))
+    echo "SKIP: $name: $s tests: $(grep -m1 -A1 'Skipped$' "$log" | tail -n1 | cut -c1-160)"
+  fi
   PASSED=$((PASSED + ${p:-0}))
   if [ -n "$f" ] && [ "$f" -gt 0 ]; then
     FAILED=$((FAILED + f))

@@ -172,7 +172,12 @@ pid_t CloneProcess(bool clone_parent, int cgroup_fd, int* pidfd) {
   // the x86_64 and generic (arm, arm64) orders are both
   // (flags, stack, parent_tid, child_tid, tls) for these flags, and
   // CLONE_PIDFD stores the fd through parent_tid.
-  return static_cast<pid_t>(::syscall(SYS_clone, flags | SIGCHLD, nullptr, pidfd, nullptr, nullptr));
+  pid_t pid = static_cast<pid_t>(::syscall(SYS_clone, flags | SIGCHLD, nullptr, pidfd, nullptr, nullptr));
+  if (pid >= 0 || clone_parent || (errno != EINVAL && errno != ENOSYS)) return pid;
+  // Emulators (qemu-user) reject CLONE_PIDFD: a plain fork is as good when
+  // we are to be the parent; the caller opens a pidfd afterwards if it can.
+  *pidfd = -1;
+  return ::fork();
 }
 
 }  // namespace

@@ -4,7 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <functional>
+#include <string>
 
 #include "base/clock.h"
 #include "loop/loop.h"
@@ -33,6 +38,26 @@ inline std::unique_ptr<Loop> MakeLoop() {
     return nullptr;
   }
   return std::move(loop.value());
+}
+
+}  // namespace outpost::testing
+
+namespace outpost::testing {
+
+// Under qemu-user without binfmt_misc a cross-built test cannot exec another
+// cross-built binary (ENOEXEC). Spawning tests skip there; the ARM VM test
+// covers spawning on real ARM kernels.
+inline bool CanExecHelper(const std::string& helper) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    char* const argv[] = {const_cast<char*>(helper.c_str()), const_cast<char*>("exit"), const_cast<char*>("0"),
+                          nullptr};
+    ::execv(helper.c_str(), argv);
+    ::_exit(errno == ENOEXEC ? 99 : 98);
+  }
+  int st = 0;
+  if (pid < 0 || ::waitpid(pid, &st, 0) != pid) return false;
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
 }  // namespace outpost::testing
