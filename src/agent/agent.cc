@@ -17,6 +17,8 @@
 #include "base/strings.h"
 #include "base/sys.h"
 #include "task/keeper.h"
+#include "task/keeper_link.h"
+#include "task/keeper_proto.h"
 #include "wire/rpc_server.h"
 
 namespace outpost::agent {
@@ -249,6 +251,12 @@ Status Agent::AttachKeeper(UniqueFd fd) {
       l->Ack(pid);
     });
     l->SetOnJournalReplayed([tm] { tm->JournalReplayed(); });
+    tm->SetFifoHolder(
+        [l](const std::string& id, const std::vector<int>& fds) {
+          l->HoldFifos(task::keeper_proto::TaskKey(id.data(), id.size()), fds);
+        },
+        [l](const std::string& id) { l->ReleaseFifos(task::keeper_proto::TaskKey(id.data(), id.size())); });
+    tm->HoldAllFifos();
   }
   return OkStatus();
 }

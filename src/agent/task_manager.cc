@@ -1,5 +1,6 @@
 #include "agent/task_manager.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -91,6 +92,31 @@ Status TaskManager::OpenLogs(const task::TaskConfig& c, uid_t uid, gid_t gid, Lo
   return OkStatus();
 }
 
+void TaskManager::SetFifoHolder(HoldFifosFn hold, ReleaseFifosFn release) {
+  hold_fifos_ = std::move(hold);
+  release_fifos_ = std::move(release);
+}
+
+void TaskManager::HoldFifos(const task::TaskConfig& c) {
+  if (!hold_fifos_) return;
+  std::vector<UniqueFd> owned;
+  std::vector<int> fds;
+  for (const std::string& p : {c.stdout_path, c.stderr_path}) {
+    auto fd = sys::Open(p, O_RDWR | O_NONBLOCK);
+    if (!fd.ok()) {
+      log::Warn("cannot open task FIFO for the keeper", {{"task", c.id}, {"error", fd.error().message()}});
+      continue;
+    }
+    fds.push_back(fd->get());
+    owned.push_back(std::move(*fd));
+  }
+  if (!fds.empty()) hold_fifos_(c.id, fds);  // the keeper gets its own copies
+}
+
+void TaskManager::HoldAllFifos() {
+  for (const auto& [id, logs] : logs_) HoldFifos(logs->config);
+}
+
 void TaskManager::CloseLogs(const std::string& id, bool remove_fifos) {
   auto it = logs_.find(id);
   if (it == logs_.end()) return;
@@ -98,6 +124,7 @@ void TaskManager::CloseLogs(const std::string& id, bool remove_fifos) {
   if (it->second->err) it->second->err->Drain();
   task::TaskConfig c = it->second->config;
   logs_.erase(it);
+  if (release_fifos_) release_fifos_(id);
   if (remove_fifos) {
     for (const std::string& p : {c.stdout_path, c.stderr_path}) {
       ::unlink(p.c_str());
@@ -140,6 +167,8 @@ void TaskManager::Start(task::TaskConfig c, StartCallback done) {
       CloseLogs(id, true);
       return done(h.error());
     }
+    auto it = logs_.find(id);
+    if (it != logs_.end()) HoldFifos(it->second->config);
     done(Inspect(id));
   });
 }

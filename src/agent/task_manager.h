@@ -93,6 +93,14 @@ class TaskManager {
   void CancelNotify(uint64_t id) { notify_.erase(id); }
 
   size_t task_count() const { return logs_.size(); }
+
+  // Hands a task's FIFOs (opened O_RDWR) to whoever keeps them open across
+  // worker restarts (the keeper), and takes them back. Set once a keeper is
+  // attached; HoldAllFifos re-hands every task's (a new keeper holds none).
+  using HoldFifosFn = std::function<void(const std::string& id, const std::vector<int>& fds)>;
+  using ReleaseFifosFn = std::function<void(const std::string& id)>;
+  void SetFifoHolder(HoldFifosFn hold, ReleaseFifosFn release);
+  void HoldAllFifos();
   // Log problems of all tasks, for `outpost status`.
   std::vector<std::string> LogProblems() const;
 
@@ -104,6 +112,7 @@ class TaskManager {
   void CloseLogs(const std::string& id, bool remove_fifos);
   void Record(const task::TaskEvent& ev);
   std::string FifoPath(const std::string& id, const char* stream) const;
+  void HoldFifos(const task::TaskConfig& config);
 
   Loop* loop_;
   Options options_;
@@ -115,6 +124,8 @@ class TaskManager {
   uint64_t next_notify_ = 1;
   uint64_t subscription_ = 0;
   uint64_t generated_ids_ = 0;
+  HoldFifosFn hold_fifos_;
+  ReleaseFifosFn release_fifos_;
 };
 
 }  // namespace agent

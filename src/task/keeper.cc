@@ -240,15 +240,45 @@ KeeperChannel::ReadResult KeeperChannel::OnReadable() {
   // readable and poll comes back at once.
   for (int i = 0; i < 1024 && sock_; ++i) {
     uint8_t buf[2 * kp::kMessageSize];
-    ssize_t n = sys::RetryEintr([&] { return ::recv(sock_.get(), buf, sizeof buf, MSG_DONTWAIT); });
+    // Room for the fds of a kHoldFifos; fds arriving with any other message
+    // are closed below.
+    alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))];
+    iovec iov{buf, sizeof buf};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = control;
+    mh.msg_controllen = sizeof control;
+    ssize_t n = sys::RetryEintr([&] { return ::recvmsg(sock_.get(), &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC); });
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (n <= 0) {  // EOF (we never send empty datagrams) or a reset
       Detach();
       res.eof = true;
       break;
     }
+    int fds[2] = {-1, -1};
+    size_t nfds = 0;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t k = 0; k < count; ++k) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + k * sizeof(int), sizeof fd);
+        if (nfds < 2) fds[nfds++] = fd;
+        else ::close(fd);
+      }
+    }
     kp::Message m;
     kp::DecodeError e = kp::Decode(buf, static_cast<size_t>(n), &m);
+    if (e == kp::DecodeError::kNone && m.type == kp::Type::kHoldFifos) {
+      Hold(m.value, fds, nfds);
+      continue;
+    }
+    for (size_t k = 0; k < nfds; ++k) ::close(fds[k]);
+    if (e == kp::DecodeError::kNone && m.type == kp::Type::kReleaseFifos) {
+      Release(m.value);
+      continue;
+    }
     if (e == kp::DecodeError::kNone && m.type == kp::Type::kHello) {
       hello_ = true;
       journal_->ResetSent();  // a (re)connected worker gets everything unacknowledged
@@ -280,6 +310,35 @@ KeeperChannel::ReadResult KeeperChannel::OnReadable() {
     }
   }
   return res;
+}
+
+void KeeperChannel::Hold(int64_t key, const int* fds, size_t n) {
+  Release(key);  // a new worker re-holds what an earlier one held
+  if (n == 0) return;
+  if (held_count_ == kMaxHeld) {
+    for (size_t k = 0; k < n; ++k) ::close(fds[k]);
+    if (!warned_hold_full_) {
+      warned_hold_full_ = true;
+      log::Warn("keeper: too many tasks to hold their log FIFOs; output of a task that exits while no worker "
+                "runs may be lost (reported once)");
+    }
+    return;
+  }
+  Held& h = held_[held_count_++];
+  h.key = key;
+  h.fds[0] = fds[0];
+  h.fds[1] = n > 1 ? fds[1] : -1;
+}
+
+void KeeperChannel::Release(int64_t key) {
+  for (size_t i = 0; i < held_count_; ++i) {
+    if (held_[i].key != key) continue;
+    for (int fd : held_[i].fds) {
+      if (fd >= 0) ::close(fd);
+    }
+    held_[i] = held_[--held_count_];  // order does not matter
+    return;
+  }
 }
 
 void KeeperChannel::OnTaskExit(const ExitRecord& r) {

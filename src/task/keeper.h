@@ -146,6 +146,11 @@ class KeeperChannel {
   // A child other than the worker was reaped: journal it, send it if we can.
   void OnTaskExit(const ExitRecord& r);
 
+  // FIFO fds held for tasks (kHoldFifos). They outlive worker connections:
+  // a FIFO keeps its unread data only while some fd of it is open.
+  static constexpr size_t kMaxHeld = 4096;
+  size_t held_count() const { return held_count_; }
+
  private:
   void Flush();
   // 1 sent, 0 no room (EAGAIN), -1 the socket is broken.
@@ -161,6 +166,18 @@ class KeeperChannel {
   size_t replay_left_ = 0;
   size_t replay_total_ = 0;
   bool replay_marker_pending_ = false;
+
+  // Plain (no initialisers): entries are written only when used, so the
+  // untouched part of the table costs no resident memory.
+  struct Held {
+    int64_t key;
+    int fds[2];
+  };
+  void Hold(int64_t key, const int* fds, size_t n);
+  void Release(int64_t key);
+  Held held_[kMaxHeld];
+  size_t held_count_ = 0;
+  bool warned_hold_full_ = false;
 };
 
 // ---- restart policy --------------------------------------------------------

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "base/log.h"
 #include "base/strings.h"
@@ -129,6 +130,41 @@ void KeeperLink::Handle(const kp::Message& m) {
       }
       return;
   }
+}
+
+void KeeperLink::HoldFifos(int64_t key, const std::vector<int>& fds) {
+  if (lost_ || fds.empty() || fds.size() > 2) return;
+  kp::Message m;
+  m.type = kp::Type::kHoldFifos;
+  m.value = key;
+  uint8_t buf[kp::kMessageSize];
+  kp::Encode(m, buf);
+  iovec iov{buf, sizeof buf};
+  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))];
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = control;
+  mh.msg_controllen = CMSG_SPACE(fds.size() * sizeof(int));
+  cmsghdr* c = CMSG_FIRSTHDR(&mh);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(fds.size() * sizeof(int));
+  std::memcpy(CMSG_DATA(c), fds.data(), fds.size() * sizeof(int));
+  // Best effort and never queued: a hold that does not fit now only matters
+  // if the worker dies before the task's output is read, and queued fds
+  // would have to stay open here meanwhile.
+  ssize_t n = sys::RetryEintr([&] { return ::sendmsg(fd_.get(), &mh, MSG_NOSIGNAL | MSG_DONTWAIT); });
+  if (n != static_cast<ssize_t>(sizeof buf)) {
+    log::Warn("cannot hand task FIFOs to the keeper", {{"error", n < 0 ? std::strerror(errno) : "short send"}});
+  }
+}
+
+void KeeperLink::ReleaseFifos(int64_t key) {
+  kp::Message m;
+  m.type = kp::Type::kReleaseFifos;
+  m.value = key;
+  Send(m);
 }
 
 void KeeperLink::Send(const kp::Message& m) {

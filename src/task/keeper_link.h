@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <vector>
 #include <functional>
 #include <memory>
 #include <string>
@@ -53,6 +54,11 @@ class KeeperLink {
 
   // The exit of pid is recorded: the keeper forgets it. Never blocks.
   void Ack(pid_t pid);
+  // Asks the keeper to keep these FIFO fds (the task's stdout/stderr, opened
+  // O_RDWR) open until ReleaseFifos(key): buffered output then survives a
+  // worker restart even if the task exits meanwhile. key: TaskKey(task id).
+  void HoldFifos(int64_t key, const std::vector<int>& fds);
+  void ReleaseFifos(int64_t key);
 
   // Our parent at Attach (the keeper forked us), confirmed by the hello reply.
   pid_t keeper_pid() const { return keeper_pid_; }

@@ -57,7 +57,26 @@ enum class Type : uint16_t {
   // Journal transfer across an upgrade exec only (never on the socket): the
   // first record; pid = number of kExit records that follow, value = dropped.
   kJournalHeader = 6,
+  // worker -> keeper: hold these FIFO fds (SCM_RIGHTS, one or two, opened
+  // O_RDWR) for the task whose key (a hash of the task id) is in value, so
+  // that what the task wrote survives in the pipe while no worker reads, even
+  // after the task exits. A hold with a key already held replaces it.
+  kHoldFifos = 7,
+  // worker -> keeper: close the FIFO fds held under key (value): the task's
+  // logs are drained and the task is gone.
+  kReleaseFifos = 8,
 };
+
+// Key of a task for kHoldFifos/kReleaseFifos: FNV-1a of its id (pids are
+// reused; ids are not).
+inline int64_t TaskKey(const char* id, size_t len) {
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < len; ++i) {
+    h ^= static_cast<unsigned char>(id[i]);
+    h *= 1099511628211ULL;
+  }
+  return static_cast<int64_t>(h);
+}
 
 struct Message {
   Type type = Type::kHello;
@@ -105,7 +124,7 @@ inline DecodeError Decode(const uint8_t* data, size_t len, Message* out) {
   std::memcpy(&type, data + 6, 2);
   if (magic != kMagic) return DecodeError::kBadMagic;
   if (version == 0) return DecodeError::kBadVersion;
-  if (type < static_cast<uint16_t>(Type::kHello) || type > static_cast<uint16_t>(Type::kJournalHeader)) {
+  if (type < static_cast<uint16_t>(Type::kHello) || type > static_cast<uint16_t>(Type::kReleaseFifos)) {
     return DecodeError::kUnknownType;
   }
   Message m;

@@ -94,3 +94,25 @@ test_no_zombies_or_strays_after_rm() {
   strays="$(grep -l "OUTPOST_TASK_ID=bgz" /proc/[0-9]*/environ 2>/dev/null | grep -v self || true)"
   [ -z "$strays" ] || fail "processes of bgz still running: $strays"
 }
+
+# The task writes its output and exits while no worker runs: the keeper
+# holds the task's FIFOs, so nothing is lost when the next worker reads.
+test_output_of_a_task_that_exits_while_no_worker_runs_is_kept() {
+  start_agent
+  op task run --id late -- /bin/sh -c "trap '$HELPER lines 50000; exit 3' USR1; while :; do sleep 0.05; done" >/dev/null
+  local tp; tp="$(task_field late pid)"
+  wait_for 5 sig_in_mask "$tp" SigCgt 10 || fail "trap not installed"
+  local w kp; w="$(worker_pid)"; kp="$(keeper_pid)"
+  kill -STOP "$kp"
+  kill -9 "$w"
+  # With the keeper stopped nobody reaps the worker: it stays a zombie.
+  wait_for 5 grep -q '^State:[[:space:]]*Z' "/proc/$w/status" || fail "worker did not die"
+  kill -USR1 "$tp"
+  wait_for 10 grep -q '^State:[[:space:]]*Z' "/proc/$tp/status" || fail "task did not finish while the worker was down"
+  kill -CONT "$kp"
+  wait_for 15 new_worker_answers "$w" || fail "no new worker"
+  wait_for 10 task_exited late || fail "exit not reported"
+  expect_eq "$(task_field late exit_code)" "3" "exit code"
+  all_lines "$(task_field late log_dir)" late >"$T/late.txt"
+  check_numbered "$T/late.txt" 50000
+}
