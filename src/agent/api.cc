@@ -5,6 +5,8 @@
 #include "agent.pb.h"
 #include "agent/agent.h"
 #include "agent/features.h"
+#include "agent/task_manager.h"
+#include "base/strings.h"
 #include "base/clock.h"
 #include "base/pb.h"
 #include "wire/rpc_server.h"
@@ -42,6 +44,16 @@ std::vector<Feature> CollectFeatures(Agent* agent) {
   }
   out.push_back(cgf);
   out.push_back({"child_exits", true, agent->loop()->UsesPidfd() ? "pidfd" : "SIGCHLD + waitpid (no pidfd)"});
+  if (TaskManager* tm = agent->tasks()) {
+    task::Fingerprint fp = tm->Fingerprint();
+    std::string detail = std::string(task::HealthName(fp.health)) + ": " + fp.description;
+    for (const auto& [k, v] : fp.attributes) detail += " " + k + "=" + v;
+    out.push_back({"driver.exec", fp.health == task::Health::kHealthy, detail});
+    std::vector<std::string> problems = tm->LogProblems();
+    std::string logs = Format("%zu tasks", tm->task_count());
+    for (const std::string& p : problems) logs += "; " + p;
+    out.push_back({"task_logs", problems.empty(), problems.empty() ? logs + ", all writing" : logs});
+  }
   task::KeeperLink* keeper = agent->keeper_link();
   out.push_back({"keeper", keeper != nullptr,
                  keeper ? "pid " + std::to_string(keeper->keeper_pid()) + ": tasks outlive the worker"

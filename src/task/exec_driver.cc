@@ -328,9 +328,10 @@ void ExecDriver::Finish(Task* t, const ExitResult& result, int64_t unix_nanos) {
     if (loop_->HasFd(t->pidfd.get())) loop_->RemoveFd(t->pidfd.get());
     t->pidfd.Reset();
   }
-  // After a stop the leader is gone; finish off whatever is left of its
-  // process group so stragglers do not outlive the stop.
-  if (t->stop_requested) ::kill(-t->handle.pid, SIGKILL);
+  // The task is its main process: whatever it left behind (its process
+  // group, and daemonised descendants carrying its marker) dies with it, as
+  // in a container's PID namespace, so nothing outlives supervision.
+  KillEverything(t);
   Persist(t);
   const std::string& id = t->handle.config.id;
   std::string msg;
@@ -621,9 +622,13 @@ void ExecDriver::ExecTask(const std::string& id, const std::vector<std::string>&
   int exit_code = 0;
   auto path = ResolveCommand(cmd[0], path_var, &exit_code);
   if (!path.ok()) return done(path.error());
+  // Only our end is non-blocking: the command's stdout must block when the
+  // pipe is full, as any program expects of its stdout.
   int p[2];
-  if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return done(ErrnoError("pipe"));
+  if (::pipe2(p, O_CLOEXEC) != 0) return done(ErrnoError("pipe"));
   UniqueFd r(p[0]), w(p[1]);
+  Status nb = sys::SetNonBlocking(r.get(), true);
+  if (!nb.ok()) return done(nb.error());
   SpawnRequest req;
   req.path = *path;
   req.argv = cmd;
