@@ -106,7 +106,7 @@ TEST(KeeperProto, BadHeadersAreRejected) {
   b[4] = b[5] = 0;  // version 0
   EXPECT_EQ(kp::DecodeError::kBadVersion, kp::Decode(b.data(), b.size(), &out));
 
-  for (uint16_t t : {0, 7, 99, 0xffff}) {
+  for (uint16_t t : {0, 9, 99, 0xffff}) {
     b = Bytes(Msg(kp::Type::kExit, 1));
     std::memcpy(&b[6], &t, 2);
     EXPECT_EQ(kp::DecodeError::kUnknownType, kp::Decode(b.data(), b.size(), &out)) << t;
@@ -323,7 +323,7 @@ TEST(WorkerExit, DecisionTable) {
   using D = WorkerExitDecision;
   struct Case {
     StopRequest stop;
-    bool ever_ready;
+    bool may_have_tasks;
     int status;
     D::Action action;
     int code;
@@ -340,14 +340,14 @@ TEST(WorkerExit, DecisionTable) {
       {StopRequest::kNone, false, Exited(127), D::kExitKeeper, 127},
       {StopRequest::kNone, false, Exited(0), D::kExitKeeper, 1},
       {StopRequest::kNone, false, Killed(SIGSEGV), D::kExitKeeper, 128 + SIGSEGV},
-      // A worker ran before: tasks may exist, never give up.
+      // A worker ran before, or there are children or journaled exits: never give up.
       {StopRequest::kNone, true, Exited(2), D::kRestart, 0},
       {StopRequest::kNone, true, Exited(0), D::kRestart, 0},
       {StopRequest::kNone, true, Killed(SIGKILL), D::kRestart, 0},
   };
   for (const Case& c : cases) {
-    D d = DecideOnWorkerExit(c.stop, c.ever_ready, c.status);
-    EXPECT_EQ(d.action, c.action) << static_cast<int>(c.stop) << " " << c.ever_ready << " " << c.status;
+    D d = DecideOnWorkerExit(c.stop, c.may_have_tasks, c.status);
+    EXPECT_EQ(d.action, c.action) << static_cast<int>(c.stop) << " " << c.may_have_tasks << " " << c.status;
     if (c.action == D::kExitKeeper) {
       EXPECT_EQ(d.exit_code, c.code) << c.status;
     }
@@ -589,6 +589,45 @@ TEST_F(KeeperLinkTest, AttachRejectsWhatIsNotTheKeeperSocketAndClosesOnExec) {
   ASSERT_TRUE(link.ok());
   EXPECT_EQ(FD_CLOEXEC, ::fcntl(worker_fd, F_GETFD) & FD_CLOEXEC);
   EXPECT_TRUE(::fcntl(worker_fd, F_GETFL) & O_NONBLOCK);
+}
+
+}  // namespace
+}  // namespace outpost::task
+
+namespace outpost::task {
+namespace {
+
+// kHoldFifos carries fds; the keeper keeps them until kReleaseFifos.
+TEST(KeeperFifoHold, HoldAndReleaseOverTheSocket) {
+  int sp[2];
+  ASSERT_EQ(0, ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp));
+  UniqueFd worker_end(sp[0]);
+  ExitJournal journal;
+  KeeperChannel channel(&journal);
+  channel.Attach(UniqueFd(sp[1]));
+  auto loop = outpost::testing::MakeLoop();
+  auto link = KeeperLink::Attach(loop.get(), std::move(worker_end), nullptr);
+  ASSERT_TRUE(link.ok()) << link.error().message();
+  int p[2];
+  ASSERT_EQ(0, ::pipe2(p, O_CLOEXEC | O_NONBLOCK));
+  UniqueFd r(p[0]), w(p[1]);
+  int64_t key = keeper_proto::TaskKey("web", 3);
+  (*link)->HoldFifos(key, {w.get()});
+  channel.OnReadable();
+  EXPECT_EQ(channel.held_count(), 1u);
+  // Our copy goes; the keeper's keeps the pipe's write side open: no EOF.
+  w.Reset();
+  char c;
+  EXPECT_EQ(-1, ::read(r.get(), &c, 1));
+  EXPECT_EQ(EAGAIN, errno);
+  (*link)->HoldFifos(key, {r.get()});  // same key: replaces
+  channel.OnReadable();
+  EXPECT_EQ(channel.held_count(), 1u);
+  EXPECT_EQ(0, ::read(r.get(), &c, 1)) << "the old hold (the write side) was closed: EOF";
+  (*link)->ReleaseFifos(key);
+  (*link)->ReleaseFifos(keeper_proto::TaskKey("other", 5));  // unknown key: nothing happens
+  channel.OnReadable();
+  EXPECT_EQ(channel.held_count(), 0u);
 }
 
 }  // namespace
