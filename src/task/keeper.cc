@@ -358,13 +358,13 @@ int64_t RestartBackoff::NextDelay(int64_t uptime_nanos) {
   return d;
 }
 
-WorkerExitDecision DecideOnWorkerExit(StopRequest stop, bool ever_ready, int wait_status) {
+WorkerExitDecision DecideOnWorkerExit(StopRequest stop, bool may_have_tasks, int wait_status) {
   if (stop == StopRequest::kStop) {
     bool clean = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
     return {WorkerExitDecision::kExitKeeper, clean ? 0 : 1};
   }
   if (stop == StopRequest::kUpgrade) return {WorkerExitDecision::kExecUpgrade, 0};
-  if (!ever_ready) {
+  if (!may_have_tasks) {
     int code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status)
                : WIFSIGNALED(wait_status) ? 128 + WTERMSIG(wait_status)
                                           : 1;
@@ -467,6 +467,7 @@ class Keeper {
   void ReapChildren();
   void OnTaskExit(pid_t pid, int status);
   void OnWorkerExit(int status);
+  static bool HasChildren();
   void RequestStop(StopRequest what, const char* signame);
   void ExecUpgrade();
   void RunTimers();
@@ -506,6 +507,9 @@ Status Keeper::Init(int journal_fd) {
     log::Warn("keeper: cannot become a child subreaper; orphaned task descendants go to init",
               {{"error", std::strerror(errno)}});
   }
+  // A log line to a closed pipe (`outpost agent | logger`, logger gone) must
+  // not kill the parent of every task. The worker gets the default back.
+  ::signal(SIGPIPE, SIG_IGN);
   sigset_t set;
   sigemptyset(&set);
   for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR2}) sigaddset(&set, s);
@@ -621,6 +625,7 @@ void Keeper::WorkerChild(int fd) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::signal(SIGPIPE, SIG_DFL);  // an ignored signal would stay ignored across execve
   if (::fcntl(fd, F_SETFD, 0) != 0) _exit(126);  // the one fd the worker inherits
   ::execve(exe_.c_str(), worker_argv_.data(), environ);
   int err = errno;
@@ -725,7 +730,11 @@ void Keeper::OnWorkerExit(int status) {
   log::Info("worker exited", {{"pid", Str(pid)},
                               {"status", DescribeWaitStatus(status, buf, sizeof buf)},
                               {"uptime", FormatDuration(uptime)}});
-  WorkerExitDecision d = DecideOnWorkerExit(stop_, ever_ready_, status);
+  // Exiting is only for a first start that failed with nothing to look
+  // after: no live children (tasks a worker may have spawned before its
+  // hello) and no journaled exits.
+  const bool may_have_tasks = ever_ready_ || !journal_.empty() || HasChildren();
+  WorkerExitDecision d = DecideOnWorkerExit(stop_, may_have_tasks, status);
   switch (d.action) {
     case WorkerExitDecision::kExitKeeper:
       if (stop_ == StopRequest::kNone) {
@@ -743,6 +752,13 @@ void Keeper::OnWorkerExit(int status) {
                                   : "worker exited unexpectedly");
       break;
   }
+}
+
+bool Keeper::HasChildren() {
+  // WNOWAIT: only look. 0 = we have children (exited or not); -1 ECHILD = none.
+  siginfo_t si;
+  std::memset(&si, 0, sizeof si);
+  return sys::RetryEintr([&] { return ::waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT); }) == 0;
 }
 
 void Keeper::RequestStop(StopRequest what, const char* signame) {

@@ -207,13 +207,14 @@ struct WorkerExitDecision {
 // What the keeper does when its worker exits with wait_status:
 // - after a stop request: exit 0 (1 if the worker did not exit 0);
 // - after an upgrade request: exec the new binary;
-// - if no worker ever became ready (the first start failed: bad config,
-//   another agent running, socket path taken...): exit with the worker's code
-//   (128+signo for a signal; 1 for 0), like the agent did before the keeper,
-//   instead of retrying forever;
-// - otherwise restart it with backoff. Once a worker has run, tasks may exist
-//   and the keeper is their parent, so it never gives up on its own.
-WorkerExitDecision DecideOnWorkerExit(StopRequest stop, bool ever_ready, int wait_status);
+// - if there cannot be tasks yet (no worker ever became ready, no child and
+//   no journaled exit: the first start failed on a bad config, another agent
+//   running, a socket path taken...): exit with the worker's code (128+signo
+//   for a signal; 1 for 0), like the agent did before the keeper, instead of
+//   retrying forever;
+// - otherwise restart it with backoff. Once tasks may exist the keeper is
+//   their parent, so it never gives up on its own.
+WorkerExitDecision DecideOnWorkerExit(StopRequest stop, bool may_have_tasks, int wait_status);
 
 // "exit=3" / "signal=9" style fields for log lines, without allocation.
 // Writes e.g. "exit 3" or "signal 9 (SIGKILL)" into buf.
