@@ -123,15 +123,23 @@ bool ReadFull(int fd, uint8_t* buf, size_t len) {
 
 }  // namespace
 
-Status SaveJournal(const ExitJournal& journal, int fd) {
+Status SaveJournal(const ExitJournal& journal, int fd, const KeeperChannel* channel) {
   constexpr size_t kBatch = 64;
   uint8_t buf[kBatch][kp::kMessageSize];
+  size_t used = 0;
+  auto put = [&](const kp::Message& m) -> Status {
+    kp::Encode(m, buf[used++]);
+    if (used < kBatch) return OkStatus();
+    used = 0;
+    return sys::WriteAll(fd, buf, sizeof buf, "write exit journal");
+  };
+  const size_t held = channel ? channel->held_count() : 0;
   kp::Message header;
   header.type = kp::Type::kJournalHeader;
   header.pid = static_cast<int32_t>(journal.size());
+  header.status = static_cast<int32_t>(held);
   header.value = static_cast<int64_t>(journal.dropped());
-  kp::Encode(header, buf[0]);
-  size_t used = 1;
+  OUTPOST_RETURN_IF_ERROR(put(header));
   for (size_t i = 0; i < journal.size(); ++i) {
     const ExitRecord& r = journal.at(i);
     kp::Message m;
@@ -139,28 +147,34 @@ Status SaveJournal(const ExitJournal& journal, int fd) {
     m.pid = r.pid;
     m.status = r.status;
     m.value = r.unix_nanos;
-    kp::Encode(m, buf[used++]);
-    if (used == kBatch) {
-      OUTPOST_RETURN_IF_ERROR(sys::WriteAll(fd, buf, sizeof buf, "write exit journal"));
-      used = 0;
-    }
+    OUTPOST_RETURN_IF_ERROR(put(m));
+  }
+  for (size_t i = 0; i < held; ++i) {
+    kp::Message m;
+    m.type = kp::Type::kHoldFifos;
+    m.value = channel->held_key(i);
+    m.pid = channel->held_fds(i)[0];
+    m.status = channel->held_fds(i)[1];
+    OUTPOST_RETURN_IF_ERROR(put(m));
   }
   if (used > 0) OUTPOST_RETURN_IF_ERROR(sys::WriteAll(fd, buf, used * kp::kMessageSize, "write exit journal"));
   return OkStatus();
 }
 
-Status LoadJournal(int fd, ExitJournal* journal) {
+Status LoadJournal(int fd, ExitJournal* journal, KeeperChannel* channel) {
   uint8_t buf[kp::kMessageSize];
   kp::Message m;
   if (!ReadFull(fd, buf, sizeof buf)) {
     return errno ? ErrnoError("read exit journal") : Error(Code::kInvalidArgument, "exit journal: empty");
   }
   kp::DecodeError e = kp::Decode(buf, sizeof buf, &m);
-  if (e != kp::DecodeError::kNone || m.type != kp::Type::kJournalHeader || m.pid < 0) {
+  if (e != kp::DecodeError::kNone || m.type != kp::Type::kJournalHeader || m.pid < 0 || m.status < 0 ||
+      static_cast<size_t>(m.status) > KeeperChannel::kMaxHeld) {
     return Error(Code::kInvalidArgument, "exit journal: bad header");
   }
   journal->set_dropped(journal->dropped() + static_cast<uint64_t>(m.value));
   const int32_t count = m.pid;
+  const int32_t held = m.status;
   for (int32_t i = 0; i < count; ++i) {
     if (!ReadFull(fd, buf, sizeof buf)) {
       return Error(Code::kInvalidArgument, Format("exit journal: truncated after %d of %d records", i, count));
@@ -170,6 +184,22 @@ Status LoadJournal(int fd, ExitJournal* journal) {
       return Error(Code::kInvalidArgument, Format("exit journal: record %d is not an exit", i));
     }
     journal->Push(ExitRecord{m.pid, m.status, m.value});
+  }
+  for (int32_t i = 0; i < held; ++i) {
+    if (!ReadFull(fd, buf, sizeof buf)) {
+      return Error(Code::kInvalidArgument, Format("exit journal: truncated after %d of %d held FIFOs", i, held));
+    }
+    e = kp::Decode(buf, sizeof buf, &m);
+    if (e != kp::DecodeError::kNone || m.type != kp::Type::kHoldFifos) {
+      return Error(Code::kInvalidArgument, Format("exit journal: held FIFO record %d is not one", i));
+    }
+    if (channel) {
+      channel->AdoptHeld(m.value, m.pid, m.status);
+    } else {
+      for (int held_fd : {m.pid, m.status}) {
+        if (held_fd > STDERR_FILENO) ::close(held_fd);
+      }
+    }
   }
   return OkStatus();
 }
@@ -328,6 +358,25 @@ void KeeperChannel::Hold(int64_t key, const int* fds, size_t n) {
   h.key = key;
   h.fds[0] = fds[0];
   h.fds[1] = n > 1 ? fds[1] : -1;
+}
+
+void KeeperChannel::SetHeldCloseOnExec(bool on) {
+  for (size_t i = 0; i < held_count_; ++i) {
+    for (int fd : held_[i].fds) {
+      if (fd >= 0) ::fcntl(fd, F_SETFD, on ? FD_CLOEXEC : 0);
+    }
+  }
+}
+
+void KeeperChannel::AdoptHeld(int64_t key, int fd0, int fd1) {
+  int fds[2];
+  size_t n = 0;
+  for (int fd : {fd0, fd1}) {
+    // Only fds we can see open, and never stdio (a damaged record must not
+    // make us close those later).
+    if (fd > STDERR_FILENO && ::fcntl(fd, F_SETFD, FD_CLOEXEC) == 0) fds[n++] = fd;
+  }
+  Hold(key, fds, n);
 }
 
 void KeeperChannel::Release(int64_t key) {
@@ -526,7 +575,7 @@ Status Keeper::Init(int journal_fd) {
     // ran before, so failures from now on are retried, never fatal.
     ever_ready_ = true;
     UniqueFd fd(journal_fd);
-    Status st = LoadJournal(fd.get(), &journal_);
+    Status st = LoadJournal(fd.get(), &journal_, &channel_);
     if (!st.ok()) {
       log::Error("keeper: exit journal from before the upgrade is damaged; kept what was readable",
                  {{"error", st.error().message()}, {"exits", Str(static_cast<int64_t>(journal_.size()))}});
@@ -556,7 +605,8 @@ int Keeper::Run() {
             {{"pid", Str(::getpid())},
              {"version", OUTPOST_VERSION},
              {"binary", exe_},
-             {"unacked_exits", Str(static_cast<int64_t>(journal_.size()))}});
+             {"unacked_exits", Str(static_cast<int64_t>(journal_.size()))},
+             {"held_fifos", Str(static_cast<int64_t>(channel_.held_count()))}});
   ReapChildren();  // exits that happened while an upgrade exec was under way
   StartWorker();
   while (!done_) {
@@ -791,16 +841,20 @@ void Keeper::RequestStop(StopRequest what, const char* signame) {
 
 void Keeper::ExecUpgrade() {
   UniqueFd mfd(::memfd_create("outpost-exit-journal", MFD_CLOEXEC));
-  Status st = mfd ? SaveJournal(journal_, mfd.get()) : Status(ErrnoError("memfd_create"));
+  Status st = mfd ? SaveJournal(journal_, mfd.get(), &channel_) : Status(ErrnoError("memfd_create"));
   if (st.ok() && ::lseek(mfd.get(), 0, SEEK_SET) != 0) st = ErrnoError("lseek");
   if (st.ok() && ::fcntl(mfd.get(), F_SETFD, 0) != 0) st = ErrnoError("fcntl");
   if (st.ok()) {
     std::snprintf(journal_fd_arg_, sizeof journal_fd_arg_, "%s%d", kJournalFdFlag, mfd.get());
-    log::Info("upgrade: executing", {{"binary", exe_}, {"unacked_exits", Str(static_cast<int64_t>(journal_.size()))}});
-    // Blocked signals stay blocked and pending across execve, and children
-    // stay ours: the new image picks both up.
+    log::Info("upgrade: executing", {{"binary", exe_},
+                                     {"unacked_exits", Str(static_cast<int64_t>(journal_.size()))},
+                                     {"held_fifos", Str(static_cast<int64_t>(channel_.held_count()))}});
+    // Blocked signals stay blocked and pending across execve, children stay
+    // ours, and the held FIFOs stay open: the new image picks all of it up.
+    channel_.SetHeldCloseOnExec(false);
     ::execve(exe_.c_str(), upgrade_argv_.data(), environ);
     st = ErrnoError("execve '" + exe_ + "'");
+    channel_.SetHeldCloseOnExec(true);
   }
   log::Error("upgrade failed; this keeper carries on with a new worker", {{"error", st.error().message()}});
   stop_ = StopRequest::kNone;

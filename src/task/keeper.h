@@ -111,11 +111,16 @@ class ExitJournal {
   uint64_t dropped_ = 0;
 };
 
-// The journal as kJournalHeader + kExit records (keeper_proto.h), for the
-// memfd handed across an upgrade exec. Load appends to *journal and keeps
-// what it could read before an error.
-Status SaveJournal(const ExitJournal& journal, int fd);
-Status LoadJournal(int fd, ExitJournal* journal);
+class KeeperChannel;
+
+// What an upgrade exec hands to the new image in a memfd: a kJournalHeader
+// record (pid = exits, status = held FIFO entries, value = dropped), the
+// kExit records, then one kHoldFifos record per held entry (value = key,
+// pid/status = the fd numbers, which stay open across execve). Load appends
+// to *journal, keeps what it could read before an error, and gives the held
+// fds to *channel (or closes them when channel is null).
+Status SaveJournal(const ExitJournal& journal, int fd, const KeeperChannel* channel = nullptr);
+Status LoadJournal(int fd, ExitJournal* journal, KeeperChannel* channel = nullptr);
 
 // ---- the keeper's end of one worker connection ----------------------------
 
@@ -150,6 +155,14 @@ class KeeperChannel {
   // a FIFO keeps its unread data only while some fd of it is open.
   static constexpr size_t kMaxHeld = 4096;
   size_t held_count() const { return held_count_; }
+  int64_t held_key(size_t i) const { return held_[i].key; }
+  const int* held_fds(size_t i) const { return held_[i].fds; }  // two; -1 = none
+  // Held fds are close-on-exec so workers never inherit them; an upgrade exec
+  // turns that off for its execve (and back on if it fails).
+  void SetHeldCloseOnExec(bool on);
+  // After an upgrade exec: take over fds the previous image held (made
+  // close-on-exec again). Numbers that are not open fds are skipped.
+  void AdoptHeld(int64_t key, int fd0, int fd1);
 
  private:
   void Flush();

@@ -250,3 +250,27 @@ test_exit_journaled_without_a_worker_crosses_an_upgrade() {
   wait_for 5 grep -q "worker ready pid=$w2 unacked_exits=1" "$T/agent.log" || fail "carried exit not offered"
   expect_eq "$(op status --json | json_get keeper_pid)" "$k" "same keeper"
 }
+
+keeper_task_field() { op --json task inspect "$1" | json_get "$2"; }
+keeper_task_exited() { [ "$(keeper_task_field "$1" state)" = exited ]; }
+
+test_output_and_exit_of_a_task_ending_while_no_worker_runs_cross_an_upgrade() {
+  start_keeper_with_wrapper
+  local k="$AGENT_PID" w; w="$(worker_pid)"
+  op task run --id late -- /bin/sh -c "while [ ! -e '$T/go' ]; do sleep 0.05; done; echo late-line; exit 3" \
+    >/dev/null || fail "task run failed"
+  touch "$T/fail-worker"
+  kill -9 "$w"
+  wait_for 10 grep -q "test wrapper: worker fails at start" "$T/agent.log" || fail "wrapper did not fail"
+  # No worker runs: the task prints into its FIFO (held by the keeper) and exits.
+  touch "$T/go"
+  wait_for 10 grep -q "task exited pid=[0-9]* status=exit:3" "$T/agent.log" || fail "keeper did not reap the task"
+  kill -USR2 "$k"
+  wait_for 10 grep -q "keeper re-executed after an upgrade pid=$k .*unacked_exits=1 held_fifos=1" "$T/agent.log" ||
+    fail "exit and FIFOs not carried: $(grep -E 'upgrade|re-executed' "$T/agent.log")"
+  wait_for 15 new_worker_answers "$w" || fail "no worker after the upgrade"
+  wait_for 10 keeper_task_exited late || fail "the task's exit was not reported"
+  expect_eq "$(keeper_task_field late exit_code)" "3" "exit code across the upgrade"
+  wait_for 10 sh -c "'$OUTPOST' --socket '$SOCK' logs late | grep -q late-line" ||
+    fail "output written while no worker ran was lost: $(op logs late)"
+}

@@ -550,6 +550,90 @@ TEST_F(KeeperLinkTest, MalformedMessagesAreIgnoredByBothEnds) {
   EXPECT_EQ(reply.pid, ::getpid());
 }
 
+bool IsCloexec(int fd) { return (::fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0; }
+
+TEST_F(KeeperLinkTest, HeldFifosAreCloseOnExecAndOutliveTheWorkersConnection) {
+  Connect(nullptr, true);
+  ASSERT_TRUE(Pump([&] { return link_->connected(); }));
+  int p[2];
+  ASSERT_EQ(0, ::pipe2(p, O_CLOEXEC));
+  UniqueFd r(p[0]), w(p[1]);
+  link_->HoldFifos(kp::TaskKey("web", 3), {r.get(), w.get()});
+  channel_->OnReadable();
+  ASSERT_EQ(channel_->held_count(), 1u);
+  const int held_r = channel_->held_fds(0)[0];
+  EXPECT_TRUE(IsCloexec(held_r));  // a worker forked later must not inherit it
+  EXPECT_TRUE(IsCloexec(channel_->held_fds(0)[1]));
+  ASSERT_EQ(2, ::write(w.get(), "hi", 2));
+  r.Reset();
+  w.Reset();
+  channel_->Detach();  // the worker is gone; the task's output is not
+  EXPECT_EQ(channel_->held_count(), 1u);
+  char buf[4];
+  EXPECT_EQ(2, ::read(held_r, buf, sizeof buf));
+}
+
+TEST_F(KeeperLinkTest, HeldFifosAreListedForAnUpgradeAndAdoptedByTheNewImage) {
+  Connect(nullptr, true);
+  ASSERT_TRUE(Pump([&] { return link_->connected(); }));
+  int p[2];
+  ASSERT_EQ(0, ::pipe2(p, O_CLOEXEC));
+  UniqueFd r(p[0]), w(p[1]);
+  link_->HoldFifos(77, {r.get(), w.get()});
+  channel_->OnReadable();
+  ASSERT_EQ(channel_->held_count(), 1u);
+  channel_->OnTaskExit(Rec(5, Exited(1), 50));
+
+  // What the old image writes: header, the exit, then the held fds.
+  UniqueFd mfd = Memfd();
+  ASSERT_TRUE(SaveJournal(*journal_, mfd.get(), channel_.get()).ok());
+  ASSERT_EQ(0, ::lseek(mfd.get(), 0, SEEK_SET));
+  uint8_t rec[3][kp::kMessageSize];
+  ASSERT_EQ(static_cast<ssize_t>(sizeof rec), ::read(mfd.get(), rec, sizeof rec));
+  kp::Message header, exit, held;
+  ASSERT_EQ(kp::DecodeError::kNone, kp::Decode(rec[0], kp::kMessageSize, &header));
+  ASSERT_EQ(kp::DecodeError::kNone, kp::Decode(rec[1], kp::kMessageSize, &exit));
+  ASSERT_EQ(kp::DecodeError::kNone, kp::Decode(rec[2], kp::kMessageSize, &held));
+  EXPECT_EQ(header.type, kp::Type::kJournalHeader);
+  EXPECT_EQ(header.pid, 1);
+  EXPECT_EQ(header.status, 1);
+  EXPECT_EQ(exit.pid, 5);
+  EXPECT_EQ(held.type, kp::Type::kHoldFifos);
+  EXPECT_EQ(held.value, 77);
+  EXPECT_EQ(held.pid, channel_->held_fds(0)[0]);
+  EXPECT_EQ(held.status, channel_->held_fds(0)[1]);
+  // They must stay open across the execve, and only then.
+  channel_->SetHeldCloseOnExec(false);
+  EXPECT_FALSE(IsCloexec(channel_->held_fds(0)[0]));
+  channel_->SetHeldCloseOnExec(true);
+  EXPECT_TRUE(IsCloexec(channel_->held_fds(0)[0]));
+
+  // What the new image reads. The numbers must be open fds in it: here
+  // fresh pipe ends without close-on-exec (as after execve), and a number
+  // that is not open, which is skipped.
+  int q[2];
+  ASSERT_EQ(0, ::pipe(q));
+  ASSERT_EQ(1, ::write(q[1], "x", 1));
+  UniqueFd transfer = Memfd();
+  std::vector<uint8_t> h = Bytes(Msg(kp::Type::kJournalHeader, 0, 2, 0));
+  std::vector<uint8_t> a = Bytes(Msg(kp::Type::kHoldFifos, q[0], q[1], 1001));
+  std::vector<uint8_t> b = Bytes(Msg(kp::Type::kHoldFifos, 987654, -1, 1002));
+  for (const auto* v : {&h, &a, &b}) ASSERT_EQ(32, ::write(transfer.get(), v->data(), v->size()));
+  ASSERT_EQ(0, ::lseek(transfer.get(), 0, SEEK_SET));
+  auto j2 = std::make_unique<ExitJournal>();
+  auto adopted = std::make_unique<KeeperChannel>(j2.get());
+  Status st = LoadJournal(transfer.get(), j2.get(), adopted.get());
+  ASSERT_TRUE(st.ok()) << st.error().message();
+  ASSERT_EQ(adopted->held_count(), 1u);
+  EXPECT_EQ(adopted->held_key(0), 1001);
+  EXPECT_TRUE(IsCloexec(q[0]));
+  EXPECT_TRUE(IsCloexec(q[1]));
+  char c;
+  EXPECT_EQ(1, ::read(q[0], &c, 1));
+  ::close(q[0]);  // in a keeper the channel owns them for good; here the test cleans up
+  ::close(q[1]);
+}
+
 TEST_F(KeeperLinkTest, TheWorkerStopsItsLoopWhenTheKeeperGoesAway) {
   bool lost_called = false;
   Connect(nullptr, true);
