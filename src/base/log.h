@@ -2,7 +2,7 @@
 // optional file) and the line format
 //   2026-11-22T19:25:20.123Z INFO agent started pid=42 socket=/run/outpost/outpost.sock
 // One line per event; values quoted when needed. Not thread-safe by design:
-// the agent is single-threaded (the keeper never logs through this).
+// the agent is single-threaded. The keeper uses it too, for rare events only.
 #pragma once
 
 #include <initializer_list>
