@@ -292,6 +292,12 @@ int Main(const std::vector<std::string>& all_args) {
     }
   }
   if (!explicit_config && ::access(kDefaultConfigPath, F_OK) == 0) config_path = kDefaultConfigPath;
+  if (!config_path.empty() && config_path[0] != '/') {
+    // Absolute, so status shows where it is and a reload or an upgrade finds
+    // it whatever the working directory is by then.
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd)) config_path = std::string(cwd) + "/" + config_path;
+  }
 
   Result<Config> config = config_path.empty() ? Result<Config>(Config()) : LoadConfig(config_path);
   if (!config.ok() && role->journal_fd >= 0) {
