@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "base/strings.h"
 #include "base/sys.h"
 #include "task/keeper.h"
+#include "task/spawn.h"
 #include "task/keeper_link.h"
 #include "task/keeper_proto.h"
 #include "wire/rpc_server.h"
@@ -261,7 +263,33 @@ Status Agent::AttachKeeper(UniqueFd fd) {
   return OkStatus();
 }
 
+// Each task costs the worker about 11 fds (FIFOs, scratch pipes, log and
+// cursor files, pidfd) and the keeper 2; busybox's usual soft limit of 1024
+// would stop the node at about 90 tasks. Raise the soft limit to the hard one
+// (and, as root, the hard one to the kernel's nr_open).
+static void RaiseFileLimit() {
+  rlimit lim;
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  // Tasks get the limit the agent was started with, not the raised one.
+  task::SetTaskDefaultNofile(lim);
+  if (::geteuid() == 0) {
+    auto nr_open = sys::ReadFile("/proc/sys/fs/nr_open", 64);
+    if (nr_open.ok()) {
+      auto n = ParseInt(Split(*nr_open, '\n')[0], 1024, INT32_MAX);
+      if (n.ok() && static_cast<rlim_t>(*n) > lim.rlim_max) {
+        rlimit raised{static_cast<rlim_t>(*n), static_cast<rlim_t>(*n)};
+        if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) return;
+      }
+    }
+  }
+  if (lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
+
 int Main(const std::vector<std::string>& all_args) {
+  RaiseFileLimit();
   // The keeper flags decide which process this is: keeper, worker, or both in
   // one (--no-keeper). See task/keeper.h and docs/process-model.md.
   std::vector<std::string> args = all_args;

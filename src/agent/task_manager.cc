@@ -66,14 +66,15 @@ Status TaskManager::OpenLogs(const task::TaskConfig& c, uid_t uid, gid_t gid, Lo
   task::RotationPolicy policy;
   policy.max_files = c.log_max_files;
   policy.max_file_size = c.log_max_file_size;
-  std::string id = c.id;
-  auto on_error = [this, id, c](const char* stream) {
-    return [this, id, c, stream](const std::string& error) {
+  // The callbacks keep only what an event needs, not the whole config.
+  std::string id = c.id, name = c.name, job = c.job;
+  auto on_error = [this, id, name, job](const char* stream) {
+    return [this, id, name, job, stream](const std::string& error) {
       log::Warn("task log write failed", {{"task", id}, {"stream", stream}, {"error", error}});
       task::TaskEvent ev;
       ev.task_id = id;
-      ev.task_name = c.name;
-      ev.job = c.job;
+      ev.task_name = name;
+      ev.job = job;
       ev.timestamp_unix_nanos = WallNanos();
       ev.type = "error";
       ev.message = std::string(stream) + " log: " + error;

@@ -75,6 +75,10 @@ struct TaskHandle {
   uint64_t start_ticks = 0;  // field 22 of /proc/<pid>/stat: detects pid reuse
   int64_t started_at_unix_nanos = 0;
   std::string driver_state;  // opaque to the caller
+  // Unique per start (id + start time): the exec driver puts it in the
+  // task's environment to find its processes without confusing them with a
+  // same-named task of another agent or an earlier run.
+  std::string instance;
 };
 
 struct TaskStatus {

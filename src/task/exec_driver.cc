@@ -23,6 +23,8 @@ namespace {
 
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 constexpr const char* kNotFound = "task not found for given id";
+// Environment variable carrying TaskHandle::instance (see KillEverything).
+constexpr const char* kInstanceVar = "OUTPOST_TASK_INSTANCE";
 
 ExitResult ResultFromWaitStatus(int status) {
   ExitResult r;
@@ -236,6 +238,9 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
     env[k] = v;
   }
   env["OUTPOST_TASK_ID"] = cfg.id;
+  std::string instance = Format("%s@%llx.%x", cfg.id.c_str(), static_cast<unsigned long long>(WallNanos()),
+                                static_cast<unsigned>(::getpid()));
+  env[kInstanceVar] = instance;
 
   int exit_code = 0;
   auto path = ResolveCommand(cfg.command, env["PATH"], &exit_code);
@@ -259,6 +264,10 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
     rlimit lim{static_cast<rlim_t>(r.soft), static_cast<rlim_t>(r.hard)};
     req.rlimits.push_back({*res, lim});
   }
+  rlimit nofile;
+  bool has_nofile = false;
+  for (const auto& r : req.rlimits) has_nofile |= r.first == RLIMIT_NOFILE;
+  if (!has_nofile && TaskDefaultNofile(&nofile)) req.rlimits.push_back({RLIMIT_NOFILE, nofile});
   UniqueFd out_fd, err_fd;
   auto open_out = [&](const std::string& p, UniqueFd* fd) -> Status {
     if (p.empty()) return OkStatus();
@@ -287,6 +296,7 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
   ProcStat ps;
   if (ReadProcStat(spawned->pid, &ps)) t->handle.start_ticks = ps.start_ticks;
   t->handle.driver_state = options_.keeper_is_parent ? "keeper" : "agent";
+  t->handle.instance = instance;
   t->pidfd = std::move(spawned->pidfd);
   Task* raw = t.get();
   tasks_[cfg.id] = std::move(t);
@@ -367,12 +377,17 @@ Status ExecDriver::WaitTask(const std::string& id, WaitCallback done) {
 }
 
 void ExecDriver::KillEverything(Task* t) {
+  // The group id is only safe to signal while the leader lives: once it is
+  // gone the number can be reused. Group members that outlive the leader
+  // carry the marker and are found below.
   pid_t pid = t->handle.pid;
   if (t->state != TaskState::kExited) SignalGroup(pid, SIGKILL);
-  else ::kill(-pid, SIGKILL);
   // Descendants that left the process group (setsid daemons) still carry
   // the task's marker in their environment.
-  for (pid_t p : ProcessesWithEnv("OUTPOST_TASK_ID=" + t->handle.config.id)) {
+  // Handles written before the instance marker existed fall back to the id.
+  std::string marker = t->handle.instance.empty() ? "OUTPOST_TASK_ID=" + t->handle.config.id
+                                                  : std::string(kInstanceVar) + "=" + t->handle.instance;
+  for (pid_t p : ProcessesWithEnv(marker)) {
     if (p != ::getpid()) ::kill(p, SIGKILL);
   }
 }
@@ -409,7 +424,7 @@ void ExecDriver::DestroyTask(const std::string& id, bool force, DoneCallback don
   auto remove = [this, id](DoneCallback cb) {
     Task* task = Find(id);
     if (task) {
-      KillEverything(task);  // leftover background children
+      // Leftovers were killed when the task exited (Finish).
       if (::unlink(HandlePath(id).c_str()) != 0 && errno != ENOENT) {
         log::Warn("cannot remove task handle", {{"task", id}, {"error", std::strerror(errno)}});
       }

@@ -170,7 +170,6 @@ Result<std::unique_ptr<LogPipe>> LogPipe::Open(Loop* loop, const std::string& fi
   // A peek returns at most the scratch pipe's size; smaller than the FIFO's
   // only costs an extra round.
   p->buf_cap_ = static_cast<size_t>(scratch_size);
-  p->buf_.reset(new char[p->buf_cap_]);
   p->hold_cap_ = std::max<size_t>(1, std::min(kMaxHold, p->buf_cap_ / 2));
 
   (void)p->EnsureSink();  // a failure is an error episode; retried on data
@@ -258,21 +257,22 @@ void LogPipe::Pump(bool flush, uint64_t budget) {
       (void)loop_->ModifyFd(fifo_.get(), kEvents);
       break;
     }
-    size_t n = Peek();
+    char* buf = PeekBuffer(buf_cap_);
+    size_t n = Peek(buf);
     if (n == 0) {
       held_ = 0;
       break;
     }
     if (n != held_) last_growth_ = MonotonicNanos();
-    const void* nl = ::memrchr(buf_.get(), '\n', n);
-    size_t complete = nl ? static_cast<size_t>(static_cast<const char*>(nl) - buf_.get()) + 1 : 0;
+    const void* nl = ::memrchr(buf, '\n', n);
+    size_t complete = nl ? static_cast<size_t>(static_cast<const char*>(nl) - buf) + 1 : 0;
     size_t emit = (flush || n - complete >= hold_cap_) ? n : complete;
     if (emit == 0) {
       held_ = n;  // only a partial line: leave it in the FIFO
       break;
     }
     held_ = 0;
-    Emit(buf_.get(), emit);
+    Emit(buf, emit);
     done += emit;
   }
   if (!dead_ && held_ > 0 && hold_timer_ == 0) {
@@ -298,7 +298,21 @@ void LogPipe::OnHoldTimer() {
   }
 }
 
-size_t LogPipe::Peek() {
+// One peek buffer for every LogPipe of the process: the loop is
+// single-threaded and a peeked copy is used only within one Pump, so a
+// buffer per pipe (1 MiB each, two per task) would only cost memory and make
+// every fork copy more page tables.
+char* LogPipe::PeekBuffer(size_t cap) {
+  static std::unique_ptr<char[]> buf;
+  static size_t size = 0;
+  if (cap > size) {
+    buf.reset(new char[cap]);
+    size = cap;
+  }
+  return buf.get();
+}
+
+size_t LogPipe::Peek(char* buf) {
   ssize_t n = sys::RetryEintr([&] { return ::tee(fifo_.get(), scratch_w_.get(), buf_cap_, SPLICE_F_NONBLOCK); });
   if (n <= 0) {
     // EAGAIN: empty; 0: empty and no writer.
@@ -307,7 +321,7 @@ size_t LogPipe::Peek() {
   }
   size_t got = 0;
   while (got < static_cast<size_t>(n)) {
-    ssize_t r = sys::Read(scratch_r_.get(), buf_.get() + got, static_cast<size_t>(n) - got);
+    ssize_t r = sys::Read(scratch_r_.get(), buf + got, static_cast<size_t>(n) - got);
     if (r <= 0) break;
     got += static_cast<size_t>(r);
   }

@@ -126,7 +126,8 @@ class LogPipe {
   void OnEvent(uint32_t events);
   void OnHoldTimer();
   void Pump(bool flush, uint64_t budget);
-  size_t Peek();
+  static char* PeekBuffer(size_t cap);
+  size_t Peek(char* buf);  // tee into the scratch pipe, read the copy into buf
   void Emit(const char* data, size_t len);
   size_t Move(const char* data, size_t len, bool* failed);
   size_t MoveCopy(const char* data, size_t len, bool* failed);
@@ -165,7 +166,6 @@ class LogPipe {
   int highest_rotated_ = -1;  // highest existing .N (-1: not known, ScanRotated)
   bool registered_ = false;
 
-  std::unique_ptr<char[]> buf_;      // peeked bytes
   std::unique_ptr<char[]> discard_;  // target of consuming reads (copy mode, drops)
   size_t buf_cap_ = 0;
   size_t hold_cap_ = 0;

@@ -292,6 +292,21 @@ Result<std::string> ResolveCommand(const std::string& cmd, const std::string& pa
   return Error(Code::kNotFound, "command \"" + cmd + "\" not found in PATH=" + path_var + " (exit status 127)");
 }
 
+namespace {
+rlimit g_task_nofile;
+bool g_task_nofile_set = false;
+}  // namespace
+
+void SetTaskDefaultNofile(const rlimit& lim) {
+  g_task_nofile = lim;
+  g_task_nofile_set = true;
+}
+
+bool TaskDefaultNofile(rlimit* out) {
+  if (g_task_nofile_set) *out = g_task_nofile;
+  return g_task_nofile_set;
+}
+
 Result<int> ParseRlimitName(const std::string& raw) {
   std::string name;
   for (char c : raw) name += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);

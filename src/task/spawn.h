@@ -55,6 +55,11 @@ Result<Spawned> Spawn(const SpawnRequest& req, int* exit_code = nullptr);
 // not executable → PermissionDenied (exit 126).
 Result<std::string> ResolveCommand(const std::string& cmd, const std::string& path_var, int* exit_code);
 
+// The RLIMIT_NOFILE a task gets unless its config sets "nofile": the limit
+// the agent itself was started with (the agent raises its own).
+void SetTaskDefaultNofile(const rlimit& lim);
+bool TaskDefaultNofile(rlimit* out);
+
 // rlimit names: "nofile", "nproc", "core", "stack", "cpu", "fsize", "data",
 // "as", "memlock", "locks", "sigpending", "msgqueue", "nice", "rtprio",
 // "rttime" (with or without an RLIMIT_ prefix, any case).

@@ -57,6 +57,7 @@ std::string ExecDriver::EncodeHandle(const TaskHandle& h, const ExitResult* exit
   o["start_ticks"] = Num(static_cast<int64_t>(h.start_ticks));
   o["started_at_ns"] = Num(h.started_at_unix_nanos);
   o["driver_state"] = Str(h.driver_state);
+  o["instance"] = Str(h.instance);
   o["config"] = picojson::value(cfg);
   if (exit) {
     picojson::object e;
@@ -85,6 +86,7 @@ Result<TaskHandle> ExecDriver::DecodeHandle(const std::string& text, ExitResult*
   r.Int("start_ticks", 0, INT64_MAX, &ticks);
   r.Int("started_at_ns", 0, INT64_MAX, &h.started_at_unix_nanos);
   r.String("driver_state", &h.driver_state);
+  r.String("instance", &h.instance);
   if (version > kHandleVersion) {
     return Error(Code::kFailedPrecondition,
                  "handle version " + std::to_string(version) + " is newer than this binary understands");
