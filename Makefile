@@ -222,6 +222,8 @@ build/fuzz/%: tests/fuzz/%.cc $(FUZZ_OBJS)
 # ---- benchmarks -------------------------------------------------------------
 BENCH_SRCS := $(sort $(wildcard tools/bench/*.cc))
 BENCH_BINS := $(patsubst tools/bench/%.cc,$(BUILD)/bench/%,$(BENCH_SRCS))
+BENCH_OBJS := $(patsubst tools/bench/%.cc,$(BUILD)/obj/tools/bench/%.o,$(BENCH_SRCS))
+.SECONDARY: $(BENCH_OBJS)
 
 $(BUILD)/bench/%: $(BUILD)/obj/tools/bench/%.o $(BUILD)/liboutpost.a
 	@echo "  LINK    $@"
