@@ -64,9 +64,14 @@
 #include "task.pb.h"
 #include "task/proc.h"
 #include "wire/rpc_client.h"
+#include "bench_util.h"
 
 namespace outpost {
 namespace {
+
+using bench::Die;
+using bench::OrDie;
+using bench::Print;
 
 constexpr const char* kService = "outpost.v1.Agent";
 constexpr const char* kMarkerVar = "OUTPOST_BENCH_RUN";
@@ -355,14 +360,6 @@ double ProcStatMillis(const std::vector<pid_t>& pids) {
   return best;
 }
 
-void Print(const char* name, double value, const char* unit, const char* base_name, double base) {
-  std::printf("BENCH %s %.1f %s baseline=%s %.1f ratio=%.2f\n", name, value, unit, base_name, base,
-              base > 0 ? value / base : 0.0);
-  std::fflush(stdout);
-}
-
-int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
-
 // Waits for our child pid to exit, up to timeout; true if it did.
 bool ReapWithin(pid_t pid, int64_t timeout_nanos) {
   int64_t end = MonotonicNanos() + timeout_nanos;
@@ -446,7 +443,7 @@ void Cleanup(Run* run) {
     if (!left.empty()) std::fprintf(stderr, "agent_bench: %zu processes with %s survive!\n", left.size(),
                                     run->marker.c_str());
   }
-  if (!run->dir.empty()) ::nftw(run->dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
+  if (!run->dir.empty()) bench::RemoveTree(run->dir);
 }
 
 [[noreturn]] void Fatal(Run* run, const std::string& what) {
@@ -484,12 +481,6 @@ int64_t WaitStamp(const std::string& path) {
   return -1;
 }
 
-double P50(std::vector<int64_t> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return static_cast<double>(v[v.size() / 2]) / 1000.0;
-}
-
 // Task start latency through the whole agent: StartTask sent on an open API
 // connection -> first instruction of the helper's main(), n times, each
 // alternating with a bare fork + exec of the same helper timed the same way.
@@ -523,8 +514,8 @@ void ApiStartLatency(Run* run, int n, char tag, double* api_p50, double* fork_p5
     auto gone = client->Call(kService, "DestroyTask", DestroyRequest(id), 30 * kNanosPerSecond);
     if (!gone.ok()) Fatal(run, "DestroyTask " + id + ": " + gone.error().message());
   }
-  *api_p50 = P50(api);
-  *fork_p50 = P50(forked);
+  *api_p50 = bench::PercentileMicros(api, 0.5);
+  *fork_p50 = bench::PercentileMicros(forked, 0.5);
 }
 
 // Every task must still run: one that ended was killed from outside (the
@@ -557,6 +548,7 @@ std::string Verdict(const char* name, double value, double limit, const char* un
 }
 
 int Main(int argc, char** argv) {
+  bench::Name() = "agent_bench";
   Run run;
   int tasks = 1000;
   for (int i = 1; i < argc; ++i) {

@@ -28,22 +28,14 @@
 #include "base/sys.h"
 #include "loop/loop.h"
 #include "task/log_pipe.h"
+#include "bench_util.h"
 
 namespace outpost {
 namespace {
 
-[[noreturn]] void Die(const char* what, const std::string& detail) {
-  std::fprintf(stderr, "log_bench: %s: %s\n", what, detail.c_str());
-  std::exit(1);
-}
-
-template <typename T>
-T OrDie(Result<T> r, const char* what) {
-  if (!r.ok()) Die(what, r.error().message());
-  return std::move(*r);
-}
-
-int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
+using bench::Die;
+using bench::OrDie;
+using bench::Print;
 
 // fork + exec helper with stdout = out_fd. The child only dup2s and execs.
 pid_t Spawn(const std::string& helper, const std::string& lines, int out_fd) {
@@ -116,13 +108,14 @@ Run ThroughLogPipe(const std::string& helper, const std::string& lines, const st
   if (!error.empty() || lp->stats().bytes_dropped != 0) Die("LogPipe", "dropped data: " + error);
   Run r{lp->stats().bytes_written, nanos};
   lp.reset();
-  ::nftw(sub.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
+  bench::RemoveTree(sub);
   return r;
 }
 
 double MBps(const Run& r) { return static_cast<double>(r.bytes) / 1e6 / (static_cast<double>(r.nanos) / 1e9); }
 
 int Main(int argc, char** argv) {
+  bench::Name() = "log_bench";
   std::string helper;
   std::string lines = "10000000";
   int runs = 3;
@@ -163,7 +156,7 @@ int Main(int argc, char** argv) {
     if (best_base.nanos == 0 || b.nanos < best_base.nanos) best_base = b;
     if (best_pipe.nanos == 0 || p.nanos < best_pipe.nanos) best_pipe = p;
   }
-  ::nftw(tmpl.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
+  bench::RemoveTree(tmpl);
   double base = MBps(best_base), pipe = MBps(best_pipe);
   std::printf("BENCH log_throughput %.1f MB/s baseline=cat_to_file %.1f MB/s ratio=%.2f\n", pipe, base, pipe / base);
   return 0;

@@ -29,25 +29,19 @@
 #include "wire/frame.h"
 #include "wire/rpc_client.h"
 #include "wire/rpc_server.h"
+#include "bench_util.h"
 
 namespace outpost {
 namespace {
+
+using bench::Die;
+using bench::OrDie;
+using bench::Print;
 
 constexpr size_t kPayload = 128;
 constexpr int64_t kLatencyNanos = 1000 * kNanosPerMilli;  // echo and RPC together
 constexpr int64_t kThroughputNanos = 500 * kNanosPerMilli;
 constexpr int kWindowPerConn = 64;
-
-[[noreturn]] void Die(const char* what, const std::string& detail) {
-  std::fprintf(stderr, "rpc_bench: %s: %s\n", what, detail.c_str());
-  std::exit(1);
-}
-
-template <typename T>
-T OrDie(Result<T> r, const char* what) {
-  if (!r.ok()) Die(what, r.error().message());
-  return std::move(*r);
-}
 
 void PinToCpu(int cpu) {
   cpu_set_t set;
@@ -113,12 +107,7 @@ struct Percentiles {
 };
 
 Percentiles Summarise(std::vector<int64_t>* samples) {
-  std::sort(samples->begin(), samples->end());
-  auto at = [&](double q) {
-    size_t i = std::min(samples->size() - 1, static_cast<size_t>(q * static_cast<double>(samples->size())));
-    return static_cast<double>((*samples)[i]) / 1000.0;
-  };
-  return {at(0.50), at(0.99)};
+  return {bench::PercentileMicros(*samples, 0.50), bench::PercentileMicros(*samples, 0.99)};
 }
 
 // Round trips on persistent connections, echo and RPC alternating in short
@@ -258,13 +247,8 @@ double EchoThroughput(const std::string& path, const std::string& payload, int c
   return static_cast<double>(done) / elapsed;
 }
 
-void Print(const char* name, double value, const char* unit, const char* base_name, double base) {
-  std::printf("BENCH %s %.1f %s baseline=%s %.1f ratio=%.2f\n", name, value, unit, base_name, base,
-              base > 0 ? value / base : 0.0);
-  std::fflush(stdout);
-}
-
 int Main() {
+  bench::Name() = "rpc_bench";
   log::SetLevel(log::Level::kError);
   char tmpl[] = "/tmp/outpost-bench-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) Die("mkdtemp", std::strerror(errno));

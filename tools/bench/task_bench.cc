@@ -43,24 +43,16 @@
 #include "loop/loop.h"
 #include "task/exec_driver.h"
 #include "task/log_pipe.h"
+#include "bench_util.h"
 
 namespace outpost {
 namespace {
 
+using bench::Die;
+using bench::OrDie;
+using bench::Print;
+
 constexpr double kTargetRatio = 1.5;
-
-[[noreturn]] void Die(const char* what, const std::string& detail) {
-  std::fprintf(stderr, "task_bench: %s: %s\n", what, detail.c_str());
-  std::exit(1);
-}
-
-template <typename T>
-T OrDie(Result<T> r, const char* what) {
-  if (!r.ok()) Die(what, r.error().message());
-  return std::move(*r);
-}
-
-int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
 
 // The helper's CLOCK_MONOTONIC at its start, from the file it wrote.
 int64_t ReadStamp(const std::string& path) {
@@ -178,19 +170,8 @@ class Bench {
   int n_ = 0;
 };
 
-double Percentile(std::vector<int64_t> v, double q) {
-  std::sort(v.begin(), v.end());
-  size_t i = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
-  return static_cast<double>(v[i]) / 1000.0;  // microseconds
-}
-
-void Print(const char* name, double value, const char* base_name, double base) {
-  std::printf("BENCH %s %.1f us baseline=%s %.1f ratio=%.2f\n", name, value, base_name, base,
-              base > 0 ? value / base : 0.0);
-  std::fflush(stdout);
-}
-
 int Main(int argc, char** argv) {
+  bench::Name() = "task_bench";
   std::string helper;
   int starts = 200;
   for (int i = 1; i < argc; ++i) {
@@ -248,7 +229,7 @@ int Main(int argc, char** argv) {
       }
     }
   }
-  ::nftw(tmpl.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
+  bench::RemoveTree(tmpl);
 
   // Latency under CPU contention mostly measures the scheduler: say how busy
   // the machine was, so that a run on a loaded machine is read as such.
@@ -256,12 +237,12 @@ int Main(int argc, char** argv) {
   (void)::getloadavg(load, 3);
   std::printf("task_bench: load average %.2f on %ld CPUs at the end of the run\n", load[0],
               ::sysconf(_SC_NPROCESSORS_ONLN));
-  double b50 = Percentile(base, 0.50), b99 = Percentile(base, 0.99);
-  double f50 = Percentile(fifo, 0.50), f99 = Percentile(fifo, 0.99);
-  double d50 = Percentile(devnull, 0.50);
-  Print("task_start_p50", f50, "fork_exec_p50", b50);
-  Print("task_start_p99", f99, "fork_exec_p99", b99);
-  Print("task_start_devnull_p50", d50, "fork_exec_p50", b50);
+  double b50 = bench::PercentileMicros(base, 0.50), b99 = bench::PercentileMicros(base, 0.99);
+  double f50 = bench::PercentileMicros(fifo, 0.50), f99 = bench::PercentileMicros(fifo, 0.99);
+  double d50 = bench::PercentileMicros(devnull, 0.50);
+  Print("task_start_p50", f50, "us", "fork_exec_p50", b50);
+  Print("task_start_p99", f99, "us", "fork_exec_p99", b99);
+  Print("task_start_devnull_p50", d50, "us", "fork_exec_p50", b50);
   auto verdict = [](double v, double b) { return v <= kTargetRatio * b ? "PASS" : "FAIL"; };
   std::printf("TARGETS task_start_p50<=%.1fx:%s task_start_p99<=%.1fx:%s (%d starts each, FIFOs+LogPipes)\n",
               kTargetRatio, verdict(f50, b50), kTargetRatio, verdict(f99, b99), starts);
