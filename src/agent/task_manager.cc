@@ -46,7 +46,7 @@ Result<std::unique_ptr<TaskManager>> TaskManager::Create(Loop* loop, Options opt
   m->subscription_ = m->driver_->SubscribeEvents([raw](const task::TaskEvent& ev) {
     raw->Record(ev);
     // The task has exited: whatever it wrote is in the pipe now.
-    if (ev.type == "exited" || ev.type == "signalled") {
+    if (ev.type == "exited" || ev.type == "signalled" || ev.type == "stopped") {
       auto it = raw->logs_.find(ev.task_id);
       if (it != raw->logs_.end()) {
         if (it->second->out) it->second->out->Drain();

@@ -354,7 +354,7 @@ void ExecDriver::Finish(Task* t, const ExitResult& result, int64_t unix_nanos) {
   }
   log::Info("task exited", {{"task", id}, {"exit_code", std::to_string(result.exit_code)},
                             {"signal", std::to_string(result.signal)}, {"error", result.error}});
-  Emit(*t, result.signal ? "signalled" : "exited", msg);
+  Emit(*t, t->stop_requested ? "stopped" : result.signal ? "signalled" : "exited", msg);
   std::vector<WaitCallback> waiters = std::move(t->waiters);
   std::vector<DoneCallback> stoppers = std::move(t->stop_waiters);
   t->waiters.clear();

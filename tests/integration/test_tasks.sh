@@ -138,3 +138,12 @@ test_fifos_are_private_to_the_task_user() {
   expect_exit 0 op task exec nob -- "$HELPER" id
   expect_contains "$OUT" "65534 65534" "exec runs as the task user"
 }
+
+test_stop_reports_a_stopped_event() {
+  start_agent
+  op task run --id s1 -- "$HELPER" sleep 60 >/dev/null
+  expect_exit 0 op task stop s1 --timeout 2s
+  expect_exit 0 op events s1
+  expect_contains "$OUT" "stopping" "stop requested"
+  expect_contains "$OUT" "stopped" "stop finished"
+}
