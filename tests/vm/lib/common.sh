@@ -72,3 +72,30 @@ status_pid() {
   outpost status --json 2>/dev/null |
     sed -n 's/.*"pid"[[:space:]]*:[[:space:]]*\([0-9][0-9]*\).*/\1/p' | head -n 1
 }
+
+# ---- power-cycle tests -------------------------------------------------------
+# A test with a line "# vmtest: power-cycle" runs twice: in boot 1
+# (VMTEST_BOOT=1) it prepares and exits $CYCLE (75) to ask for a power cycle
+# (QEMU is SIGKILLed after boot 1's tests: no sync, no umount); in boot 2
+# (VMTEST_BOOT=2, same state disk) it checks, and that is its result.
+
+CYCLE=75
+STATE_DIR=/var/lib/outpost
+VMTEST_BOOT=${VMTEST_BOOT:-1}
+
+# power_cycle: end boot 1 of a power-cycle test (after syncing what must
+# survive: a power cut loses whatever is not on the disk yet).
+power_cycle() { echo "boot 1 done, power cycle requested"; exit "$CYCLE"; }
+
+# state_disk_ok: /var/lib/outpost is the mounted state disk; else fails with
+# rcS's reason.
+state_disk_ok() {
+  grep -q "^/dev/vda $STATE_DIR ext4 " /proc/mounts && return 0
+  fail "no state disk: $STATE_DIR is not /dev/vda mounted ext4 ($(cat /run/vmtest/state-disk 2>/dev/null || echo 'no rcS report'))"
+}
+
+# pc_dir: a directory on the state disk for what a test carries from boot 1
+# to boot 2 (/var/lib/outpost/.vmtest/NAME; created by boot 1).
+pc_dir() { echo "$STATE_DIR/.vmtest/${VMTEST_NAME:-$(basename "$0" .sh)}"; }
+
+boot_id() { cat /proc/sys/kernel/random/boot_id; }
