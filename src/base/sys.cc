@@ -1,11 +1,13 @@
 #include "base/sys.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace outpost::sys {
@@ -156,6 +158,72 @@ std::string Dirname(const std::string& path) {
 std::string Basename(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+Result<std::vector<std::string>> ListDir(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return ErrnoError("open directory '" + dir + "'");
+  std::vector<std::string> out;
+  while (dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    out.emplace_back(e->d_name);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+namespace {
+
+// Empties the directory open as dirfd (which it closes). depth bounds the
+// recursion on absurdly deep trees.
+Status RemoveContents(int dirfd, const std::string& path, int depth) {
+  DIR* d = ::fdopendir(dirfd);
+  if (!d) {
+    ::close(dirfd);
+    return ErrnoError("open directory '" + path + "'");
+  }
+  Status result = OkStatus();
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    names.emplace_back(e->d_name);
+  }
+  for (const std::string& n : names) {
+    if (::unlinkat(dirfd, n.c_str(), 0) == 0 || errno == ENOENT) continue;
+    if (errno != EISDIR && errno != EPERM) {
+      result = ErrnoError("remove '" + path + "/" + n + "'");
+      continue;
+    }
+    if (depth > 256) {
+      result = Error(Code::kFailedPrecondition, "remove '" + path + "': tree too deep");
+      continue;
+    }
+    int sub = ::openat(dirfd, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub < 0) {
+      result = ErrnoError("open '" + path + "/" + n + "'");
+      continue;
+    }
+    Status st = RemoveContents(sub, path + "/" + n, depth + 1);
+    if (!st.ok()) result = st;
+    if (::unlinkat(dirfd, n.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+      result = ErrnoError("remove directory '" + path + "/" + n + "'");
+    }
+  }
+  ::closedir(d);  // closes dirfd
+  return result;
+}
+
+}  // namespace
+
+Status RemoveTree(const std::string& path) {
+  if (::unlink(path.c_str()) == 0 || errno == ENOENT) return OkStatus();
+  if (errno != EISDIR && errno != EPERM) return ErrnoError("remove '" + path + "'");
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? OkStatus() : ErrnoError("open '" + path + "'");
+  OUTPOST_RETURN_IF_ERROR(RemoveContents(fd, path, 0));
+  if (::rmdir(path.c_str()) != 0 && errno != ENOENT) return ErrnoError("remove directory '" + path + "'");
+  return OkStatus();
 }
 
 }  // namespace outpost::sys

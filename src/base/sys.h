@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "base/fd.h"
@@ -38,6 +39,12 @@ Status MkdirAll(const std::string& path, mode_t mode);
 Result<std::string> ReadFile(const std::string& path, size_t max_bytes = 16 << 20);
 // Write temp file, fsync, rename over path, fsync the directory.
 Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode);
+// Entry names of a directory (no "." / ".."), sorted.
+Result<std::vector<std::string>> ListDir(const std::string& dir);
+// Removes path and, if it is a directory, everything below it. Never follows
+// a symlink (a link is removed, not its target) and never leaves the tree it
+// started in. A missing path is not an error.
+Status RemoveTree(const std::string& path);
 
 // Unix stream sockets; every fd is SOCK_CLOEXEC|SOCK_NONBLOCK unless blocking
 // is asked for explicitly.
