@@ -54,6 +54,9 @@ struct TaskConfig {
   int log_max_files = 10;
   uint64_t log_max_file_size = 10u << 20;
   Resources resources;
+  // Opaque to drivers: the job layer's fingerprint of the spec this instance
+  // was started from (persisted, to spot a stale instance after a restart).
+  std::string spec_hash;
 };
 
 struct ExitResult {

@@ -49,6 +49,7 @@ std::string ExecDriver::EncodeHandle(const TaskHandle& h, const ExitResult* exit
   cfg["log_dir"] = Str(c.log_dir);
   cfg["log_max_files"] = Num(c.log_max_files);
   cfg["log_max_file_size"] = Num(static_cast<int64_t>(c.log_max_file_size));
+  if (!c.spec_hash.empty()) cfg["spec_hash"] = Str(c.spec_hash);
 
   picojson::object o;
   o["version"] = Num(kHandleVersion);
@@ -133,6 +134,7 @@ Result<TaskHandle> ExecDriver::DecodeHandle(const std::string& text, ExitResult*
     cr.String("stdout", &c.stdout_path);
     cr.String("stderr", &c.stderr_path);
     cr.String("log_dir", &c.log_dir);
+    cr.String("spec_hash", &c.spec_hash);
     int64_t max_files = c.log_max_files, max_size = static_cast<int64_t>(c.log_max_file_size);
     cr.Int("log_max_files", 1, 1000, &max_files);
     cr.Int("log_max_file_size", 1, INT64_MAX, &max_size);

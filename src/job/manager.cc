@@ -1,0 +1,611 @@
+#include "job/manager.h"
+
+#include <algorithm>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/strings.h"
+
+namespace outpost::job {
+
+struct JobManager::Job {
+  StoredJob stored;
+  std::vector<std::shared_ptr<TaskSupervisor>> tasks;     // in spec order
+  std::vector<std::shared_ptr<TaskSupervisor>> retiring;  // dropped by an update: stop, then purge
+  bool main_started = false;
+  bool post_started = false;
+  bool eval_scheduled = false;
+  bool removing = false;
+  bool restarting = false;  // whole-job restart: stop everything, then start afresh
+  int64_t stop_timeout = -1;
+  std::vector<DoneCallback> stop_waiters;
+  std::vector<DoneCallback> remove_waiters;
+  std::set<std::string> purging;
+
+  bool Wanted() const { return stored.running && !removing && !restarting; }
+  bool AllDead() const {
+    for (const auto& t : tasks) {
+      if (t->state() != RunState::kDead) return false;
+    }
+    return retiring.empty();
+  }
+};
+
+namespace {
+
+bool IsPrestart(const TaskSupervisor& t) { return t.spec().lifecycle.hook == Hook::kPrestart; }
+bool IsMain(const TaskSupervisor& t) { return t.spec().lifecycle.hook == Hook::kMain; }
+bool IsPoststart(const TaskSupervisor& t) { return t.spec().lifecycle.hook == Hook::kPoststart; }
+
+std::string JoinNames(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+}  // namespace
+
+std::string DeriveJobStatus(bool desired_running, const std::vector<TaskStatusView>& tasks) {
+  bool all_dead = true, any_failed = false, any_backoff = false, any_running = false, mains_ok = true,
+       mains_dead = true, hooks_failed = false;
+  for (const TaskStatusView& t : tasks) {
+    bool main = t.lifecycle.hook == Hook::kMain;
+    if (t.state != RunState::kDead) all_dead = false;
+    if (t.failed) any_failed = true;
+    if (t.failed && !main) hooks_failed = true;
+    if (t.state == RunState::kBackoff) any_backoff = true;
+    if (t.state == RunState::kRunning) any_running = true;
+    if (main && t.state != RunState::kDead) mains_dead = false;
+    if (main && !(t.state == RunState::kRunning || t.completed)) mains_ok = false;
+    if (t.lifecycle.sidecar && t.state != RunState::kRunning && t.state != RunState::kDead) mains_ok = false;
+  }
+  if (!desired_running) return all_dead ? "stopped" : "stopping";
+  if (mains_dead) return any_failed ? "failed" : "complete";
+  if (hooks_failed && !any_running) return "failed";
+  if (any_failed || any_backoff) return "degraded";
+  if (mains_ok && any_running) return "running";
+  return "pending";
+}
+
+JobManager::JobManager(Loop* loop, TaskRunner* runner, TaskStore* tasks, Options options)
+    : loop_(loop), runner_(runner), tasks_(tasks), options_(std::move(options)), store_(options_.state_dir) {}
+
+JobManager::~JobManager() {
+  *alive_ = false;
+  dir_.reset();
+}
+
+Result<std::unique_ptr<JobManager>> JobManager::Create(Loop* loop, TaskRunner* runner, TaskStore* tasks,
+                                                       Options options) {
+  std::unique_ptr<JobManager> m(new JobManager(loop, runner, tasks, std::move(options)));
+  OUTPOST_RETURN_IF_ERROR(m->store_.Init());
+  return m;
+}
+
+task::TaskConfig JobManager::ConfigFor(const std::string& job, const TaskSpec& s) const {
+  task::TaskConfig c;
+  c.id = TaskIdOf(job, s.name);
+  c.job = job;
+  c.name = s.name;
+  c.command = s.command;
+  c.args = s.args;
+  c.env = s.env;
+  c.workdir = s.workdir;
+  c.user = s.user;
+  c.group = s.group;
+  c.rlimits = s.rlimits;
+  c.kill_signal = s.kill_signal;
+  c.kill_timeout_nanos = s.kill_timeout_nanos;
+  c.log_max_files = s.log_max_files;
+  c.log_max_file_size = s.log_max_file_size;
+  c.resources = s.resources;
+  c.spec_hash = TaskFingerprint(s);
+  return c;
+}
+
+std::shared_ptr<TaskSupervisor> JobManager::MakeSupervisor(Job* job, const TaskSpec& spec) {
+  std::string id = job->stored.spec.id;
+  std::weak_ptr<bool> alive = alive_;
+  return std::make_shared<TaskSupervisor>(loop_, runner_, spec, ConfigFor(id, spec), [this, alive, id] {
+    if (alive.lock()) ScheduleEvaluate(id);
+  });
+}
+
+void JobManager::ScheduleEvaluate(const std::string& id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second->eval_scheduled) return;
+  it->second->eval_scheduled = true;
+  std::weak_ptr<bool> alive = alive_;
+  loop_->Defer([this, alive, id] {
+    if (alive.lock()) Evaluate(id);
+  });
+}
+
+void JobManager::Evaluate(const std::string& id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return;
+  Job& j = *it->second;
+  j.eval_scheduled = false;
+
+  // Tasks dropped by an update: stop, then purge their instance and data.
+  for (auto r = j.retiring.begin(); r != j.retiring.end();) {
+    auto t = *r;
+    if (t->state() != RunState::kDead) {
+      t->Stop(-1);
+      ++r;
+      continue;
+    }
+    std::string tid = t->config().id;
+    r = j.retiring.erase(r);
+    tasks_->Purge(tid, [tid](Status st) {
+      if (!st.ok()) log::Warn("cannot remove a task dropped from its job", {{"task", tid}, {"error", st.error().message()}});
+    });
+  }
+
+  if (j.Wanted()) {
+    // Lifecycle: prestart tasks first; main tasks once every prestart task
+    // has completed (sidecars: is running); poststart once the mains run.
+    bool pre_done = true;
+    for (const auto& t : j.tasks) {
+      if (!IsPrestart(*t)) continue;
+      t->Go();
+      if (t->spec().lifecycle.sidecar ? t->state() != RunState::kRunning : !t->completed()) pre_done = false;
+    }
+    if (pre_done) j.main_started = true;
+    if (j.main_started) {
+      bool mains_up = true;
+      for (const auto& t : j.tasks) {
+        if (!IsMain(*t)) continue;
+        t->Go();
+        if (!(t->state() == RunState::kRunning || t->completed())) mains_up = false;
+      }
+      if (mains_up) j.post_started = true;
+    }
+    if (j.post_started) {
+      for (const auto& t : j.tasks) {
+        if (IsPoststart(*t)) t->Go();
+      }
+    }
+    return;
+  }
+
+  // Stopping: main and poststart tasks first, prestart (sidecars) last.
+  bool others_dead = true;
+  for (const auto& t : j.tasks) {
+    if (IsPrestart(*t)) continue;
+    t->Stop(j.stop_timeout);
+    if (t->state() != RunState::kDead) others_dead = false;
+  }
+  if (others_dead) {
+    for (const auto& t : j.tasks) {
+      if (IsPrestart(*t)) t->Stop(j.stop_timeout);
+    }
+  }
+  if (!j.AllDead()) return;
+  auto waiters = std::move(j.stop_waiters);
+  j.stop_waiters.clear();
+  for (auto& w : waiters) w(OkStatus());
+  if (j.removing) {
+    FinishRemove(id);
+    return;
+  }
+  if (j.restarting) {
+    j.restarting = false;
+    std::vector<std::shared_ptr<TaskSupervisor>> fresh;
+    for (const TaskSpec& s : j.stored.spec.tasks) fresh.push_back(MakeSupervisor(&j, s));
+    j.tasks = std::move(fresh);
+    j.main_started = j.post_started = false;
+    ScheduleEvaluate(id);
+  }
+}
+
+void JobManager::FinishRemove(const std::string& id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return;
+  Job& j = *it->second;
+  if (!j.purging.empty()) return;
+  std::vector<std::string> ids;
+  for (const auto& t : j.tasks) ids.push_back(t->config().id);
+  if (ids.empty()) ids.push_back("");
+  for (const std::string& tid : ids) j.purging.insert(tid);
+  std::weak_ptr<bool> alive = alive_;
+  for (const std::string& tid : ids) {
+    auto done = [this, alive, id, tid](Status st) {
+      if (!alive.lock()) return;
+      if (!st.ok() && st.error().code() != Code::kNotFound) {
+        log::Warn("cannot remove a task of a removed job", {{"task", tid}, {"error", st.error().message()}});
+      }
+      auto jt = jobs_.find(id);
+      if (jt == jobs_.end()) return;
+      jt->second->purging.erase(tid);
+      if (!jt->second->purging.empty()) return;
+      Status rm = store_.Remove(id);
+      auto waiters = std::move(jt->second->remove_waiters);
+      if (!jt->second->stored.file.empty()) file_jobs_.erase(jt->second->stored.file);
+      jobs_.erase(jt);
+      JobEvent(id, "job-removed", "job removed");
+      for (auto& w : waiters) w(rm);
+    };
+    if (tid.empty()) {
+      loop_->Defer([done] { done(OkStatus()); });
+    } else {
+      tasks_->Purge(tid, done);
+    }
+  }
+}
+
+void JobManager::JobEvent(const std::string& job, const std::string& type, const std::string& message) {
+  task::TaskEvent ev;
+  ev.job = job;
+  ev.timestamp_unix_nanos = WallNanos();
+  ev.type = type;
+  ev.message = message;
+  log::Info(type, {{"job", job}, {"message", message}});
+  runner_->Event(ev);
+}
+
+Result<SubmitResult> JobManager::Submit(const std::string& text) {
+  auto spec = ParseJobSpec(text);
+  if (!spec.ok()) return spec.error();
+  return Apply(std::move(*spec), Source::kApi, "");
+}
+
+Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::string& file) {
+  SubmitResult result;
+  auto it = jobs_.find(spec.id);
+  if (it == jobs_.end()) {
+    if (jobs_.size() >= options_.max_jobs) {
+      return Error(Code::kResourceExhausted,
+                   Format("cannot add job \"%s\": the node already runs %zu jobs, the limit (config key max_jobs)",
+                          spec.id.c_str(), jobs_.size()));
+    }
+    auto job = std::make_unique<Job>();
+    job->stored.spec = std::move(spec);
+    job->stored.source = source;
+    job->stored.file = file;
+    job->stored.submitted_unix_nanos = WallNanos();
+    Status st = store_.Save(job->stored);
+    if (!st.ok()) return st.error().Wrap("save job \"" + job->stored.spec.id + "\"");
+    for (const TaskSpec& s : job->stored.spec.tasks) job->tasks.push_back(MakeSupervisor(job.get(), s));
+    std::string id = job->stored.spec.id;
+    jobs_[id] = std::move(job);
+    if (!file.empty()) file_jobs_[file] = id;
+    JobEvent(id, "job-submitted", Format("job submitted (%zu tasks, source %s)", jobs_[id]->tasks.size(),
+                                         SourceName(source)));
+    ScheduleEvaluate(id);
+    result.created = true;
+    for (const TaskSpec& s : jobs_[id]->stored.spec.tasks) result.added.push_back(s.name);
+    result.job = ViewOf(*jobs_[id]);
+    return result;
+  }
+
+  Job& j = *it->second;
+  const std::string& id = spec.id;
+  if (j.removing) {
+    return Error(Code::kFailedPrecondition, "job \"" + id + "\" is being removed; submit it again once it is gone");
+  }
+  if (j.stored.source == Source::kFile && source == Source::kApi) {
+    return Error(Code::kFailedPrecondition,
+                 "job \"" + id + "\" is managed by the file " + j.stored.file + "; edit that file instead");
+  }
+  if (j.stored.source == Source::kApi && source == Source::kFile) {
+    return Error(Code::kAlreadyExists, "job \"" + id +
+                                           "\" already exists (submitted through the API); remove it with "
+                                           "`outpost rm " + id + "` or use another id in this file");
+  }
+  if (source == Source::kFile && j.stored.file != file) {
+    return Error(Code::kAlreadyExists, "job \"" + id + "\" is already defined by the file " + j.stored.file);
+  }
+
+  std::map<std::string, std::string> old_prints;
+  for (const TaskSpec& s : j.stored.spec.tasks) old_prints[s.name] = TaskFingerprint(s);
+  std::set<std::string> new_names;
+  bool spec_changed = j.stored.spec.labels != spec.labels || j.stored.spec.annotations != spec.annotations ||
+                      j.stored.spec.tasks.size() != spec.tasks.size();
+  for (size_t i = 0; i < spec.tasks.size(); i++) {
+    const TaskSpec& s = spec.tasks[i];
+    new_names.insert(s.name);
+    auto o = old_prints.find(s.name);
+    if (o == old_prints.end()) {
+      result.added.push_back(s.name);
+      spec_changed = true;
+    } else if (o->second != TaskFingerprint(s)) {
+      result.restarted.push_back(s.name);
+      spec_changed = true;
+    } else if (i < j.stored.spec.tasks.size() && j.stored.spec.tasks[i].name != s.name) {
+      spec_changed = true;  // order only
+    }
+  }
+  for (const auto& [name, print] : old_prints) {
+    if (!new_names.count(name)) result.removed.push_back(name);
+  }
+  bool was_stopped = !j.stored.running || j.restarting;
+  if (!spec_changed && !was_stopped) {
+    result.unchanged = true;
+    result.job = ViewOf(j);
+    return result;
+  }
+
+  StoredJob next = j.stored;
+  next.spec = std::move(spec);
+  next.running = true;
+  if (spec_changed) next.version++;
+  next.submitted_unix_nanos = WallNanos();
+  Status st = store_.Save(next);
+  if (!st.ok()) return st.error().Wrap("save job \"" + id + "\"");
+
+  if (was_stopped) {
+    // A stopped job starts afresh with the new spec (in lifecycle order)
+    // once everything of the old run has stopped.
+    j.stored = std::move(next);
+    for (const auto& t : j.tasks) {
+      if (!new_names.count(t->spec().name)) j.retiring.push_back(t);
+    }
+    j.restarting = true;
+    result.restarted.clear();
+  } else {
+    std::map<std::string, std::shared_ptr<TaskSupervisor>> by_name;
+    for (const auto& t : j.tasks) by_name[t->spec().name] = t;
+    std::vector<std::shared_ptr<TaskSupervisor>> tasks;
+    for (const TaskSpec& s : next.spec.tasks) {
+      auto b = by_name.find(s.name);
+      if (b == by_name.end()) {
+        tasks.push_back(MakeSupervisor(&j, s));
+        continue;
+      }
+      if (std::find(result.restarted.begin(), result.restarted.end(), s.name) != result.restarted.end()) {
+        b->second->Replace(s, ConfigFor(id, s));
+      }
+      tasks.push_back(b->second);
+      by_name.erase(b);
+    }
+    for (auto& [name, t] : by_name) j.retiring.push_back(t);
+    j.tasks = std::move(tasks);
+    j.stored = std::move(next);
+  }
+  std::string what;
+  if (!result.restarted.empty()) what += "; restarting: " + JoinNames(result.restarted);
+  if (!result.added.empty()) what += "; added: " + JoinNames(result.added);
+  if (!result.removed.empty()) what += "; removed: " + JoinNames(result.removed);
+  JobEvent(id, "job-updated", Format("job updated to version %lld", static_cast<long long>(j.stored.version)) +
+                                  (was_stopped ? "; starting" : "") + what);
+  ScheduleEvaluate(id);
+  result.job = ViewOf(j);
+  return result;
+}
+
+void JobManager::Stop(const std::string& id, int64_t timeout_nanos, DoneCallback done) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return done(Error(Code::kNotFound, "job \"" + id + "\" not found"));
+  Job& j = *it->second;
+  if (j.stored.running) {
+    StoredJob next = j.stored;
+    next.running = false;
+    Status st = store_.Save(next);
+    if (!st.ok()) return done(st.error().Wrap("save job \"" + id + "\""));
+    j.stored.running = false;
+    JobEvent(id, "job-stopping", "job stop requested");
+  }
+  j.restarting = false;
+  j.stop_timeout = timeout_nanos;
+  j.stop_waiters.push_back(std::move(done));
+  ScheduleEvaluate(id);
+}
+
+void JobManager::Remove(const std::string& id, DoneCallback done) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return done(Error(Code::kNotFound, "job \"" + id + "\" not found"));
+  Job& j = *it->second;
+  if (j.stored.source == Source::kFile && done) {
+    return done(Error(Code::kFailedPrecondition, "job \"" + id + "\" is managed by the file " + j.stored.file +
+                                                    "; remove that file to remove the job"));
+  }
+  if (j.stored.running) {
+    // If the agent dies mid-way, the job comes back stopped, not running.
+    StoredJob next = j.stored;
+    next.running = false;
+    Status st = store_.Save(next);
+    if (!st.ok() && done) return done(st.error().Wrap("save job \"" + id + "\""));
+    j.stored.running = false;
+  }
+  j.removing = true;
+  j.restarting = false;
+  if (done) j.remove_waiters.push_back(std::move(done));
+  ScheduleEvaluate(id);
+}
+
+Status JobManager::Restart(const std::string& id, const std::string& task) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return Error(Code::kNotFound, "job \"" + id + "\" not found");
+  Job& j = *it->second;
+  if (j.removing) return Error(Code::kFailedPrecondition, "job \"" + id + "\" is being removed");
+  if (!task.empty()) {
+    for (const auto& t : j.tasks) {
+      if (t->spec().name != task) continue;
+      if (!j.Wanted()) {
+        return Error(Code::kFailedPrecondition,
+                     "job \"" + id + "\" is stopped; restart the whole job with `outpost restart " + id + "`");
+      }
+      t->Restart("restart requested");
+      return OkStatus();
+    }
+    auto name = TaskId(id, task);
+    return name.error();
+  }
+  if (!j.stored.running) {
+    StoredJob next = j.stored;
+    next.running = true;
+    OUTPOST_RETURN_IF_ERROR(store_.Save(next));
+    j.stored.running = true;
+  }
+  JobEvent(id, "job-restarting", "job restart requested");
+  j.restarting = true;
+  ScheduleEvaluate(id);
+  return OkStatus();
+}
+
+JobView JobManager::ViewOf(const Job& j) const {
+  JobView v;
+  v.id = j.stored.spec.id;
+  v.source = j.stored.source;
+  v.file = j.stored.file;
+  v.running = j.stored.running;
+  v.version = j.stored.version;
+  v.submitted_unix_nanos = j.stored.submitted_unix_nanos;
+  v.spec = j.stored.spec;
+  for (const auto& t : j.tasks) {
+    TaskStatusView tv;
+    tv.name = t->spec().name;
+    tv.task_id = t->config().id;
+    tv.state = t->state();
+    tv.lifecycle = t->spec().lifecycle;
+    tv.restarts = t->restarts();
+    tv.failed = t->failed();
+    tv.completed = t->completed();
+    tv.reason = t->reason();
+    tv.last_exit = t->last_exit();
+    tv.next_start_unix_nanos = t->next_start_unix_nanos();
+    v.tasks.push_back(std::move(tv));
+  }
+  v.status = DeriveJobStatus(j.Wanted(), v.tasks);
+  if (j.removing) v.status = "removing";
+  else if (j.restarting) v.status = "restarting";
+  return v;
+}
+
+Result<JobView> JobManager::Inspect(const std::string& id) const {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return Error(Code::kNotFound, "job \"" + id + "\" not found");
+  return ViewOf(*it->second);
+}
+
+std::vector<JobView> JobManager::List() const {
+  std::vector<JobView> out;
+  for (const auto& [id, j] : jobs_) out.push_back(ViewOf(*j));
+  return out;
+}
+
+Result<std::string> JobManager::TaskId(const std::string& job, const std::string& task) const {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return Error(Code::kNotFound, "job \"" + job + "\" not found");
+  std::vector<std::string> names;
+  for (const auto& t : it->second->tasks) {
+    if (t->spec().name == task) return t->config().id;
+    names.push_back(t->spec().name);
+  }
+  return Error(Code::kNotFound, "job \"" + job + "\" has no task \"" + task + "\" (tasks: " + JoinNames(names) + ")");
+}
+
+void JobManager::Recover() {
+  std::vector<StoredJob> loaded = store_.LoadAll(&store_problems_);
+  for (const std::string& p : store_problems_) log::Error("cannot load a stored job", {{"error", p}});
+  for (StoredJob& s : loaded) {
+    auto job = std::make_unique<Job>();
+    job->stored = std::move(s);
+    std::string id = job->stored.spec.id;
+    for (const TaskSpec& t : job->stored.spec.tasks) job->tasks.push_back(MakeSupervisor(job.get(), t));
+    // Which instances survived? If none runs (a reboot, or everything died
+    // while no agent ran), the job starts afresh in lifecycle order.
+    std::vector<Result<TaskStore::Instance>> found;
+    bool any_running = false;
+    for (const auto& t : job->tasks) {
+      found.push_back(tasks_->Lookup(t->config().id));
+      if (found.back().ok() && found.back()->running) any_running = true;
+    }
+    if (any_running) {
+      for (size_t i = 0; i < job->tasks.size(); i++) {
+        auto& t = job->tasks[i];
+        if (!found[i].ok()) continue;
+        if (IsMain(*t)) job->main_started = true;
+        if (IsPoststart(*t)) job->post_started = true;
+        if (found[i]->running) {
+          t->Adopt();
+          if (found[i]->spec_hash != t->config().spec_hash) {
+            t->Replace(t->spec(), t->config());
+          }
+        } else if (job->stored.running) {
+          t->AdoptExited(found[i]->exit);
+        }
+      }
+    }
+    if (!job->stored.file.empty()) file_jobs_[job->stored.file] = id;
+    jobs_[id] = std::move(job);
+    ScheduleEvaluate(id);
+  }
+  log::Info("jobs recovered", {{"count", std::to_string(jobs_.size())}});
+  recovered_ = true;
+  if (options_.jobs_dir.empty()) return;
+  JobsDir::Options o;
+  o.dir = options_.jobs_dir;
+  o.max_file_bytes = kMaxSpecBytes;
+  JobsDir::Callbacks cb;
+  cb.changed = [this](const std::string& path, const std::string& content) { OnFileChanged(path, content); };
+  cb.removed = [this](const std::string& path) { OnFileRemoved(path); };
+  cb.error = [this](const std::string& path, const std::string& error) {
+    log::Error("job file unusable", {{"file", path}, {"error", error}});
+  };
+  auto d = JobsDir::Create(loop_, o, cb);
+  if (!d.ok()) {
+    log::Error("cannot watch the jobs directory", {{"dir", o.dir}, {"error", d.error().message()}});
+    return;
+  }
+  dir_ = std::move(*d);
+  RescanDir();
+}
+
+void JobManager::RescanDir() {
+  if (!dir_) return;
+  std::set<std::string> known;
+  for (const auto& [path, id] : file_jobs_) known.insert(path);
+  dir_->Rescan(known);
+}
+
+void JobManager::OnFileChanged(const std::string& path, const std::string& content) {
+  auto spec = ParseJobSpec(content, path);
+  if (!spec.ok()) {
+    file_problems_[path] = spec.error().message();
+    for (const std::string& line : Split(spec.error().message(), '\n')) log::Error(line);
+    log::Error("invalid job file ignored; the running version (if any) keeps running", {{"file", path}});
+    return;
+  }
+  // The file now names another job: the old one goes.
+  auto prev = file_jobs_.find(path);
+  if (prev != file_jobs_.end() && prev->second != spec->id) {
+    std::string old = prev->second;
+    file_jobs_.erase(prev);
+    auto jt = jobs_.find(old);
+    if (jt != jobs_.end() && jt->second->stored.file == path) Remove(old, nullptr);
+  }
+  auto r = Apply(std::move(*spec), Source::kFile, path);
+  if (!r.ok()) {
+    file_problems_[path] = path + ": " + r.error().message();
+    log::Error("job file not applied", {{"file", path}, {"error", r.error().message()}});
+    return;
+  }
+  file_problems_.erase(path);
+  file_jobs_[path] = r->job.id;
+}
+
+void JobManager::OnFileRemoved(const std::string& path) {
+  file_problems_.erase(path);
+  auto it = file_jobs_.find(path);
+  if (it == file_jobs_.end()) return;
+  std::string id = it->second;
+  file_jobs_.erase(it);
+  auto jt = jobs_.find(id);
+  if (jt == jobs_.end() || jt->second->stored.file != path) return;
+  log::Info("job file removed: removing its job", {{"file", path}, {"job", id}});
+  Remove(id, nullptr);
+}
+
+std::map<std::string, std::string> JobManager::FileProblems() const {
+  std::map<std::string, std::string> out = file_problems_;
+  if (dir_) {
+    for (const auto& [path, error] : dir_->problems()) out[path] = error;
+  }
+  return out;
+}
+
+std::string JobManager::DirProblem() const { return dir_ ? dir_->dir_problem() : std::string(); }
+
+}  // namespace outpost::job

@@ -1,0 +1,156 @@
+// Jobs as the agent runs them. Owns: the set of jobs and their desired state
+// (persisted through job/store before anything is acted on), one
+// TaskSupervisor per task, lifecycle ordering between a job's tasks
+// (prestart -> main -> poststart; stop in reverse), updates that restart only
+// the tasks whose spec changed, the jobs.d directory (job/jobs_dir) with its
+// per-file problems, recovery after an agent restart or a reboot, and the
+// job status derived from the tasks. Tasks run through a TaskRunner; the API
+// (agent/job_api) and the CLI only see the views below.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "job/jobs_dir.h"
+#include "job/spec.h"
+#include "job/store.h"
+#include "job/supervisor.h"
+#include "loop/loop.h"
+
+namespace outpost::job {
+
+// What recovery and removal need from the task layer beyond TaskRunner.
+class TaskStore {
+ public:
+  virtual ~TaskStore() = default;
+  struct Instance {
+    bool running = false;
+    task::ExitResult exit;  // when !running
+    std::string spec_hash;
+  };
+  // NotFound when no instance with this id exists.
+  virtual Result<Instance> Lookup(const std::string& task_id) = 0;
+  // Removes the (ended) instance, its task dir and its logs.
+  virtual void Purge(const std::string& task_id, std::function<void(Status)> done) = 0;
+};
+
+struct TaskStatusView {
+  std::string name;
+  std::string task_id;  // the driver's id: "<job>.<task>"
+  RunState state = RunState::kPending;
+  Lifecycle lifecycle;
+  uint64_t restarts = 0;
+  bool failed = false;
+  bool completed = false;
+  std::string reason;
+  std::string last_exit;
+  int64_t next_start_unix_nanos = 0;
+};
+
+struct JobView {
+  std::string id;
+  std::string status;  // pending, running, degraded, failed, complete, stopping, stopped
+  Source source = Source::kApi;
+  std::string file;
+  bool running = true;  // desired
+  int64_t version = 0;
+  int64_t submitted_unix_nanos = 0;
+  JobSpec spec;
+  std::vector<TaskStatusView> tasks;
+};
+
+struct SubmitResult {
+  JobView job;
+  bool created = false;
+  bool unchanged = false;
+  std::vector<std::string> restarted;  // tasks restarted because their spec changed
+  std::vector<std::string> added;
+  std::vector<std::string> removed;
+};
+
+class JobManager {
+ public:
+  struct Options {
+    std::string state_dir;
+    std::string jobs_dir;  // "" = none
+    size_t max_jobs = 1000;
+  };
+  using DoneCallback = std::function<void(Status)>;
+
+  static Result<std::unique_ptr<JobManager>> Create(Loop* loop, TaskRunner* runner, TaskStore* tasks,
+                                                    Options options);
+  ~JobManager();
+
+  // Loads the desired state and adopts the tasks the task layer recovered.
+  // Call once every task's fate is known (after the keeper's journal replay).
+  // Then starts watching jobs.d.
+  void Recover();
+  bool recovered() const { return recovered_; }
+
+  // Creates or updates a job from a document. Invalid → InvalidArgument with
+  // every problem; nothing changes.
+  Result<SubmitResult> Submit(const std::string& text);
+  // Desired state "stopped" (persisted); done when every task has stopped.
+  void Stop(const std::string& id, int64_t timeout_nanos, DoneCallback done);
+  // Stops and removes a job with its tasks' dirs and logs. File-managed
+  // jobs are refused (remove the file).
+  void Remove(const std::string& id, DoneCallback done);
+  // Restarts one task ("" = every task); a stopped job is started again.
+  Status Restart(const std::string& id, const std::string& task);
+
+  Result<JobView> Inspect(const std::string& id) const;
+  std::vector<JobView> List() const;
+  // "<job>.<task>" for JOB/TASK, with NotFound errors naming what is missing.
+  Result<std::string> TaskId(const std::string& job, const std::string& task) const;
+
+  // Problems to show in `outpost status` / `ps`: invalid jobs.d files
+  // (path -> error), the jobs.d dir itself, unreadable store records.
+  std::map<std::string, std::string> FileProblems() const;
+  std::string DirProblem() const;
+  const std::string& jobs_dir() const { return options_.jobs_dir; }
+  const std::vector<std::string>& StoreProblems() const { return store_problems_; }
+  // Re-reads jobs.d (SIGHUP).
+  void RescanDir();
+  void SetMaxJobs(size_t n) { options_.max_jobs = n; }
+  size_t job_count() const { return jobs_.size(); }
+
+  static std::string TaskIdOf(const std::string& job, const std::string& task) { return job + "." + task; }
+
+ private:
+  struct Job;
+
+  JobManager(Loop* loop, TaskRunner* runner, TaskStore* tasks, Options options);
+  Result<SubmitResult> Apply(JobSpec spec, Source source, const std::string& file);
+  std::shared_ptr<TaskSupervisor> MakeSupervisor(Job* job, const TaskSpec& spec);
+  task::TaskConfig ConfigFor(const std::string& job, const TaskSpec& spec) const;
+  void ScheduleEvaluate(const std::string& id);
+  void Evaluate(const std::string& id);
+  void FinishRemove(const std::string& id);
+  JobView ViewOf(const Job& job) const;
+  void JobEvent(const std::string& job, const std::string& type, const std::string& message);
+  void OnFileChanged(const std::string& path, const std::string& content);
+  void OnFileRemoved(const std::string& path);
+
+  Loop* loop_;
+  TaskRunner* runner_;
+  TaskStore* tasks_;
+  Options options_;
+  JobStore store_;
+  std::map<std::string, std::unique_ptr<Job>> jobs_;
+  std::unique_ptr<JobsDir> dir_;
+  std::map<std::string, std::string> file_problems_;  // path -> error
+  std::map<std::string, std::string> file_jobs_;      // path -> job id
+  std::vector<std::string> store_problems_;
+  bool recovered_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+// The job's status from its tasks (docs/supervision.md).
+std::string DeriveJobStatus(bool desired_running, const std::vector<TaskStatusView>& tasks);
+
+}  // namespace outpost::job

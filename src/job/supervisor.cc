@@ -1,0 +1,351 @@
+#include "job/supervisor.h"
+
+#include <algorithm>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/strings.h"
+
+namespace outpost::job {
+
+const char* RunStateName(RunState s) {
+  switch (s) {
+    case RunState::kPending: return "pending";
+    case RunState::kStarting: return "starting";
+    case RunState::kRunning: return "running";
+    case RunState::kBackoff: return "backoff";
+    case RunState::kStopping: return "stopping";
+    case RunState::kDead: return "dead";
+  }
+  return "?";
+}
+
+const char* RunEventName(RunEvent e) {
+  switch (e) {
+    case RunEvent::kGo: return "go";
+    case RunEvent::kStarted: return "started";
+    case RunEvent::kStartFailed: return "start-failed";
+    case RunEvent::kExited: return "exited";
+    case RunEvent::kBackoffElapsed: return "backoff-elapsed";
+    case RunEvent::kStop: return "stop";
+    case RunEvent::kStopped: return "stopped";
+    case RunEvent::kRestart: return "restart";
+  }
+  return "?";
+}
+
+const char* RunActionName(RunAction a) {
+  switch (a) {
+    case RunAction::kNone: return "none";
+    case RunAction::kStart: return "start";
+    case RunAction::kApplyPolicy: return "apply-policy";
+    case RunAction::kStop: return "stop";
+    case RunAction::kCancelBackoff: return "cancel-backoff";
+    case RunAction::kRestartNow: return "restart-now";
+    case RunAction::kDefer: return "defer";
+    case RunAction::kInvalid: return "invalid";
+  }
+  return "?";
+}
+
+namespace {
+
+using S = RunState;
+using A = RunAction;
+constexpr int kStates = 6;
+constexpr int kEvents = 8;
+constexpr Transition X(S s) { return {s, A::kInvalid}; }
+
+// Rows: states in enum order; columns: events in enum order
+//            go                 started              start-failed             exited
+//            backoff-elapsed    stop                 stopped                  restart
+constexpr Transition kTable[kStates][kEvents] = {
+    /* pending */ {{S::kStarting, A::kStart}, X(S::kPending), X(S::kPending), X(S::kPending),
+                   X(S::kPending), {S::kDead, A::kNone}, X(S::kPending), {S::kStarting, A::kRestartNow}},
+    /* starting */ {{S::kStarting, A::kNone}, {S::kRunning, A::kNone}, {S::kBackoff, A::kApplyPolicy},
+                    {S::kBackoff, A::kApplyPolicy}, X(S::kStarting), {S::kStarting, A::kDefer}, X(S::kStarting),
+                    {S::kStarting, A::kDefer}},
+    /* running */ {{S::kRunning, A::kNone}, X(S::kRunning), X(S::kRunning), {S::kBackoff, A::kApplyPolicy},
+                   X(S::kRunning), {S::kStopping, A::kStop}, X(S::kRunning), {S::kStopping, A::kStop}},
+    /* backoff */ {{S::kBackoff, A::kNone}, X(S::kBackoff), X(S::kBackoff), X(S::kBackoff),
+                   {S::kStarting, A::kStart}, {S::kDead, A::kCancelBackoff}, X(S::kBackoff),
+                   {S::kStarting, A::kRestartNow}},
+    /* stopping */ {{S::kStopping, A::kNone}, X(S::kStopping), X(S::kStopping), {S::kStopping, A::kNone},
+                    X(S::kStopping), {S::kStopping, A::kNone}, {S::kDead, A::kNone}, {S::kStopping, A::kDefer}},
+    /* dead */ {{S::kDead, A::kNone}, X(S::kDead), X(S::kDead), X(S::kDead), X(S::kDead), {S::kDead, A::kNone},
+                X(S::kDead), {S::kStarting, A::kRestartNow}},
+};
+
+}  // namespace
+
+Transition NextStep(RunState state, RunEvent event) {
+  return kTable[static_cast<int>(state)][static_cast<int>(event)];
+}
+
+std::string DescribeExit(const task::ExitResult& e) {
+  if (!e.error.empty()) return e.error;
+  if (e.oom_killed) return "OOM killed";
+  if (e.signal != 0) return Format("killed by signal %d (%s)", e.signal, task::SignalName(e.signal));
+  return Format("exit code %d", e.exit_code);
+}
+
+RestartDecision DecideRestart(const TaskSpec& spec, bool success, const std::string& exit_text,
+                              const RestartHistory& history, int64_t now_mono) {
+  RestartDecision d;
+  const Restart& r = spec.restart;
+  bool hook_task = spec.lifecycle.hook != Hook::kMain && !spec.lifecycle.sidecar;
+  if (success && (r.policy != RestartPolicy::kAlways || hook_task)) {
+    d.reason = "completed: " + exit_text;
+    return d;
+  }
+  if (r.policy == RestartPolicy::kNever) {
+    d.failed = !success;
+    d.reason = (success ? "completed: " : "failed: ") + exit_text + " (restart policy \"never\")";
+    return d;
+  }
+  size_t recent = 0;
+  for (int64_t t : history.restarts_mono) {
+    if (t > now_mono - r.interval_nanos) recent++;
+  }
+  if (r.attempts > 0 && recent >= static_cast<size_t>(r.attempts)) {
+    d.failed = true;
+    d.reason = Format("failed: %s; restart limit reached (%zu restarts within %s)", exit_text.c_str(), recent,
+                      FormatDuration(r.interval_nanos).c_str());
+    return d;
+  }
+  // Exponential backoff over the restarts still in the window, so a task
+  // that stays up for a whole interval starts again from `delay`.
+  int64_t delay = r.delay_nanos;
+  for (size_t i = 0; i < recent && delay < r.max_delay_nanos; i++) delay *= 2;
+  delay = std::min(delay, r.max_delay_nanos);
+  if (history.last_start_mono > 0) {
+    delay = std::max(delay, history.last_start_mono + kMinRestartSpacingNanos - now_mono);
+  }
+  d.restart = true;
+  d.delay_nanos = std::max<int64_t>(delay, 0);
+  d.reason = exit_text;
+  if (r.attempts > 0) {
+    d.reason += Format(" (restart %zu of %lld within %s)", recent + 1, static_cast<long long>(r.attempts),
+                       FormatDuration(r.interval_nanos).c_str());
+  }
+  return d;
+}
+
+TaskSupervisor::TaskSupervisor(Loop* loop, TaskRunner* runner, TaskSpec spec, task::TaskConfig config,
+                               std::function<void()> on_change)
+    : loop_(loop), runner_(runner), spec_(std::move(spec)), config_(std::move(config)),
+      on_change_(std::move(on_change)) {}
+
+TaskSupervisor::~TaskSupervisor() {
+  if (timer_) loop_->CancelTimer(timer_);
+}
+
+void TaskSupervisor::Stop(int64_t timeout_nanos) {
+  stop_timeout_ = timeout_nanos;
+  Handle(RunEvent::kStop);
+}
+
+void TaskSupervisor::Restart(const std::string& reason) {
+  restart_reason_ = reason;
+  Handle(RunEvent::kRestart);
+}
+
+void TaskSupervisor::Replace(TaskSpec spec, task::TaskConfig config) {
+  spec_ = std::move(spec);
+  config_ = std::move(config);
+  if (state_ == RunState::kPending) return;  // starts with the new spec when allowed
+  Restart("the task's spec changed");
+}
+
+void TaskSupervisor::Adopt() {
+  uint64_t gen = ++generation_;
+  ever_running_ = true;
+  SetState(RunState::kRunning);
+  std::weak_ptr<TaskSupervisor> weak = shared_from_this();
+  Status st = runner_->Wait(config_.id, [weak, gen](const task::ExitResult& exit) {
+    auto self = weak.lock();
+    if (self && self->generation_ == gen) self->Handle(RunEvent::kExited, &exit);
+  });
+  if (!st.ok()) {
+    task::ExitResult lost;
+    lost.error = "lost after agent restart: " + st.error().message();
+    Handle(RunEvent::kExited, &lost);
+  }
+}
+
+void TaskSupervisor::AdoptExited(const task::ExitResult& exit) {
+  ++generation_;
+  ever_running_ = true;
+  SetState(RunState::kRunning);
+  Handle(RunEvent::kExited, &exit);
+}
+
+void TaskSupervisor::SetState(RunState s) {
+  state_ = s;
+  if (s != RunState::kBackoff) next_start_wall_ = 0;
+}
+
+void TaskSupervisor::Handle(RunEvent ev, const task::ExitResult* exit, const Status* status) {
+  Transition t = NextStep(state_, ev);
+  RunState before = state_;
+  switch (t.action) {
+    case RunAction::kInvalid:
+      log::Debug("supervisor: event ignored in this state",
+                 {{"task", config_.id}, {"state", RunStateName(state_)}, {"event", RunEventName(ev)}});
+      return;
+    case RunAction::kDefer:
+      // A stop wins over a restart; a restart never cancels a stop.
+      if (deferred_ != RunEvent::kStop) deferred_ = ev;
+      return;
+    case RunAction::kNone:
+      // Requests that change nothing (go while running, stop while
+      // stopping) do not wake the owner: it re-evaluates on changes only.
+      if (t.next == before && ev != RunEvent::kExited && ev != RunEvent::kStopped) return;
+      if (ev == RunEvent::kExited && exit) last_exit_ = DescribeExit(*exit);
+      if (ev == RunEvent::kStop && state_ == RunState::kPending) {
+        reason_ = "stopped before it started";
+      }
+      if (ev == RunEvent::kStopped) {
+        reason_ = "stopped";
+        finished_ = false;
+        failed_ = false;
+      }
+      if (ev == RunEvent::kStarted) {
+        ever_running_ = true;
+        reason_.clear();
+      }
+      SetState(t.next);
+      break;
+    case RunAction::kStart:
+      SetState(t.next);
+      DoStart();
+      return;  // DoStart re-enters Handle with the outcome
+    case RunAction::kRestartNow:
+      if (timer_) loop_->CancelTimer(timer_);
+      timer_ = 0;
+      history_.restarts_mono.clear();
+      failed_ = false;
+      finished_ = false;
+      Emit("restarting", restart_reason_.empty() ? "restart requested" : restart_reason_);
+      restart_reason_.clear();
+      SetState(t.next);
+      DoStart();
+      return;
+    case RunAction::kCancelBackoff:
+      if (timer_) loop_->CancelTimer(timer_);
+      timer_ = 0;
+      reason_ = "stopped";
+      failed_ = false;
+      finished_ = false;
+      SetState(t.next);
+      break;
+    case RunAction::kStop:
+      SetState(t.next);
+      if (ev == RunEvent::kRestart) deferred_ = RunEvent::kRestart;
+      DoStop();
+      return;
+    case RunAction::kApplyPolicy: {
+      std::string text;
+      bool success = false;
+      if (ev == RunEvent::kStartFailed) {
+        text = "start failed: " + (status && !status->ok() ? status->error().message() : std::string("unknown error"));
+      } else {
+        text = exit ? DescribeExit(*exit) : "exit status unknown";
+        success = exit && exit->Successful();
+      }
+      last_exit_ = text;
+      ApplyPolicy(success, text);
+      break;
+    }
+  }
+  // A request that arrived mid-step runs once the step is done.
+  if (deferred_ != RunEvent::kGo &&
+      (state_ == RunState::kRunning || state_ == RunState::kDead || state_ == RunState::kBackoff)) {
+    RunEvent d = deferred_;
+    deferred_ = RunEvent::kGo;
+    Handle(d);
+    return;
+  }
+  if (on_change_) on_change_();
+}
+
+void TaskSupervisor::DoStart() {
+  uint64_t gen = ++generation_;
+  history_.last_start_mono = MonotonicNanos();
+  std::weak_ptr<TaskSupervisor> weak = shared_from_this();
+  if (on_change_) on_change_();
+  runner_->Start(config_, [weak, gen](Status st) {
+    auto self = weak.lock();
+    if (!self || self->generation_ != gen) return;
+    if (!st.ok()) {
+      self->Handle(RunEvent::kStartFailed, nullptr, &st);
+      return;
+    }
+    Status w = self->runner_->Wait(self->config_.id, [weak, gen](const task::ExitResult& exit) {
+      auto s = weak.lock();
+      if (s && s->generation_ == gen) s->Handle(RunEvent::kExited, &exit);
+    });
+    self->Handle(RunEvent::kStarted);
+    if (!w.ok()) {
+      task::ExitResult lost;
+      lost.error = "cannot watch the task: " + w.error().message();
+      self->Handle(RunEvent::kExited, &lost);
+    }
+  });
+}
+
+void TaskSupervisor::DoStop() {
+  uint64_t gen = generation_;
+  std::weak_ptr<TaskSupervisor> weak = shared_from_this();
+  if (on_change_) on_change_();
+  runner_->Stop(config_.id, stop_timeout_, [weak, gen](Status st) {
+    auto self = weak.lock();
+    if (!self || self->generation_ != gen) return;
+    if (!st.ok()) {
+      log::Warn("stopping task failed", {{"task", self->config_.id}, {"error", st.error().message()}});
+    }
+    self->Handle(RunEvent::kStopped);
+  });
+}
+
+void TaskSupervisor::ApplyPolicy(bool success, const std::string& text) {
+  int64_t now = MonotonicNanos();
+  RestartDecision d = DecideRestart(spec_, success, text, history_, now);
+  reason_ = d.reason;
+  if (!d.restart) {
+    SetState(RunState::kDead);
+    failed_ = d.failed;
+    finished_ = true;
+    if (d.failed) Emit("failed", d.reason);
+    return;
+  }
+  history_.restarts_mono.push_back(now + d.delay_nanos);
+  while (!history_.restarts_mono.empty() && history_.restarts_mono.front() <= now - spec_.restart.interval_nanos) {
+    history_.restarts_mono.pop_front();
+  }
+  history_.total++;
+  SetState(RunState::kBackoff);
+  next_start_wall_ = WallNanos() + d.delay_nanos;
+  Emit("restarting", "restarting in " + FormatDuration(d.delay_nanos) + ": " + d.reason);
+  std::weak_ptr<TaskSupervisor> weak = shared_from_this();
+  timer_ = loop_->AddTimer(d.delay_nanos, [weak] {
+    auto self = weak.lock();
+    if (!self) return;
+    self->timer_ = 0;
+    self->Handle(RunEvent::kBackoffElapsed);
+  });
+}
+
+void TaskSupervisor::Emit(const std::string& type, const std::string& message) {
+  task::TaskEvent ev;
+  ev.task_id = config_.id;
+  ev.task_name = config_.name;
+  ev.job = config_.job;
+  ev.timestamp_unix_nanos = WallNanos();
+  ev.type = type;
+  ev.message = message;
+  log::Info("task " + type, {{"task", config_.id}, {"reason", message}});
+  runner_->Event(ev);
+}
+
+}  // namespace outpost::job

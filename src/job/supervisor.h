@@ -1,0 +1,156 @@
+// Supervision of one task of a job. Owns: the task's state machine (an
+// explicit table, state x event -> next state + action; docs/supervision.md),
+// the restart policy decision (backoff, attempts within an interval, the
+// once-per-second throttle), the backoff timer, and the restart events. It
+// drives the task through a TaskRunner (agent/ wires it to the TaskManager)
+// and tells its owner (job/manager) whenever its state changes. It does not
+// know about other tasks of the job: the owner decides when a task may start
+// (lifecycle ordering) and derives the job's status.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "base/error.h"
+#include "job/spec.h"
+#include "loop/loop.h"
+#include "task/driver.h"
+
+namespace outpost::job {
+
+enum class RunState { kPending, kStarting, kRunning, kBackoff, kStopping, kDead };
+const char* RunStateName(RunState s);  // pending, starting, running, backoff, stopping, dead
+
+enum class RunEvent {
+  kGo,             // the owner allows the task to start
+  kStarted,        // the runner started it
+  kStartFailed,    // the runner could not start it
+  kExited,         // the running instance ended
+  kBackoffElapsed, // the backoff timer fired
+  kStop,           // stop requested (job stop/remove/update)
+  kStopped,        // the runner finished stopping it
+  kRestart,        // restart requested (operator, or the spec changed)
+};
+const char* RunEventName(RunEvent e);
+
+enum class RunAction {
+  kNone,
+  kStart,         // call runner Start
+  kApplyPolicy,   // exit/start failure: restart after a backoff, or finish
+  kStop,          // call runner Stop
+  kCancelBackoff, // cancel the timer (and finish)
+  kRestartNow,    // cancel the timer, reset the policy window, start
+  kDefer,         // remember the request; act once the current step is done
+  kInvalid,       // the event cannot happen in this state: log and ignore
+};
+const char* RunActionName(RunAction a);
+
+struct Transition {
+  RunState next;
+  RunAction action;
+};
+// The table. kApplyPolicy's next state (backoff or dead) is decided by
+// DecideRestart; the table gives kBackoff as a placeholder.
+Transition NextStep(RunState state, RunEvent event);
+
+// Restart bookkeeping of one task (restart times within the interval).
+struct RestartHistory {
+  std::deque<int64_t> restarts_mono;  // start times of restarts in the window
+  int64_t last_start_mono = 0;        // any start, for the throttle
+  uint64_t total = 0;                 // restarts since the job was submitted / agent start
+};
+
+struct RestartDecision {
+  bool restart = false;
+  int64_t delay_nanos = 0;
+  bool failed = false;   // finished for good with a failure
+  std::string reason;    // for events and `inspect`
+};
+
+constexpr int64_t kMinRestartSpacingNanos = 1000000000;  // never more than one start per second
+
+// success: the exit (or start) was successful. start_failure: the task could
+// not be started at all. exit_text: "exit code 1", "signal 9 (SIGKILL)", ....
+RestartDecision DecideRestart(const TaskSpec& spec, bool success, const std::string& exit_text,
+                              const RestartHistory& history, int64_t now_mono);
+
+// "exit code 0", "exit code 3", "killed by signal 9 (SIGKILL)", "OOM killed",
+// "exit status unknown (...)".
+std::string DescribeExit(const task::ExitResult& exit);
+
+// What the supervisor needs from whoever runs tasks.
+class TaskRunner {
+ public:
+  virtual ~TaskRunner() = default;
+  // Starts config.id, replacing an earlier, ended instance with the same id
+  // (its logs and task dir are kept).
+  virtual void Start(const task::TaskConfig& config, std::function<void(Status)> done) = 0;
+  // done runs once when the current instance ends (at once if it has).
+  virtual Status Wait(const std::string& id, std::function<void(const task::ExitResult&)> done) = 0;
+  // timeout_nanos < 0: the task's own kill_timeout.
+  virtual void Stop(const std::string& id, int64_t timeout_nanos, std::function<void(Status)> done) = 0;
+  virtual void Event(const task::TaskEvent& ev) = 0;
+};
+
+class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
+ public:
+  // config: what to start (built by the owner from spec). on_change runs
+  // after every state change (the owner re-evaluates the job).
+  TaskSupervisor(Loop* loop, TaskRunner* runner, TaskSpec spec, task::TaskConfig config,
+                 std::function<void()> on_change);
+  ~TaskSupervisor();
+
+  // Event inputs (the owner's requests).
+  void Go() { Handle(RunEvent::kGo); }
+  void Stop(int64_t timeout_nanos);
+  void Restart(const std::string& reason);
+  // A recovered instance is running (after an agent restart): watch it.
+  void Adopt();
+  // A recovered instance had ended before we looked: treat as an exit.
+  void AdoptExited(const task::ExitResult& exit);
+  // New spec (an update that changed this task): restart with it if it runs.
+  void Replace(TaskSpec spec, task::TaskConfig config);
+
+  RunState state() const { return state_; }
+  const TaskSpec& spec() const { return spec_; }
+  const task::TaskConfig& config() const { return config_; }
+  bool failed() const { return failed_; }
+  bool completed() const { return state_ == RunState::kDead && !failed_ && finished_; }
+  bool ever_running() const { return ever_running_; }
+  uint64_t restarts() const { return history_.total; }
+  const std::string& reason() const { return reason_; }
+  const std::string& last_exit() const { return last_exit_; }
+  int64_t next_start_unix_nanos() const { return next_start_wall_; }
+
+ private:
+  void Handle(RunEvent ev, const task::ExitResult* exit = nullptr, const Status* status = nullptr);
+  void DoStart();
+  void DoStop();
+  void ApplyPolicy(bool success, const std::string& text);
+  void Emit(const std::string& type, const std::string& message);
+  void SetState(RunState s);
+
+  Loop* loop_;
+  TaskRunner* runner_;
+  TaskSpec spec_;
+  task::TaskConfig config_;
+  std::function<void()> on_change_;
+  RunState state_ = RunState::kPending;
+  RestartHistory history_;
+  uint64_t generation_ = 0;   // bumps at every start: late callbacks of an older instance are ignored
+  uint64_t timer_ = 0;
+  bool failed_ = false;
+  bool finished_ = false;     // dead because it finished (not because it was stopped)
+  bool ever_running_ = false;
+  RunEvent deferred_ = RunEvent::kGo;  // kGo = nothing deferred
+  int64_t stop_timeout_ = -1;
+  std::string restart_reason_;
+  std::string reason_;
+  std::string last_exit_;
+  int64_t next_start_wall_ = 0;
+};
+
+}  // namespace outpost::job
