@@ -11,8 +11,10 @@
 #include <cstdio>
 
 #include "agent/api.h"
+#include "agent/job_api.h"
 #include "agent/task_api.h"
 #include "agent/task_manager.h"
+#include "job/manager.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -79,6 +81,8 @@ Result<std::unique_ptr<Agent>> Agent::Start(Config config, UniqueFd keeper_fd) {
 
 Agent::~Agent() {
   api_.reset();
+  jobs_.reset();
+  job_runner_.reset();
   tasks_.reset();
   if (!bound_socket_.empty()) {
     // Remove the socket only if it is still the one we bound: a newer agent
@@ -172,6 +176,21 @@ Status Agent::StartTasks() {
   tasks_ = std::move(*tm);
   OUTPOST_RETURN_IF_ERROR(tasks_->Recover());
   RegisterTaskApi(tasks_.get(), loop_.get(), api_.get());
+
+  job_runner_ = std::make_unique<JobTaskRunner>(tasks_.get());
+  job::JobManager::Options jo;
+  jo.state_dir = config_.state_dir;
+  jo.jobs_dir = config_.jobs_dir;
+  jo.max_jobs = static_cast<size_t>(config_.max_jobs);
+  auto jm = job::JobManager::Create(loop_.get(), job_runner_.get(), job_runner_.get(), jo);
+  if (!jm.ok()) return jm.error().Wrap("jobs");
+  jobs_ = std::move(*jm);
+  job::JobManager* jobs = jobs_.get();
+  tasks_->SetIdResolver([jobs](const std::string& j, const std::string& t) { return jobs->TaskId(j, t); });
+  RegisterJobApi(jobs, tasks_.get(), api_.get());
+  // With a keeper, the exits of tasks that ended while no worker ran arrive
+  // with its journal: jobs are recovered once that is replayed.
+  if (keeper_pid_ == 0) jobs_->Recover();
   return OkStatus();
 }
 
@@ -183,7 +202,8 @@ void Agent::ApplyRuntimeSettings() {
 
 void Agent::Reload() {
   if (config_.path.empty()) {
-    log::Info("SIGHUP: running on built-in defaults (no --config file), nothing to reload");
+    log::Info("SIGHUP: running on built-in defaults (no --config file); re-reading the jobs directory");
+    if (jobs_) jobs_->RescanDir();
     return;
   }
   auto next = LoadConfig(config_.path);
@@ -198,12 +218,17 @@ void Agent::Reload() {
               {{"keys", restart_keys}});
     next->state_dir = config_.state_dir;
     next->runtime_dir = config_.runtime_dir;
+    next->jobs_dir = config_.jobs_dir;
     next->api_socket = config_.api_socket;
   }
   config_ = std::move(*next);
   config_loaded_wall_ = WallNanos();
   ApplyRuntimeSettings();
   api_->SetOptions(ServerOptionsFrom(config_));
+  if (jobs_) {
+    jobs_->SetMaxJobs(static_cast<size_t>(config_.max_jobs));
+    jobs_->RescanDir();
+  }
   log::Info("config reloaded", {{"config", config_.path}});
 }
 
@@ -252,7 +277,11 @@ Status Agent::AttachKeeper(UniqueFd fd) {
       tm->OnProcessExit(pid, status, nanos);
       l->Ack(pid);
     });
-    l->SetOnJournalReplayed([tm] { tm->JournalReplayed(); });
+    job::JobManager* jobs = jobs_.get();
+    l->SetOnJournalReplayed([tm, jobs] {
+      tm->JournalReplayed();
+      if (jobs && !jobs->recovered()) jobs->Recover();
+    });
     tm->SetFifoHolder(
         [l](const std::string& id, const std::vector<int>& fds) {
           l->HoldFifos(task::keeper_proto::TaskKey(id.data(), id.size()), fds);

@@ -18,10 +18,14 @@ namespace outpost {
 namespace wire {
 class RpcServer;
 }
+namespace job {
+class JobManager;
+}
 
 namespace agent {
 
 class TaskManager;
+class JobTaskRunner;
 
 // `outpost agent [--config FILE] [--check] [--no-keeper]`; returns the exit
 // code. Without --no-keeper this process becomes the keeper (task/keeper) and
@@ -53,6 +57,7 @@ class Agent {
   // task exits installs its handler with keeper_link()->SetExitHandler.
   task::KeeperLink* keeper_link() { return keeper_link_.get(); }
   TaskManager* tasks() { return tasks_.get(); }
+  job::JobManager* jobs() { return jobs_.get(); }
 
  private:
   Agent() = default;
@@ -66,6 +71,8 @@ class Agent {
   std::unique_ptr<Loop> loop_;
   std::unique_ptr<wire::RpcServer> api_;
   std::unique_ptr<TaskManager> tasks_;
+  std::unique_ptr<JobTaskRunner> job_runner_;
+  std::unique_ptr<job::JobManager> jobs_;
   UniqueFd lock_fd_;
   std::string bound_socket_;
   dev_t socket_dev_ = 0;

@@ -44,12 +44,15 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
   r.Duration("api_idle_timeout", &c.api_idle_timeout_nanos);
   r.Duration("api_frame_timeout", &c.api_frame_timeout_nanos);
   r.Size("api_max_write_queue", &c.api_max_write_queue);
+  r.String("jobs_dir", &c.jobs_dir);
+  r.Int("max_jobs", 1, 10000, &c.max_jobs);
   r.RejectUnknown();
 
   CheckAbsolute(&r, "state_dir", c.state_dir, &errors);
   CheckAbsolute(&r, "runtime_dir", c.runtime_dir, &errors);
   CheckAbsolute(&r, "api_socket", c.api_socket, &errors);
   if (!c.log_file.empty()) CheckAbsolute(&r, "log_file", c.log_file, &errors);
+  if (!c.jobs_dir.empty()) CheckAbsolute(&r, "jobs_dir", c.jobs_dir, &errors);
   if (c.ApiSocket().size() > 107) {
     errors.push_back("api_socket: path \"" + c.ApiSocket() + "\" is longer than the 107 bytes a unix socket allows");
   }
@@ -86,6 +89,7 @@ bool ReloadChangesRestartOnlyKeys(const Config& a, const Config& b, std::string*
   check(a.state_dir != b.state_dir, "state_dir");
   check(a.runtime_dir != b.runtime_dir, "runtime_dir");
   check(a.ApiSocket() != b.ApiSocket(), "api_socket");
+  check(a.jobs_dir != b.jobs_dir, "jobs_dir");
   *which = keys;
   return !keys.empty();
 }

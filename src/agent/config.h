@@ -29,6 +29,10 @@ struct Config {
   int64_t api_frame_timeout_nanos = 10LL * 1000000000;  // a started frame must complete
   uint64_t api_max_write_queue = 4u << 20;               // per-connection unsent bytes
 
+  // Jobs (docs/job-spec.md, docs/jobs-dir.md).
+  std::string jobs_dir = "/etc/outpost/jobs.d";  // "" = no drop-in directory
+  int64_t max_jobs = 1000;
+
   std::string ApiSocket() const { return api_socket.empty() ? runtime_dir + "/outpost.sock" : api_socket; }
 };
 

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "agent/api.h"
+#include "agent/api_util.h"
 #include "agent/task_manager.h"
 #include "base/clock.h"
 #include "base/pb.h"
@@ -14,41 +15,6 @@
 #include "wire/rpc_server.h"
 
 namespace outpost::agent {
-
-namespace {
-
-namespace logfiles = task::logfiles;
-
-constexpr int64_t kMaxWaitNanos = 60LL * kNanosPerSecond;
-constexpr size_t kMaxLogChunk = 60000;  // nanopb bytes fields are < 64 KiB
-constexpr int64_t kLogPollNanos = 100 * kNanosPerMilli;
-
-// Keeps the strings and arrays that encode-side FT_POINTER fields point to
-// alive until the reply is encoded.
-class Arena {
- public:
-  char* Str(std::string s) {
-    strings_.push_back(std::move(s));
-    return PbStr(strings_.back());
-  }
-  char** StrArray(const std::vector<std::string>& v) {
-    arrays_.emplace_back();
-    for (const std::string& s : v) arrays_.back().push_back(Str(s));
-    return arrays_.back().data();
-  }
-  pb_bytes_array_t* Bytes(const std::string& data) {
-    blobs_.emplace_back(PB_BYTES_ARRAY_T_ALLOCSIZE(data.size()));
-    auto* b = reinterpret_cast<pb_bytes_array_t*>(blobs_.back().data());
-    b->size = static_cast<pb_size_t>(data.size());
-    std::memcpy(b->bytes, data.data(), data.size());
-    return b;
-  }
-
- private:
-  std::deque<std::string> strings_;
-  std::deque<std::vector<char*>> arrays_;
-  std::deque<std::vector<char>> blobs_;
-};
 
 void FillInfo(const TaskView& v, Arena* a, outpost_v1_TaskInfo* out) {
   *out = outpost_v1_TaskInfo_init_zero;
@@ -74,17 +40,13 @@ void FillInfo(const TaskView& v, Arena* a, outpost_v1_TaskInfo* out) {
   out->workdir = a->Str(v.config.workdir.empty() ? v.config.task_dir : v.config.workdir);
 }
 
-template <typename Req>
-bool DecodeOrFail(std::string_view payload, PbOwned<Req>* req, const char* what, const wire::Responder& r) {
-  Status st = req->Decode(payload, what);
-  if (!st.ok()) r.Fail(st.error());
-  return st.ok();
-}
+namespace {
 
-void ReplyEmpty(const wire::Responder& r, Status st) {
-  if (st.ok()) r.Reply("");
-  else r.Fail(st.error());
-}
+namespace logfiles = task::logfiles;
+
+constexpr int64_t kMaxWaitNanos = 60LL * kNanosPerSecond;
+constexpr size_t kMaxLogChunk = 60000;  // nanopb bytes fields are < 64 KiB
+constexpr int64_t kLogPollNanos = 100 * kNanosPerMilli;
 
 using Handler = void (*)(TaskManager*, Loop*, std::string_view, wire::Responder);
 
@@ -144,7 +106,9 @@ void ListTasks(TaskManager* tm, Loop*, std::string_view, wire::Responder r) {
 void InspectTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_TaskIdRequest> req(outpost_v1_TaskIdRequest_fields);
   if (!DecodeOrFail(payload, &req, "TaskIdRequest", r)) return;
-  auto v = tm->Inspect(PbString(req->id));
+  auto id = tm->ResolveId(PbString(req->id));
+  if (!id.ok()) return r.Fail(id.error());
+  auto v = tm->Inspect(*id);
   if (!v.ok()) return r.Fail(v.error());
   Arena a;
   outpost_v1_TaskInfo info;
@@ -155,19 +119,25 @@ void InspectTask(TaskManager* tm, Loop*, std::string_view payload, wire::Respond
 void StopTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_StopTaskRequest> req(outpost_v1_StopTaskRequest_fields);
   if (!DecodeOrFail(payload, &req, "StopTaskRequest", r)) return;
-  tm->Stop(PbString(req->id), req->timeout_nanos, PbString(req->signal), [r](Status st) { ReplyEmpty(r, st); });
+  auto id = tm->ResolveId(PbString(req->id));
+  if (!id.ok()) return r.Fail(id.error());
+  tm->Stop(*id, req->timeout_nanos, PbString(req->signal), [r](Status st) { ReplyEmpty(r, st); });
 }
 
 void DestroyTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_DestroyTaskRequest> req(outpost_v1_DestroyTaskRequest_fields);
   if (!DecodeOrFail(payload, &req, "DestroyTaskRequest", r)) return;
-  tm->Destroy(PbString(req->id), req->force, [r](Status st) { ReplyEmpty(r, st); });
+  auto id = tm->ResolveId(PbString(req->id));
+  if (!id.ok()) return r.Fail(id.error());
+  tm->Destroy(*id, req->force, [r](Status st) { ReplyEmpty(r, st); });
 }
 
 void SignalTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_SignalTaskRequest> req(outpost_v1_SignalTaskRequest_fields);
   if (!DecodeOrFail(payload, &req, "SignalTaskRequest", r)) return;
-  ReplyEmpty(r, tm->Signal(PbString(req->id), PbString(req->signal)));
+  auto id = tm->ResolveId(PbString(req->id));
+  if (!id.ok()) return r.Fail(id.error());
+  ReplyEmpty(r, tm->Signal(*id, PbString(req->signal)));
 }
 
 void ExecTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
@@ -175,7 +145,9 @@ void ExecTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder 
   if (!DecodeOrFail(payload, &req, "ExecTaskRequest", r)) return;
   std::vector<std::string> cmd;
   for (pb_size_t i = 0; i < req->cmd_count; ++i) cmd.push_back(PbString(req->cmd[i]));
-  tm->Exec(PbString(req->id), cmd, req->timeout_nanos, [r](Result<task::ExecResult> res) {
+  auto id = tm->ResolveId(PbString(req->id));
+  if (!id.ok()) return r.Fail(id.error());
+  tm->Exec(*id, cmd, req->timeout_nanos, [r](Result<task::ExecResult> res) {
     if (!res.ok()) return r.Fail(res.error());
     Arena a;
     outpost_v1_ExecTaskResponse resp = outpost_v1_ExecTaskResponse_init_zero;
@@ -189,7 +161,9 @@ void ExecTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder 
 void TaskStats(TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_TaskIdRequest> req(outpost_v1_TaskIdRequest_fields);
   if (!DecodeOrFail(payload, &req, "TaskIdRequest", r)) return;
-  auto s = tm->Stats(PbString(req->id));
+  auto id = tm->ResolveId(PbString(req->id));
+  if (!id.ok()) return r.Fail(id.error());
+  auto s = tm->Stats(*id);
   if (!s.ok()) return r.Fail(s.error());
   Arena a;
   outpost_v1_TaskStatsResponse resp = outpost_v1_TaskStatsResponse_init_zero;
@@ -242,7 +216,9 @@ void PollLogs(std::shared_ptr<LogPoll> p) {
 void ReadLogs(TaskManager* tm, Loop* loop, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_ReadLogsRequest> req(outpost_v1_ReadLogsRequest_fields);
   if (!DecodeOrFail(payload, &req, "ReadLogsRequest", r)) return;
-  std::string id = PbString(req->id);
+  auto resolved = tm->ResolveId(PbString(req->id));
+  if (!resolved.ok()) return r.Fail(resolved.error());
+  std::string id = *resolved;
   auto path = tm->LogPath(id, req->stderr);
   if (!path.ok()) return r.Fail(path.error());
   int max_files = tm->LogMaxFiles(id);
@@ -264,8 +240,9 @@ void ReadLogs(TaskManager* tm, Loop* loop, std::string_view payload, wire::Respo
   PollLogs(p);
 }
 
-void ReplyEvents(TaskManager* tm, uint64_t after, const std::string& task_id, const wire::Responder& r) {
-  std::vector<EventRecord> evs = tm->EventsAfter(after, task_id);
+void ReplyEvents(TaskManager* tm, uint64_t after, const std::string& task_id, const std::string& job,
+                 const wire::Responder& r) {
+  std::vector<EventRecord> evs = tm->EventsAfter(after, task_id, job);
   Arena a;
   std::vector<outpost_v1_TaskEvent> out(evs.size());
   for (size_t i = 0; i < evs.size(); ++i) {
@@ -293,6 +270,7 @@ struct EventWait {
   Loop* loop;
   uint64_t after;
   std::string task_id;
+  std::string job;
   wire::Responder r;
   uint64_t notify = 0;
   Loop::TimerId timer = 0;
@@ -301,14 +279,14 @@ struct EventWait {
 
 void CheckEvents(const std::shared_ptr<EventWait>& w, bool timed_out) {
   if (w->done) return;
-  if (!timed_out && w->tm->EventsAfter(w->after, w->task_id).empty() && w->r.pending()) {
+  if (!timed_out && w->tm->EventsAfter(w->after, w->task_id, w->job).empty() && w->r.pending()) {
     w->notify = w->tm->NotifyOnEvent([w] { CheckEvents(w, false); });  // another task's event
     return;
   }
   w->done = true;
   if (timed_out) w->tm->CancelNotify(w->notify);
   else w->loop->CancelTimer(w->timer);
-  ReplyEvents(w->tm, w->after, w->task_id, w->r);
+  ReplyEvents(w->tm, w->after, w->task_id, w->job, w->r);
 }
 
 void WatchEvents(TaskManager* tm, Loop* loop, std::string_view payload, wire::Responder r) {
@@ -316,13 +294,20 @@ void WatchEvents(TaskManager* tm, Loop* loop, std::string_view payload, wire::Re
   if (!DecodeOrFail(payload, &req, "WatchEventsRequest", r)) return;
   uint64_t after = req->after_seq;
   std::string task_id = PbString(req->task_id);
+  if (!task_id.empty()) {
+    auto id = tm->ResolveId(task_id);
+    if (!id.ok()) return r.Fail(id.error());
+    task_id = *id;
+  }
+  std::string job = PbString(req->job);
   int64_t wait = std::min(std::max<int64_t>(req->wait_nanos, 0), kMaxWaitNanos);
-  if (!tm->EventsAfter(after, task_id).empty() || wait == 0) return ReplyEvents(tm, after, task_id, r);
+  if (!tm->EventsAfter(after, task_id, job).empty() || wait == 0) return ReplyEvents(tm, after, task_id, job, r);
   auto w = std::make_shared<EventWait>();
   w->tm = tm;
   w->loop = loop;
   w->after = after;
   w->task_id = task_id;
+  w->job = job;
   w->r = r;
   w->notify = tm->NotifyOnEvent([w] { CheckEvents(w, false); });
   w->timer = loop->AddTimer(wait, [w] { CheckEvents(w, true); });

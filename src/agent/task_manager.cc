@@ -194,6 +194,29 @@ void TaskManager::Destroy(const std::string& id, bool force, task::Driver::DoneC
   });
 }
 
+void TaskManager::Purge(const std::string& id, task::Driver::DoneCallback done) {
+  std::string task_dir = options_.state_dir + "/task-data/" + id;
+  std::string log_dir = options_.state_dir + "/logs/" + id;
+  auto remove_dirs = [task_dir, log_dir, done](Status st) {
+    if (!st.ok() && st.error().code() != Code::kNotFound) return done(st);
+    Status a = sys::RemoveTree(task_dir);
+    Status b = sys::RemoveTree(log_dir);
+    done(!a.ok() ? a : b);
+  };
+  if (!driver_->InspectTask(id).ok()) {
+    CloseLogs(id, true);
+    return remove_dirs(OkStatus());
+  }
+  Destroy(id, true, remove_dirs);
+}
+
+Result<std::string> TaskManager::ResolveId(const std::string& id) const {
+  size_t slash = id.find('/');
+  if (slash == std::string::npos) return id;
+  if (!resolver_) return Error(Code::kNotFound, "no job \"" + id.substr(0, slash) + "\" (jobs are not available)");
+  return resolver_(id.substr(0, slash), id.substr(slash + 1));
+}
+
 Result<TaskView> TaskManager::Inspect(const std::string& id) {
   auto status = driver_->InspectTask(id);
   if (!status.ok()) return status.error();
@@ -276,11 +299,13 @@ void TaskManager::Record(const task::TaskEvent& ev) {
   for (auto& [id, cb] : pending) cb();
 }
 
-std::vector<EventRecord> TaskManager::EventsAfter(uint64_t after_seq, const std::string& task_id) const {
+std::vector<EventRecord> TaskManager::EventsAfter(uint64_t after_seq, const std::string& task_id,
+                                              const std::string& job) const {
   std::vector<EventRecord> out;
   for (const EventRecord& r : events_) {
     if (r.seq <= after_seq) continue;
     if (!task_id.empty() && r.event.task_id != task_id) continue;
+    if (!job.empty() && r.event.job != job) continue;
     out.push_back(r);
   }
   return out;

@@ -85,8 +85,21 @@ class TaskManager {
   Result<std::string> LogPath(const std::string& id, bool stderr_stream);
   int LogMaxFiles(const std::string& id);
 
-  // Events with seq > after_seq (task_id "" = all).
-  std::vector<EventRecord> EventsAfter(uint64_t after_seq, const std::string& task_id) const;
+  // Removes an ended (or force-destroys a running) task together with its
+  // task dir and log files. A task that does not exist is not an error.
+  void Purge(const std::string& id, task::Driver::DoneCallback done);
+
+  // Events with seq > after_seq (task_id / job "" = all).
+  std::vector<EventRecord> EventsAfter(uint64_t after_seq, const std::string& task_id,
+                                       const std::string& job = "") const;
+  // Events from above the driver (job supervision) join the same history.
+  void RecordEvent(const task::TaskEvent& ev) { Record(ev); }
+
+  // Maps "JOB/TASK" to a task id for the task API (set by the job layer).
+  using IdResolver = std::function<Result<std::string>(const std::string& job, const std::string& task)>;
+  void SetIdResolver(IdResolver r) { resolver_ = std::move(r); }
+  // id unchanged unless it has the form JOB/TASK.
+  Result<std::string> ResolveId(const std::string& id) const;
   uint64_t last_seq() const { return next_seq_ - 1; }
   // Runs cb once when an event newer than after_seq arrives (long-poll).
   uint64_t NotifyOnEvent(std::function<void()> cb);
@@ -124,6 +137,7 @@ class TaskManager {
   uint64_t next_notify_ = 1;
   uint64_t subscription_ = 0;
   uint64_t generated_ids_ = 0;
+  IdResolver resolver_;
   HoldFifosFn hold_fifos_;
   ReleaseFifosFn release_fifos_;
 };

@@ -64,7 +64,8 @@ const char kVersionHelp[] =
 const char kTaskHelp[] =
     "Usage: outpost task COMMAND [ARGS...]\n"
     "\n"
-    "Bare tasks, addressed by id (jobs group tasks; see `outpost help run`).\n"
+    "Bare tasks, addressed by id, outside any job (no restart policy; see\n"
+    "`outpost help run` for jobs).\n"
     "\n"
     "Commands:\n"
     "  run [OPTIONS] [--] CMD [ARGS...]   start a task; prints its id\n"
@@ -95,28 +96,143 @@ const char kTaskHelp[] =
     "  outpost --json task ls\n";
 
 const char kLogsHelp[] =
-    "Usage: outpost logs [-f] [--stderr] [--tail N] TASK_ID\n"
+    "Usage: outpost logs [-f] [--stderr] [--tail N] JOB/TASK|TASK_ID\n"
     "\n"
     "Prints a task's output from its log files (stdout unless --stderr).\n"
+    "A job's task keeps one log across its restarts.\n"
     "Without options: the whole active log file. --tail N: the last N lines\n"
     "(across rotated files). -f: keep printing new output until the task\n"
     "exits (starts with the last 10 lines unless --tail is given).\n"
     "\n"
     "Examples:\n"
-    "  outpost logs web\n"
-    "  outpost logs -f --tail 100 web\n"
-    "  outpost logs --stderr web\n";
+    "  outpost logs web/api\n"
+    "  outpost logs -f --tail 100 web/api\n"
+    "  outpost logs --stderr mytask\n";
 
 const char kEventsHelp[] =
-    "Usage: outpost events [-f] [TASK_ID]\n"
+    "Usage: outpost events [-f] [JOB | JOB/TASK | TASK_ID]\n"
     "\n"
-    "Prints recent task events (started, exited, signalled, stopping,\n"
-    "recovered, error, ...), oldest first; -f keeps printing new ones.\n"
-    "With --json, one JSON object per line.\n"
+    "Prints recent events, oldest first; -f keeps printing new ones. Task\n"
+    "events: started, exited, signalled, restarting (with the reason and the\n"
+    "backoff), failed (restart limit reached), stopping, stopped, recovered,\n"
+    "error. Job events: job-submitted, job-updated, job-stopping,\n"
+    "job-restarting, job-removed. With --json, one JSON object per line.\n"
     "\n"
     "Examples:\n"
     "  outpost events\n"
-    "  outpost events -f web\n";
+    "  outpost events -f web\n"
+    "  outpost events web/api\n";
+
+const char kRunHelp[] =
+    "Usage: outpost run -f FILE|- [--detach] [--timeout DUR]\n"
+    "\n"
+    "Submits a job spec (JSON, docs/job-spec.md) to the agent: a new job is\n"
+    "started; an existing one (same id) is updated, restarting only the tasks\n"
+    "whose spec changed. The spec is validated first: every problem is listed\n"
+    "with its JSON path and nothing changes. Then waits until the job's tasks\n"
+    "run (or it completes or fails) and prints them.\n"
+    "\n"
+    "Options:\n"
+    "  -f FILE         the job spec; - reads it from stdin\n"
+    "  --detach, -d    return once the spec is accepted\n"
+    "  --timeout DUR   how long to wait for the tasks (default 60s)\n"
+    "\n"
+    "Exit codes: 0 running/complete, 1 failed or not running in time,\n"
+    "2 invalid spec or usage, 3 no agent.\n"
+    "\n"
+    "Examples:\n"
+    "  outpost run -f examples/hello.json\n"
+    "  outpost run -f web.json --detach\n"
+    "  generate-spec | outpost run -f -\n";
+
+const char kPsHelp[] =
+    "Usage: outpost ps [--json]\n"
+    "\n"
+    "Lists jobs: status (pending, running, degraded, failed, complete,\n"
+    "stopping, stopped), running/total tasks, restarts, where the job came\n"
+    "from (api or a jobs.d file), spec version and age. Job files in jobs.d\n"
+    "that are invalid are listed below the table with their errors.\n"
+    "\n"
+    "Examples:\n"
+    "  outpost ps\n"
+    "  outpost ps --json | jq '.jobs[] | select(.status != \"running\") | .id'\n";
+
+const char kInspectHelp[] =
+    "Usage: outpost inspect JOB[/TASK] [--json]\n"
+    "\n"
+    "Shows a job (status, source, version, labels, and each task's state,\n"
+    "pid, restarts and why it is not running), or one task of it in detail.\n"
+    "--json adds the job's full canonical spec (every default filled in).\n"
+    "\n"
+    "Examples:\n"
+    "  outpost inspect web\n"
+    "  outpost inspect web/api\n"
+    "  outpost inspect web --json | jq .spec\n";
+
+const char kStopHelp[] =
+    "Usage: outpost stop JOB [--timeout DUR]\n"
+    "\n"
+    "Stops every task of the job (main and poststart tasks first, prestart\n"
+    "sidecars last): each gets its kill_signal, then SIGKILL after its\n"
+    "kill_timeout (or DUR). The job stays, marked stopped, also across agent\n"
+    "restarts and reboots; `outpost run` or `outpost restart` starts it again.\n"
+    "\n"
+    "Examples:\n"
+    "  outpost stop web\n"
+    "  outpost stop web --timeout 30s\n";
+
+const char kRmHelp[] =
+    "Usage: outpost rm JOB\n"
+    "\n"
+    "Stops the job and removes it with its tasks' private dirs and logs.\n"
+    "A job that comes from a jobs.d file is removed by removing the file.\n"
+    "\n"
+    "Examples:\n"
+    "  outpost rm web\n";
+
+const char kRestartHelp[] =
+    "Usage: outpost restart JOB[/TASK]\n"
+    "\n"
+    "Restarts one task, or the whole job (stopped, then started again in\n"
+    "lifecycle order). The restart-policy window starts afresh; a failed task\n"
+    "is given a new chance; a stopped job is started.\n"
+    "\n"
+    "Examples:\n"
+    "  outpost restart web/api\n"
+    "  outpost restart web\n";
+
+const char kExecHelp[] =
+    "Usage: outpost exec [--timeout DUR] JOB/TASK -- CMD [ARGS...]\n"
+    "\n"
+    "Runs a command as the task runs (same user, environment and working\n"
+    "dir) and prints its output; exits with the command's exit code.\n"
+    "\n"
+    "Examples:\n"
+    "  outpost exec web/api -- cat /proc/self/status\n"
+    "  outpost exec --timeout 5s web/api -- /bin/sh -c 'ls -l'\n";
+
+const char kSignalHelp[] =
+    "Usage: outpost signal JOB/TASK SIGNAL\n"
+    "\n"
+    "Sends a signal (name or number) to the task's process group. What the\n"
+    "task does then is up to it (and to its restart policy if it exits).\n"
+    "\n"
+    "Examples:\n"
+    "  outpost signal web/api HUP\n"
+    "  outpost signal web/api SIGUSR1\n";
+
+const char kStatsHelp[] =
+    "Usage: outpost stats [-f] [--interval DUR] [JOB[/TASK]]\n"
+    "\n"
+    "Shows CPU and memory use of running tasks (all jobs, one job or one\n"
+    "task). -f keeps sampling every --interval (default 1s): on a terminal\n"
+    "the table is redrawn in place; otherwise one line per task per sample.\n"
+    "--json prints one JSON object per task per sample.\n"
+    "\n"
+    "Examples:\n"
+    "  outpost stats\n"
+    "  outpost stats -f web\n"
+    "  outpost stats --json -f --interval 5s > stats.jsonl\n";
 
 const char kHelpHelp[] =
     "Usage: outpost help [COMMAND]\n"
@@ -132,10 +248,19 @@ int RunHelp(const GlobalOptions& opts, const std::vector<std::string>& args);
 
 const Command kCommands[] = {
     {"agent", "run the agent (the node daemon) in the foreground", kAgentHelp, RunAgentCommand},
+    {"run", "submit a job (create or update) and wait for its tasks", kRunHelp, RunRun},
+    {"ps", "list jobs", kPsHelp, RunPs},
+    {"inspect", "show a job or one of its tasks", kInspectHelp, RunInspect},
+    {"stop", "stop a job's tasks (the job stays, stopped)", kStopHelp, RunStop},
+    {"rm", "stop and remove a job", kRmHelp, RunRm},
+    {"restart", "restart a job or one task", kRestartHelp, RunRestart},
+    {"logs", "print a task's output", kLogsHelp, RunLogs},
+    {"exec", "run a command in a task's context", kExecHelp, RunExec},
+    {"signal", "send a signal to a task", kSignalHelp, RunSignal},
+    {"events", "print job and task events", kEventsHelp, RunEvents},
+    {"stats", "CPU and memory use of tasks", kStatsHelp, RunStats},
     {"status", "show the running agent's status", kStatusHelp, RunStatus},
     {"task", "run and manage bare tasks (run, ls, inspect, stop, rm, signal, exec, stats)", kTaskHelp, RunTask},
-    {"logs", "print a task's output", kLogsHelp, RunLogs},
-    {"events", "print task events", kEventsHelp, RunEvents},
     {"version", "print the version of this binary", kVersionHelp, RunVersion},
     {"help", "show help for a command", kHelpHelp, RunHelp},
 };

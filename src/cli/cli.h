@@ -39,6 +39,15 @@ int RunVersion(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunTask(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunLogs(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunEvents(const GlobalOptions& opts, const std::vector<std::string>& args);
+int RunRun(const GlobalOptions& opts, const std::vector<std::string>& args);
+int RunPs(const GlobalOptions& opts, const std::vector<std::string>& args);
+int RunInspect(const GlobalOptions& opts, const std::vector<std::string>& args);
+int RunStop(const GlobalOptions& opts, const std::vector<std::string>& args);
+int RunRm(const GlobalOptions& opts, const std::vector<std::string>& args);
+int RunRestart(const GlobalOptions& opts, const std::vector<std::string>& args);
+int RunStats(const GlobalOptions& opts, const std::vector<std::string>& args);
+int RunExec(const GlobalOptions& opts, const std::vector<std::string>& args);
+int RunSignal(const GlobalOptions& opts, const std::vector<std::string>& args);
 
 // Prints "outpost: <msg>" on stderr, returns code.
 int Fail(int code, const std::string& msg);

@@ -8,8 +8,10 @@
 
 namespace outpost::cli {
 
-Result<std::string> CallAgent(const GlobalOptions& opts, std::string_view method, const std::string& request,
-                              int* exit_code, int64_t timeout_nanos) {
+namespace {
+
+Result<std::string> Call(const GlobalOptions& opts, std::string_view method, const std::string& request,
+                         int* exit_code, int64_t timeout_nanos, bool quiet) {
   auto client = wire::BlockingClient::Connect(opts.socket, timeout_nanos);
   if (!client.ok()) {
     const Error& e = client.error();
@@ -30,12 +32,24 @@ Result<std::string> CallAgent(const GlobalOptions& opts, std::string_view method
     if (e.code() == Code::kUnavailable) {
       *exit_code = Fail(kExitNoAgent, "the agent at " + opts.socket + " closed the connection: " + e.message());
     } else {
-      *exit_code = Fail(kExitFailure, e.message());
+      *exit_code = quiet ? kExitFailure : Fail(kExitFailure, e.message());
     }
     return e;
   }
   *exit_code = kExitOk;
   return reply;
+}
+
+}  // namespace
+
+Result<std::string> CallAgent(const GlobalOptions& opts, std::string_view method, const std::string& request,
+                              int* exit_code, int64_t timeout_nanos) {
+  return Call(opts, method, request, exit_code, timeout_nanos, false);
+}
+
+Result<std::string> CallAgentQuiet(const GlobalOptions& opts, std::string_view method, const std::string& request,
+                                   int* exit_code, int64_t timeout_nanos) {
+  return Call(opts, method, request, exit_code, timeout_nanos, true);
 }
 
 }  // namespace outpost::cli

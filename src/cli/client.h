@@ -19,5 +19,8 @@ constexpr int64_t kDefaultCallTimeoutNanos = 10LL * 1000000000;
 // and sets *exit_code: 3 when the agent cannot be reached, else 1.
 Result<std::string> CallAgent(const GlobalOptions& opts, std::string_view method, const std::string& request,
                               int* exit_code, int64_t timeout_nanos = kDefaultCallTimeoutNanos);
+// Same, but an error reply of the agent is not printed (only "no agent").
+Result<std::string> CallAgentQuiet(const GlobalOptions& opts, std::string_view method, const std::string& request,
+                                   int* exit_code, int64_t timeout_nanos = kDefaultCallTimeoutNanos);
 
 }  // namespace outpost::cli

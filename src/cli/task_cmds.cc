@@ -10,113 +10,19 @@
 #include "base/strings.h"
 #include "cli/cli.h"
 #include "cli/client.h"
+#include "cli/util.h"
+#include "job.pb.h"
 #include "task.pb.h"
 
 namespace outpost::cli {
 
 namespace {
 
-// Options of the form --name VALUE / --name=VALUE / flags, then positionals.
-struct Args {
-  std::vector<std::string> pos;
-  std::vector<std::pair<std::string, std::string>> opts;
-  std::vector<std::string> after_dashdash;
-  bool dashdash = false;
-
-  const std::string* Get(const std::string& name) const {
-    const std::string* out = nullptr;
-    for (const auto& [k, v] : opts) {
-      if (k == name) out = &v;
-    }
-    return out;
-  }
-  bool Has(const std::string& name) const { return Get(name) != nullptr; }
-};
-
-// takes_value: option names that take a value. Flags not listed take none.
-Result<Args> ParseArgs(const std::vector<std::string>& in, const std::vector<std::string>& takes_value,
-                       const std::vector<std::string>& flags, bool stop_at_first_positional = false) {
-  Args a;
-  for (size_t i = 0; i < in.size(); ++i) {
-    const std::string& s = in[i];
-    if (a.dashdash) {
-      // `exec ID -- CMD`: a "--" right after the first positional is just the separator.
-      if (!(s == "--" && a.after_dashdash.empty() && stop_at_first_positional && !a.pos.empty() &&
-            in[i - 1] == a.pos.back())) {
-        a.after_dashdash.push_back(s);
-      }
-      continue;
-    }
-    if (s == "--") {
-      a.dashdash = true;
-      continue;
-    }
-    if (s.size() > 1 && s[0] == '-') {
-      std::string name = s, value;
-      size_t eq = s.find('=');
-      bool has_eq = eq != std::string::npos;
-      if (has_eq) {
-        name = s.substr(0, eq);
-        value = s.substr(eq + 1);
-      }
-      bool valued = std::find(takes_value.begin(), takes_value.end(), name) != takes_value.end();
-      bool flag = std::find(flags.begin(), flags.end(), name) != flags.end();
-      if (!valued && !flag) return Error(Code::kInvalidArgument, "unknown option \"" + name + "\"");
-      if (valued && !has_eq) {
-        if (i + 1 >= in.size()) return Error(Code::kInvalidArgument, "option " + name + " needs a value");
-        value = in[++i];
-      }
-      if (flag && has_eq) return Error(Code::kInvalidArgument, "option " + name + " takes no value");
-      a.opts.push_back({name, value});
-      continue;
-    }
-    a.pos.push_back(s);
-    if (stop_at_first_positional) {
-      a.dashdash = true;  // the rest is the command line
-    }
-  }
-  return a;
-}
-
-std::string Time(int64_t unix_nanos) { return unix_nanos ? FormatWallTime(unix_nanos) : "-"; }
-
 std::string ExitText(const outpost_v1_TaskInfo& t) {
   if (std::string(t.state ? t.state : "") != "exited") return "";
   if (t.error && *t.error) return t.error;
   if (t.signal) return Format("signal %d (exit %d)", t.signal, t.exit_code);
   return Format("exit %d", t.exit_code);
-}
-
-picojson::value InfoJson(const outpost_v1_TaskInfo& t) {
-  picojson::object o;
-  o["id"] = picojson::value(PbString(t.id));
-  o["job"] = picojson::value(PbString(t.job));
-  o["name"] = picojson::value(PbString(t.name));
-  o["state"] = picojson::value(PbString(t.state));
-  o["pid"] = picojson::value(static_cast<int64_t>(t.pid));
-  o["started_at"] = picojson::value(Time(t.started_at_unix_nanos));
-  o["completed_at"] = picojson::value(Time(t.completed_at_unix_nanos));
-  o["exit_code"] = picojson::value(static_cast<int64_t>(t.exit_code));
-  o["signal"] = picojson::value(static_cast<int64_t>(t.signal));
-  o["oom_killed"] = picojson::value(t.oom_killed);
-  o["error"] = picojson::value(PbString(t.error));
-  o["command"] = picojson::value(PbString(t.command));
-  picojson::array args;
-  for (pb_size_t i = 0; i < t.args_count; ++i) args.push_back(picojson::value(PbString(t.args[i])));
-  o["args"] = picojson::value(args);
-  o["user"] = picojson::value(PbString(t.user));
-  o["workdir"] = picojson::value(PbString(t.workdir));
-  o["log_dir"] = picojson::value(PbString(t.log_dir));
-  o["log_bytes"] = picojson::value(static_cast<int64_t>(t.log_bytes));
-  o["log_dropped_bytes"] = picojson::value(static_cast<int64_t>(t.log_dropped_bytes));
-  o["log_error"] = picojson::value(PbString(t.log_error));
-  return picojson::value(o);
-}
-
-void PrintJson(const picojson::value& v) { std::printf("%s\n", v.serialize(true).c_str()); }
-
-int UsageError(const std::string& msg, const char* cmd) {
-  return Fail(kExitUsage, msg + "; see `outpost " + cmd + " --help`");
 }
 
 template <typename Msg>
@@ -312,8 +218,10 @@ int TaskRemove(const GlobalOptions& g, const std::vector<std::string>& in) {
   return kExitOk;
 }
 
-int TaskSignal(const GlobalOptions& g, const std::vector<std::string>& in) {
-  if (in.size() != 2) return UsageError("task signal needs a task id and a signal", "task");
+}  // namespace
+
+int TaskSignal(const GlobalOptions& g, const std::vector<std::string>& in, const char* name) {
+  if (in.size() != 2) return UsageError(std::string(name) + " needs a task and a signal", name);
   outpost_v1_SignalTaskRequest req = outpost_v1_SignalTaskRequest_init_zero;
   req.id = PbStr(in[0]);
   req.signal = PbStr(in[1]);
@@ -323,13 +231,13 @@ int TaskSignal(const GlobalOptions& g, const std::vector<std::string>& in) {
   return reply.ok() ? kExitOk : code;
 }
 
-int TaskExec(const GlobalOptions& g, const std::vector<std::string>& in) {
+int TaskExec(const GlobalOptions& g, const std::vector<std::string>& in, const char* name) {
   auto a = ParseArgs(in, {"--timeout"}, {}, true);
-  if (!a.ok()) return UsageError(a.error().message(), "task");
-  if (a->pos.empty()) return UsageError("task exec needs a task id and a command", "task");
+  if (!a.ok()) return UsageError(a.error().message(), name);
+  if (a->pos.empty()) return UsageError(std::string(name) + " needs a task and a command", name);
   std::vector<std::string> cmd(a->pos.begin() + 1, a->pos.end());
   cmd.insert(cmd.end(), a->after_dashdash.begin(), a->after_dashdash.end());
-  if (cmd.empty()) return UsageError("task exec needs a command after the task id", "task");
+  if (cmd.empty()) return UsageError(std::string(name) + " needs a command after the task", name);
   outpost_v1_ExecTaskRequest req = outpost_v1_ExecTaskRequest_init_zero;
   std::string id = a->pos[0];
   req.id = PbStr(id);
@@ -340,7 +248,7 @@ int TaskExec(const GlobalOptions& g, const std::vector<std::string>& in) {
   req.timeout_nanos = 60 * kNanosPerSecond;
   if (const std::string* t = a->Get("--timeout")) {
     auto d = ParseDuration(*t);
-    if (!d.ok()) return UsageError("--timeout: " + d.error().message(), "task");
+    if (!d.ok()) return UsageError("--timeout: " + d.error().message(), name);
     req.timeout_nanos = *d;
   }
   int code = 0;
@@ -364,6 +272,8 @@ int TaskExec(const GlobalOptions& g, const std::vector<std::string>& in) {
   // Like ssh or docker exec: the command's exit code is ours.
   return resp->exit_code;
 }
+
+namespace {
 
 int TaskStatsCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
   if (in.size() != 1) return UsageError("task stats needs exactly one task id", "task");
@@ -401,8 +311,8 @@ int RunTask(const GlobalOptions& g, const std::vector<std::string>& args) {
   if (sub == "inspect") return TaskInspect(g, rest);
   if (sub == "stop") return TaskStop(g, rest);
   if (sub == "rm") return TaskRemove(g, rest);
-  if (sub == "signal") return TaskSignal(g, rest);
-  if (sub == "exec") return TaskExec(g, rest);
+  if (sub == "signal") return TaskSignal(g, rest, "task signal");
+  if (sub == "exec") return TaskExec(g, rest, "task exec");
   if (sub == "stats") return TaskStatsCmd(g, rest);
   return UsageError("unknown task subcommand \"" + sub + "\"", "task");
 }
@@ -454,11 +364,27 @@ int RunLogs(const GlobalOptions& g, const std::vector<std::string>& in) {
 int RunEvents(const GlobalOptions& g, const std::vector<std::string>& in) {
   auto a = ParseArgs(in, {}, {"-f", "--follow"});
   if (!a.ok()) return UsageError(a.error().message(), "events");
-  if (a->pos.size() > 1) return UsageError("events takes at most one task id", "events");
+  if (a->pos.size() > 1) return UsageError("events takes at most one JOB, JOB/TASK or task id", "events");
   bool follow = a->Has("-f") || a->Has("--follow");
-  std::string task = a->pos.empty() ? "" : a->pos[0];
+  std::string task = a->pos.empty() ? "" : a->pos[0], job;
+  if (!task.empty() && task.find('/') == std::string::npos) {
+    // A job's events, if there is such a job; else a bare task's.
+    outpost_v1_JobIdRequest jr = outpost_v1_JobIdRequest_init_zero;
+    jr.id = PbStr(task);
+    int code = 0;
+    GlobalOptions quiet = g;
+    auto reply = CallAgentQuiet(quiet, "InspectJob", *PbEncode(outpost_v1_JobIdRequest_fields, &jr, "JobIdRequest"),
+                                &code);
+    if (reply.ok()) {
+      job = task;
+      task.clear();
+    } else if (code == kExitNoAgent) {
+      return code;
+    }
+  }
   outpost_v1_WatchEventsRequest req = outpost_v1_WatchEventsRequest_init_zero;
   req.task_id = PbStr(task);
+  req.job = PbStr(job);
   for (;;) {
     int code = 0;
     auto reply = CallAgent(g, "WatchEvents",
@@ -480,7 +406,10 @@ int RunEvents(const GlobalOptions& g, const std::vector<std::string>& in) {
         o["message"] = picojson::value(PbString(e.message));
         std::printf("%s\n", picojson::value(o).serialize().c_str());
       } else {
-        std::printf("%s %-20s %-10s %s\n", FormatWallTime(e.time_unix_nanos).c_str(), PbString(e.task_id).c_str(),
+        std::string who = e.task_name && *e.task_name && e.job && *e.job
+                              ? PbString(e.job) + "/" + PbString(e.task_name)
+                              : (e.task_id && *e.task_id ? PbString(e.task_id) : PbString(e.job));
+        std::printf("%s %-20s %-14s %s\n", FormatWallTime(e.time_unix_nanos).c_str(), who.c_str(),
                     PbString(e.type).c_str(), PbString(e.message).c_str());
       }
       if (e.seq > req.after_seq) req.after_seq = e.seq;

@@ -1,0 +1,204 @@
+#include "agent/job_api.h"
+
+#include "agent/api.h"
+#include "agent/api_util.h"
+#include "agent/task_manager.h"
+#include "base/pb.h"
+#include "job.pb.h"
+#include "wire/rpc_server.h"
+
+namespace outpost::agent {
+
+void JobTaskRunner::Start(const task::TaskConfig& config, std::function<void(Status)> done) {
+  auto fresh = [this, config, done](Status st) {
+    if (!st.ok()) return done(st);
+    tm_->Start(config, [done](Result<TaskView> v) { done(v.ok() ? OkStatus() : Status(v.error())); });
+  };
+  // The previous instance of this task (ended) makes way; its logs and task
+  // dir stay for the new one.
+  if (tm_->Inspect(config.id).ok()) return tm_->Destroy(config.id, true, fresh);
+  fresh(OkStatus());
+}
+
+Status JobTaskRunner::Wait(const std::string& id, std::function<void(const task::ExitResult&)> done) {
+  return tm_->driver()->WaitTask(id, std::move(done));
+}
+
+void JobTaskRunner::Stop(const std::string& id, int64_t timeout_nanos, std::function<void(Status)> done) {
+  tm_->Stop(id, timeout_nanos, "", std::move(done));
+}
+
+void JobTaskRunner::Event(const task::TaskEvent& ev) { tm_->RecordEvent(ev); }
+
+Result<job::TaskStore::Instance> JobTaskRunner::Lookup(const std::string& task_id) {
+  auto v = tm_->Inspect(task_id);
+  if (!v.ok()) return v.error();
+  Instance i;
+  i.running = v->status.state != task::TaskState::kExited;
+  i.exit = v->status.exit;
+  i.spec_hash = v->config.spec_hash;
+  return i;
+}
+
+void JobTaskRunner::Purge(const std::string& task_id, std::function<void(Status)> done) {
+  tm_->Purge(task_id, std::move(done));
+}
+
+namespace {
+
+outpost_v1_EnvVar* Pairs(const std::map<std::string, std::string>& m, Arena* a) {
+  auto* out = a->Array<outpost_v1_EnvVar>(m.size());
+  size_t i = 0;
+  for (const auto& [k, v] : m) {
+    out[i] = outpost_v1_EnvVar_init_zero;
+    out[i].name = a->Str(k);
+    out[i].value = a->Str(v);
+    i++;
+  }
+  return out;
+}
+
+void FillJob(const job::JobView& v, TaskManager* tm, bool full, Arena* a, outpost_v1_JobInfo* out) {
+  *out = outpost_v1_JobInfo_init_zero;
+  out->id = a->Str(v.id);
+  out->status = a->Str(v.status);
+  out->source = a->Str(job::SourceName(v.source));
+  out->file = a->Str(v.file);
+  out->desired = a->Str(v.running ? "running" : "stopped");
+  out->version = v.version;
+  out->submitted_at_unix_nanos = v.submitted_unix_nanos;
+  out->labels_count = static_cast<pb_size_t>(v.spec.labels.size());
+  out->labels = Pairs(v.spec.labels, a);
+  out->annotations_count = static_cast<pb_size_t>(v.spec.annotations.size());
+  out->annotations = Pairs(v.spec.annotations, a);
+  out->tasks_count = static_cast<pb_size_t>(v.tasks.size());
+  out->tasks = a->Array<outpost_v1_JobTaskInfo>(v.tasks.size());
+  for (size_t i = 0; i < v.tasks.size(); i++) {
+    const job::TaskStatusView& t = v.tasks[i];
+    outpost_v1_JobTaskInfo& o = out->tasks[i];
+    o = outpost_v1_JobTaskInfo_init_zero;
+    o.name = a->Str(t.name);
+    o.task_id = a->Str(t.task_id);
+    o.state = a->Str(job::RunStateName(t.state));
+    o.lifecycle = a->Str(job::HookName(t.lifecycle.hook));
+    o.sidecar = t.lifecycle.sidecar;
+    o.restarts = t.restarts;
+    o.failed = t.failed;
+    o.completed = t.completed;
+    o.reason = a->Str(t.reason);
+    o.last_exit = a->Str(t.last_exit);
+    o.next_start_unix_nanos = t.next_start_unix_nanos;
+    auto tv = tm->Inspect(t.task_id);
+    if (tv.ok()) {
+      if (tv->status.state != task::TaskState::kExited) o.pid = tv->status.pid;
+      o.started_at_unix_nanos = tv->status.started_at_unix_nanos;
+      if (full) {
+        o.has_task = true;
+        FillInfo(*tv, a, &o.task);
+      }
+    }
+  }
+  if (full) out->spec_json = a->Str(job::JobSpecToJson(v.spec).serialize(true));
+}
+
+bool Ready(job::JobManager* jobs, const wire::Responder& r) {
+  if (jobs->recovered()) return true;
+  r.Fail(Error(Code::kUnavailable, "the agent is still recovering its jobs; try again in a moment"));
+  return false;
+}
+
+void SubmitJob(job::JobManager* jobs, TaskManager* tm, std::string_view payload, wire::Responder r) {
+  PbOwned<outpost_v1_SubmitJobRequest> req(outpost_v1_SubmitJobRequest_fields);
+  if (!DecodeOrFail(payload, &req, "SubmitJobRequest", r) || !Ready(jobs, r)) return;
+  auto res = jobs->Submit(PbString(req->spec_json));
+  if (!res.ok()) return r.Fail(res.error());
+  Arena a;
+  outpost_v1_SubmitJobResponse resp = outpost_v1_SubmitJobResponse_init_zero;
+  resp.has_job = true;
+  FillJob(res->job, tm, false, &a, &resp.job);
+  resp.created = res->created;
+  resp.unchanged = res->unchanged;
+  resp.restarted_count = static_cast<pb_size_t>(res->restarted.size());
+  resp.restarted = a.StrArray(res->restarted);
+  resp.added_count = static_cast<pb_size_t>(res->added.size());
+  resp.added = a.StrArray(res->added);
+  resp.removed_count = static_cast<pb_size_t>(res->removed.size());
+  resp.removed = a.StrArray(res->removed);
+  r.Finish(PbEncode(outpost_v1_SubmitJobResponse_fields, &resp, "SubmitJobResponse"));
+}
+
+void ListJobs(job::JobManager* jobs, TaskManager* tm, std::string_view payload, wire::Responder r) {
+  PbOwned<outpost_v1_ListJobsRequest> req(outpost_v1_ListJobsRequest_fields);
+  if (!DecodeOrFail(payload, &req, "ListJobsRequest", r)) return;
+  std::vector<job::JobView> views = jobs->List();
+  Arena a;
+  outpost_v1_ListJobsResponse resp = outpost_v1_ListJobsResponse_init_zero;
+  resp.jobs_count = static_cast<pb_size_t>(views.size());
+  resp.jobs = a.Array<outpost_v1_JobInfo>(views.size());
+  for (size_t i = 0; i < views.size(); i++) FillJob(views[i], tm, false, &a, &resp.jobs[i]);
+  std::map<std::string, std::string> problems = jobs->FileProblems();
+  resp.problems_count = static_cast<pb_size_t>(problems.size());
+  resp.problems = a.Array<outpost_v1_FileProblem>(problems.size());
+  size_t i = 0;
+  for (const auto& [path, error] : problems) {
+    resp.problems[i] = outpost_v1_FileProblem_init_zero;
+    resp.problems[i].path = a.Str(path);
+    resp.problems[i].error = a.Str(error);
+    i++;
+  }
+  resp.jobs_dir = a.Str(jobs->jobs_dir());
+  resp.jobs_dir_problem = a.Str(jobs->DirProblem());
+  r.Finish(PbEncode(outpost_v1_ListJobsResponse_fields, &resp, "ListJobsResponse"));
+}
+
+void InspectJob(job::JobManager* jobs, TaskManager* tm, std::string_view payload, wire::Responder r) {
+  PbOwned<outpost_v1_JobIdRequest> req(outpost_v1_JobIdRequest_fields);
+  if (!DecodeOrFail(payload, &req, "JobIdRequest", r)) return;
+  auto v = jobs->Inspect(PbString(req->id));
+  if (!v.ok()) return r.Fail(v.error());
+  Arena a;
+  outpost_v1_JobInfo info;
+  FillJob(*v, tm, true, &a, &info);
+  r.Finish(PbEncode(outpost_v1_JobInfo_fields, &info, "JobInfo"));
+}
+
+void StopJob(job::JobManager* jobs, TaskManager*, std::string_view payload, wire::Responder r) {
+  PbOwned<outpost_v1_StopJobRequest> req(outpost_v1_StopJobRequest_fields);
+  if (!DecodeOrFail(payload, &req, "StopJobRequest", r) || !Ready(jobs, r)) return;
+  jobs->Stop(PbString(req->id), req->timeout_nanos, [r](Status st) { ReplyEmpty(r, st); });
+}
+
+void RemoveJob(job::JobManager* jobs, TaskManager*, std::string_view payload, wire::Responder r) {
+  PbOwned<outpost_v1_JobIdRequest> req(outpost_v1_JobIdRequest_fields);
+  if (!DecodeOrFail(payload, &req, "JobIdRequest", r) || !Ready(jobs, r)) return;
+  jobs->Remove(PbString(req->id), [r](Status st) { ReplyEmpty(r, st); });
+}
+
+void RestartJob(job::JobManager* jobs, TaskManager*, std::string_view payload, wire::Responder r) {
+  PbOwned<outpost_v1_RestartJobRequest> req(outpost_v1_RestartJobRequest_fields);
+  if (!DecodeOrFail(payload, &req, "RestartJobRequest", r) || !Ready(jobs, r)) return;
+  ReplyEmpty(r, jobs->Restart(PbString(req->id), PbString(req->task)));
+}
+
+using Handler = void (*)(job::JobManager*, TaskManager*, std::string_view, wire::Responder);
+
+}  // namespace
+
+void RegisterJobApi(job::JobManager* jobs, TaskManager* tm, wire::RpcServer* server) {
+  static const struct {
+    const char* method;
+    Handler fn;
+  } kMethods[] = {
+      {"SubmitJob", SubmitJob}, {"ListJobs", ListJobs},   {"InspectJob", InspectJob},
+      {"StopJob", StopJob},     {"RemoveJob", RemoveJob}, {"RestartJob", RestartJob},
+  };
+  for (const auto& m : kMethods) {
+    Handler fn = m.fn;
+    server->Register(kAgentService, m.method,
+                     [jobs, tm, fn](const wire::CallContext&, std::string_view payload, wire::Responder r) {
+                       fn(jobs, tm, payload, std::move(r));
+                     });
+  }
+}
+
+}  // namespace outpost::agent

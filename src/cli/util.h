@@ -1,0 +1,92 @@
+// Helpers shared by the client commands: argument parsing (options with
+// values, flags, "--"), printing JSON, usage errors, time display, and the
+// TaskInfo JSON form.
+#pragma once
+
+#include <picojson.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/error.h"
+#include "task.pb.h"
+
+namespace outpost::cli {
+
+// Options of the form --name VALUE / --name=VALUE / flags, then positionals.
+struct Args {
+  std::vector<std::string> pos;
+  std::vector<std::pair<std::string, std::string>> opts;
+  std::vector<std::string> after_dashdash;
+  bool dashdash = false;
+
+  const std::string* Get(const std::string& name) const {
+    const std::string* out = nullptr;
+    for (const auto& [k, v] : opts) {
+      if (k == name) out = &v;
+    }
+    return out;
+  }
+  bool Has(const std::string& name) const { return Get(name) != nullptr; }
+};
+
+// takes_value: option names that take a value. Flags not listed take none.
+inline Result<Args> ParseArgs(const std::vector<std::string>& in, const std::vector<std::string>& takes_value,
+                       const std::vector<std::string>& flags, bool stop_at_first_positional = false) {
+  Args a;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const std::string& s = in[i];
+    if (a.dashdash) {
+      // `exec ID -- CMD`: a "--" right after the first positional is just the separator.
+      if (!(s == "--" && a.after_dashdash.empty() && stop_at_first_positional && !a.pos.empty() &&
+            in[i - 1] == a.pos.back())) {
+        a.after_dashdash.push_back(s);
+      }
+      continue;
+    }
+    if (s == "--") {
+      a.dashdash = true;
+      continue;
+    }
+    if (s.size() > 1 && s[0] == '-') {
+      std::string name = s, value;
+      size_t eq = s.find('=');
+      bool has_eq = eq != std::string::npos;
+      if (has_eq) {
+        name = s.substr(0, eq);
+        value = s.substr(eq + 1);
+      }
+      bool valued = std::find(takes_value.begin(), takes_value.end(), name) != takes_value.end();
+      bool flag = std::find(flags.begin(), flags.end(), name) != flags.end();
+      if (!valued && !flag) return Error(Code::kInvalidArgument, "unknown option \"" + name + "\"");
+      if (valued && !has_eq) {
+        if (i + 1 >= in.size()) return Error(Code::kInvalidArgument, "option " + name + " needs a value");
+        value = in[++i];
+      }
+      if (flag && has_eq) return Error(Code::kInvalidArgument, "option " + name + " takes no value");
+      a.opts.push_back({name, value});
+      continue;
+    }
+    a.pos.push_back(s);
+    if (stop_at_first_positional) {
+      a.dashdash = true;  // the rest is the command line
+    }
+  }
+  return a;
+}
+
+// RFC 3339 time, or "-" for 0.
+std::string Time(int64_t unix_nanos);
+// "3s", "5m", "2h", "4d": age since unix_nanos (for tables).
+std::string Age(int64_t unix_nanos);
+void PrintJson(const picojson::value& v);
+int UsageError(const std::string& msg, const char* cmd);
+picojson::value InfoJson(const outpost_v1_TaskInfo& t);
+
+// Commands shared between `task ...` and the job-level commands.
+int TaskExec(const struct GlobalOptions& g, const std::vector<std::string>& in, const char* cmd_name);
+int TaskSignal(const struct GlobalOptions& g, const std::vector<std::string>& in, const char* cmd_name);
+
+}  // namespace outpost::cli
