@@ -1,0 +1,606 @@
+#include "job/spec.h"
+
+#include <algorithm>
+
+#include "base/json.h"
+#include "base/strings.h"
+#include "task/spawn.h"
+
+namespace outpost::job {
+
+namespace {
+
+using json::Errors;
+using json::ObjectReader;
+
+constexpr int64_t kSecond = 1000000000LL;
+constexpr int64_t kHour = 3600 * kSecond;
+constexpr int64_t kMaxKillTimeout = kHour;
+constexpr int64_t kMinRestartDelay = kSecond;  // restarts never come faster than once a second
+constexpr int64_t kMaxRestartDelay = kHour;
+constexpr int64_t kMinRestartInterval = kSecond;
+constexpr int64_t kMaxRestartInterval = 24 * kHour;
+constexpr int64_t kMaxRestartAttempts = 1000000;
+constexpr int64_t kMaxLogFiles = 1000;
+constexpr uint64_t kMinLogFileSize = 4096;
+// An rlimit of "unlimited": RLIM_INFINITY once cast to the (64-bit) rlim_t.
+constexpr uint64_t kUnlimited = ~uint64_t{0};
+
+const char* const kNotYet = "not supported yet by this version of outpost";
+const char* const kNoResources = "resource limits are not supported yet (cgroup v2 support comes with a later version)";
+
+// A string as it appears in messages: JSON-quoted, control bytes escaped,
+// long ones cut.
+std::string Quote(const std::string& s) { return json::Preview(picojson::value(s)); }
+
+bool IsWordChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+// Path of a map entry: "tasks[0].env" + "PATH" -> "tasks[0].env.PATH"; keys
+// that are not plain words are quoted: tasks[0].env["A B"].
+std::string KeyPath(const std::string& path, const std::string& key) {
+  bool plain = !key.empty() && key.size() <= 64 && std::all_of(key.begin(), key.end(), IsWordChar);
+  if (plain) return path.empty() ? key : path + "." + key;
+  return path + "[" + Quote(key) + "]";
+}
+
+bool ValidEnvName(const std::string& s) {
+  if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
+  for (char c : s) {
+    if (!IsWordChar(c) || c == '-') return false;
+  }
+  return true;
+}
+
+// Byte limit and NUL check for any string taken from the document (NUL
+// cannot cross execve, and would silently cut a path or an argument).
+bool CheckString(const std::string& path, const std::string& s, size_t limit, Errors* errors) {
+  if (s.size() > limit) {
+    errors->push_back(Format("%s: is %zu bytes, more than the limit of %zu bytes", path.c_str(), s.size(), limit));
+    return false;
+  }
+  if (s.find('\0') != std::string::npos) {
+    errors->push_back(path + ": must not contain NUL bytes");
+    return false;
+  }
+  return true;
+}
+
+// Records "<path>.<key>: required" when key is absent.
+bool Required(ObjectReader& r, const std::string& key) {
+  if (r.Has(key)) return true;
+  r.Known(key);
+  r.Fail(key, "required");
+  return false;
+}
+
+// The typed readers below return true when the key is present and its value
+// valid (and only then store it), so callers can tell "absent" from "bad".
+bool ReadString(ObjectReader& r, Errors* errors, const std::string& key, std::string* out,
+                bool allow_empty = true) {
+  size_t before = errors->size();
+  std::string v;
+  r.String(key, &v, allow_empty);
+  if (!r.Has(key) || errors->size() != before) return false;
+  if (!CheckString(r.PathOf(key), v, kMaxStringBytes, errors)) return false;
+  *out = std::move(v);
+  return true;
+}
+
+bool ReadDuration(ObjectReader& r, Errors* errors, const std::string& key, int64_t min, int64_t max,
+                  int64_t* out) {
+  size_t before = errors->size();
+  int64_t v = 0;
+  r.Duration(key, &v);
+  if (!r.Has(key) || errors->size() != before) return false;
+  if (v < min || v > max) {
+    r.Fail(key, "must be between " + FormatDuration(min) + " and " + FormatDuration(max) + ", got " +
+                    FormatDuration(v));
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+// Labels and annotations: string -> string, bounded in count and size.
+void ReadLabels(ObjectReader& r, Errors* errors, const std::string& key, std::map<std::string, std::string>* out) {
+  const picojson::value* v = r.Get(key);
+  if (!v) return;
+  std::string path = r.PathOf(key);
+  if (!v->is<picojson::object>()) {
+    errors->push_back(path + ": expected an object of strings, got " + json::TypeName(*v));
+    return;
+  }
+  const auto& obj = v->get<picojson::object>();
+  if (obj.size() > kMaxLabels) {
+    errors->push_back(Format("%s: %zu entries, more than the limit of %zu", path.c_str(), obj.size(), kMaxLabels));
+    return;
+  }
+  for (const auto& [k, val] : obj) {
+    std::string item = KeyPath(path, k);
+    if (k.empty()) {
+      errors->push_back(path + ": keys must not be empty");
+    } else if (k.size() > kMaxLabelBytes) {
+      errors->push_back(Format("%s: key %s is %zu bytes, more than the limit of %zu bytes", path.c_str(),
+                               Quote(k).c_str(), k.size(), kMaxLabelBytes));
+    } else if (k.find('\0') != std::string::npos) {
+      errors->push_back(item + ": keys must not contain NUL bytes");
+    } else if (!val.is<std::string>()) {
+      errors->push_back(item + ": expected a string, got " + json::TypeName(val));
+    } else if (CheckString(item, val.get<std::string>(), kMaxLabelBytes, errors)) {
+      (*out)[k] = val.get<std::string>();
+    }
+  }
+}
+
+void ReadEnv(ObjectReader& r, Errors* errors, std::map<std::string, std::string>* out) {
+  const picojson::value* v = r.Get("env");
+  if (!v) return;
+  std::string path = r.PathOf("env");
+  if (!v->is<picojson::object>()) {
+    errors->push_back(path + ": expected an object of strings, got " + json::TypeName(*v));
+    return;
+  }
+  size_t total = 0;
+  for (const auto& [k, val] : v->get<picojson::object>()) {
+    std::string item = KeyPath(path, k);
+    if (!ValidEnvName(k)) {
+      errors->push_back(item + ": not a valid variable name (letters, digits and '_', not starting with a digit)");
+    } else if (!val.is<std::string>()) {
+      errors->push_back(item + ": expected a string, got " + json::TypeName(val));
+    } else if (CheckString(item, val.get<std::string>(), kMaxStringBytes, errors)) {
+      (*out)[k] = val.get<std::string>();
+    }
+    total += k.size() + 1 + (val.is<std::string>() ? val.get<std::string>().size() : 0);
+  }
+  if (total > kMaxEnvBytes) {
+    errors->push_back(Format("%s: %zu bytes in total (name=value), more than the limit of %zu bytes", path.c_str(),
+                             total, kMaxEnvBytes));
+  }
+}
+
+// One rlimit value: a whole number >= 0 or "unlimited".
+bool ReadRlimitValue(const picojson::value& v, const std::string& path, const char* expected, uint64_t* out,
+                     Errors* errors) {
+  if (v.is<std::string>() && v.get<std::string>() == "unlimited") {
+    *out = kUnlimited;
+    return true;
+  }
+  if (v.is<int64_t>()) {
+    int64_t n = v.get<int64_t>();
+    if (n < 0) {
+      errors->push_back(Format("%s: must not be negative, got %lld", path.c_str(), static_cast<long long>(n)));
+      return false;
+    }
+    *out = static_cast<uint64_t>(n);
+    return true;
+  }
+  errors->push_back(path + ": expected " + expected + ", got " + json::Preview(v));
+  return false;
+}
+
+std::string RlimitValueText(uint64_t v) {
+  return v == kUnlimited ? "unlimited" : Format("%llu", static_cast<unsigned long long>(v));
+}
+
+// "NOFILE", "rlimit_nofile" -> "nofile" (the name task::Rlimit carries).
+std::string RlimitKey(const std::string& raw) {
+  std::string name;
+  for (char c : raw) name += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (StartsWith(name, "rlimit_")) name = name.substr(7);
+  return name;
+}
+
+void ReadRlimits(ObjectReader& r, Errors* errors, std::vector<task::Rlimit>* out) {
+  const picojson::value* v = r.Get("rlimits");
+  if (!v) return;
+  std::string path = r.PathOf("rlimits");
+  if (!v->is<picojson::object>()) {
+    errors->push_back(path + ": expected an object, got " + json::TypeName(*v));
+    return;
+  }
+  std::map<std::string, task::Rlimit> by_name;  // sorted by canonical name
+  for (const auto& [k, val] : v->get<picojson::object>()) {
+    std::string item = KeyPath(path, k);
+    auto res = task::ParseRlimitName(k);
+    if (!res.ok()) {
+      errors->push_back(item + ": " + res.error().message());
+      continue;
+    }
+    task::Rlimit lim;
+    lim.name = RlimitKey(k);
+    if (val.is<picojson::object>()) {
+      size_t before = errors->size();
+      ObjectReader lr(val, item, errors);
+      const picojson::value* soft = lr.Get("soft");
+      const picojson::value* hard = lr.Get("hard");
+      if (!soft) lr.Fail("soft", "required");
+      if (!hard) lr.Fail("hard", "required");
+      const char* expected = "a number or \"unlimited\"";
+      if (soft) ReadRlimitValue(*soft, lr.PathOf("soft"), expected, &lim.soft, errors);
+      if (hard) ReadRlimitValue(*hard, lr.PathOf("hard"), expected, &lim.hard, errors);
+      lr.RejectUnknown();
+      if (errors->size() != before) continue;
+    } else {
+      if (!ReadRlimitValue(val, item, "a number, \"unlimited\" or {\"soft\": ..., \"hard\": ...}", &lim.soft,
+                           errors)) {
+        continue;
+      }
+      lim.hard = lim.soft;
+    }
+    if (lim.soft > lim.hard) {
+      errors->push_back(item + ": soft limit " + RlimitValueText(lim.soft) + " is more than the hard limit " +
+                        RlimitValueText(lim.hard));
+      continue;
+    }
+    if (by_name.count(lim.name)) {
+      errors->push_back(item + ": \"" + lim.name + "\" is set twice");
+      continue;
+    }
+    by_name[lim.name] = lim;
+  }
+  for (auto& [name, lim] : by_name) out->push_back(lim);
+}
+
+void ReadLogs(ObjectReader& r, Errors* errors, TaskSpec* t) {
+  const picojson::value* v = r.Get("logs");
+  if (!v) return;
+  ObjectReader lr(*v, r.PathOf("logs"), errors);
+  if (!lr.ok()) return;
+  int64_t files = t->log_max_files;
+  lr.Int("max_files", 1, kMaxLogFiles, &files);
+  t->log_max_files = static_cast<int>(files);
+  size_t before = errors->size();
+  uint64_t size = t->log_max_file_size;
+  lr.Size("max_file_size", &size);
+  if (lr.Has("max_file_size") && errors->size() == before) {
+    if (size < kMinLogFileSize) {
+      lr.Fail("max_file_size", Format("must be at least 4KiB (4096 bytes), got %llu",
+                                      static_cast<unsigned long long>(size)));
+    } else {
+      t->log_max_file_size = size;
+    }
+  }
+  lr.RejectUnknown();
+}
+
+// Restart settings as they are inherited: built-in defaults, overlaid by the
+// job's `restart`, overlaid by the task's.
+struct RestartInput {
+  Restart restart;
+  bool max_delay_set = false;  // else max_delay follows delay (see below)
+};
+
+void ReadRestart(const picojson::value& v, const std::string& path, RestartInput* in, Errors* errors) {
+  ObjectReader r(v, path, errors);
+  if (!r.ok()) return;
+  Restart& rs = in->restart;
+  std::string policy;
+  if (ReadString(r, errors, "policy", &policy)) {
+    if (policy == "always") rs.policy = RestartPolicy::kAlways;
+    else if (policy == "on-failure") rs.policy = RestartPolicy::kOnFailure;
+    else if (policy == "never") rs.policy = RestartPolicy::kNever;
+    else r.Fail("policy", "expected one of always, on-failure, never, got " + Quote(policy));
+  }
+  bool delay_set = ReadDuration(r, errors, "delay", kMinRestartDelay, kMaxRestartDelay, &rs.delay_nanos);
+  bool max_set = ReadDuration(r, errors, "max_delay", kMinRestartDelay, kMaxRestartDelay, &rs.max_delay_nanos);
+  r.Int("attempts", 0, kMaxRestartAttempts, &rs.attempts);
+  ReadDuration(r, errors, "interval", kMinRestartInterval, kMaxRestartInterval, &rs.interval_nanos);
+  r.RejectUnknown();
+  in->max_delay_set |= max_set;
+  if (!in->max_delay_set) {
+    // Unset max_delay is the default, raised to delay when delay is longer:
+    // `"delay": "2m"` alone is not an error.
+    rs.max_delay_nanos = std::max(Restart().max_delay_nanos, rs.delay_nanos);
+  } else if (rs.max_delay_nanos < rs.delay_nanos) {
+    if (max_set) {
+      r.Fail("max_delay", "must be at least delay (" + FormatDuration(rs.delay_nanos) + "), got " +
+                              FormatDuration(rs.max_delay_nanos));
+    } else if (delay_set) {
+      r.Fail("delay", "must be at most max_delay (" + FormatDuration(rs.max_delay_nanos) + "), got " +
+                          FormatDuration(rs.delay_nanos));
+    }
+  }
+}
+
+void ReadLifecycle(ObjectReader& r, Errors* errors, Lifecycle* out) {
+  const picojson::value* v = r.Get("lifecycle");
+  if (!v) return;
+  ObjectReader lr(*v, r.PathOf("lifecycle"), errors);
+  if (!lr.ok()) return;
+  std::string hook;
+  bool hook_ok = false;
+  if (Required(lr, "hook") && ReadString(lr, errors, "hook", &hook)) {
+    hook_ok = true;
+    if (hook == "prestart") out->hook = Hook::kPrestart;
+    else if (hook == "poststart") out->hook = Hook::kPoststart;
+    else if (hook == "main") out->hook = Hook::kMain;  // the canonical form spells out the default
+    else if (hook == "poststop") {
+      lr.Fail("hook", std::string("\"poststop\" is ") + kNotYet + " (only prestart and poststart are)");
+      hook_ok = false;
+    } else {
+      lr.Fail("hook", "expected one of prestart, poststart, main, got " + Quote(hook));
+      hook_ok = false;
+    }
+  }
+  lr.Bool("sidecar", &out->sidecar);
+  lr.RejectUnknown();
+  if (hook_ok && out->hook == Hook::kMain && out->sidecar) {
+    lr.Fail("sidecar", "only prestart and poststart tasks can be sidecars (a main task runs as long as the job)");
+  }
+}
+
+void ReadResources(ObjectReader& r, Errors* errors) {
+  const picojson::value* v = r.Get("resources");
+  if (!v) return;
+  std::string path = r.PathOf("resources");
+  if (!v->is<picojson::object>()) {
+    errors->push_back(path + ": expected an object, got " + json::TypeName(*v));
+    return;
+  }
+  for (const auto& [k, val] : v->get<picojson::object>()) errors->push_back(KeyPath(path, k) + ": " + kNoResources);
+}
+
+TaskSpec ReadTask(const picojson::value& v, const std::string& path, const RestartInput& job_restart,
+                  Errors* errors) {
+  TaskSpec t;
+  ObjectReader r(v, path, errors);
+  if (!r.ok()) return t;
+  if (Required(r, "name") && ReadString(r, errors, "name", &t.name)) {
+    Status st = ValidateName(t.name, "task name");
+    if (!st.ok()) r.Fail("name", st.error().message());
+  }
+  std::string driver;
+  if (ReadString(r, errors, "driver", &driver) && driver != "exec") {
+    r.Fail("driver", "unknown driver " + Quote(driver) + "; available: exec");
+  }
+  if (Required(r, "command")) ReadString(r, errors, "command", &t.command, false);
+
+  size_t before = errors->size();
+  std::vector<std::string> args;
+  r.StringList("args", &args);
+  if (errors->size() == before) {
+    if (args.size() > kMaxArgs) {
+      r.Fail("args", Format("%zu arguments, more than the limit of %zu", args.size(), kMaxArgs));
+    } else {
+      bool good = true;
+      for (size_t i = 0; i < args.size(); ++i) {
+        good &= CheckString(Format("%s[%zu]", r.PathOf("args").c_str(), i), args[i], kMaxStringBytes, errors);
+      }
+      if (good) t.args = std::move(args);
+    }
+  }
+  ReadEnv(r, errors, &t.env);
+  ReadString(r, errors, "user", &t.user);
+  ReadString(r, errors, "group", &t.group);
+  std::string workdir;
+  if (ReadString(r, errors, "workdir", &workdir)) {
+    if (!workdir.empty() && workdir[0] != '/') r.Fail("workdir", "must be an absolute path, got " + Quote(workdir));
+    else t.workdir = workdir;
+  }
+  ReadRlimits(r, errors, &t.rlimits);
+  ReadLogs(r, errors, &t);
+  std::string sig;
+  if (ReadString(r, errors, "kill_signal", &sig)) {
+    auto signo = task::ParseSignal(sig);
+    if (!signo.ok()) {
+      r.Fail("kill_signal", signo.error().message());
+    } else {
+      // Canonical spelling, so "TERM", "15" and "SIGTERM" fingerprint alike.
+      std::string name = task::SignalName(*signo);
+      t.kill_signal = name == "SIG?" ? std::to_string(*signo) : name;
+    }
+  }
+  ReadDuration(r, errors, "kill_timeout", 0, kMaxKillTimeout, &t.kill_timeout_nanos);
+  RestartInput restart = job_restart;
+  if (const picojson::value* rv = r.Get("restart")) ReadRestart(*rv, r.PathOf("restart"), &restart, errors);
+  t.restart = restart.restart;
+  ReadLifecycle(r, errors, &t.lifecycle);
+  ReadResources(r, errors);
+  if (r.Get("hooks")) r.Fail("hooks", kNotYet);
+  r.RejectUnknown();
+  return t;
+}
+
+void ReadTasks(const picojson::value& v, const RestartInput& job_restart, Errors* errors, JobSpec* spec) {
+  if (!v.is<picojson::array>()) {
+    errors->push_back(std::string("tasks: expected an array of tasks, got ") + json::TypeName(v));
+    return;
+  }
+  const auto& arr = v.get<picojson::array>();
+  if (arr.empty()) {
+    errors->push_back("tasks: must have at least one task");
+    return;
+  }
+  if (arr.size() > kMaxTasks) {
+    errors->push_back(Format("tasks: %zu tasks, more than the limit of %zu", arr.size(), kMaxTasks));
+    return;
+  }
+  std::map<std::string, size_t> seen;
+  bool has_main = false;
+  for (size_t i = 0; i < arr.size(); ++i) {
+    std::string path = Format("tasks[%zu]", i);
+    TaskSpec t = ReadTask(arr[i], path, job_restart, errors);
+    has_main |= t.lifecycle.hook == Hook::kMain;
+    if (!t.name.empty()) {
+      auto [it, inserted] = seen.emplace(t.name, i);
+      if (!inserted) {
+        errors->push_back(Format("%s.name: duplicate task name %s (also tasks[%zu])", path.c_str(),
+                                 Quote(t.name).c_str(), it->second));
+      }
+    }
+    spec->tasks.push_back(std::move(t));
+  }
+  if (!has_main) {
+    errors->push_back(
+        "tasks: no main task: every task has a prestart or poststart hook; a job needs at least one task "
+        "without \"lifecycle\"");
+  }
+}
+
+void ReadJob(ObjectReader& r, Errors* errors, JobSpec* spec) {
+  if (Required(r, "id") && ReadString(r, errors, "id", &spec->id)) {
+    Status st = ValidateName(spec->id, "job id");
+    if (!st.ok()) r.Fail("id", st.error().message());
+  }
+  ReadLabels(r, errors, "labels", &spec->labels);
+  ReadLabels(r, errors, "annotations", &spec->annotations);
+  if (r.Get("network")) r.Fail("network", kNotYet);
+  if (r.Get("hooks")) r.Fail("hooks", kNotYet);
+  RestartInput job_restart;
+  if (const picojson::value* v = r.Get("restart")) ReadRestart(*v, "restart", &job_restart, errors);
+  const picojson::value* tasks = r.Get("tasks");
+  if (!tasks) r.Fail("tasks", "required");
+  r.RejectUnknown();
+  if (tasks) ReadTasks(*tasks, job_restart, errors, spec);
+}
+
+// Exact text for a duration: FormatDuration's short form when it reads back
+// to the same value ("1m30s", "1.5s"), else whole nanoseconds.
+std::string CanonicalDuration(int64_t ns) {
+  std::string s = FormatDuration(ns);
+  auto back = ParseDuration(s);
+  if (back.ok() && *back == ns) return s;
+  return Format("%lldns", static_cast<long long>(ns));
+}
+
+picojson::value Int(int64_t n) { return picojson::value(n); }
+
+picojson::value RlimitValueJson(uint64_t v) {
+  if (v == kUnlimited) return picojson::value("unlimited");
+  return Int(static_cast<int64_t>(v));
+}
+
+picojson::value StringMap(const std::map<std::string, std::string>& m) {
+  picojson::object o;
+  for (const auto& [k, v] : m) o[k] = picojson::value(v);
+  return picojson::value(std::move(o));
+}
+
+}  // namespace
+
+const char* RestartPolicyName(RestartPolicy p) {
+  switch (p) {
+    case RestartPolicy::kAlways: return "always";
+    case RestartPolicy::kNever: return "never";
+    case RestartPolicy::kOnFailure: break;
+  }
+  return "on-failure";
+}
+
+const char* HookName(Hook h) {
+  switch (h) {
+    case Hook::kPrestart: return "prestart";
+    case Hook::kPoststart: return "poststart";
+    case Hook::kMain: break;
+  }
+  return "main";
+}
+
+Status ValidateName(const std::string& name, const char* what) {
+  if (name.empty()) return Error(Code::kInvalidArgument, std::string(what) + " must not be empty");
+  if (name.size() > kMaxIdLength) {
+    return Error(Code::kInvalidArgument,
+                 Format("%s is %zu bytes, more than the limit of %zu", what, name.size(), kMaxIdLength));
+  }
+  if (!std::all_of(name.begin(), name.end(), IsWordChar)) {
+    return Error(Code::kInvalidArgument,
+                 Format("%s %s may only contain letters, digits, '-' and '_'", what, Quote(name).c_str()));
+  }
+  if (name[0] == '-' || name[0] == '_') {
+    return Error(Code::kInvalidArgument,
+                 Format("%s %s must start with a letter or digit", what, Quote(name).c_str()));
+  }
+  return OkStatus();
+}
+
+Result<JobSpec> ParseJobSpec(const std::string& text, const std::string& source) {
+  std::string prefix = source.empty() ? "" : source + ": ";
+  // An empty file is common (an editor truncates before writing); picojson
+  // would call it a syntax error "near: " nothing.
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    return Error(Code::kInvalidArgument, prefix + "document is empty");
+  }
+  auto doc = json::Parse(text, json::ParseLimits{kMaxSpecBytes, kMaxSpecDepth});
+  if (!doc.ok()) return Error(Code::kInvalidArgument, prefix + doc.error().message());
+  return JobSpecFromJson(*doc, source);
+}
+
+Result<JobSpec> JobSpecFromJson(const picojson::value& doc, const std::string& source) {
+  JobSpec spec;
+  Errors errors;
+  ObjectReader r(doc, "", &errors);
+  if (r.ok()) ReadJob(r, &errors, &spec);
+  if (errors.empty()) return spec;
+  if (!source.empty()) {
+    for (std::string& e : errors) e = source + ": " + e;
+  }
+  return Error(Code::kInvalidArgument, json::JoinErrors(errors));
+}
+
+picojson::value TaskSpecToJson(const TaskSpec& t) {
+  picojson::object o;
+  o["name"] = picojson::value(t.name);
+  o["driver"] = picojson::value(t.driver);
+  o["command"] = picojson::value(t.command);
+  picojson::array args;
+  for (const std::string& a : t.args) args.emplace_back(a);
+  o["args"] = picojson::value(std::move(args));
+  o["env"] = StringMap(t.env);
+  o["user"] = picojson::value(t.user);
+  o["group"] = picojson::value(t.group);
+  o["workdir"] = picojson::value(t.workdir);
+  picojson::object rlimits;
+  for (const task::Rlimit& l : t.rlimits) {
+    picojson::object lim;
+    lim["soft"] = RlimitValueJson(l.soft);
+    lim["hard"] = RlimitValueJson(l.hard);
+    rlimits[l.name] = picojson::value(std::move(lim));
+  }
+  o["rlimits"] = picojson::value(std::move(rlimits));
+  picojson::object logs;
+  logs["max_files"] = Int(t.log_max_files);
+  logs["max_file_size"] = Int(static_cast<int64_t>(t.log_max_file_size));
+  o["logs"] = picojson::value(std::move(logs));
+  o["kill_signal"] = picojson::value(t.kill_signal);
+  o["kill_timeout"] = picojson::value(CanonicalDuration(t.kill_timeout_nanos));
+  picojson::object restart;
+  restart["policy"] = picojson::value(RestartPolicyName(t.restart.policy));
+  restart["delay"] = picojson::value(CanonicalDuration(t.restart.delay_nanos));
+  restart["max_delay"] = picojson::value(CanonicalDuration(t.restart.max_delay_nanos));
+  restart["attempts"] = Int(t.restart.attempts);
+  restart["interval"] = picojson::value(CanonicalDuration(t.restart.interval_nanos));
+  o["restart"] = picojson::value(std::move(restart));
+  picojson::object lifecycle;
+  lifecycle["hook"] = picojson::value(HookName(t.lifecycle.hook));
+  lifecycle["sidecar"] = picojson::value(t.lifecycle.sidecar);
+  o["lifecycle"] = picojson::value(std::move(lifecycle));
+  o["resources"] = picojson::value(picojson::object());
+  return picojson::value(std::move(o));
+}
+
+picojson::value JobSpecToJson(const JobSpec& spec) {
+  picojson::object o;
+  o["id"] = picojson::value(spec.id);
+  o["labels"] = StringMap(spec.labels);
+  o["annotations"] = StringMap(spec.annotations);
+  picojson::array tasks;
+  for (const TaskSpec& t : spec.tasks) tasks.push_back(TaskSpecToJson(t));
+  o["tasks"] = picojson::value(std::move(tasks));
+  return picojson::value(std::move(o));
+}
+
+std::string TaskFingerprint(const TaskSpec& spec) {
+  // FNV-1a 64 of the canonical encoding: picojson writes object keys in
+  // sorted order, so the text depends only on the values.
+  std::string text = TaskSpecToJson(spec).serialize();
+  uint64_t h = 14695981039346656037ULL;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return Format("%016llx", static_cast<unsigned long long>(h));
+}
+
+}  // namespace outpost::job

@@ -1,0 +1,586 @@
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/strings.h"
+#include "base/sys.h"
+#include "job/spec.h"
+
+namespace outpost::job {
+namespace {
+
+constexpr int64_t kSec = 1000000000LL;
+
+// A job with one task whose extra fields are `fields` (JSON members, no
+// braces), e.g. Task(R"("kill_timeout": "five")").
+std::string Task(const std::string& fields) {
+  std::string task = R"({"name": "a", "command": "/bin/sh")";
+  if (!fields.empty()) task += ", " + fields;
+  return R"({"id": "j", "tasks": [)" + task + "}]}";
+}
+
+// A job whose top level has `fields` next to id and one valid task.
+std::string Job(const std::string& fields) {
+  return R"({"id": "j", "tasks": [{"name": "a", "command": "/bin/sh"}], )" + fields + "}";
+}
+
+std::string Repeat(const std::string& s, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+std::string ManyTasks(size_t n) {
+  std::string tasks;
+  for (size_t i = 0; i < n; ++i) {
+    if (i) tasks += ", ";
+    tasks += Format(R"({"name": "t%zu", "command": "/bin/true"})", i);
+  }
+  return R"({"id": "j", "tasks": [)" + tasks + "]}";
+}
+
+std::string BigEnv() {
+  std::string env;
+  for (int i = 0; i < 17; ++i) {
+    if (i) env += ", ";
+    env += Format(R"("V%02d": "%s")", i, std::string(4000, 'v').c_str());
+  }
+  return Task(R"("env": {)" + env + "}");
+}
+
+std::string ManyLabels() {
+  std::string labels;
+  for (int i = 0; i < 65; ++i) labels += Format(R"(%s"k%d": "v")", i ? ", " : "", i);
+  return Job(R"("labels": {)" + labels + "}");
+}
+
+struct BadSpec {
+  std::string doc;
+  std::string error;
+};
+
+// Every row: a malformed document and the exact, complete error text.
+std::vector<BadSpec> BadSpecs() {
+  const std::string known_rlimits =
+      "(known: as, core, cpu, data, fsize, locks, memlock, msgqueue, nice, nofile, nproc, rss, rtprio, rttime, "
+      "sigpending, stack)";
+  const std::string big = Job(R"("x": ")" + std::string(1 << 20, 'x') + "\"");
+  return {
+      // Not JSON, or not acceptable JSON.
+      {R"({"id": "j",})", "invalid JSON: syntax error at line 1 near: }"},
+      {"{} {}", "invalid JSON: line 1: unexpected data after the document"},
+      {"", "document is empty"},
+      {" \n\t", "document is empty"},
+      {"{\"id\": \"\xff\"}", "line 1: invalid UTF-8 at byte offset 8"},
+      {"{\"id\": \"j\",\n \"x\": \"\xc0\xaf\"}", "line 2: invalid UTF-8 at byte offset 19"},
+      {Job(R"("x": )" + Repeat("[", 16) + Repeat("]", 16)),
+       "document is nested 17 levels deep, more than the limit of 16"},
+      {big, Format("document is %zu bytes, more than the limit of 1048576 bytes", big.size())},
+      {R"({"id": 1e999})", "invalid JSON: a number is too large"},
+      {"[1]", "document: expected an object, got array"},
+      {R"("job")", "document: expected an object, got string"},
+      // Job id.
+      {R"({"tasks": [{"name": "a", "command": "/bin/sh"}]})", "id: required"},
+      {R"({"id": 5, "tasks": [{"name": "a", "command": "/bin/sh"}]})", "id: expected a string, got number"},
+      {R"({"id": "web.1", "tasks": [{"name": "a", "command": "/bin/sh"}]})",
+       "id: job id \"web.1\" may only contain letters, digits, '-' and '_'"},
+      {R"({"id": "-web", "tasks": [{"name": "a", "command": "/bin/sh"}]})",
+       "id: job id \"-web\" must start with a letter or digit"},
+      {R"({"id": "", "tasks": [{"name": "a", "command": "/bin/sh"}]})", "id: job id must not be empty"},
+      {R"({"id": ")" + std::string(64, 'a') + R"(", "tasks": [{"name": "a", "command": "/bin/sh"}]})",
+       "id: job id is 64 bytes, more than the limit of 63"},
+      // Tasks list.
+      {R"({"id": "j"})", "tasks: required"},
+      {R"({"id": "j", "tasks": []})", "tasks: must have at least one task"},
+      {R"({"id": "j", "tasks": {"a": {}}})", "tasks: expected an array of tasks, got object"},
+      {ManyTasks(65), "tasks: 65 tasks, more than the limit of 64"},
+      {R"({"id": "j", "tasks": [{"name": "a", "command": "x"}, {"name": "b", "command": "x"},
+          {"name": "a", "command": "x"}]})",
+       "tasks[2].name: duplicate task name \"a\" (also tasks[0])"},
+      {R"({"id": "j", "tasks": ["a"]})", "tasks[0]: expected an object, got string"},
+      {R"({"id": "j", "tasks": [{"command": "/bin/sh"}]})", "tasks[0].name: required"},
+      {R"({"id": "j", "tasks": [{"name": "a b", "command": "/bin/sh"}]})",
+       "tasks[0].name: task name \"a b\" may only contain letters, digits, '-' and '_'"},
+      {R"({"id": "j", "tasks": [{"name": "a"}]})", "tasks[0].command: required"},
+      {R"({"id": "j", "tasks": [{"name": "a", "command": ""}]})", "tasks[0].command: must not be empty"},
+      {R"({"id": "j", "tasks": [{"name": "a", "command": ["/bin/sh"]}]})",
+       "tasks[0].command: expected a string, got array"},
+      // Unknown fields.
+      {R"({"id": "j", "tasks": [{"name": "a", "comand": "/bin/sh"}]})",
+       "tasks[0].command: required\n"
+       "tasks[0].comand: unknown field (did you mean \"command\"?)"},
+      {Job(R"("colour": "blue")"), "colour: unknown field"},
+      {Job(R"("task": [])"), "task: unknown field (did you mean \"tasks\"?)"},
+      // Driver, args, env, user, workdir.
+      {Task(R"("driver": "docker")"), "tasks[0].driver: unknown driver \"docker\"; available: exec"},
+      {Task(R"("driver": 1)"), "tasks[0].driver: expected a string, got number"},
+      {Task(R"("args": "-c true")"), "tasks[0].args: expected an array of strings, got string"},
+      {Task(R"("args": ["-c", 1, null])"),
+       "tasks[0].args[1]: expected a string, got number\n"
+       "tasks[0].args[2]: expected a string, got null"},
+      {Task(R"("args": [)" + Repeat(R"("x", )", 256) + R"("x"])"),
+       "tasks[0].args: 257 arguments, more than the limit of 256"},
+      {Task(R"("args": ["a\u0000b"])"), "tasks[0].args[0]: must not contain NUL bytes"},
+      {Task(R"("env": ["A=1"])"), "tasks[0].env: expected an object of strings, got array"},
+      {Task(R"("env": {"PORT": 8080})"), "tasks[0].env.PORT: expected a string, got number"},
+      {Task(R"("env": {"1X": "a", "A-B": "b", "A B": "c", "OK_1": "d"})"),
+       "tasks[0].env.1X: not a valid variable name (letters, digits and '_', not starting with a digit)\n"
+       "tasks[0].env[\"A B\"]: not a valid variable name (letters, digits and '_', not starting with a digit)\n"
+       "tasks[0].env.A-B: not a valid variable name (letters, digits and '_', not starting with a digit)"},
+      {BigEnv(), "tasks[0].env: 68068 bytes in total (name=value), more than the limit of 65536 bytes"},
+      {Task(R"("user": 0)"), "tasks[0].user: expected a string, got number"},
+      {Task(R"("workdir": "data")"), "tasks[0].workdir: must be an absolute path, got \"data\""},
+      {R"({"id": "j", "tasks": [{"name": "a", "command": ")" + std::string(4097, 'x') + R"("}]})",
+       "tasks[0].command: is 4097 bytes, more than the limit of 4096 bytes"},
+      // rlimits.
+      {Task(R"("rlimits": [])"), "tasks[0].rlimits: expected an object, got array"},
+      {Task(R"("rlimits": {"nofiles": 10})"), "tasks[0].rlimits.nofiles: unknown rlimit \"nofiles\" " + known_rlimits},
+      {Task(R"("rlimits": {"nofile": {"soft": 2048, "hard": 1024}})"),
+       "tasks[0].rlimits.nofile: soft limit 2048 is more than the hard limit 1024"},
+      {Task(R"("rlimits": {"core": {"soft": "unlimited", "hard": 10}})"),
+       "tasks[0].rlimits.core: soft limit unlimited is more than the hard limit 10"},
+      {Task(R"("rlimits": {"core": "lots"})"),
+       "tasks[0].rlimits.core: expected a number, \"unlimited\" or {\"soft\": ..., \"hard\": ...}, got \"lots\""},
+      {Task(R"("rlimits": {"core": -1})"), "tasks[0].rlimits.core: must not be negative, got -1"},
+      {Task(R"("rlimits": {"nofile": {"soft": 1, "hrad": 2}})"),
+       "tasks[0].rlimits.nofile.hard: required\n"
+       "tasks[0].rlimits.nofile.hrad: unknown field (did you mean \"hard\"?)"},
+      {Task(R"("rlimits": {"nofile": {"soft": 1.5, "hard": true}})"),
+       "tasks[0].rlimits.nofile.soft: expected a number or \"unlimited\", got 1.5\n"
+       "tasks[0].rlimits.nofile.hard: expected a number or \"unlimited\", got true"},
+      {Task(R"("rlimits": {"nofile": 10, "RLIMIT_NOFILE": 20})"),
+       "tasks[0].rlimits.nofile: \"nofile\" is set twice"},
+      // logs.
+      {Task(R"("logs": 10)"), "tasks[0].logs: expected an object, got number"},
+      {Task(R"("logs": {"max_files": 0})"), "tasks[0].logs.max_files: must be between 1 and 1000, got 0"},
+      {Task(R"("logs": {"max_file_size": "1KiB"})"),
+       "tasks[0].logs.max_file_size: must be at least 4KiB (4096 bytes), got 1024"},
+      {Task(R"("logs": {"max_file_size": "ten megs"})"),
+       "tasks[0].logs.max_file_size: expected a size like \"10MiB\", got \"ten megs\""},
+      {Task(R"("logs": {"max_file_size": -5, "max_filez": 1})"),
+       "tasks[0].logs.max_file_size: must not be negative\n"
+       "tasks[0].logs.max_filez: unknown field (did you mean \"max_files\"?)"},
+      // kill_signal, kill_timeout.
+      {Task(R"("kill_signal": "SIGFOO")"), "tasks[0].kill_signal: unknown signal \"SIGFOO\""},
+      {Task(R"("kill_signal": "99")"), "tasks[0].kill_signal: unknown signal \"99\""},
+      {Task(R"("kill_signal": 15)"), "tasks[0].kill_signal: expected a string, got number"},
+      {Task(R"("kill_timeout": "five")"), "tasks[0].kill_timeout: expected a duration like \"5s\", got \"five\""},
+      {Task(R"("kill_timeout": 5)"), "tasks[0].kill_timeout: expected a duration like \"5s\", got number 5"},
+      {Task(R"("kill_timeout": "2h")"), "tasks[0].kill_timeout: must be between 0s and 1h, got 2h"},
+      // restart.
+      {Task(R"("restart": "always")"), "tasks[0].restart: expected an object, got string"},
+      {Task(R"("restart": {"policy": "sometimes"})"),
+       "tasks[0].restart.policy: expected one of always, on-failure, never, got \"sometimes\""},
+      {Task(R"("restart": {"attempts": -1})"),
+       "tasks[0].restart.attempts: must be between 0 and 1000000, got -1"},
+      {Task(R"("restart": {"attempts": 1.5})"), "tasks[0].restart.attempts: expected a whole number, got 1.5"},
+      {Task(R"("restart": {"delay": "10s", "max_delay": "5s"})"),
+       "tasks[0].restart.max_delay: must be at least delay (10s), got 5s"},
+      {Task(R"("restart": {"delay": "100ms"})"), "tasks[0].restart.delay: must be between 1s and 1h, got 100ms"},
+      {Task(R"("restart": {"interval": "0"})"), "tasks[0].restart.interval: must be between 1s and 24h, got 0s"},
+      {R"({"id": "j", "tasks": [{"name": "a", "command": "x"},
+          {"name": "b", "command": "x", "restart": {"delay": "five"}}]})",
+       "tasks[1].restart.delay: expected a duration like \"5s\", got \"five\""},
+      {Job(R"("restart": {"attempt": 3})"), "restart.attempt: unknown field (did you mean \"attempts\"?)"},
+      {R"({"id": "j", "restart": {"max_delay": "30s"},
+          "tasks": [{"name": "a", "command": "x", "restart": {"delay": "45s"}}]})",
+       "tasks[0].restart.delay: must be at most max_delay (30s), got 45s"},
+      // lifecycle.
+      {Task(R"("lifecycle": {"hook": "later"})"),
+       "tasks[0].lifecycle.hook: expected one of prestart, poststart, main, got \"later\""},
+      {Task(R"("lifecycle": {"hook": "poststop"})"),
+       "tasks[0].lifecycle.hook: \"poststop\" is not supported yet by this version of outpost (only prestart and "
+       "poststart are)"},
+      {Task(R"("lifecycle": {"sidecar": false})"), "tasks[0].lifecycle.hook: required"},
+      {R"({"id": "j", "tasks": [{"name": "a", "command": "x"},
+          {"name": "b", "command": "x", "lifecycle": {"hook": "prestart", "sidecar": "yes"}}]})",
+       "tasks[1].lifecycle.sidecar: expected true or false, got string"},
+      {Task(R"("lifecycle": {"hook": "main", "sidecar": true})"),
+       "tasks[0].lifecycle.sidecar: only prestart and poststart tasks can be sidecars (a main task runs as long as "
+       "the job)"},
+      {R"({"id": "j", "tasks": [{"name": "a", "command": "x", "lifecycle": {"hook": "prestart"}},
+          {"name": "b", "command": "x", "lifecycle": {"hook": "poststart", "sidecar": true}}]})",
+       "tasks: no main task: every task has a prestart or poststart hook; a job needs at least one task without "
+       "\"lifecycle\""},
+      // Features of later versions.
+      {Job(R"("network": {"mode": "bridge"})"), "network: not supported yet by this version of outpost"},
+      {Job(R"("hooks": [])"), "hooks: not supported yet by this version of outpost"},
+      {Task(R"("hooks": {"prestart": []})"), "tasks[0].hooks: not supported yet by this version of outpost"},
+      {Task(R"("resources": {"memory": "64MiB", "cpu": 100})"),
+       "tasks[0].resources.cpu: resource limits are not supported yet (cgroup v2 support comes with a later version)\n"
+       "tasks[0].resources.memory: resource limits are not supported yet (cgroup v2 support comes with a later "
+       "version)"},
+      {Task(R"("resources": "small")"), "tasks[0].resources: expected an object, got string"},
+      // Labels and annotations.
+      {Job(R"("labels": ["a"])"), "labels: expected an object of strings, got array"},
+      {Job(R"("labels": {"tier": 1})"), "labels.tier: expected a string, got number"},
+      {ManyLabels(), "labels: 65 entries, more than the limit of 64"},
+      {Job(R"("annotations": {"note": ")" + std::string(1025, 'n') + "\"}"),
+       "annotations.note: is 1025 bytes, more than the limit of 1024 bytes"},
+      // Several errors at once: every one, in document order per object.
+      {R"({"id": "a.b", "labels": {"x": 1}, "restart": {"policy": "sometimes"}, "extra": true,
+          "tasks": [{"name": "web", "command": "", "kill_timeout": "soon", "workdir": "rel"},
+                    {"name": "web", "driver": "docker", "command": "x", "restart": {"attempts": -2}}]})",
+       "id: job id \"a.b\" may only contain letters, digits, '-' and '_'\n"
+       "labels.x: expected a string, got number\n"
+       "restart.policy: expected one of always, on-failure, never, got \"sometimes\"\n"
+       "extra: unknown field\n"
+       "tasks[0].command: must not be empty\n"
+       "tasks[0].workdir: must be an absolute path, got \"rel\"\n"
+       "tasks[0].kill_timeout: expected a duration like \"5s\", got \"soon\"\n"
+       "tasks[1].driver: unknown driver \"docker\"; available: exec\n"
+       "tasks[1].restart.attempts: must be between 0 and 1000000, got -2\n"
+       "tasks[1].name: duplicate task name \"web\" (also tasks[0])"},
+  };
+}
+
+TEST(JobSpecErrors, EveryMalformedSpecGetsItsExactMessage) {
+  std::vector<BadSpec> cases = BadSpecs();
+  EXPECT_GE(cases.size(), 45u);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    auto spec = ParseJobSpec(cases[i].doc);
+    std::string doc = cases[i].doc.size() > 300 ? cases[i].doc.substr(0, 300) + "..." : cases[i].doc;
+    if (spec.ok()) {
+      ADD_FAILURE() << "row " << i << " parsed but should not: " << doc;
+      continue;
+    }
+    EXPECT_EQ(spec.error().code(), Code::kInvalidArgument) << "row " << i;
+    EXPECT_EQ(spec.error().message(), cases[i].error) << "row " << i << ": " << doc;
+  }
+}
+
+TEST(JobSpecErrors, SourcePrefixesEveryLine) {
+  auto spec = ParseJobSpec(R"({"id": "j", "tasks": [{"name": "a"}], "network": {}})", "/etc/outpost/jobs.d/j.json");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.error().message(),
+            "/etc/outpost/jobs.d/j.json: network: not supported yet by this version of outpost\n"
+            "/etc/outpost/jobs.d/j.json: tasks[0].command: required");
+  spec = ParseJobSpec("{", "j.json");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.error().message().rfind("j.json: invalid JSON: ", 0), 0u) << spec.error().message();
+  EXPECT_EQ(spec.error().message().find('\n'), std::string::npos);
+}
+
+TEST(JobSpecErrors, TheLimitsThemselvesAreAccepted) {
+  std::string ok_name(63, 'a');
+  EXPECT_TRUE(ValidateName(ok_name, "job id").ok());
+  EXPECT_TRUE(ValidateName("0web_1-x", "job id").ok());
+  EXPECT_EQ(ValidateName("_x", "task name").error().message(), "task name \"_x\" must start with a letter or digit");
+  EXPECT_TRUE(ParseJobSpec(ManyTasks(64)).ok());
+  auto spec = ParseJobSpec(Task(R"("args": [)" + Repeat(R"("x", )", 255) + R"("x"], "workdir": "/)" +
+                                std::string(4095, 'w') + "\""));
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+  EXPECT_EQ(spec->tasks[0].args.size(), 256u);
+  std::string env;
+  for (int i = 0; i < 16; ++i) env += Format(R"(%s"V%02d": "%s")", i ? ", " : "", i, std::string(4092, 'v').c_str());
+  spec = ParseJobSpec(Task(R"("env": {)" + env + "}"));  // 16 * (3 + 1 + 4092) = 65536 bytes
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+}
+
+TEST(JobSpec, DefaultsAreApplied) {
+  auto spec = ParseJobSpec(R"({"id": "web", "tasks": [{"name": "api", "command": "/bin/api"}]})");
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+  EXPECT_EQ(spec->id, "web");
+  EXPECT_TRUE(spec->labels.empty());
+  EXPECT_TRUE(spec->annotations.empty());
+  ASSERT_EQ(spec->tasks.size(), 1u);
+  const TaskSpec& t = spec->tasks[0];
+  EXPECT_EQ(t.name, "api");
+  EXPECT_EQ(t.driver, "exec");
+  EXPECT_EQ(t.command, "/bin/api");
+  EXPECT_TRUE(t.args.empty());
+  EXPECT_TRUE(t.env.empty());
+  EXPECT_EQ(t.user, "");
+  EXPECT_EQ(t.group, "");
+  EXPECT_EQ(t.workdir, "");
+  EXPECT_TRUE(t.rlimits.empty());
+  EXPECT_EQ(t.log_max_files, 10);
+  EXPECT_EQ(t.log_max_file_size, 10u << 20);
+  EXPECT_EQ(t.kill_signal, "SIGTERM");
+  EXPECT_EQ(t.kill_timeout_nanos, 5 * kSec);
+  EXPECT_EQ(t.restart.policy, RestartPolicy::kOnFailure);
+  EXPECT_EQ(t.restart.delay_nanos, 1 * kSec);
+  EXPECT_EQ(t.restart.max_delay_nanos, 60 * kSec);
+  EXPECT_EQ(t.restart.attempts, 5);
+  EXPECT_EQ(t.restart.interval_nanos, 300 * kSec);
+  EXPECT_EQ(t.lifecycle.hook, Hook::kMain);
+  EXPECT_FALSE(t.lifecycle.sidecar);
+  EXPECT_FALSE(t.resources.any);
+}
+
+TEST(JobSpec, EveryFieldIsRead) {
+  auto spec = ParseJobSpec(R"({
+    "id": "shop", "labels": {"tier": "front"}, "annotations": {"owner": "ops@example.com"},
+    "tasks": [
+      {"name": "init", "command": "/bin/sh", "args": ["-c", "mkdir -p /tmp/x"],
+       "lifecycle": {"hook": "prestart"}},
+      {"name": "web", "driver": "exec", "command": "/usr/bin/web", "args": ["--port", "8080"],
+       "env": {"PORT": "8080", "_X": ""}, "user": "www", "group": "100", "workdir": "/srv",
+       "rlimits": {"NOFILE": {"soft": 1024, "hard": "unlimited"}, "core": 0, "rlimit_nproc": "unlimited"},
+       "logs": {"max_files": 3, "max_file_size": "1MiB"},
+       "kill_signal": "int", "kill_timeout": "1m30s",
+       "restart": {"policy": "always", "delay": "2s", "max_delay": "30s", "attempts": 0, "interval": "1h"},
+       "resources": {}},
+      {"name": "log-shipper", "command": "/bin/ship", "lifecycle": {"hook": "poststart", "sidecar": true},
+       "logs": {"max_file_size": 4096}, "kill_signal": "9"}
+    ]})");
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+  EXPECT_EQ(spec->labels.at("tier"), "front");
+  EXPECT_EQ(spec->annotations.at("owner"), "ops@example.com");
+  ASSERT_EQ(spec->tasks.size(), 3u);
+  EXPECT_EQ(spec->tasks[0].lifecycle.hook, Hook::kPrestart);
+  const TaskSpec& w = spec->tasks[1];
+  EXPECT_EQ(w.args, (std::vector<std::string>{"--port", "8080"}));
+  EXPECT_EQ(w.env.size(), 2u);
+  EXPECT_EQ(w.env.at("PORT"), "8080");
+  EXPECT_EQ(w.user, "www");
+  EXPECT_EQ(w.group, "100");
+  EXPECT_EQ(w.workdir, "/srv");
+  ASSERT_EQ(w.rlimits.size(), 3u);  // sorted by canonical name
+  EXPECT_EQ(w.rlimits[0].name, "core");
+  EXPECT_EQ(w.rlimits[0].soft, 0u);
+  EXPECT_EQ(w.rlimits[0].hard, 0u);
+  EXPECT_EQ(w.rlimits[1].name, "nofile");
+  EXPECT_EQ(w.rlimits[1].soft, 1024u);
+  EXPECT_EQ(w.rlimits[1].hard, ~uint64_t{0});
+  EXPECT_EQ(w.rlimits[2].name, "nproc");
+  EXPECT_EQ(w.rlimits[2].soft, ~uint64_t{0});
+  EXPECT_EQ(w.log_max_files, 3);
+  EXPECT_EQ(w.log_max_file_size, 1u << 20);
+  EXPECT_EQ(w.kill_signal, "SIGINT");
+  EXPECT_EQ(w.kill_timeout_nanos, 90 * kSec);
+  EXPECT_EQ(w.restart.policy, RestartPolicy::kAlways);
+  EXPECT_EQ(w.restart.delay_nanos, 2 * kSec);
+  EXPECT_EQ(w.restart.max_delay_nanos, 30 * kSec);
+  EXPECT_EQ(w.restart.attempts, 0);
+  EXPECT_EQ(w.restart.interval_nanos, 3600 * kSec);
+  const TaskSpec& s = spec->tasks[2];
+  EXPECT_EQ(s.lifecycle.hook, Hook::kPoststart);
+  EXPECT_TRUE(s.lifecycle.sidecar);
+  EXPECT_EQ(s.log_max_file_size, 4096u);
+  EXPECT_EQ(s.kill_signal, "SIGKILL");
+}
+
+TEST(JobSpec, TasksInheritTheJobRestartFieldByField) {
+  auto spec = ParseJobSpec(R"({"id": "j", "restart": {"policy": "always", "attempts": 3, "delay": "2s"},
+    "tasks": [{"name": "a", "command": "x"},
+              {"name": "b", "command": "x", "restart": {"attempts": 0, "max_delay": "10s"}},
+              {"name": "c", "command": "x", "restart": {"policy": "never", "delay": "2m"}}]})");
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+  const Restart& a = spec->tasks[0].restart;
+  EXPECT_EQ(a.policy, RestartPolicy::kAlways);
+  EXPECT_EQ(a.attempts, 3);
+  EXPECT_EQ(a.delay_nanos, 2 * kSec);
+  EXPECT_EQ(a.max_delay_nanos, 60 * kSec);
+  EXPECT_EQ(a.interval_nanos, 300 * kSec);
+  const Restart& b = spec->tasks[1].restart;
+  EXPECT_EQ(b.policy, RestartPolicy::kAlways);
+  EXPECT_EQ(b.attempts, 0);
+  EXPECT_EQ(b.delay_nanos, 2 * kSec);
+  EXPECT_EQ(b.max_delay_nanos, 10 * kSec);
+  const Restart& c = spec->tasks[2].restart;
+  EXPECT_EQ(c.policy, RestartPolicy::kNever);
+  EXPECT_EQ(c.attempts, 3);
+  EXPECT_EQ(c.delay_nanos, 120 * kSec);
+  EXPECT_EQ(c.max_delay_nanos, 120 * kSec);  // unset max_delay follows a longer delay
+}
+
+void ExpectSameTask(const TaskSpec& a, const TaskSpec& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.driver, b.driver);
+  EXPECT_EQ(a.command, b.command);
+  EXPECT_EQ(a.args, b.args);
+  EXPECT_EQ(a.env, b.env);
+  EXPECT_EQ(a.user, b.user);
+  EXPECT_EQ(a.group, b.group);
+  EXPECT_EQ(a.workdir, b.workdir);
+  ASSERT_EQ(a.rlimits.size(), b.rlimits.size());
+  for (size_t i = 0; i < a.rlimits.size(); ++i) {
+    EXPECT_EQ(a.rlimits[i].name, b.rlimits[i].name);
+    EXPECT_EQ(a.rlimits[i].soft, b.rlimits[i].soft);
+    EXPECT_EQ(a.rlimits[i].hard, b.rlimits[i].hard);
+  }
+  EXPECT_EQ(a.log_max_files, b.log_max_files);
+  EXPECT_EQ(a.log_max_file_size, b.log_max_file_size);
+  EXPECT_EQ(a.kill_signal, b.kill_signal);
+  EXPECT_EQ(a.kill_timeout_nanos, b.kill_timeout_nanos);
+  EXPECT_EQ(a.restart.policy, b.restart.policy);
+  EXPECT_EQ(a.restart.delay_nanos, b.restart.delay_nanos);
+  EXPECT_EQ(a.restart.max_delay_nanos, b.restart.max_delay_nanos);
+  EXPECT_EQ(a.restart.attempts, b.restart.attempts);
+  EXPECT_EQ(a.restart.interval_nanos, b.restart.interval_nanos);
+  EXPECT_EQ(a.lifecycle.hook, b.lifecycle.hook);
+  EXPECT_EQ(a.lifecycle.sidecar, b.lifecycle.sidecar);
+  EXPECT_EQ(a.resources.any, b.resources.any);
+}
+
+void ExpectSameJob(const JobSpec& a, const JobSpec& b) {
+  EXPECT_EQ(a.id, b.id);
+  EXPECT_EQ(a.labels, b.labels);
+  EXPECT_EQ(a.annotations, b.annotations);
+  ASSERT_EQ(a.tasks.size(), b.tasks.size());
+  for (size_t i = 0; i < a.tasks.size(); ++i) ExpectSameTask(a.tasks[i], b.tasks[i]);
+}
+
+const char* kFullJob = R"({
+  "id": "shop", "labels": {"tier": "front"}, "annotations": {"note": "héllo \"quoted\"\n"},
+  "restart": {"attempts": 7},
+  "tasks": [
+    {"name": "init", "command": "/bin/sh", "args": ["-c", "echo hi"], "lifecycle": {"hook": "prestart"}},
+    {"name": "web", "command": "/usr/bin/web", "args": ["a b", ""], "env": {"A": "1", "B": ""},
+     "user": "1000", "group": "wheel", "workdir": "/srv/web",
+     "rlimits": {"nofile": {"soft": 1024, "hard": 4096}, "core": "unlimited"},
+     "logs": {"max_files": 2, "max_file_size": "64KiB"}, "kill_signal": "HUP", "kill_timeout": "1.5s",
+     "restart": {"policy": "never", "delay": "3s", "interval": "10m"}},
+    {"name": "tail", "command": "/bin/tail", "lifecycle": {"hook": "poststart", "sidecar": true},
+     "kill_timeout": "250ms"}
+  ]})";
+
+TEST(JobSpec, CanonicalFormRoundTrips) {
+  auto spec = ParseJobSpec(kFullJob);
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+  std::string text = JobSpecToJson(*spec).serialize();
+  auto again = ParseJobSpec(text, "canonical");
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  ExpectSameJob(*spec, *again);
+  EXPECT_EQ(JobSpecToJson(*again).serialize(), text);
+
+  // Values the parser never produces from short text still survive.
+  JobSpec odd = *spec;
+  odd.tasks[1].kill_timeout_nanos = 1234567891;
+  odd.tasks[1].restart.delay_nanos = 1001 * 1000000LL;
+  odd.tasks[1].restart.max_delay_nanos = 3599 * kSec + 1;
+  again = ParseJobSpec(JobSpecToJson(odd).serialize());
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  ExpectSameJob(odd, *again);
+}
+
+TEST(JobSpec, CanonicalFormOfAMinimalJob) {
+  auto spec = ParseJobSpec(R"({"id": "j", "tasks": [{"name": "a", "command": "/bin/true"}]})");
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+  EXPECT_EQ(JobSpecToJson(*spec).serialize(),
+            R"({"annotations":{},"id":"j","labels":{},"tasks":[{"args":[],"command":"\/bin\/true","driver":"exec",)"
+            R"("env":{},"group":"","kill_signal":"SIGTERM","kill_timeout":"5s","lifecycle":{"hook":"main",)"
+            R"("sidecar":false},"logs":{"max_file_size":10485760,"max_files":10},"name":"a","resources":{},)"
+            R"("restart":{"attempts":5,"delay":"1s","interval":"5m","max_delay":"1m","policy":"on-failure"},)"
+            R"("rlimits":{},"user":"","workdir":""}]})");
+}
+
+TEST(JobSpec, FingerprintIsStableAndIgnoresSpelling) {
+  auto a = ParseJobSpec(R"({"id": "j", "tasks": [{"name": "a", "command": "/bin/sh", "args": ["-c", "x"],
+                             "env": {"A": "1", "B": "2"}, "kill_signal": "SIGTERM"}]})");
+  // Same task: other key order, whitespace, defaults spelled out, signal and
+  // rlimit spellings, and other job-level fields.
+  auto b = ParseJobSpec(R"({"labels": {"x": "y"}, "tasks": [{"kill_signal": "term", "env": {"B": "2", "A": "1"},
+                             "args": ["-c", "x"], "driver": "exec", "kill_timeout": "5000ms",
+                             "restart": {"policy": "on-failure"}, "command": "/bin/sh", "name": "a"}],
+                             "id": "other"})");
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  ASSERT_TRUE(b.ok()) << b.error().message();
+  std::string fa = TaskFingerprint(a->tasks[0]);
+  EXPECT_EQ(fa.size(), 16u);
+  EXPECT_EQ(fa.find_first_not_of("0123456789abcdef"), std::string::npos) << fa;
+  EXPECT_EQ(fa, TaskFingerprint(b->tasks[0]));
+  EXPECT_EQ(fa, TaskFingerprint(a->tasks[0]));
+
+  auto r1 = ParseJobSpec(Task(R"("rlimits": {"NOFILE": 10})"));
+  auto r2 = ParseJobSpec(Task(R"("rlimits": {"nofile": {"hard": 10, "soft": 10}})"));
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  EXPECT_EQ(TaskFingerprint(r1->tasks[0]), TaskFingerprint(r2->tasks[0]));
+}
+
+TEST(JobSpec, FingerprintChangesWithEveryTaskField) {
+  auto base = ParseJobSpec(kFullJob);
+  ASSERT_TRUE(base.ok()) << base.error().message();
+  const TaskSpec& t0 = base->tasks[1];
+  std::vector<std::pair<const char*, std::function<void(TaskSpec*)>>> changes = {
+      {"name", [](TaskSpec* t) { t->name = "web2"; }},
+      {"driver", [](TaskSpec* t) { t->driver = "exec2"; }},
+      {"command", [](TaskSpec* t) { t->command = "/usr/bin/web2"; }},
+      {"args", [](TaskSpec* t) { t->args.push_back("-v"); }},
+      {"args order", [](TaskSpec* t) { std::swap(t->args[0], t->args[1]); }},
+      {"env value", [](TaskSpec* t) { t->env["A"] = "2"; }},
+      {"env name", [](TaskSpec* t) { t->env["C"] = ""; }},
+      {"user", [](TaskSpec* t) { t->user = "1001"; }},
+      {"group", [](TaskSpec* t) { t->group = "staff"; }},
+      {"workdir", [](TaskSpec* t) { t->workdir = "/srv"; }},
+      {"rlimit soft", [](TaskSpec* t) { t->rlimits[1].soft = 1023; }},
+      {"rlimit hard", [](TaskSpec* t) { t->rlimits[1].hard = 4097; }},
+      {"rlimit added", [](TaskSpec* t) { t->rlimits.push_back({"stack", 1, 1}); }},
+      {"log files", [](TaskSpec* t) { t->log_max_files = 3; }},
+      {"log size", [](TaskSpec* t) { t->log_max_file_size += 1; }},
+      {"kill signal", [](TaskSpec* t) { t->kill_signal = "SIGINT"; }},
+      {"kill timeout", [](TaskSpec* t) { t->kill_timeout_nanos += 1; }},
+      {"policy", [](TaskSpec* t) { t->restart.policy = RestartPolicy::kAlways; }},
+      {"delay", [](TaskSpec* t) { t->restart.delay_nanos += kSec; }},
+      {"max delay", [](TaskSpec* t) { t->restart.max_delay_nanos += kSec; }},
+      {"attempts", [](TaskSpec* t) { t->restart.attempts += 1; }},
+      {"interval", [](TaskSpec* t) { t->restart.interval_nanos += kSec; }},
+      {"hook", [](TaskSpec* t) { t->lifecycle.hook = Hook::kPoststart; }},
+      {"sidecar", [](TaskSpec* t) { t->lifecycle.sidecar = true; }},
+  };
+  std::string f0 = TaskFingerprint(t0);
+  std::vector<std::string> seen = {f0};
+  for (const auto& [what, change] : changes) {
+    TaskSpec t = t0;
+    change(&t);
+    std::string f = TaskFingerprint(t);
+    EXPECT_NE(f, f0) << what;
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), f), 0) << what << " collides";
+    seen.push_back(f);
+    EXPECT_EQ(TaskFingerprint(t), f) << what;
+  }
+  // Nothing outside the task matters.
+  JobSpec other = *base;
+  other.id = "elsewhere";
+  other.labels["x"] = "y";
+  other.tasks[0].command = "/bin/false";
+  EXPECT_EQ(TaskFingerprint(other.tasks[1]), f0);
+}
+
+// The repository root: the tests normally run from it; otherwise it is
+// found above the test binary (build/unit_tests, build/<arch>/unit_tests).
+std::string RepoRoot() {
+  if (::access("examples", F_OK) == 0 && ::access("src/job/spec.h", F_OK) == 0) return ".";
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  std::string dir = n > 0 ? sys::Dirname(std::string(buf, static_cast<size_t>(n))) : "/";
+  while (dir != "/" && !dir.empty()) {
+    if (::access((dir + "/src/job/spec.h").c_str(), F_OK) == 0) return dir;
+    dir = sys::Dirname(dir);
+  }
+  return ".";
+}
+
+TEST(JobSpec, EveryExampleParses) {
+  std::string dir = RepoRoot() + "/examples";
+  auto names = sys::ListDir(dir);
+  ASSERT_TRUE(names.ok()) << names.error().message();
+  int parsed = 0;
+  for (const std::string& name : *names) {
+    if (!EndsWith(name, ".json")) continue;
+    auto text = sys::ReadFile(dir + "/" + name, kMaxSpecBytes + 1);
+    ASSERT_TRUE(text.ok()) << text.error().message();
+    auto spec = ParseJobSpec(*text, name);
+    EXPECT_TRUE(spec.ok()) << spec.error().message();
+    ++parsed;
+  }
+  EXPECT_GE(parsed, 4);
+}
+
+TEST(JobSpec, NamesOfEnums) {
+  EXPECT_STREQ(RestartPolicyName(RestartPolicy::kAlways), "always");
+  EXPECT_STREQ(RestartPolicyName(RestartPolicy::kOnFailure), "on-failure");
+  EXPECT_STREQ(RestartPolicyName(RestartPolicy::kNever), "never");
+  EXPECT_STREQ(HookName(Hook::kMain), "main");
+  EXPECT_STREQ(HookName(Hook::kPrestart), "prestart");
+  EXPECT_STREQ(HookName(Hook::kPoststart), "poststart");
+}
+
+}  // namespace
+}  // namespace outpost::job
