@@ -1,0 +1,111 @@
+// Job specs. Owns: the JobSpec/TaskSpec types with their defaults, parsing a
+// job document (JSON, written by people or provisioning scripts) with every
+// error reported at once by JSON path, the size limits, the canonical
+// encoding (defaults filled in) used for persistence and `inspect`, and the
+// per-task fingerprint that tells whether a task must be restarted when its
+// job is updated. Does not run anything (job/supervisor, job/manager do).
+//
+// Room for later issues: `resources` is parsed here (task::Resources is
+// filled by the cgroup issue); `network` (job level) and `hooks` (job and
+// task level) are recognised keys that are refused as "not supported yet"
+// until their issues land, so adding them changes no existing field.
+#pragma once
+
+#include <picojson.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "task/driver.h"
+
+namespace outpost::job {
+
+// Limits (docs/job-spec.md "Limits"); a spec over any of them is refused
+// with a message naming the path and the limit.
+constexpr size_t kMaxSpecBytes = 1 << 20;     // whole document
+constexpr int kMaxSpecDepth = 16;             // JSON nesting
+constexpr size_t kMaxIdLength = 63;           // job id, task name
+constexpr size_t kMaxTasks = 64;              // tasks per job
+constexpr size_t kMaxStringBytes = 4096;      // command, each arg, each env value, paths
+constexpr size_t kMaxArgs = 256;              // args per task
+constexpr size_t kMaxEnvBytes = 64 << 10;     // sum of name=value over a task's env
+constexpr size_t kMaxLabels = 64;             // labels, and annotations, per job
+constexpr size_t kMaxLabelBytes = 1024;       // each label / annotation key or value
+
+enum class RestartPolicy { kAlways, kOnFailure, kNever };
+const char* RestartPolicyName(RestartPolicy p);  // "always", "on-failure", "never"
+
+struct Restart {
+  RestartPolicy policy = RestartPolicy::kOnFailure;
+  int64_t delay_nanos = 1LL * 1000000000;       // first backoff
+  int64_t max_delay_nanos = 60LL * 1000000000;  // backoff doubles up to this
+  int64_t attempts = 5;                         // restarts allowed within interval; 0 = unlimited
+  int64_t interval_nanos = 300LL * 1000000000;  // window attempts are counted in
+};
+
+// Nomad's task lifecycle: main tasks start after every prestart task has
+// finished successfully (or, for a prestart sidecar, is running); poststart
+// tasks start once every main task is running. Sidecars run for the life of
+// the job; non-sidecar hook tasks run to completion.
+enum class Hook { kMain, kPrestart, kPoststart };
+const char* HookName(Hook h);  // "main", "prestart", "poststart"
+
+struct Lifecycle {
+  Hook hook = Hook::kMain;
+  bool sidecar = false;
+};
+
+struct TaskSpec {
+  std::string name;
+  std::string driver = "exec";
+  std::string command;
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;
+  std::string user;     // name or number; "" = the agent's user
+  std::string group;    // name or number; "" = the user's primary group
+  std::string workdir;  // absolute; "" = the task's own dir
+  std::vector<task::Rlimit> rlimits;
+  int log_max_files = 10;
+  uint64_t log_max_file_size = 10u << 20;
+  std::string kill_signal = "SIGTERM";
+  int64_t kill_timeout_nanos = 5LL * 1000000000;
+  Restart restart;
+  Lifecycle lifecycle;
+  task::Resources resources;
+};
+
+struct JobSpec {
+  std::string id;
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+  std::vector<TaskSpec> tasks;  // in document order; names unique
+};
+
+// Parses and validates a job document. source names it in messages ("" for
+// none): each error is one line "<source>: <path>: <what is wrong>" (or
+// "<path>: ..." without a source), all of them joined by '\n', with Code
+// kInvalidArgument.
+Result<JobSpec> ParseJobSpec(const std::string& text, const std::string& source = "");
+// Same for an already parsed document.
+Result<JobSpec> JobSpecFromJson(const picojson::value& doc, const std::string& source = "");
+
+// Canonical form: every field with its effective value (defaults filled in,
+// durations as strings like "1m30s", sizes in bytes). ParseJobSpec of its
+// serialisation gives back an equal spec.
+picojson::value JobSpecToJson(const JobSpec& spec);
+picojson::value TaskSpecToJson(const TaskSpec& spec);
+
+// Changes when anything that needs a restart of the task changes (all
+// fields today; live-updatable ones such as resources will be left out by
+// the cgroup issue). Stable across versions of the binary that do not change
+// the canonical form.
+std::string TaskFingerprint(const TaskSpec& spec);
+
+// Job ids and task names: 1-63 of [A-Za-z0-9_-], starting with a letter or
+// digit. (No '.': the driver's task id is "<job>.<task>".)
+Status ValidateName(const std::string& name, const char* what);
+
+}  // namespace outpost::job
