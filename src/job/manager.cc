@@ -280,7 +280,7 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
   }
 
   Job& j = *it->second;
-  const std::string& id = spec.id;
+  const std::string id = spec.id;  // a copy: spec is moved below
   if (j.removing) {
     return Error(Code::kFailedPrecondition, "job \"" + id + "\" is being removed; submit it again once it is gone");
   }

@@ -1,0 +1,454 @@
+// The supervision state table, the restart decision, the job status, and
+// JobManager's orchestration (lifecycle order, updates, stop order,
+// recovery) against a fake task runner: no processes, deterministic.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/strings.h"
+#include "base/sys.h"
+#include "job/manager.h"
+#include "job/supervisor.h"
+#include "test_util.h"
+
+namespace outpost::job {
+namespace {
+
+using outpost::testing::MakeLoop;
+using outpost::testing::RunUntil;
+
+// ---- the table -------------------------------------------------------------------
+
+TEST(JobSupervisorTable, EveryCellIsDefined) {
+  // Each (state, event) gives a known action; the transitions the design
+  // relies on are checked one by one below.
+  for (int s = 0; s <= static_cast<int>(RunState::kDead); s++) {
+    for (int e = 0; e <= static_cast<int>(RunEvent::kRestart); e++) {
+      Transition t = NextStep(static_cast<RunState>(s), static_cast<RunEvent>(e));
+      EXPECT_STRNE(RunActionName(t.action), "?");
+      EXPECT_STRNE(RunStateName(t.next), "?");
+    }
+  }
+}
+
+struct Row {
+  RunState state;
+  RunEvent event;
+  RunState next;
+  RunAction action;
+};
+
+TEST(JobSupervisorTable, Transitions) {
+  const Row rows[] = {
+      {RunState::kPending, RunEvent::kGo, RunState::kStarting, RunAction::kStart},
+      {RunState::kPending, RunEvent::kStop, RunState::kDead, RunAction::kNone},
+      {RunState::kPending, RunEvent::kExited, RunState::kPending, RunAction::kInvalid},
+      {RunState::kStarting, RunEvent::kStarted, RunState::kRunning, RunAction::kNone},
+      {RunState::kStarting, RunEvent::kStartFailed, RunState::kBackoff, RunAction::kApplyPolicy},
+      {RunState::kStarting, RunEvent::kStop, RunState::kStarting, RunAction::kDefer},
+      {RunState::kStarting, RunEvent::kRestart, RunState::kStarting, RunAction::kDefer},
+      {RunState::kRunning, RunEvent::kExited, RunState::kBackoff, RunAction::kApplyPolicy},
+      {RunState::kRunning, RunEvent::kStop, RunState::kStopping, RunAction::kStop},
+      {RunState::kRunning, RunEvent::kRestart, RunState::kStopping, RunAction::kStop},
+      {RunState::kRunning, RunEvent::kGo, RunState::kRunning, RunAction::kNone},
+      {RunState::kBackoff, RunEvent::kBackoffElapsed, RunState::kStarting, RunAction::kStart},
+      {RunState::kBackoff, RunEvent::kStop, RunState::kDead, RunAction::kCancelBackoff},
+      {RunState::kBackoff, RunEvent::kRestart, RunState::kStarting, RunAction::kRestartNow},
+      {RunState::kStopping, RunEvent::kExited, RunState::kStopping, RunAction::kNone},
+      {RunState::kStopping, RunEvent::kStopped, RunState::kDead, RunAction::kNone},
+      {RunState::kStopping, RunEvent::kRestart, RunState::kStopping, RunAction::kDefer},
+      {RunState::kDead, RunEvent::kRestart, RunState::kStarting, RunAction::kRestartNow},
+      {RunState::kDead, RunEvent::kGo, RunState::kDead, RunAction::kNone},
+      {RunState::kDead, RunEvent::kExited, RunState::kDead, RunAction::kInvalid},
+  };
+  for (const Row& r : rows) {
+    Transition t = NextStep(r.state, r.event);
+    EXPECT_EQ(t.next, r.next) << RunStateName(r.state) << " x " << RunEventName(r.event);
+    EXPECT_EQ(t.action, r.action) << RunStateName(r.state) << " x " << RunEventName(r.event) << " -> "
+                                  << RunActionName(t.action);
+  }
+}
+
+// ---- restart decisions -----------------------------------------------------------
+
+TaskSpec SpecWith(RestartPolicy p, int64_t attempts = 3) {
+  TaskSpec s;
+  s.name = "t";
+  s.command = "/bin/true";
+  s.restart.policy = p;
+  s.restart.attempts = attempts;
+  s.restart.delay_nanos = 1 * kNanosPerSecond;
+  s.restart.max_delay_nanos = 5 * kNanosPerSecond;
+  s.restart.interval_nanos = 60 * kNanosPerSecond;
+  return s;
+}
+
+TEST(JobRestartPolicy, OnFailureRestartsFailuresOnly) {
+  RestartHistory h;
+  int64_t now = 1000 * kNanosPerSecond;
+  RestartDecision ok = DecideRestart(SpecWith(RestartPolicy::kOnFailure), true, "exit code 0", h, now);
+  EXPECT_FALSE(ok.restart);
+  EXPECT_FALSE(ok.failed);
+  EXPECT_EQ(ok.reason, "completed: exit code 0");
+  RestartDecision bad = DecideRestart(SpecWith(RestartPolicy::kOnFailure), false, "exit code 2", h, now);
+  EXPECT_TRUE(bad.restart);
+  EXPECT_EQ(bad.delay_nanos, 1 * kNanosPerSecond);
+  EXPECT_EQ(bad.reason, "exit code 2 (restart 1 of 3 within 1m)");
+}
+
+TEST(JobRestartPolicy, AlwaysRestartsSuccessButNotFinishedHooks) {
+  RestartHistory h;
+  int64_t now = 1000 * kNanosPerSecond;
+  EXPECT_TRUE(DecideRestart(SpecWith(RestartPolicy::kAlways), true, "exit code 0", h, now).restart);
+  TaskSpec pre = SpecWith(RestartPolicy::kAlways);
+  pre.lifecycle.hook = Hook::kPrestart;
+  EXPECT_FALSE(DecideRestart(pre, true, "exit code 0", h, now).restart);
+  pre.lifecycle.sidecar = true;
+  EXPECT_TRUE(DecideRestart(pre, true, "exit code 0", h, now).restart);
+}
+
+TEST(JobRestartPolicy, NeverFailsOnFailure) {
+  RestartHistory h;
+  RestartDecision d = DecideRestart(SpecWith(RestartPolicy::kNever), false, "killed by signal 9 (SIGKILL)", h, 0);
+  EXPECT_FALSE(d.restart);
+  EXPECT_TRUE(d.failed);
+  EXPECT_EQ(d.reason, "failed: killed by signal 9 (SIGKILL) (restart policy \"never\")");
+}
+
+TEST(JobRestartPolicy, BackoffDoublesUpToMaxAndAttemptsLimit) {
+  TaskSpec s = SpecWith(RestartPolicy::kOnFailure, 4);
+  RestartHistory h;
+  int64_t now = 1000 * kNanosPerSecond;
+  std::vector<int64_t> delays;
+  for (int i = 0; i < 4; i++) {
+    RestartDecision d = DecideRestart(s, false, "exit code 1", h, now);
+    ASSERT_TRUE(d.restart) << i;
+    delays.push_back(d.delay_nanos);
+    h.restarts_mono.push_back(now + d.delay_nanos);
+    h.last_start_mono = now + d.delay_nanos;
+    now += d.delay_nanos + kNanosPerSecond / 10;
+  }
+  EXPECT_EQ(delays, (std::vector<int64_t>{1 * kNanosPerSecond, 2 * kNanosPerSecond, 4 * kNanosPerSecond,
+                                          5 * kNanosPerSecond}));
+  RestartDecision last = DecideRestart(s, false, "exit code 1", h, now);
+  EXPECT_FALSE(last.restart);
+  EXPECT_TRUE(last.failed);
+  EXPECT_EQ(last.reason, "failed: exit code 1; restart limit reached (4 restarts within 1m)");
+  // Once the window has passed, the count (and the backoff) starts afresh.
+  RestartDecision later = DecideRestart(s, false, "exit code 1", h, now + 120 * kNanosPerSecond);
+  EXPECT_TRUE(later.restart);
+  EXPECT_EQ(later.delay_nanos, 1 * kNanosPerSecond);
+}
+
+TEST(JobRestartPolicy, NeverMoreThanOneStartPerSecond) {
+  TaskSpec s = SpecWith(RestartPolicy::kAlways, 0);
+  s.restart.delay_nanos = 0;
+  s.restart.max_delay_nanos = 0;
+  RestartHistory h;
+  int64_t now = 1000 * kNanosPerSecond;
+  h.last_start_mono = now - 200 * kNanosPerMilli;  // started 200 ms ago
+  RestartDecision d = DecideRestart(s, true, "exit code 0", h, now);
+  ASSERT_TRUE(d.restart);
+  EXPECT_EQ(d.delay_nanos, 800 * kNanosPerMilli);
+}
+
+TEST(JobRestartPolicy, DescribeExit) {
+  task::ExitResult e;
+  EXPECT_EQ(DescribeExit(e), "exit code 0");
+  e.exit_code = 137;
+  e.signal = 9;
+  EXPECT_EQ(DescribeExit(e), "killed by signal 9 (SIGKILL)");
+  e.oom_killed = true;
+  EXPECT_EQ(DescribeExit(e), "OOM killed");
+  e.error = "exit status unknown";
+  EXPECT_EQ(DescribeExit(e), "exit status unknown");
+}
+
+// ---- job status ----------------------------------------------------------------------
+
+TaskStatusView TV(RunState s, Hook hook = Hook::kMain, bool failed = false, bool completed = false,
+                  bool sidecar = false) {
+  TaskStatusView v;
+  v.state = s;
+  v.lifecycle.hook = hook;
+  v.lifecycle.sidecar = sidecar;
+  v.failed = failed;
+  v.completed = completed;
+  return v;
+}
+
+TEST(JobStatus, Derived) {
+  using S = RunState;
+  EXPECT_EQ(DeriveJobStatus(true, {TV(S::kPending), TV(S::kRunning)}), "pending");
+  EXPECT_EQ(DeriveJobStatus(true, {TV(S::kRunning), TV(S::kRunning)}), "running");
+  EXPECT_EQ(DeriveJobStatus(true, {TV(S::kRunning), TV(S::kBackoff)}), "degraded");
+  EXPECT_EQ(DeriveJobStatus(true, {TV(S::kRunning), TV(S::kDead, Hook::kMain, true)}), "degraded");
+  EXPECT_EQ(DeriveJobStatus(true, {TV(S::kDead, Hook::kMain, true)}), "failed");
+  EXPECT_EQ(DeriveJobStatus(true, {TV(S::kDead, Hook::kMain, false, true)}), "complete");
+  EXPECT_EQ(DeriveJobStatus(true, {TV(S::kDead, Hook::kPrestart, true), TV(S::kPending)}), "failed");
+  EXPECT_EQ(DeriveJobStatus(true, {TV(S::kDead, Hook::kPrestart, false, true), TV(S::kRunning)}), "running");
+  EXPECT_EQ(DeriveJobStatus(true, {TV(S::kStarting, Hook::kPrestart, false, false, true), TV(S::kPending)}),
+            "pending");
+  EXPECT_EQ(DeriveJobStatus(false, {TV(S::kStopping), TV(S::kDead)}), "stopping");
+  EXPECT_EQ(DeriveJobStatus(false, {TV(S::kDead), TV(S::kDead)}), "stopped");
+}
+
+// ---- orchestration with a fake runner --------------------------------------------------
+
+class FakeTasks : public TaskRunner, public TaskStore {
+ public:
+  struct Inst {
+    bool running = false;
+    int starts = 0;
+    std::string spec_hash;
+    std::function<void(const task::ExitResult&)> wait;
+  };
+  std::map<std::string, Inst> inst;
+  std::vector<std::string> log;  // "start web.a", "stop web.a", "purge web.a"
+  std::vector<task::TaskEvent> events;
+  std::set<std::string> fail_start;
+
+  void Start(const task::TaskConfig& c, std::function<void(Status)> done) override {
+    log.push_back("start " + c.id);
+    if (fail_start.count(c.id)) return done(Error(Code::kNotFound, "no such file"));
+    Inst& i = inst[c.id];
+    i.running = true;
+    i.starts++;
+    i.spec_hash = c.spec_hash;
+    done(OkStatus());
+  }
+  Status Wait(const std::string& id, std::function<void(const task::ExitResult&)> done) override {
+    auto it = inst.find(id);
+    if (it == inst.end()) return Error(Code::kNotFound, "no task " + id);
+    it->second.wait = std::move(done);
+    return OkStatus();
+  }
+  void Stop(const std::string& id, int64_t, std::function<void(Status)> done) override {
+    log.push_back("stop " + id);
+    Exit(id, 143);
+    done(OkStatus());
+  }
+  void Event(const task::TaskEvent& ev) override { events.push_back(ev); }
+  Result<Instance> Lookup(const std::string& id) override {
+    auto it = inst.find(id);
+    if (it == inst.end()) return Error(Code::kNotFound, "no task");
+    Instance i;
+    i.running = it->second.running;
+    i.spec_hash = it->second.spec_hash;
+    if (!i.running) i.exit.exit_code = 1;
+    return i;
+  }
+  void Purge(const std::string& id, std::function<void(Status)> done) override {
+    log.push_back("purge " + id);
+    inst.erase(id);
+    done(OkStatus());
+  }
+  void Exit(const std::string& id, int code) {
+    Inst& i = inst[id];
+    if (!i.running) return;
+    i.running = false;
+    task::ExitResult e;
+    e.exit_code = code;
+    if (i.wait) {
+      auto w = std::move(i.wait);
+      i.wait = nullptr;
+      w(e);
+    }
+  }
+  int Index(const std::string& entry) const {
+    for (size_t k = 0; k < log.size(); k++) {
+      if (log[k] == entry) return static_cast<int>(k);
+    }
+    return -1;
+  }
+};
+
+class JobManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/outpost-jobmgr-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    loop_ = MakeLoop();
+    ASSERT_TRUE(loop_);
+    Reopen();
+  }
+  void TearDown() override {
+    jobs_.reset();
+    (void)sys::RemoveTree(dir_);
+  }
+  void Reopen() {
+    jobs_.reset();
+    JobManager::Options o;
+    o.state_dir = dir_;
+    o.max_jobs = 3;
+    auto m = JobManager::Create(loop_.get(), &fake_, &fake_, o);
+    ASSERT_TRUE(m.ok()) << m.error().message();
+    jobs_ = std::move(*m);
+    jobs_->Recover();
+  }
+  std::string State(const std::string& job, const std::string& task) {
+    auto v = jobs_->Inspect(job);
+    if (!v.ok()) return "no job";
+    for (const auto& t : v->tasks) {
+      if (t.name == task) return RunStateName(t.state);
+    }
+    return "no task";
+  }
+  std::string Status(const std::string& job) {
+    auto v = jobs_->Inspect(job);
+    return v.ok() ? v->status : v.error().message();
+  }
+  bool Settle(const std::function<bool()>& pred) { return RunUntil(loop_.get(), pred, 3 * kNanosPerSecond); }
+
+  std::string dir_;
+  std::unique_ptr<Loop> loop_;
+  FakeTasks fake_;
+  std::unique_ptr<JobManager> jobs_;
+};
+
+const char kLifecycle[] = R"({"id": "web", "tasks": [
+  {"name": "main", "command": "/bin/main"},
+  {"name": "pre", "command": "/bin/pre", "lifecycle": {"hook": "prestart"}},
+  {"name": "side", "command": "/bin/side", "lifecycle": {"hook": "prestart", "sidecar": true}},
+  {"name": "post", "command": "/bin/post", "lifecycle": {"hook": "poststart"}}]})";
+
+TEST_F(JobManagerTest, LifecycleOrder) {
+  auto r = jobs_->Submit(kLifecycle);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_TRUE(r->created);
+  ASSERT_TRUE(Settle([&] { return State("web", "pre") == "running" && State("web", "side") == "running"; }));
+  // Main waits for the prestart task to finish.
+  ASSERT_TRUE(loop_->RunOnce(0).ok());
+  EXPECT_EQ(State("web", "main"), "pending");
+  EXPECT_EQ(State("web", "post"), "pending");
+  EXPECT_EQ(Status("web"), "pending");
+  fake_.Exit("web.pre", 0);
+  ASSERT_TRUE(Settle([&] { return State("web", "post") == "running"; }));
+  EXPECT_EQ(State("web", "pre"), "dead");
+  EXPECT_LT(fake_.Index("start web.main"), fake_.Index("start web.post"));
+  EXPECT_EQ(Status("web"), "running");
+  // Stop: main and poststart first, the prestart sidecar last.
+  bool stopped = false;
+  jobs_->Stop("web", -1, [&](outpost::Status st) { stopped = st.ok(); });
+  ASSERT_TRUE(Settle([&] { return stopped; }));
+  EXPECT_LT(fake_.Index("stop web.main"), fake_.Index("stop web.side"));
+  EXPECT_LT(fake_.Index("stop web.post"), fake_.Index("stop web.side"));
+  EXPECT_EQ(Status("web"), "stopped");
+}
+
+TEST_F(JobManagerTest, FailedPrestartBlocksMainAndFailsTheJob) {
+  ASSERT_TRUE(jobs_->Submit(R"({"id": "j", "tasks": [{"name": "m", "command": "/m"},
+    {"name": "p", "command": "/p", "lifecycle": {"hook": "prestart"}, "restart": {"policy": "never"}}]})")
+                  .ok());
+  ASSERT_TRUE(Settle([&] { return State("j", "p") == "running"; }));
+  fake_.Exit("j.p", 1);
+  ASSERT_TRUE(Settle([&] { return Status("j") == "failed"; }));
+  EXPECT_EQ(State("j", "m"), "pending");
+  EXPECT_EQ(fake_.Index("start j.m"), -1);
+}
+
+TEST_F(JobManagerTest, UpdateRestartsOnlyChangedTasks) {
+  ASSERT_TRUE(jobs_->Submit(R"({"id": "u", "tasks": [{"name": "a", "command": "/a"}, {"name": "b", "command": "/b"},
+    {"name": "c", "command": "/c"}]})")
+                  .ok());
+  ASSERT_TRUE(Settle([&] { return Status("u") == "running"; }));
+  auto same = jobs_->Submit(R"({"id": "u", "tasks": [{"name": "a", "command": "/a"}, {"name": "b", "command": "/b"},
+    {"name": "c", "command": "/c"}]})");
+  ASSERT_TRUE(same.ok());
+  EXPECT_TRUE(same->unchanged);
+  auto r = jobs_->Submit(R"({"id": "u", "tasks": [{"name": "a", "command": "/a"}, {"name": "b", "command": "/b2"},
+    {"name": "d", "command": "/d"}]})");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->restarted, std::vector<std::string>{"b"});
+  EXPECT_EQ(r->added, std::vector<std::string>{"d"});
+  EXPECT_EQ(r->removed, std::vector<std::string>{"c"});
+  EXPECT_EQ(r->job.version, 2);
+  ASSERT_TRUE(Settle([&] {
+    return Status("u") == "running" && fake_.Index("purge u.c") >= 0 && fake_.inst["u.b"].starts == 2;
+  })) << Status("u") << " " << ::testing::PrintToString(fake_.log);
+  EXPECT_EQ(fake_.inst["u.a"].starts, 1);
+  EXPECT_EQ(fake_.inst["u.d"].starts, 1);
+}
+
+TEST_F(JobManagerTest, InvalidUpdateChangesNothing) {
+  ASSERT_TRUE(jobs_->Submit(R"({"id": "v", "tasks": [{"name": "a", "command": "/a"}]})").ok());
+  ASSERT_TRUE(Settle([&] { return Status("v") == "running"; }));
+  auto r = jobs_->Submit(R"({"id": "v", "tasks": [{"name": "a", "command": ""}]})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kInvalidArgument);
+  ASSERT_TRUE(loop_->RunOnce(0).ok());
+  EXPECT_EQ(fake_.inst["v.a"].starts, 1);
+  EXPECT_EQ(jobs_->Inspect("v")->version, 1);
+}
+
+TEST_F(JobManagerTest, MaxJobs) {
+  for (int i = 0; i < 3; i++) {
+    ASSERT_TRUE(jobs_->Submit(Format(R"({"id": "m%d", "tasks": [{"name": "a", "command": "/a"}]})", i)).ok());
+  }
+  auto r = jobs_->Submit(R"({"id": "m9", "tasks": [{"name": "a", "command": "/a"}]})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(),
+            "cannot add job \"m9\": the node already runs 3 jobs, the limit (config key max_jobs)");
+}
+
+TEST_F(JobManagerTest, RestartPolicyAfterExitAndManualRestart) {
+  ASSERT_TRUE(jobs_->Submit(R"({"id": "r", "tasks": [{"name": "a", "command": "/a",
+    "restart": {"policy": "on-failure", "attempts": 1, "delay": "1s", "max_delay": "1s"}}]})")
+                  .ok());
+  ASSERT_TRUE(Settle([&] { return State("r", "a") == "running"; }));
+  fake_.Exit("r.a", 3);
+  EXPECT_EQ(State("r", "a"), "backoff");
+  // Throttled: at least a second between starts.
+  ASSERT_TRUE(RunUntil(loop_.get(), [&] { return fake_.inst["r.a"].starts == 2; }, 3 * kNanosPerSecond));
+  fake_.Exit("r.a", 3);
+  EXPECT_EQ(State("r", "a"), "dead");
+  EXPECT_EQ(Status("r"), "failed");
+  bool saw_failed = false;
+  for (const auto& e : fake_.events) saw_failed |= e.type == "failed" && e.task_name == "a";
+  EXPECT_TRUE(saw_failed);
+  ASSERT_TRUE(jobs_->Restart("r", "a").ok());
+  EXPECT_EQ(State("r", "a"), "running");
+  EXPECT_EQ(fake_.inst["r.a"].starts, 3);
+  EXPECT_EQ(jobs_->Restart("r", "zz").error().message(), "job \"r\" has no task \"zz\" (tasks: a)");
+}
+
+TEST_F(JobManagerTest, RecoveryAdoptsRunningTasksAndRestartsStaleOnes) {
+  ASSERT_TRUE(jobs_->Submit(R"({"id": "p", "tasks": [{"name": "a", "command": "/a"}, {"name": "b", "command": "/b"}]})")
+                  .ok());
+  ASSERT_TRUE(Settle([&] { return Status("p") == "running"; }));
+  // Agent restart: "a" still runs, "b" ended meanwhile.
+  fake_.inst["p.b"].running = false;
+  Reopen();
+  ASSERT_TRUE(Settle([&] { return fake_.inst["p.b"].starts == 2; }));
+  EXPECT_EQ(fake_.inst["p.a"].starts, 1);
+  EXPECT_EQ(State("p", "a"), "running");
+  // A stopped job stays stopped.
+  bool stopped = false;
+  jobs_->Stop("p", -1, [&](outpost::Status) { stopped = true; });
+  ASSERT_TRUE(Settle([&] { return stopped; }));
+  Reopen();
+  ASSERT_TRUE(loop_->RunOnce(0).ok());
+  EXPECT_EQ(Status("p"), "stopped");
+  EXPECT_EQ(fake_.inst["p.a"].starts, 1);
+}
+
+TEST_F(JobManagerTest, RemoveDeletesTasksAndRecord) {
+  ASSERT_TRUE(jobs_->Submit(R"({"id": "x", "tasks": [{"name": "a", "command": "/a"}]})").ok());
+  ASSERT_TRUE(Settle([&] { return Status("x") == "running"; }));
+  bool removed = false;
+  jobs_->Remove("x", [&](outpost::Status st) { removed = st.ok(); });
+  ASSERT_TRUE(Settle([&] { return removed; }));
+  EXPECT_GE(fake_.Index("purge x.a"), 0);
+  EXPECT_FALSE(jobs_->Inspect("x").ok());
+  Reopen();
+  EXPECT_FALSE(jobs_->Inspect("x").ok());
+}
+
+}  // namespace
+}  // namespace outpost::job
