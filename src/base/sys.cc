@@ -160,6 +160,16 @@ std::string Basename(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+Status RemoveFileDurable(const std::string& path) {
+  if (::unlink(path.c_str()) != 0) return errno == ENOENT ? OkStatus() : ErrnoError("remove '" + path + "'");
+  int dfd = ::open(Dirname(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return ErrnoError("open '" + Dirname(path) + "'");
+  int rc = ::fsync(dfd);
+  ::close(dfd);
+  if (rc != 0) return ErrnoError("fsync '" + Dirname(path) + "'");
+  return OkStatus();
+}
+
 Result<std::vector<std::string>> ListDir(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
   if (!d) return ErrnoError("open directory '" + dir + "'");

@@ -39,6 +39,9 @@ Status MkdirAll(const std::string& path, mode_t mode);
 Result<std::string> ReadFile(const std::string& path, size_t max_bytes = 16 << 20);
 // Write temp file, fsync, rename over path, fsync the directory.
 Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode);
+// unlink, then fsync the directory so the removal survives a power cut.
+// A missing file is not an error.
+Status RemoveFileDurable(const std::string& path);
 // Entry names of a directory (no "." / ".."), sorted.
 Result<std::vector<std::string>> ListDir(const std::string& dir);
 // Removes path and, if it is a directory, everything below it. Never follows

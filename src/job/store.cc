@@ -99,9 +99,7 @@ Status JobStore::Save(const StoredJob& j) {
 }
 
 Status JobStore::Remove(const std::string& id) {
-  std::string path = dir_ + "/" + id + ".json";
-  if (::remove(path.c_str()) != 0 && errno != ENOENT) return ErrnoError("remove '" + path + "'");
-  return OkStatus();
+  return sys::RemoveFileDurable(dir_ + "/" + id + ".json");
 }
 
 }  // namespace outpost::job

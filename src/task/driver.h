@@ -82,6 +82,10 @@ struct TaskHandle {
   // task's environment to find its processes without confusing them with a
   // same-named task of another agent or an earlier run.
   std::string instance;
+  // /proc/sys/kernel/random/boot_id when it started: after a reboot the pid
+  // (and even its start time, on a board that boots the same way each time)
+  // may belong to another process.
+  std::string boot_id;
 };
 
 struct TaskStatus {

@@ -297,6 +297,7 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
   if (ReadProcStat(spawned->pid, &ps)) t->handle.start_ticks = ps.start_ticks;
   t->handle.driver_state = options_.keeper_is_parent ? "keeper" : "agent";
   t->handle.instance = instance;
+  t->handle.boot_id = CurrentBootId();
   t->pidfd = std::move(spawned->pidfd);
   Task* raw = t.get();
   tasks_[cfg.id] = std::move(t);
@@ -425,9 +426,9 @@ void ExecDriver::DestroyTask(const std::string& id, bool force, DoneCallback don
     Task* task = Find(id);
     if (task) {
       // Leftovers were killed when the task exited (Finish).
-      if (::unlink(HandlePath(id).c_str()) != 0 && errno != ENOENT) {
-        log::Warn("cannot remove task handle", {{"task", id}, {"error", std::strerror(errno)}});
-      }
+      // Durable, so a power cut right after `rm` does not bring it back.
+      Status rm = sys::RemoveFileDurable(HandlePath(id));
+      if (!rm.ok()) log::Warn("cannot remove task handle", {{"task", id}, {"error", rm.error().message()}});
       if (task->our_child) loop_->UnwatchChild(task->handle.pid);
       tasks_.erase(id);
     }
@@ -530,8 +531,10 @@ Status ExecDriver::RecoverTask(const TaskHandle& handle) {
   auto t = std::make_unique<Task>();
   t->handle = handle;
   ProcStat ps;
-  bool alive = handle.pid > 0 && ReadProcStat(handle.pid, &ps) && ps.state != 'Z' &&
+  bool same_boot = handle.boot_id.empty() || CurrentBootId().empty() || handle.boot_id == CurrentBootId();
+  bool alive = same_boot && handle.pid > 0 && ReadProcStat(handle.pid, &ps) && ps.state != 'Z' &&
                (handle.start_ticks == 0 || ps.start_ticks == handle.start_ticks);
+  if (!same_boot) log::Info("task from before a reboot: its process is gone", {{"task", id}});
   Task* raw = t.get();
   tasks_[id] = std::move(t);
   if (alive) {

@@ -77,6 +77,16 @@ std::vector<pid_t> ProcessesWithEnv(const std::string& marker) {
   return out;
 }
 
+const std::string& CurrentBootId() {
+  static const std::string id = [] {
+    auto text = sys::ReadFile("/proc/sys/kernel/random/boot_id", 128);
+    std::string s = text.ok() ? *text : std::string();
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+  }();
+  return id;
+}
+
 long ClockTicksPerSecond() {
   static long ticks = ::sysconf(_SC_CLK_TCK);
   return ticks > 0 ? ticks : 100;

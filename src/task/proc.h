@@ -32,6 +32,8 @@ std::vector<pid_t> ProcessGroupMembers(pid_t pgid);
 // Pids whose environment contains the exact entry `marker` ("K=V").
 std::vector<pid_t> ProcessesWithEnv(const std::string& marker);
 
+// /proc/sys/kernel/random/boot_id (read once; "" where missing).
+const std::string& CurrentBootId();
 long ClockTicksPerSecond();
 long PageSize();
 

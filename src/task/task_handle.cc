@@ -59,6 +59,7 @@ std::string ExecDriver::EncodeHandle(const TaskHandle& h, const ExitResult* exit
   o["started_at_ns"] = Num(h.started_at_unix_nanos);
   o["driver_state"] = Str(h.driver_state);
   o["instance"] = Str(h.instance);
+  if (!h.boot_id.empty()) o["boot_id"] = Str(h.boot_id);
   o["config"] = picojson::value(cfg);
   if (exit) {
     picojson::object e;
@@ -88,6 +89,7 @@ Result<TaskHandle> ExecDriver::DecodeHandle(const std::string& text, ExitResult*
   r.Int("started_at_ns", 0, INT64_MAX, &h.started_at_unix_nanos);
   r.String("driver_state", &h.driver_state);
   r.String("instance", &h.instance);
+  r.String("boot_id", &h.boot_id);
   if (version > kHandleVersion) {
     return Error(Code::kFailedPrecondition,
                  "handle version " + std::to_string(version) + " is newer than this binary understands");
