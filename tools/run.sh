@@ -1,23 +1,35 @@
 #!/usr/bin/env bash
 # `make run`: starts an agent in the foreground with a development
-# configuration under ./run/ (no root paths touched).
+# configuration under ./run/ (no root paths touched) and the example jobs
+# (examples/*.json) in its jobs.d directory, so supervised tasks and their
+# logs are there at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="$(realpath "${1:-build/outpost}")"
 top="$(pwd)"
-mkdir -p run
+mkdir -p run/jobs.d
 cat >run/config.json <<JSON
 {
   "state_dir": "$top/run/state",
   "runtime_dir": "$top/run/rt",
   "api_socket": "$top/run/outpost.sock",
-  "log_level": "debug"
+  "jobs_dir": "$top/run/jobs.d",
+  "log_level": "info"
 }
 JSON
+# The examples are (re)copied each time; edit or add files in run/jobs.d
+# while the agent runs to see jobs.d at work.
+cp examples/*.json run/jobs.d/
 cat <<MSG
-outpost: starting an agent with run/config.json (Ctrl-C stops it).
+outpost: starting an agent with run/config.json and the example jobs in
+run/jobs.d/ (Ctrl-C stops the agent; the tasks keep running for the next one).
 From a second terminal:
-  $bin --socket $top/run/outpost.sock status
-  export OUTPOST_SOCKET=$top/run/outpost.sock; $bin status --json
+  export OUTPOST_SOCKET=$top/run/outpost.sock
+  $bin ps                          # the example jobs
+  $bin logs -f hello/greeter       # a task's output
+  $bin events -f                   # starts, exits, restarts with backoff
+  $bin inspect restart-demo        # a task that fails and is restarted
+  $bin restart hello/greeter       # restart one task
+  sed s/hello/hi/ examples/hello.json | $bin run -f -   # a job through the API
 MSG
 exec "$bin" agent --config run/config.json

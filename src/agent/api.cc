@@ -6,6 +6,7 @@
 #include "agent/agent.h"
 #include "agent/features.h"
 #include "agent/task_manager.h"
+#include "job/manager.h"
 #include "base/strings.h"
 #include "base/clock.h"
 #include "base/pb.h"
@@ -53,6 +54,22 @@ std::vector<Feature> CollectFeatures(Agent* agent) {
     std::string logs = Format("%zu tasks", tm->task_count());
     for (const std::string& p : problems) logs += "; " + p;
     out.push_back({"task_logs", problems.empty(), problems.empty() ? logs + ", all writing" : logs});
+  }
+  if (job::JobManager* jobs = agent->jobs()) {
+    std::string detail = Format("%zu jobs", jobs->job_count());
+    if (!jobs->recovered()) detail += " (recovering)";
+    detail += jobs->jobs_dir().empty() ? "; no jobs.d" : "; jobs.d " + jobs->jobs_dir();
+    std::string dir_problem = jobs->DirProblem();
+    if (!dir_problem.empty()) detail += ": " + dir_problem;
+    auto files = jobs->FileProblems();
+    for (const auto& [path, error] : files) {
+      std::string first = error.substr(0, error.find('\n'));
+      if (!StartsWith(first, path)) first = path + ": " + first;
+      detail += "; invalid job file " + first;
+      if (error.find('\n') != std::string::npos) detail += " (more in `outpost ps`)";
+    }
+    for (const std::string& p : jobs->StoreProblems()) detail += "; stored job unreadable: " + p;
+    out.push_back({"jobs", files.empty() && dir_problem.empty() && jobs->StoreProblems().empty(), detail});
   }
   task::KeeperLink* keeper = agent->keeper_link();
   out.push_back({"keeper", keeper != nullptr,

@@ -90,6 +90,8 @@ Result<picojson::value> Parse(const std::string& text, const ParseLimits& limits
     // picojson: "syntax error at line N near: ...". Keep it to one line.
     for (char& c : err) if (c == '\n' || c == '\r') c = ' ';
     while (!err.empty() && err.back() == ' ') err.pop_back();
+    // At the end of the input picojson has nothing to show after "near:".
+    if (EndsWith(err, "near:")) err = err.substr(0, err.size() - 5) + "(unexpected end of the document)";
     return Error(Code::kInvalidArgument, "invalid JSON: " + err);
   }
   for (; end != text.cend(); ++end) {

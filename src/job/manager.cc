@@ -293,7 +293,10 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
                                            "\" already exists (submitted through the API); remove it with "
                                            "`outpost rm " + id + "` or use another id in this file");
   }
-  if (source == Source::kFile && j.stored.file != file) {
+  // A job file renamed (or its job moved to another file): the old file is
+  // gone, so the new one takes the job over as an update.
+  bool moved = source == Source::kFile && j.stored.file != file;
+  if (moved && file_jobs_.count(j.stored.file)) {
     return Error(Code::kAlreadyExists, "job \"" + id + "\" is already defined by the file " + j.stored.file);
   }
 
@@ -320,7 +323,7 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
     if (!new_names.count(name)) result.removed.push_back(name);
   }
   bool was_stopped = !j.stored.running || j.restarting;
-  if (!spec_changed && !was_stopped) {
+  if (!spec_changed && !was_stopped && !moved) {
     result.unchanged = true;
     result.job = ViewOf(j);
     return result;
@@ -329,6 +332,7 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
   StoredJob next = j.stored;
   next.spec = std::move(spec);
   next.running = true;
+  if (moved) next.file = file;
   if (spec_changed) next.version++;
   next.submitted_unix_nanos = WallNanos();
   Status st = store_.Save(next);
@@ -367,8 +371,11 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
   if (!result.restarted.empty()) what += "; restarting: " + JoinNames(result.restarted);
   if (!result.added.empty()) what += "; added: " + JoinNames(result.added);
   if (!result.removed.empty()) what += "; removed: " + JoinNames(result.removed);
-  JobEvent(id, "job-updated", Format("job updated to version %lld", static_cast<long long>(j.stored.version)) +
-                                  (was_stopped ? "; starting" : "") + what);
+  std::string head = spec_changed ? Format("job updated to version %lld", static_cast<long long>(j.stored.version))
+                                  : std::string(was_stopped ? "job started again" : "job unchanged");
+  if (moved) head += "; now defined by the file " + file;
+  if (spec_changed && was_stopped) head += "; starting";
+  JobEvent(id, "job-updated", head + what);
   ScheduleEvaluate(id);
   result.job = ViewOf(j);
   return result;
@@ -541,9 +548,7 @@ void JobManager::Recover() {
   JobsDir::Callbacks cb;
   cb.changed = [this](const std::string& path, const std::string& content) { OnFileChanged(path, content); };
   cb.removed = [this](const std::string& path) { OnFileRemoved(path); };
-  cb.error = [this](const std::string& path, const std::string& error) {
-    log::Error("job file unusable", {{"file", path}, {"error", error}});
-  };
+  cb.error = [](const std::string&, const std::string&) {};  // logged and kept by JobsDir
   auto d = JobsDir::Create(loop_, o, cb);
   if (!d.ok()) {
     log::Error("cannot watch the jobs directory", {{"dir", o.dir}, {"error", d.error().message()}});
@@ -592,10 +597,16 @@ void JobManager::OnFileRemoved(const std::string& path) {
   if (it == file_jobs_.end()) return;
   std::string id = it->second;
   file_jobs_.erase(it);
-  auto jt = jobs_.find(id);
-  if (jt == jobs_.end() || jt->second->stored.file != path) return;
-  log::Info("job file removed: removing its job", {{"file", path}, {"job", id}});
-  Remove(id, nullptr);
+  // Not at once: a rename (a.json -> b.json) reports the removal first and
+  // the new name a moment later; then b.json takes the job over.
+  std::weak_ptr<bool> alive = alive_;
+  loop_->AddTimer(kFileMoveGraceNanos, [this, alive, id, path] {
+    if (!alive.lock()) return;
+    auto jt = jobs_.find(id);
+    if (jt == jobs_.end() || jt->second->stored.file != path || file_jobs_.count(path)) return;
+    log::Info("job file removed: removing its job", {{"file", path}, {"job", id}});
+    Remove(id, nullptr);
+  });
 }
 
 std::map<std::string, std::string> JobManager::FileProblems() const {

@@ -119,6 +119,10 @@ class JobManager {
   void SetMaxJobs(size_t n) { options_.max_jobs = n; }
   size_t job_count() const { return jobs_.size(); }
 
+  // How long a job whose file was removed waits for another file to take it
+  // over (a rename) before it is removed.
+  static constexpr int64_t kFileMoveGraceNanos = 1000LL * 1000000;
+
   static std::string TaskIdOf(const std::string& job, const std::string& task) { return job + "." + task; }
 
  private:
