@@ -121,6 +121,28 @@ void PrintTaskTable(const JobInfo& j, const char* indent) {
   }
 }
 
+// No task is on its way to another state: each runs or has ended for good.
+bool Settled(const JobInfo& j) {
+  for (pb_size_t i = 0; i < j.tasks_count; i++) {
+    std::string st = PbString(j.tasks[i].state);
+    if (st != "running" && st != "dead") return false;
+  }
+  return j.tasks_count > 0;
+}
+
+// "task b failed (exit code 3; ...)", for each task that failed for good.
+std::string FailedTasks(const JobInfo& j) {
+  std::string out;
+  for (pb_size_t i = 0; i < j.tasks_count; i++) {
+    const outpost_v1_JobTaskInfo& t = j.tasks[i];
+    if (!t.failed) continue;
+    if (!out.empty()) out += ", ";
+    out += "task " + PbString(t.name) + " failed";
+    if (t.last_exit && *t.last_exit) out += " (" + PbString(t.last_exit) + ")";
+  }
+  return out;
+}
+
 // ---- run ----------------------------------------------------------------------
 
 Result<std::string> ReadSpec(const std::string& path) {
@@ -161,8 +183,18 @@ int Run(const GlobalOptions& g, const std::vector<std::string>& in) {
   outpost_v1_SubmitJobRequest req = outpost_v1_SubmitJobRequest_init_zero;
   req.spec_json = PbStr(*text);
   int code = 0;
-  auto reply = CallAgent(g, "SubmitJob", *PbEncode(outpost_v1_SubmitJobRequest_fields, &req, "SubmitJobRequest"), &code);
-  if (!reply.ok()) return code == kExitFailure ? kExitUsage : code;
+  auto reply =
+      CallAgentQuiet(g, "SubmitJob", *PbEncode(outpost_v1_SubmitJobRequest_fields, &req, "SubmitJobRequest"), &code);
+  if (!reply.ok()) {
+    if (code != kExitFailure) return code;  // no agent: already reported
+    const Error& e = reply.error();
+    if (e.code() != Code::kInvalidArgument) return Fail(kExitFailure, e.message());
+    // The agent lists every problem, one per line, by JSON path.
+    std::string where = *file == "-" ? "from stdin" : "in " + *file;
+    std::string msg = "invalid job spec " + where + " (nothing was changed):";
+    for (const std::string& line : Split(e.message(), '\n')) msg += "\n  " + line;
+    return Fail(kExitUsage, msg);
+  }
   PbOwned<outpost_v1_SubmitJobResponse> resp(outpost_v1_SubmitJobResponse_fields);
   if (!resp.Decode(*reply, "SubmitJobResponse").ok()) return Fail(kExitFailure, "bad reply from the agent");
   std::string id = PbString(resp->job.id);
@@ -195,18 +227,20 @@ int Run(const GlobalOptions& g, const std::vector<std::string>& in) {
     PbOwned<JobInfo> j(outpost_v1_JobInfo_fields);
     if (!Inspect(g, id, &j, &code)) return code;
     std::string status = PbString(j->status);
-    bool done = status == "running" || status == "complete" || status == "failed";
-    if (done || MonotonicNanos() >= deadline) {
+    bool ok = status == "running" || status == "complete";
+    if (ok || status == "failed" || Settled(*j) || MonotonicNanos() >= deadline) {
       if (g.json) {
         PrintJson(JobJson(*j));
       } else {
-        std::printf("job %s is %s\n", id.c_str(), status.c_str());
+        std::printf("job %s %s %s\n", id.c_str(), status == "failed" ? "has" : "is", status.c_str());
         PrintTaskTable(*j, "  ");
       }
-      if (status == "running" || status == "complete") return kExitOk;
-      if (status == "failed") return Fail(kExitFailure, "job " + id + " failed; see `outpost inspect " + id + "`");
-      return Fail(kExitFailure, "job " + id + " is not running after " + FormatDuration(timeout) +
-                                    " (status " + status + "); see `outpost inspect " + id + "`");
+      if (ok) return kExitOk;
+      std::string see = "; see `outpost inspect " + id + "` and `outpost events " + id + "`";
+      std::string failed = FailedTasks(*j);
+      if (!failed.empty()) return Fail(kExitFailure, "job " + id + " " + status + ": " + failed + see);
+      return Fail(kExitFailure, "job " + id + " is not running after " + FormatDuration(timeout) + " (status " +
+                                    status + ")" + see);
     }
     usleep(100000);
   }
@@ -520,6 +554,14 @@ int RunRm(const GlobalOptions& g, const std::vector<std::string>& a) { return Rm
 int RunRestart(const GlobalOptions& g, const std::vector<std::string>& a) { return RestartCmd(g, a); }
 int RunStats(const GlobalOptions& g, const std::vector<std::string>& a) { return StatsCmd(g, a); }
 int RunExec(const GlobalOptions& g, const std::vector<std::string>& a) { return TaskExec(g, a, "exec"); }
-int RunSignal(const GlobalOptions& g, const std::vector<std::string>& a) { return TaskSignal(g, a, "signal"); }
+int RunSignal(const GlobalOptions& g, const std::vector<std::string>& a) {
+  int code = TaskSignal(g, a, "signal");
+  if (code == kExitOk && a.size() == 2) {
+    if (g.json) PrintJson(picojson::value(picojson::object{{"signalled", picojson::value(a[0])},
+                                                           {"signal", picojson::value(a[1])}}));
+    else std::printf("sent %s to %s\n", a[1].c_str(), a[0].c_str());
+  }
+  return code;
+}
 
 }  // namespace outpost::cli
