@@ -161,6 +161,9 @@ Result<std::string> ReadSpec(const std::string& path) {
     return text;
   }
   auto text = sys::ReadFile(path, job::kMaxSpecBytes);
+  if (!text.ok() && text.error().code() == Code::kResourceExhausted) {
+    return Error(Code::kInvalidArgument, path + ": the job spec is larger than the 1 MiB limit");
+  }
   if (!text.ok()) return Error(text.error().code(), path + ": " + text.error().message());
   return text;
 }
