@@ -82,31 +82,10 @@ Result<std::unique_ptr<JobManager>> JobManager::Create(Loop* loop, TaskRunner* r
   return m;
 }
 
-task::TaskConfig JobManager::ConfigFor(const std::string& job, const TaskSpec& s) const {
-  task::TaskConfig c;
-  c.id = TaskIdOf(job, s.name);
-  c.job = job;
-  c.name = s.name;
-  c.command = s.command;
-  c.args = s.args;
-  c.env = s.env;
-  c.workdir = s.workdir;
-  c.user = s.user;
-  c.group = s.group;
-  c.rlimits = s.rlimits;
-  c.kill_signal = s.kill_signal;
-  c.kill_timeout_nanos = s.kill_timeout_nanos;
-  c.log_max_files = s.log_max_files;
-  c.log_max_file_size = s.log_max_file_size;
-  c.resources = s.resources;
-  c.spec_hash = TaskFingerprint(s);
-  return c;
-}
-
 std::shared_ptr<TaskSupervisor> JobManager::MakeSupervisor(Job* job, const TaskSpec& spec) {
   std::string id = job->stored.spec.id;
   std::weak_ptr<bool> alive = alive_;
-  return std::make_shared<TaskSupervisor>(loop_, runner_, spec, ConfigFor(id, spec), [this, alive, id] {
+  return std::make_shared<TaskSupervisor>(loop_, runner_, id, spec, [this, alive, id] {
     if (alive.lock()) ScheduleEvaluate(id);
   });
 }
@@ -135,7 +114,7 @@ void JobManager::Evaluate(const std::string& id) {
       ++r;
       continue;
     }
-    std::string tid = t->config().id;
+    std::string tid = t->task_id();
     r = j.retiring.erase(r);
     tasks_->Purge(tid, [tid](Status st) {
       if (!st.ok()) log::Warn("cannot remove a task dropped from its job", {{"task", tid}, {"error", st.error().message()}});
@@ -205,7 +184,7 @@ void JobManager::FinishRemove(const std::string& id) {
   Job& j = *it->second;
   if (!j.purging.empty()) return;
   std::vector<std::string> ids;
-  for (const auto& t : j.tasks) ids.push_back(t->config().id);
+  for (const auto& t : j.tasks) ids.push_back(t->task_id());
   if (ids.empty()) ids.push_back("");
   for (const std::string& tid : ids) j.purging.insert(tid);
   std::weak_ptr<bool> alive = alive_;
@@ -358,7 +337,7 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
         continue;
       }
       if (std::find(result.restarted.begin(), result.restarted.end(), s.name) != result.restarted.end()) {
-        b->second->Replace(s, ConfigFor(id, s));
+        b->second->Replace(s);
       }
       tasks.push_back(b->second);
       by_name.erase(b);
@@ -463,7 +442,7 @@ JobView JobManager::ViewOf(const Job& j) const {
   for (const auto& t : j.tasks) {
     TaskStatusView tv;
     tv.name = t->spec().name;
-    tv.task_id = t->config().id;
+    tv.task_id = t->task_id();
     tv.state = t->state();
     tv.lifecycle = t->spec().lifecycle;
     tv.restarts = t->restarts();
@@ -497,7 +476,7 @@ Result<std::string> JobManager::TaskId(const std::string& job, const std::string
   if (it == jobs_.end()) return Error(Code::kNotFound, "job \"" + job + "\" not found");
   std::vector<std::string> names;
   for (const auto& t : it->second->tasks) {
-    if (t->spec().name == task) return t->config().id;
+    if (t->spec().name == task) return t->task_id();
     names.push_back(t->spec().name);
   }
   return Error(Code::kNotFound, "job \"" + job + "\" has no task \"" + task + "\" (tasks: " + JoinNames(names) + ")");
@@ -516,7 +495,7 @@ void JobManager::Recover() {
     std::vector<Result<TaskStore::Instance>> found;
     bool any_running = false;
     for (const auto& t : job->tasks) {
-      found.push_back(tasks_->Lookup(t->config().id));
+      found.push_back(tasks_->Lookup(t->task_id()));
       if (found.back().ok() && found.back()->running) any_running = true;
     }
     if (any_running) {
@@ -527,8 +506,8 @@ void JobManager::Recover() {
         if (IsPoststart(*t)) job->post_started = true;
         if (found[i]->running) {
           t->Adopt();
-          if (found[i]->spec_hash != t->config().spec_hash) {
-            t->Replace(t->spec(), t->config());
+          if (found[i]->spec_hash != TaskFingerprint(t->spec())) {
+            t->Replace(t->spec());
           }
         } else if (job->stored.running) {
           t->AdoptExited(found[i]->exit);

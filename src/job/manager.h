@@ -123,7 +123,7 @@ class JobManager {
   // over (a rename) before it is removed.
   static constexpr int64_t kFileMoveGraceNanos = 1000LL * 1000000;
 
-  static std::string TaskIdOf(const std::string& job, const std::string& task) { return job + "." + task; }
+  static std::string TaskIdOf(const std::string& job, const std::string& task) { return JobTaskId(job, task); }
 
  private:
   struct Job;
@@ -131,7 +131,6 @@ class JobManager {
   JobManager(Loop* loop, TaskRunner* runner, TaskStore* tasks, Options options);
   Result<SubmitResult> Apply(JobSpec spec, Source source, const std::string& file);
   std::shared_ptr<TaskSupervisor> MakeSupervisor(Job* job, const TaskSpec& spec);
-  task::TaskConfig ConfigFor(const std::string& job, const TaskSpec& spec) const;
   void ScheduleEvaluate(const std::string& id);
   void Evaluate(const std::string& id);
   void FinishRemove(const std::string& id);

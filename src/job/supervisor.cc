@@ -131,10 +131,30 @@ RestartDecision DecideRestart(const TaskSpec& spec, bool success, const std::str
   return d;
 }
 
-TaskSupervisor::TaskSupervisor(Loop* loop, TaskRunner* runner, TaskSpec spec, task::TaskConfig config,
+task::TaskConfig TaskConfigFor(const std::string& job, const TaskSpec& s) {
+  task::TaskConfig c;
+  c.id = JobTaskId(job, s.name);
+  c.job = job;
+  c.name = s.name;
+  c.command = s.command;
+  c.args = s.args;
+  c.env = s.env;
+  c.workdir = s.workdir;
+  c.user = s.user;
+  c.group = s.group;
+  c.rlimits = s.rlimits;
+  c.kill_signal = s.kill_signal;
+  c.kill_timeout_nanos = s.kill_timeout_nanos;
+  c.log_max_files = s.log_max_files;
+  c.log_max_file_size = s.log_max_file_size;
+  c.resources = s.resources;
+  c.spec_hash = TaskFingerprint(s);
+  return c;
+}
+
+TaskSupervisor::TaskSupervisor(Loop* loop, TaskRunner* runner, std::string job, TaskSpec spec,
                                std::function<void()> on_change)
-    : loop_(loop), runner_(runner), spec_(std::move(spec)), config_(std::move(config)),
-      on_change_(std::move(on_change)) {}
+    : loop_(loop), runner_(runner), job_(std::move(job)), spec_(std::move(spec)), on_change_(std::move(on_change)) {}
 
 TaskSupervisor::~TaskSupervisor() {
   if (timer_) loop_->CancelTimer(timer_);
@@ -150,9 +170,8 @@ void TaskSupervisor::Restart(const std::string& reason) {
   Handle(RunEvent::kRestart);
 }
 
-void TaskSupervisor::Replace(TaskSpec spec, task::TaskConfig config) {
+void TaskSupervisor::Replace(TaskSpec spec) {
   spec_ = std::move(spec);
-  config_ = std::move(config);
   if (state_ == RunState::kPending) return;  // starts with the new spec when allowed
   Restart("the task's spec changed");
 }
@@ -162,7 +181,7 @@ void TaskSupervisor::Adopt() {
   ever_running_ = true;
   SetState(RunState::kRunning);
   std::weak_ptr<TaskSupervisor> weak = shared_from_this();
-  Status st = runner_->Wait(config_.id, [weak, gen](const task::ExitResult& exit) {
+  Status st = runner_->Wait(task_id(), [weak, gen](const task::ExitResult& exit) {
     auto self = weak.lock();
     if (self && self->generation_ == gen) self->Handle(RunEvent::kExited, &exit);
   });
@@ -191,7 +210,7 @@ void TaskSupervisor::Handle(RunEvent ev, const task::ExitResult* exit, const Sta
   switch (t.action) {
     case RunAction::kInvalid:
       log::Debug("supervisor: event ignored in this state",
-                 {{"task", config_.id}, {"state", RunStateName(state_)}, {"event", RunEventName(ev)}});
+                 {{"task", task_id()}, {"state", RunStateName(state_)}, {"event", RunEventName(ev)}});
       return;
     case RunAction::kDefer:
       // A stop wins over a restart; a restart never cancels a stop.
@@ -274,14 +293,14 @@ void TaskSupervisor::DoStart() {
   history_.last_start_mono = MonotonicNanos();
   std::weak_ptr<TaskSupervisor> weak = shared_from_this();
   if (on_change_) on_change_();
-  runner_->Start(config_, [weak, gen](Status st) {
+  runner_->Start(TaskConfigFor(job_, spec_), [weak, gen](Status st) {
     auto self = weak.lock();
     if (!self || self->generation_ != gen) return;
     if (!st.ok()) {
       self->Handle(RunEvent::kStartFailed, nullptr, &st);
       return;
     }
-    Status w = self->runner_->Wait(self->config_.id, [weak, gen](const task::ExitResult& exit) {
+    Status w = self->runner_->Wait(self->task_id(), [weak, gen](const task::ExitResult& exit) {
       auto s = weak.lock();
       if (s && s->generation_ == gen) s->Handle(RunEvent::kExited, &exit);
     });
@@ -298,11 +317,11 @@ void TaskSupervisor::DoStop() {
   uint64_t gen = generation_;
   std::weak_ptr<TaskSupervisor> weak = shared_from_this();
   if (on_change_) on_change_();
-  runner_->Stop(config_.id, stop_timeout_, [weak, gen](Status st) {
+  runner_->Stop(task_id(), stop_timeout_, [weak, gen](Status st) {
     auto self = weak.lock();
     if (!self || self->generation_ != gen) return;
     if (!st.ok()) {
-      log::Warn("stopping task failed", {{"task", self->config_.id}, {"error", st.error().message()}});
+      log::Warn("stopping task failed", {{"task", self->task_id()}, {"error", st.error().message()}});
     }
     self->Handle(RunEvent::kStopped);
   });
@@ -319,10 +338,11 @@ void TaskSupervisor::ApplyPolicy(bool success, const std::string& text) {
     if (d.failed) Emit("failed", d.reason);
     return;
   }
-  history_.restarts_mono.push_back(now + d.delay_nanos);
-  while (!history_.restarts_mono.empty() && history_.restarts_mono.front() <= now - spec_.restart.interval_nanos) {
-    history_.restarts_mono.pop_front();
-  }
+  auto& times = history_.restarts_mono;
+  times.erase(std::remove_if(times.begin(), times.end(),
+                             [&](int64_t t) { return t <= now - spec_.restart.interval_nanos; }),
+              times.end());
+  times.push_back(now + d.delay_nanos);
   history_.total++;
   SetState(RunState::kBackoff);
   next_start_wall_ = WallNanos() + d.delay_nanos;
@@ -338,13 +358,13 @@ void TaskSupervisor::ApplyPolicy(bool success, const std::string& text) {
 
 void TaskSupervisor::Emit(const std::string& type, const std::string& message) {
   task::TaskEvent ev;
-  ev.task_id = config_.id;
-  ev.task_name = config_.name;
-  ev.job = config_.job;
+  ev.task_id = task_id();
+  ev.task_name = spec_.name;
+  ev.job = job_;
   ev.timestamp_unix_nanos = WallNanos();
   ev.type = type;
   ev.message = message;
-  log::Info("task " + type, {{"task", config_.id}, {"reason", message}});
+  log::Info("task " + type, {{"task", task_id()}, {"reason", message}});
   runner_->Event(ev);
 }
 

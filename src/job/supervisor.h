@@ -9,7 +9,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -56,9 +55,11 @@ struct Transition {
 // DecideRestart; the table gives kBackoff as a placeholder.
 Transition NextStep(RunState state, RunEvent event);
 
-// Restart bookkeeping of one task (restart times within the interval).
+// Restart bookkeeping of one task (restart times within the interval; a
+// vector, not a deque: libstdc++'s empty deque alone costs 600 bytes and
+// there is one per task).
 struct RestartHistory {
-  std::deque<int64_t> restarts_mono;  // start times of restarts in the window
+  std::vector<int64_t> restarts_mono;  // start times of restarts in the window
   int64_t last_start_mono = 0;        // any start, for the throttle
   uint64_t total = 0;                 // restarts since the job was submitted / agent start
 };
@@ -95,12 +96,17 @@ class TaskRunner {
   virtual void Event(const task::TaskEvent& ev) = 0;
 };
 
+// What the driver is given for a job's task: id "<job>.<task>", the spec's
+// fields, and the spec's fingerprint (to spot a stale instance later).
+task::TaskConfig TaskConfigFor(const std::string& job, const TaskSpec& spec);
+inline std::string JobTaskId(const std::string& job, const std::string& task) { return job + "." + task; }
+
 class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
  public:
-  // config: what to start (built by the owner from spec). on_change runs
-  // after every state change (the owner re-evaluates the job).
-  TaskSupervisor(Loop* loop, TaskRunner* runner, TaskSpec spec, task::TaskConfig config,
-                 std::function<void()> on_change);
+  // on_change runs after every state change (the owner re-evaluates the
+  // job). The driver config is built from (job, spec) at each start, not
+  // kept: with a thousand tasks every kept byte counts.
+  TaskSupervisor(Loop* loop, TaskRunner* runner, std::string job, TaskSpec spec, std::function<void()> on_change);
   ~TaskSupervisor();
 
   // Event inputs (the owner's requests).
@@ -112,11 +118,11 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   // A recovered instance had ended before we looked: treat as an exit.
   void AdoptExited(const task::ExitResult& exit);
   // New spec (an update that changed this task): restart with it if it runs.
-  void Replace(TaskSpec spec, task::TaskConfig config);
+  void Replace(TaskSpec spec);
 
   RunState state() const { return state_; }
   const TaskSpec& spec() const { return spec_; }
-  const task::TaskConfig& config() const { return config_; }
+  std::string task_id() const { return JobTaskId(job_, spec_.name); }
   bool failed() const { return failed_; }
   bool completed() const { return state_ == RunState::kDead && !failed_ && finished_; }
   bool ever_running() const { return ever_running_; }
@@ -135,8 +141,8 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
 
   Loop* loop_;
   TaskRunner* runner_;
+  std::string job_;
   TaskSpec spec_;
-  task::TaskConfig config_;
   std::function<void()> on_change_;
   RunState state_ = RunState::kPending;
   RestartHistory history_;
