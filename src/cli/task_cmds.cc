@@ -320,7 +320,7 @@ int RunTask(const GlobalOptions& g, const std::vector<std::string>& args) {
 int RunLogs(const GlobalOptions& g, const std::vector<std::string>& in) {
   auto a = ParseArgs(in, {"--tail", "-n"}, {"-f", "--follow", "--stderr"});
   if (!a.ok()) return UsageError(a.error().message(), "logs");
-  if (a->pos.size() != 1) return UsageError("logs needs exactly one task id", "logs");
+  if (a->pos.size() != 1) return UsageError("logs needs one JOB/TASK (or the id of a bare task)", "logs");
   bool follow = a->Has("-f") || a->Has("--follow");
   int32_t tail = follow ? 10 : -1;
   const std::string* t = a->Get("--tail") ? a->Get("--tail") : a->Get("-n");
