@@ -13,8 +13,11 @@
 
 namespace outpost::agent {
 
+// Per task: its log pipes and what reading its logs needs. The rest of the
+// config lives once, in the driver's handle (ConfigOf).
 struct TaskManager::Logs {
-  task::TaskConfig config;
+  std::string name;
+  int max_files = 10;
   std::unique_ptr<task::LogPipe> out;
   std::unique_ptr<task::LogPipe> err;
 };
@@ -87,7 +90,8 @@ Status TaskManager::OpenLogs(const task::TaskConfig& c, uid_t uid, gid_t gid, Lo
   auto e = task::LogPipe::Open(loop_, c.stderr_path, c.log_dir + "/" + c.name + ".stderr",
                                c.stderr_path + ".cursor", policy, uid, gid, on_error("stderr"));
   if (!e.ok()) return e.error().Wrap("stderr log");
-  out->config = c;
+  out->name = c.name;
+  out->max_files = c.log_max_files;
   out->out = std::move(*o);
   out->err = std::move(*e);
   return OkStatus();
@@ -98,24 +102,28 @@ void TaskManager::SetFifoHolder(HoldFifosFn hold, ReleaseFifosFn release) {
   release_fifos_ = std::move(release);
 }
 
-void TaskManager::HoldFifos(const task::TaskConfig& c) {
+void TaskManager::HoldFifos(const std::string& id) {
   if (!hold_fifos_) return;
   std::vector<UniqueFd> owned;
   std::vector<int> fds;
-  for (const std::string& p : {c.stdout_path, c.stderr_path}) {
+  // The handle's paths (a recovered task keeps the FIFOs it was started with).
+  auto c = driver_->ConfigOf(id);
+  std::vector<std::string> paths = {FifoPath(id, "stdout"), FifoPath(id, "stderr")};
+  if (c.ok() && !c->stdout_path.empty()) paths = {c->stdout_path, c->stderr_path};
+  for (const std::string& p : paths) {
     auto fd = sys::Open(p, O_RDWR | O_NONBLOCK);
     if (!fd.ok()) {
-      log::Warn("cannot open task FIFO for the keeper", {{"task", c.id}, {"error", fd.error().message()}});
+      log::Warn("cannot open task FIFO for the keeper", {{"task", id}, {"error", fd.error().message()}});
       continue;
     }
     fds.push_back(fd->get());
     owned.push_back(std::move(*fd));
   }
-  if (!fds.empty()) hold_fifos_(c.id, fds);  // the keeper gets its own copies
+  if (!fds.empty()) hold_fifos_(id, fds);  // the keeper gets its own copies
 }
 
 void TaskManager::HoldAllFifos() {
-  for (const auto& [id, logs] : logs_) HoldFifos(logs->config);
+  for (const auto& [id, logs] : logs_) HoldFifos(id);
 }
 
 void TaskManager::CloseLogs(const std::string& id, bool remove_fifos) {
@@ -123,11 +131,10 @@ void TaskManager::CloseLogs(const std::string& id, bool remove_fifos) {
   if (it == logs_.end()) return;
   if (it->second->out) it->second->out->Drain();
   if (it->second->err) it->second->err->Drain();
-  task::TaskConfig c = it->second->config;
   logs_.erase(it);
   if (release_fifos_) release_fifos_(id);
   if (remove_fifos) {
-    for (const std::string& p : {c.stdout_path, c.stderr_path}) {
+    for (const std::string& p : {FifoPath(id, "stdout"), FifoPath(id, "stderr")}) {
       ::unlink(p.c_str());
       ::unlink((p + ".cursor").c_str());
     }
@@ -168,8 +175,7 @@ void TaskManager::Start(task::TaskConfig c, StartCallback done) {
       CloseLogs(id, true);
       return done(h.error());
     }
-    auto it = logs_.find(id);
-    if (it != logs_.end()) HoldFifos(it->second->config);
+    if (logs_.count(id)) HoldFifos(id);
     done(Inspect(id));
   });
 }
@@ -177,8 +183,8 @@ void TaskManager::Start(task::TaskConfig c, StartCallback done) {
 void TaskManager::Stop(const std::string& id, int64_t timeout_nanos, const std::string& signal,
                        task::Driver::DoneCallback done) {
   if (timeout_nanos < 0) {
-    auto it = logs_.find(id);
-    timeout_nanos = it != logs_.end() ? it->second->config.kill_timeout_nanos : 5 * kNanosPerSecond;
+    auto config = driver_->ConfigOf(id);
+    timeout_nanos = config.ok() ? config->kill_timeout_nanos : 5 * kNanosPerSecond;
   }
   driver_->StopTask(id, timeout_nanos, signal, std::move(done));
 }
@@ -224,7 +230,8 @@ Result<TaskView> TaskManager::Inspect(const std::string& id) {
   v.status = *status;
   auto it = logs_.find(id);
   if (it != logs_.end()) {
-    v.config = it->second->config;
+    auto config = driver_->ConfigOf(id);
+    if (config.ok()) v.config = std::move(*config);
     v.log_dir = v.config.log_dir;
     for (task::LogPipe* p : {it->second->out.get(), it->second->err.get()}) {
       if (!p) continue;
@@ -248,13 +255,12 @@ std::vector<TaskView> TaskManager::List() {
 Result<std::string> TaskManager::LogPath(const std::string& id, bool stderr_stream) {
   auto it = logs_.find(id);
   if (it == logs_.end()) return Error(Code::kNotFound, "task not found for given id");
-  const task::TaskConfig& c = it->second->config;
-  return c.log_dir + "/" + c.name + (stderr_stream ? ".stderr" : ".stdout");
+  return options_.state_dir + "/logs/" + id + "/" + it->second->name + (stderr_stream ? ".stderr" : ".stdout");
 }
 
 int TaskManager::LogMaxFiles(const std::string& id) {
   auto it = logs_.find(id);
-  return it == logs_.end() ? 10 : it->second->config.log_max_files;
+  return it == logs_.end() ? 10 : it->second->max_files;
 }
 
 Status TaskManager::Recover() {

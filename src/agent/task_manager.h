@@ -125,7 +125,7 @@ class TaskManager {
   void CloseLogs(const std::string& id, bool remove_fifos);
   void Record(const task::TaskEvent& ev);
   std::string FifoPath(const std::string& id, const char* stream) const;
-  void HoldFifos(const task::TaskConfig& config);
+  void HoldFifos(const std::string& id);
 
   Loop* loop_;
   Options options_;
