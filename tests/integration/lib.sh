@@ -33,6 +33,11 @@ run_one() {
 cleanup_agents() {
   local p
   for p in $(cat "$T/.pids" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+  # Tasks outlive their agent by design: kill this test's tasks too (found
+  # by the task dir the agent puts in their environment, under $T).
+  for p in $(grep -lsaF "OUTPOST_TASK_DIR=$T/" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do
+    kill -9 "$p" 2>/dev/null
+  done
 }
 
 fail() { echo "FAIL: $*"; exit 1; }
@@ -69,11 +74,15 @@ op() { "$OUTPOST" --socket "$SOCK" "$@"; }
 wait_for() {
   local secs="$1"; shift
   local deadline=$((SECONDS + secs))
-  while ! "$@" >/dev/null 2>&1; do
-    [ $SECONDS -ge $deadline ] && { "$@"; return 1; }
+  local out
+  # The output is that of the run that succeeded (running the command again
+  # could see a state that has moved on).
+  while ! out=$("$@" 2>/dev/null); do
+    [ $SECONDS -ge $deadline ] && { printf '%s\n' "$out"; return 1; }
     sleep 0.02
   done
-  "$@"
+  [ -n "$out" ] && printf '%s\n' "$out"
+  return 0
 }
 
 # wait_gone PID SECONDS: waits for a process to exit (it must be our child
