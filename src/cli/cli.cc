@@ -309,10 +309,24 @@ int RunHelp(const GlobalOptions&, const std::vector<std::string>& args) {
 }
 
 std::string SuggestCommand(const std::string& name) {
+  // Every command at the smallest distance (<= 2): "staus" is as close to
+  // "stats" as to "status", and guessing one would mislead half the time.
+  size_t best = 3;
+  std::vector<const char*> found;
   for (const Command& c : kCommands) {
-    if (EditDistance(name, c.name) <= 2) return std::string(" (did you mean \"") + c.name + "\"?)";
+    size_t d = EditDistance(name, c.name);
+    if (d < best) {
+      best = d;
+      found.clear();
+    }
+    if (d == best) found.push_back(c.name);
   }
-  return "";
+  if (found.empty()) return "";
+  std::string out = " (did you mean";
+  for (size_t i = 0; i < found.size(); i++) {
+    out += std::string(i == 0 ? " \"" : (i + 1 == found.size() ? " or \"" : ", \"")) + found[i] + "\"";
+  }
+  return out + "?)";
 }
 
 }  // namespace

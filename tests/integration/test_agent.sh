@@ -175,7 +175,9 @@ test_help_and_version() {
   expect_exit 0 "$OUTPOST" version
   expect_contains "$OUT" "outpost $(cat "$(dirname "$OUTPOST")/../VERSION" 2>/dev/null || true)" "version"
   expect_exit 2 "$OUTPOST" staus
-  expect_contains "$OUT" "unknown command \"staus\" (did you mean \"status\"?)" "typo"
+  expect_contains "$OUT" "unknown command \"staus\" (did you mean \"stats\" or \"status\"?)" "typo"
+  expect_exit 2 "$OUTPOST" evnts
+  expect_contains "$OUT" "unknown command \"evnts\" (did you mean \"events\"?)" "typo with one candidate"
   expect_exit 2 "$OUTPOST"
   expect_exit 2 "$OUTPOST" status extra-arg
   expect_exit 2 "$OUTPOST" agent --bogus
