@@ -69,7 +69,8 @@ std::vector<Feature> CollectFeatures(Agent* agent) {
       if (error.find('\n') != std::string::npos) detail += " (more in `outpost ps`)";
     }
     for (const std::string& p : jobs->StoreProblems()) detail += "; stored job unreadable: " + p;
-    out.push_back({"jobs", files.empty() && dir_problem.empty() && jobs->StoreProblems().empty(), detail});
+    // Problems with files do not turn jobs off: they are listed in the detail.
+    out.push_back({"jobs", true, detail});
   }
   task::KeeperLink* keeper = agent->keeper_link();
   out.push_back({"keeper", keeper != nullptr,

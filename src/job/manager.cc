@@ -37,6 +37,10 @@ bool IsPrestart(const TaskSupervisor& t) { return t.spec().lifecycle.hook == Hoo
 bool IsMain(const TaskSupervisor& t) { return t.spec().lifecycle.hook == Hook::kMain; }
 bool IsPoststart(const TaskSupervisor& t) { return t.spec().lifecycle.hook == Hook::kPoststart; }
 
+Error JobNotFound(const std::string& id) {
+  return Error(Code::kNotFound, "job \"" + id + "\" not found (`outpost ps` lists the jobs)");
+}
+
 std::string JoinNames(const std::vector<std::string>& v) {
   std::string out;
   for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
@@ -249,8 +253,9 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
     std::string id = job->stored.spec.id;
     jobs_[id] = std::move(job);
     if (!file.empty()) file_jobs_[file] = id;
-    JobEvent(id, "job-submitted", Format("job submitted (%zu tasks, source %s)", jobs_[id]->tasks.size(),
-                                         SourceName(source)));
+    size_t n = jobs_[id]->tasks.size();
+    JobEvent(id, "job-submitted",
+             Format("job submitted (%zu task%s, source %s)", n, n == 1 ? "" : "s", SourceName(source)));
     ScheduleEvaluate(id);
     result.created = true;
     for (const TaskSpec& s : jobs_[id]->stored.spec.tasks) result.added.push_back(s.name);
@@ -362,7 +367,7 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
 
 void JobManager::Stop(const std::string& id, int64_t timeout_nanos, DoneCallback done) {
   auto it = jobs_.find(id);
-  if (it == jobs_.end()) return done(Error(Code::kNotFound, "job \"" + id + "\" not found"));
+  if (it == jobs_.end()) return done(JobNotFound(id));
   Job& j = *it->second;
   if (j.stored.running) {
     StoredJob next = j.stored;
@@ -380,7 +385,7 @@ void JobManager::Stop(const std::string& id, int64_t timeout_nanos, DoneCallback
 
 void JobManager::Remove(const std::string& id, DoneCallback done) {
   auto it = jobs_.find(id);
-  if (it == jobs_.end()) return done(Error(Code::kNotFound, "job \"" + id + "\" not found"));
+  if (it == jobs_.end()) return done(JobNotFound(id));
   Job& j = *it->second;
   if (j.stored.source == Source::kFile && done) {
     return done(Error(Code::kFailedPrecondition, "job \"" + id + "\" is managed by the file " + j.stored.file +
@@ -402,7 +407,7 @@ void JobManager::Remove(const std::string& id, DoneCallback done) {
 
 Status JobManager::Restart(const std::string& id, const std::string& task) {
   auto it = jobs_.find(id);
-  if (it == jobs_.end()) return Error(Code::kNotFound, "job \"" + id + "\" not found");
+  if (it == jobs_.end()) return JobNotFound(id);
   Job& j = *it->second;
   if (j.removing) return Error(Code::kFailedPrecondition, "job \"" + id + "\" is being removed");
   if (!task.empty()) {
@@ -461,7 +466,7 @@ JobView JobManager::ViewOf(const Job& j) const {
 
 Result<JobView> JobManager::Inspect(const std::string& id) const {
   auto it = jobs_.find(id);
-  if (it == jobs_.end()) return Error(Code::kNotFound, "job \"" + id + "\" not found");
+  if (it == jobs_.end()) return JobNotFound(id);
   return ViewOf(*it->second);
 }
 
@@ -473,7 +478,7 @@ std::vector<JobView> JobManager::List() const {
 
 Result<std::string> JobManager::TaskId(const std::string& job, const std::string& task) const {
   auto it = jobs_.find(job);
-  if (it == jobs_.end()) return Error(Code::kNotFound, "job \"" + job + "\" not found");
+  if (it == jobs_.end()) return JobNotFound(job);
   std::vector<std::string> names;
   for (const auto& t : it->second->tasks) {
     if (t->spec().name == task) return t->task_id();

@@ -85,7 +85,8 @@ Transition NextStep(RunState state, RunEvent event) {
 std::string DescribeExit(const task::ExitResult& e) {
   if (!e.error.empty()) return e.error;
   if (e.oom_killed) return "OOM killed";
-  if (e.signal != 0) return Format("killed by signal %d (%s)", e.signal, task::SignalName(e.signal));
+  // The same words as the driver's "signalled" event.
+  if (e.signal != 0) return Format("killed by %s", task::SignalName(e.signal));
   return Format("exit code %d", e.exit_code);
 }
 
@@ -109,8 +110,8 @@ RestartDecision DecideRestart(const TaskSpec& spec, bool success, const std::str
   }
   if (r.attempts > 0 && recent >= static_cast<size_t>(r.attempts)) {
     d.failed = true;
-    d.reason = Format("failed: %s; restart limit reached (%zu restarts within %s)", exit_text.c_str(), recent,
-                      FormatDuration(r.interval_nanos).c_str());
+    d.reason = Format("failed: %s; restart limit reached (%zu restart%s within %s)", exit_text.c_str(), recent,
+                      recent == 1 ? "" : "s", FormatDuration(r.interval_nanos).c_str());
     return d;
   }
   // Exponential backoff over the restarts still in the window, so a task

@@ -74,11 +74,11 @@ struct RestartDecision {
 constexpr int64_t kMinRestartSpacingNanos = 1000000000;  // never more than one start per second
 
 // success: the exit (or start) was successful. start_failure: the task could
-// not be started at all. exit_text: "exit code 1", "signal 9 (SIGKILL)", ....
+// not be started at all. exit_text: "exit code 1", "killed by SIGKILL", ....
 RestartDecision DecideRestart(const TaskSpec& spec, bool success, const std::string& exit_text,
                               const RestartHistory& history, int64_t now_mono);
 
-// "exit code 0", "exit code 3", "killed by signal 9 (SIGKILL)", "OOM killed",
+// "exit code 0", "exit code 3", "killed by SIGKILL", "OOM killed",
 // "exit status unknown (...)".
 std::string DescribeExit(const task::ExitResult& exit);
 

@@ -30,7 +30,7 @@ Result<int> ParseSignal(const std::string& raw) {
   if (raw.empty()) return Error(Code::kInvalidArgument, "signal name is empty");
   if (raw[0] >= '0' && raw[0] <= '9') {
     auto n = ParseInt(raw, 1, NSIG - 1);
-    if (!n.ok()) return Error(Code::kInvalidArgument, "unknown signal \"" + raw + "\"");
+    if (!n.ok()) return Error(Code::kInvalidArgument, "unknown signal \"" + raw + "\" (use a name such as TERM, HUP, USR1, KILL, or a number)");
     return static_cast<int>(*n);
   }
   std::string name;
@@ -39,7 +39,7 @@ Result<int> ParseSignal(const std::string& raw) {
   for (const SigName& s : kSignals) {
     if (name == s.name) return s.signo;
   }
-  return Error(Code::kInvalidArgument, "unknown signal \"" + raw + "\"");
+  return Error(Code::kInvalidArgument, "unknown signal \"" + raw + "\" (use a name such as TERM, HUP, USR1, KILL, or a number)");
 }
 
 const char* SignalName(int signo) {

@@ -276,7 +276,7 @@ TEST_F(ExecDriverTest, StopTimeoutZeroKillsAtOnceAndUnknownSignalIsAnError) {
   ASSERT_TRUE(Start(Config("t", {"sleep", "30"})).ok());
   Status bad = Stop("t", kNanosPerSecond, "SIGNOPE");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().message(), "unknown signal \"SIGNOPE\"");
+  EXPECT_EQ(bad.error().message(), "unknown signal \"SIGNOPE\" (use a name such as TERM, HUP, USR1, KILL, or a number)");
   ASSERT_TRUE(Stop("t", 0, "").ok());
   EXPECT_EQ(Wait("t").signal, SIGKILL);
   EXPECT_EQ(Stop("nope", 0, "").error().message(), "task not found for given id");

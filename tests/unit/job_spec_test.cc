@@ -166,8 +166,8 @@ std::vector<BadSpec> BadSpecs() {
        "tasks[0].logs.max_file_size: must not be negative\n"
        "tasks[0].logs.max_filez: unknown field (did you mean \"max_files\"?)"},
       // kill_signal, kill_timeout.
-      {Task(R"("kill_signal": "SIGFOO")"), "tasks[0].kill_signal: unknown signal \"SIGFOO\""},
-      {Task(R"("kill_signal": "99")"), "tasks[0].kill_signal: unknown signal \"99\""},
+      {Task(R"("kill_signal": "SIGFOO")"), "tasks[0].kill_signal: unknown signal \"SIGFOO\" (use a name such as TERM, HUP, USR1, KILL, or a number)"},
+      {Task(R"("kill_signal": "99")"), "tasks[0].kill_signal: unknown signal \"99\" (use a name such as TERM, HUP, USR1, KILL, or a number)"},
       {Task(R"("kill_signal": 15)"), "tasks[0].kill_signal: expected a string, got number"},
       {Task(R"("kill_timeout": "five")"), "tasks[0].kill_timeout: expected a duration like \"5s\", got \"five\""},
       {Task(R"("kill_timeout": 5)"), "tasks[0].kill_timeout: expected a duration like \"5s\", got number 5"},

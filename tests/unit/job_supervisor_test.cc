@@ -114,10 +114,10 @@ TEST(JobRestartPolicy, AlwaysRestartsSuccessButNotFinishedHooks) {
 
 TEST(JobRestartPolicy, NeverFailsOnFailure) {
   RestartHistory h;
-  RestartDecision d = DecideRestart(SpecWith(RestartPolicy::kNever), false, "killed by signal 9 (SIGKILL)", h, 0);
+  RestartDecision d = DecideRestart(SpecWith(RestartPolicy::kNever), false, "killed by SIGKILL", h, 0);
   EXPECT_FALSE(d.restart);
   EXPECT_TRUE(d.failed);
-  EXPECT_EQ(d.reason, "failed: killed by signal 9 (SIGKILL) (restart policy \"never\")");
+  EXPECT_EQ(d.reason, "failed: killed by SIGKILL (restart policy \"never\")");
 }
 
 TEST(JobRestartPolicy, BackoffDoublesUpToMaxAndAttemptsLimit) {
@@ -162,7 +162,7 @@ TEST(JobRestartPolicy, DescribeExit) {
   EXPECT_EQ(DescribeExit(e), "exit code 0");
   e.exit_code = 137;
   e.signal = 9;
-  EXPECT_EQ(DescribeExit(e), "killed by signal 9 (SIGKILL)");
+  EXPECT_EQ(DescribeExit(e), "killed by SIGKILL");
   e.oom_killed = true;
   EXPECT_EQ(DescribeExit(e), "OOM killed");
   e.error = "exit status unknown";
