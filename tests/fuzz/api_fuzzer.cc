@@ -7,6 +7,7 @@
 
 #include "agent.pb.h"
 #include "base/pb.h"
+#include "job.pb.h"
 #include "task.pb.h"
 
 namespace {
@@ -34,5 +35,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Try<outpost_v1_ListTasksResponse>(b, outpost_v1_ListTasksResponse_fields);
   Try<outpost_v1_ReadLogsResponse>(b, outpost_v1_ReadLogsResponse_fields);
   Try<outpost_v1_WatchEventsResponse>(b, outpost_v1_WatchEventsResponse_fields);
+  Try<outpost_v1_SubmitJobRequest>(b, outpost_v1_SubmitJobRequest_fields);
+  Try<outpost_v1_JobIdRequest>(b, outpost_v1_JobIdRequest_fields);
+  Try<outpost_v1_StopJobRequest>(b, outpost_v1_StopJobRequest_fields);
+  Try<outpost_v1_RestartJobRequest>(b, outpost_v1_RestartJobRequest_fields);
+  Try<outpost_v1_JobInfo>(b, outpost_v1_JobInfo_fields);
+  Try<outpost_v1_ListJobsResponse>(b, outpost_v1_ListJobsResponse_fields);
+  Try<outpost_v1_SubmitJobResponse>(b, outpost_v1_SubmitJobResponse_fields);
   return 0;
 }

@@ -9,6 +9,7 @@
 #include "agent/config.h"
 #include "base/json.h"
 #include "job/spec.h"
+#include "job/store.h"
 #include "task/exec_driver.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -22,6 +23,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto again = outpost::job::ParseJobSpec(canonical, "canonical");
     if (!again.ok() || outpost::job::JobSpecToJson(*again).serialize() != canonical) __builtin_trap();
   }
+  // A stored job record (<state_dir>/jobs/<id>.json) read back at start.
+  auto stored = outpost::job::JobStore::Decode(text, "fuzz.json");
+  if (stored.ok()) (void)outpost::job::JobStore::Encode(*stored);
   outpost::task::ExitResult exit;
   int64_t completed = 0;
   bool has_exit = false;
