@@ -275,12 +275,14 @@ int Ps(const GlobalOptions& g, const std::vector<std::string>& in) {
     PrintJson(picojson::value(o));
     return kExitOk;
   }
-  std::printf("%-20s %-10s %-6s %-8s %-7s %-7s %s\n", "JOB", "STATUS", "TASKS", "RESTARTS", "SOURCE", "VERSION",
+  // RUNNING: tasks running now / all tasks (finished prestart tasks count
+  // as not running).
+  std::printf("%-20s %-10s %-8s %-8s %-7s %-7s %s\n", "JOB", "STATUS", "RUNNING", "RESTARTS", "SOURCE", "VERSION",
               "AGE");
   for (pb_size_t i = 0; i < r->jobs_count; i++) {
     const JobInfo& j = r->jobs[i];
     std::string tasks = Format("%d/%d", RunningTasks(j), static_cast<int>(j.tasks_count));
-    std::printf("%-20s %-10s %-6s %-8llu %-7s %-7lld %s\n", PbString(j.id).c_str(), PbString(j.status).c_str(),
+    std::printf("%-20s %-10s %-8s %-8llu %-7s %-7lld %s\n", PbString(j.id).c_str(), PbString(j.status).c_str(),
                 tasks.c_str(), static_cast<unsigned long long>(Restarts(j)), PbString(j.source).c_str(),
                 static_cast<long long>(j.version), Age(j.submitted_at_unix_nanos).c_str());
   }
