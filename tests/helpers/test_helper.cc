@@ -14,9 +14,19 @@
 //   timestamp FILE         write CLOCK_MONOTONIC nanoseconds to FILE, exit 0
 //   env                    print the environment
 //   pwd / id               print working dir / "uid gid groups"
+//   memhog MIB             allocate and touch MIB MiB, one MiB at a time
+//                          (printing the count), then sleep forever
+//   burn SECONDS           spin on the CPU for SECONDS of wall time
+//   forkbomb               fork children (each sleeps) until fork fails,
+//                          print "fork failed after N", then sleep forever
+//   affinity               print the CPUs this process may run on ("0-1")
+//   touch FILE             create FILE (0644) and print its owner "uid gid"
 //
 // Uses only libc (no iostream) so it starts fast and stays small.
 #include <dirent.h>
+#include <errno.h>
+#include <sched.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
@@ -145,6 +155,71 @@ int main(int argc, char** argv) {
     printf("%u %u", getuid(), getgid());
     for (int i = 0; i < n; ++i) printf(" %u", groups[i]);
     printf("\n");
+    return 0;
+  }
+  if (!strcmp(cmd, "memhog") && argc == 3) {
+    long mib = atol(argv[2]);
+    for (long i = 0; i < mib; ++i) {
+      char* p = static_cast<char*>(malloc(1 << 20));
+      if (!p) return 3;
+      for (int k = 0; k < (1 << 20); k += 4096) p[k] = static_cast<char>(k + 1);
+      printf("%ld\n", i + 1);
+      fflush(stdout);
+    }
+    for (;;) pause();
+  }
+  if (!strcmp(cmd, "burn") && argc == 3) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double limit = atof(argv[2]);
+    volatile unsigned long x = 0;
+    do {
+      for (int i = 0; i < 100000; ++i) x += static_cast<unsigned long>(i);
+      clock_gettime(CLOCK_MONOTONIC, &t);
+    } while (static_cast<double>(t.tv_sec - t0.tv_sec) + static_cast<double>(t.tv_nsec - t0.tv_nsec) / 1e9 < limit);
+    return 0;
+  }
+  if (!strcmp(cmd, "forkbomb")) {
+    long n = 0;
+    for (;;) {
+      pid_t pid = fork();
+      if (pid == 0) {
+        for (;;) pause();
+      }
+      if (pid < 0) break;
+      ++n;
+    }
+    printf("fork failed after %ld: %s\n", n, strerror(errno));
+    fflush(stdout);
+    for (;;) pause();
+  }
+  if (!strcmp(cmd, "affinity")) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+    int first = -1;
+    bool any = false;
+    for (int c = 0; c <= CPU_SETSIZE; ++c) {
+      bool in = c < CPU_SETSIZE && CPU_ISSET(c, &set);
+      if (in && first < 0) first = c;
+      if (!in && first >= 0) {
+        printf(first == c - 1 ? "%s%d" : "%s%d-%d", any ? "," : "", first, c - 1);
+        any = true;
+        first = -1;
+      }
+    }
+    printf("\n");
+    return 0;
+  }
+  if (!strcmp(cmd, "touch") && argc == 3) {
+    int fd = open(argv[2], O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      printf("open %s: %s\n", argv[2], strerror(errno));
+      return 1;
+    }
+    struct stat st;
+    fstat(fd, &st);
+    close(fd);
+    printf("%u %u\n", st.st_uid, st.st_gid);
     return 0;
   }
   return Usage();
