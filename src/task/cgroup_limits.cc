@@ -1,0 +1,173 @@
+// Cgroups: writing task::Resources to the controller files (Apply) and
+// telling in advance which of them this node cannot honour (Check).
+#include <unistd.h>
+
+#include <string>
+
+#include "base/strings.h"
+#include "task/cgroup.h"
+
+namespace outpost::task {
+namespace {
+
+constexpr int64_t kMinMemory = 1 << 20;  // below this a task cannot even exec
+constexpr int kMaxCpuNumber = 65535;     // bounds ParseCpuList's set
+
+std::string Trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\n");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t\n");
+  return s.substr(b, e - b + 1);
+}
+
+std::string MaxOr(uint64_t v) { return v == 0 ? std::string("max") : std::to_string(v); }
+
+std::string IoMaxLine(const IoDeviceLimit& d) {
+  return Format("%u:%u rbps=%s wbps=%s riops=%s wiops=%s", d.major, d.minor, MaxOr(d.rbps).c_str(),
+                MaxOr(d.wbps).c_str(), MaxOr(d.riops).c_str(), MaxOr(d.wiops).c_str());
+}
+
+std::string DeviceName(const IoDeviceLimit& d) {
+  std::string mm = Format("%u:%u", d.major, d.minor);
+  return d.device.empty() || d.device == mm ? mm : d.device + " (" + mm + ")";
+}
+
+}  // namespace
+
+bool ParseCpuList(const std::string& text, std::set<int>* out) {
+  std::set<int> result;
+  std::string t = Trim(text);
+  if (!t.empty()) {
+    for (const std::string& part : Split(t, ',')) {
+      size_t dash = part.find('-');
+      auto lo = ParseInt(part.substr(0, dash), 0, kMaxCpuNumber);
+      if (!lo.ok()) return false;
+      int64_t hi = *lo;
+      if (dash != std::string::npos) {
+        auto h = ParseInt(part.substr(dash + 1), 0, kMaxCpuNumber);
+        if (!h.ok() || *h < *lo) return false;
+        hi = *h;
+      }
+      for (int64_t i = *lo; i <= hi; ++i) result.insert(static_cast<int>(i));
+    }
+  }
+  *out = std::move(result);
+  return true;
+}
+
+Status Cgroups::Apply(const std::string& path, const Resources& r) {
+  // Written in this order; the first failure stops (the limits before it
+  // stay written, which a retry or the task's removal sorts out).
+  std::vector<std::pair<std::string, std::string>> writes;
+  if (r.cpu_weight) writes.push_back({"cpu.weight", std::to_string(r.cpu_weight)});
+  if (r.cpu_max_quota_us >= 0) {
+    writes.push_back({"cpu.max", Format("%lld %llu", static_cast<long long>(r.cpu_max_quota_us),
+                                        static_cast<unsigned long long>(r.cpu_max_period_us))});
+  } else if (r.cpu_max_period_us != 100000) {
+    writes.push_back({"cpu.max", Format("max %llu", static_cast<unsigned long long>(r.cpu_max_period_us))});
+  }
+  if (!r.cpuset_cpus.empty()) writes.push_back({"cpuset.cpus", r.cpuset_cpus});
+  if (!r.cpuset_mems.empty()) writes.push_back({"cpuset.mems", r.cpuset_mems});
+  if (r.memory_low >= 0) writes.push_back({"memory.low", std::to_string(r.memory_low)});
+  if (r.memory_high >= 0) writes.push_back({"memory.high", std::to_string(r.memory_high)});
+  if (r.memory_max >= 0) writes.push_back({"memory.max", std::to_string(r.memory_max)});
+  if (r.memory_swap_max >= 0) writes.push_back({"memory.swap.max", std::to_string(r.memory_swap_max)});
+  if (r.pids_max >= 0) writes.push_back({"pids.max", std::to_string(r.pids_max)});
+  if (r.io_weight) writes.push_back({"io.weight", "default " + std::to_string(r.io_weight)});
+  // io.max takes one device per write.
+  for (const IoDeviceLimit& d : r.io_max) writes.push_back({"io.max", IoMaxLine(d)});
+  for (const auto& [file, value] : writes) OUTPOST_RETURN_IF_ERROR(WriteCgroupFile(path + "/" + file, value));
+  return OkStatus();
+}
+
+std::vector<std::string> Cgroups::Check(const Resources& r) const {
+  std::vector<std::string> problems;
+  if (!r.Any()) return problems;
+  if (!available_) {
+    problems.push_back("resource limits need cgroup v2, which is not usable here: " + reason_);
+    return problems;
+  }
+  std::string enabled;
+  for (const std::string& c : controllers_) enabled += (enabled.empty() ? "" : " ") + c;
+  if (enabled.empty()) enabled = "none";
+  auto need = [&](bool set, const char* field, const char* controller) {
+    if (set && !controllers_.count(controller)) {
+      problems.push_back(Format("%s needs the %s controller, which is not available here (enabled: %s)", field,
+                                controller, enabled.c_str()));
+      return false;
+    }
+    return set;
+  };
+
+  if (need(r.cpu_weight != 0, "cpu.weight", "cpu") && r.cpu_weight > 10000) {
+    problems.push_back(Format("cpu.weight must be between 1 and 10000 (got %llu)",
+                              static_cast<unsigned long long>(r.cpu_weight)));
+  }
+  if (need(r.cpu_max_quota_us >= 0 || r.cpu_max_period_us != 100000, "cpu.max", "cpu")) {
+    // The kernel's bounds (kernel/sched/core.c): 1ms <= period <= 1s,
+    // quota >= 1ms.
+    if (r.cpu_max_period_us < 1000 || r.cpu_max_period_us > 1000000) {
+      problems.push_back("cpu.max period must be between 1000 and 1000000 microseconds");
+    }
+    if (r.cpu_max_quota_us >= 0 && r.cpu_max_quota_us < 1000) {
+      problems.push_back("cpu.max quota must be at least 1000 microseconds");
+    }
+  }
+  struct CpusetField {
+    const char* field;
+    const std::string& value;
+    const std::string& effective;
+    const char* what;
+  };
+  for (const CpusetField& f : {CpusetField{"cpuset.cpus", r.cpuset_cpus, effective_cpus_, "CPUs"},
+                               CpusetField{"cpuset.mems", r.cpuset_mems, effective_mems_, "memory nodes"}}) {
+    if (!need(!f.value.empty(), f.field, "cpuset")) continue;
+    std::set<int> want, have;
+    if (!ParseCpuList(f.value, &want) || want.empty()) {
+      problems.push_back(Format("%s \"%s\" is not a list like 0-3,5", f.field, f.value.c_str()));
+      continue;
+    }
+    if (f.effective.empty() || !ParseCpuList(f.effective, &have)) continue;  // unknown: the kernel decides
+    for (int n : want) {
+      if (!have.count(n)) {
+        problems.push_back(Format("%s \"%s\" is outside this node's %s %s", f.field, f.value.c_str(), f.what,
+                                  f.effective.c_str()));
+        break;
+      }
+    }
+  }
+  struct MemField {
+    const char* field;
+    int64_t value;
+    bool has_minimum;
+  };
+  for (const MemField& f : {MemField{"memory.max", r.memory_max, true}, MemField{"memory.high", r.memory_high, true},
+                            MemField{"memory.low", r.memory_low, false},
+                            MemField{"memory.swap.max", r.memory_swap_max, false}}) {
+    if (!need(f.value >= 0, f.field, "memory")) continue;
+    if (f.has_minimum && f.value < kMinMemory) problems.push_back(Format("%s must be at least 1MiB", f.field));
+  }
+  if (r.memory_swap_max >= 0 && controllers_.count("memory") &&
+      ::access((root() + "/memory.swap.max").c_str(), F_OK) != 0) {
+    problems.push_back("memory.swap.max needs swap accounting, which this kernel does not have");
+  }
+  need(r.pids_max >= 0, "pids.max", "pids");
+  if (need(r.io_weight != 0, "io.weight", "io") && r.io_weight > 10000) {
+    problems.push_back(
+        Format("io.weight must be between 1 and 10000 (got %llu)", static_cast<unsigned long long>(r.io_weight)));
+  }
+  if (need(!r.io_max.empty(), "io.max", "io")) {
+    for (const IoDeviceLimit& d : r.io_max) {
+      std::string sys = Format("/sys/dev/block/%u:%u", d.major, d.minor);
+      if (::access(sys.c_str(), F_OK) != 0) {
+        problems.push_back(Format("io.max device %s does not exist", DeviceName(d).c_str()));
+      } else if (::access((sys + "/partition").c_str(), F_OK) == 0) {
+        // blk-cgroup takes whole disks only (ENODEV for a partition).
+        problems.push_back(Format("io.max device %s is a partition; io.max takes whole disks", DeviceName(d).c_str()));
+      }
+    }
+  }
+  return problems;
+}
+
+}  // namespace outpost::task
