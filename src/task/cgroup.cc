@@ -295,13 +295,14 @@ void Cgroups::Init() {
   // Walk from the mount point down to the root: each level enables, for its
   // children, the controllers its own parent gave it. cgroup v2's "no
   // internal processes" rule: a non-root cgroup that holds processes itself
-  // cannot enable controllers for its children (the write fails with
-  // EBUSY). The mount's root cgroup is exempt, so an agent running in the
-  // root cgroup (as under busybox init) is fine; an agent started by
-  // systemd inside e.g. /system.slice/outpost.service must not have its
-  // cgroup on the path to the root (choose a root beside it), which is why
-  // only the levels on that path are touched and a failure is reported,
-  // not worked around by moving processes.
+  // cannot enable controllers for its children (the write fails with EBUSY,
+  // or EOPNOTSUPP; see EnableControllers). The mount's root cgroup is
+  // exempt, so an agent running in the root cgroup (as under busybox init)
+  // is fine; an agent started by systemd inside e.g.
+  // /system.slice/outpost.service must not have its cgroup on the path to
+  // the root (choose a root beside it). Only the levels on that path are
+  // touched, and a failure is reported, not worked around by moving
+  // processes.
   std::vector<std::string> errors;
   std::string level = mount_point_;
   for (const std::string& comp : Split(root.substr(mount_point_.size() + 1), '/')) {
@@ -331,31 +332,43 @@ void Cgroups::Init() {
 
 std::set<std::string> Cgroups::EnableControllers(const std::string& dir, const std::set<std::string>& wanted,
                                                  std::vector<std::string>* errors) const {
-  std::set<std::string> enabled;
+  std::set<std::string> enabled, missing;
   std::string file = dir + "/cgroup.subtree_control";
   auto cur = sys::ReadFile(file, 4096);
   std::set<std::string> already = cur.ok() ? Words(*cur) : std::set<std::string>{};
   for (const char* c : kControllers) {
-    if (!wanted.count(c)) continue;
-    if (already.count(c)) {
-      enabled.insert(c);
-      continue;
+    if (wanted.count(c)) (already.count(c) ? enabled : missing).insert(c);
+  }
+  if (missing.empty()) return enabled;
+
+  std::string rel = dir.size() > mount_point_.size() ? dir.substr(mount_point_.size()) : "/";
+  std::string agent_here = OwnCgroup() == rel ? ", the agent itself among them" : "";
+  // "No internal processes": a non-root cgroup holding processes must not
+  // be touched at all. Trying would half work: the threaded controllers
+  // (cpuset cpu pids) can be enabled there, which makes it a thread root;
+  // memory and io then fail with EOPNOTSUPP (EBUSY if tried first) and its
+  // children become invalid domains. The mount's root cgroup is exempt.
+  if (dir != mount_point_) {
+    std::vector<pid_t> procs = Pids(dir);
+    if (!procs.empty()) {
+      errors->push_back(Format("cannot enable %s in %s: it holds processes (%s%s), and cgroup v2 lets only a "
+                               "cgroup without processes of its own enable controllers for its children",
+                               JoinSet(missing).c_str(), dir.c_str(), PidList(procs).c_str(), agent_here.c_str()));
+      return enabled;
     }
+  }
+  for (const std::string& c : missing) {
     // One controller per write: a failing one (cpuset not given to this
     // level, say) does not take the others with it.
-    int err = WriteRaw(file, std::string("+") + c);
+    int err = WriteRaw(file, "+" + c);
     if (err == 0) {
       enabled.insert(c);
       continue;
     }
-    std::string msg = Format("cannot enable %s in %s: %s", c, file.c_str(), std::strerror(err));
-    if (err == EBUSY) {
-      std::string own = OwnCgroup();
-      std::string rel = dir.size() > mount_point_.size() ? dir.substr(mount_point_.size()) : "/";
-      msg += own == rel ? " (the agent itself runs in " + dir +
-                              "; a cgroup with processes of its own cannot enable controllers for children)"
-                        : " (" + dir + " has processes of its own; a cgroup with processes cannot enable controllers "
-                          "for children)";
+    std::string msg = Format("cannot enable %s in %s: %s", c.c_str(), file.c_str(), std::strerror(err));
+    if (err == EBUSY || err == EOPNOTSUPP) {
+      msg += " (processes in " + dir + agent_here +
+             "? cgroup v2 lets only a cgroup without processes of its own enable controllers for its children)";
     }
     errors->push_back(msg);
   }

@@ -156,6 +156,22 @@ TEST_F(CgroupTest, SetupCreatesRootAndIntermediateLevels) {
   EXPECT_EQ(cg->effective_cpus(), "");
 }
 
+TEST_F(CgroupTest, SetupLeavesCgroupsWithProcessesAlone) {
+  Put("cgroup.controllers", "cpu memory\n");
+  Put("cgroup.subtree_control", "");
+  Put("a/cgroup.subtree_control", "");
+  Put("a/cgroup.procs", "4242\n");
+  Put("a/outpost.slice/cgroup.subtree_control", "");
+  auto cg = Cgroups::Setup({mount_ + "/a/outpost.slice", mount_});
+  ASSERT_TRUE(cg->available());
+  EXPECT_TRUE(cg->controllers().empty());
+  EXPECT_EQ(Get("a/cgroup.subtree_control"), "");  // not even the threaded controllers
+  EXPECT_EQ(Get("a/outpost.slice/cgroup.subtree_control"), "");
+  EXPECT_EQ(cg->reason(), "cannot enable cpu memory in " + mount_ +
+                              "/a: it holds processes (4242), and cgroup v2 lets only a cgroup without processes of "
+                              "its own enable controllers for its children");
+}
+
 TEST_F(CgroupTest, SetupKeepsWhatIsAlreadyEnabled) {
   Put("cgroup.controllers", "cpu memory pids\n");
   Put("cgroup.subtree_control", "cpu memory pids\n");
