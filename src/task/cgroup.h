@@ -90,7 +90,8 @@ class Cgroups {
   Status EnsureJob(const std::string& job, const Resources& r);
   // Creates the task's cgroup with its limits and returns an O_DIRECTORY
   // fd of it for clone3(CLONE_INTO_CGROUP). An existing one (a restart) is
-  // reused after checking it is empty.
+  // refused while it holds processes, else recreated (so no limit of the
+  // earlier run stays) or, if it cannot be removed, reused.
   Result<UniqueFd> CreateTask(const std::string& job, const std::string& task_id, const Resources& r);
   // Writes r to an existing cgroup (live update). Only the fields r sets.
   Status Apply(const std::string& path, const Resources& r);
@@ -106,7 +107,8 @@ class Cgroups {
   Result<CgroupStats> Stats(const std::string& path) const;
 
   // At start: kills and removes every cgroup under the root that is not a
-  // known task (keep: task ids of tasks recovered alive) or the job of one.
+  // known task (keep: TaskPath() of each task recovered alive) or the job
+  // of one. Never removes the root.
   // Returns the paths removed (for the log).
   std::vector<std::string> CleanLeftovers(const std::set<std::string>& keep_task_paths);
 
