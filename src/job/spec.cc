@@ -27,7 +27,6 @@ constexpr uint64_t kMinLogFileSize = 4096;
 constexpr uint64_t kUnlimited = ~uint64_t{0};
 
 const char* const kNotYet = "not supported yet by this version of outpost";
-const char* const kNoResources = "resource limits are not supported yet (cgroup v2 support comes with a later version)";
 
 // A string as it appears in messages: JSON-quoted, control bytes escaped,
 // long ones cut.
@@ -331,15 +330,8 @@ void ReadLifecycle(ObjectReader& r, Errors* errors, Lifecycle* out) {
   }
 }
 
-void ReadResources(ObjectReader& r, Errors* errors) {
-  const picojson::value* v = r.Get("resources");
-  if (!v) return;
-  std::string path = r.PathOf("resources");
-  if (!v->is<picojson::object>()) {
-    errors->push_back(path + ": expected an object, got " + json::TypeName(*v));
-    return;
-  }
-  for (const auto& [k, val] : v->get<picojson::object>()) errors->push_back(KeyPath(path, k) + ": " + kNoResources);
+void ReadResources(ObjectReader& r, Errors* errors, task::Resources* out) {
+  if (const picojson::value* v = r.Get("resources")) *out = ResourcesFromJson(*v, r.PathOf("resources"), errors);
 }
 
 TaskSpec ReadTask(const picojson::value& v, const std::string& path, const RestartInput& job_restart,
@@ -397,7 +389,7 @@ TaskSpec ReadTask(const picojson::value& v, const std::string& path, const Resta
   if (const picojson::value* rv = r.Get("restart")) ReadRestart(*rv, r.PathOf("restart"), &restart, errors);
   t.restart = restart.restart;
   ReadLifecycle(r, errors, &t.lifecycle);
-  ReadResources(r, errors);
+  ReadResources(r, errors, &t.resources);
   if (r.Get("hooks")) r.Fail("hooks", kNotYet);
   r.RejectUnknown();
   return t;
@@ -448,6 +440,7 @@ void ReadJob(ObjectReader& r, Errors* errors, JobSpec* spec) {
   ReadLabels(r, errors, "annotations", &spec->annotations);
   if (r.Get("network")) r.Fail("network", kNotYet);
   if (r.Get("hooks")) r.Fail("hooks", kNotYet);
+  ReadResources(r, errors, &spec->resources);
   RestartInput job_restart;
   if (const picojson::value* v = r.Get("restart")) ReadRestart(*v, "restart", &job_restart, errors);
   const picojson::value* tasks = r.Get("tasks");
@@ -476,6 +469,18 @@ picojson::value StringMap(const std::map<std::string, std::string>& m) {
   picojson::object o;
   for (const auto& [k, v] : m) o[k] = picojson::value(v);
   return picojson::value(std::move(o));
+}
+
+// FNV-1a 64 of the serialisation: picojson writes object keys in sorted
+// order, so the text depends only on the values.
+std::string Fnv64Hex(const picojson::value& v) {
+  std::string text = v.serialize();
+  uint64_t h = 14695981039346656037ULL;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return Format("%016llx", static_cast<unsigned long long>(h));
 }
 
 }  // namespace
@@ -576,7 +581,7 @@ picojson::value TaskSpecToJson(const TaskSpec& t) {
   lifecycle["hook"] = picojson::value(HookName(t.lifecycle.hook));
   lifecycle["sidecar"] = picojson::value(t.lifecycle.sidecar);
   o["lifecycle"] = picojson::value(std::move(lifecycle));
-  o["resources"] = picojson::value(picojson::object());
+  o["resources"] = ResourcesToJson(t.resources);
   return picojson::value(std::move(o));
 }
 
@@ -585,6 +590,9 @@ picojson::value JobSpecToJson(const JobSpec& spec) {
   o["id"] = picojson::value(spec.id);
   o["labels"] = StringMap(spec.labels);
   o["annotations"] = StringMap(spec.annotations);
+  // Left out when unset, so the canonical form of jobs without job-level
+  // limits is what it was before they existed.
+  if (spec.resources.Any()) o["resources"] = ResourcesToJson(spec.resources);
   picojson::array tasks;
   for (const TaskSpec& t : spec.tasks) tasks.push_back(TaskSpecToJson(t));
   o["tasks"] = picojson::value(std::move(tasks));
@@ -592,15 +600,15 @@ picojson::value JobSpecToJson(const JobSpec& spec) {
 }
 
 std::string TaskFingerprint(const TaskSpec& spec) {
-  // FNV-1a 64 of the canonical encoding: picojson writes object keys in
-  // sorted order, so the text depends only on the values.
-  std::string text = TaskSpecToJson(spec).serialize();
-  uint64_t h = 14695981039346656037ULL;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return Format("%016llx", static_cast<unsigned long long>(h));
+  // The canonical encoding with `resources` as if none were set: limits
+  // change live, and a task without limits keeps the fingerprint it had
+  // before they existed (no restart of every task when the agent is
+  // upgraded).
+  picojson::value v = TaskSpecToJson(spec);
+  v.get<picojson::object>()["resources"] = picojson::value(picojson::object());
+  return Fnv64Hex(v);
 }
+
+std::string ResourcesFingerprint(const task::Resources& r) { return Fnv64Hex(ResourcesToJson(r)); }
 
 }  // namespace outpost::job

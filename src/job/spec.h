@@ -2,13 +2,15 @@
 // job document (JSON, written by people or provisioning scripts) with every
 // error reported at once by JSON path, the size limits, the canonical
 // encoding (defaults filled in) used for persistence and `inspect`, and the
-// per-task fingerprint that tells whether a task must be restarted when its
-// job is updated. Does not run anything (job/supervisor, job/manager do).
+// per-task fingerprints that tell whether a task must be restarted when its
+// job is updated, or only has its limits changed. Does not run anything
+// (job/supervisor, job/manager do).
 //
-// Room for later issues: `resources` is parsed here (task::Resources is
-// filled by the cgroup issue); `network` (job level) and `hooks` (job and
-// task level) are recognised keys that are refused as "not supported yet"
-// until their issues land, so adding them changes no existing field.
+// `resources` (cgroup v2 limits, task and job level, issue #6) is parsed in
+// spec_resources.cc. Room for later issues: `network` (job level) and
+// `hooks` (job and task level) are recognised keys that are refused as "not
+// supported yet" until their issues land, so adding them changes no
+// existing field.
 #pragma once
 
 #include <picojson.h>
@@ -74,13 +76,14 @@ struct TaskSpec {
   int64_t kill_timeout_nanos = 5LL * 1000000000;
   Restart restart;
   Lifecycle lifecycle;
-  task::Resources resources;
+  task::Resources resources;  // the task's cgroup; updated live (not in TaskFingerprint)
 };
 
 struct JobSpec {
   std::string id;
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
+  task::Resources resources;  // the job's cgroup (parent of its tasks' cgroups)
   std::vector<TaskSpec> tasks;  // in document order; names unique
 };
 
@@ -94,15 +97,33 @@ Result<JobSpec> JobSpecFromJson(const picojson::value& doc, const std::string& s
 
 // Canonical form: every field with its effective value (defaults filled in,
 // durations as strings like "1m30s", sizes in bytes). ParseJobSpec of its
-// serialisation gives back an equal spec.
+// serialisation gives back an equal spec. `resources` holds only the limits
+// that are set (see ResourcesToJson); the job-level `resources` is left out
+// when it sets none.
 picojson::value JobSpecToJson(const JobSpec& spec);
 picojson::value TaskSpecToJson(const TaskSpec& spec);
 
-// Changes when anything that needs a restart of the task changes (all
-// fields today; live-updatable ones such as resources will be left out by
-// the cgroup issue). Stable across versions of the binary that do not change
-// the canonical form.
+// Changes when anything that needs a restart of the task changes: every
+// field except `resources`, which the agent changes live in the task's
+// cgroup. Stable across versions of the binary that do not change the
+// canonical form (tasks without limits keep the fingerprint they had before
+// resources existed).
 std::string TaskFingerprint(const TaskSpec& spec);
+
+// Changes when any limit in r changes (task or job level): with an equal
+// TaskFingerprint, a different ResourcesFingerprint means "apply the new
+// limits, do not restart". 16 hex digits, like TaskFingerprint.
+std::string ResourcesFingerprint(const task::Resources& r);
+
+// The `resources` object (spec_resources.cc). Reads it at path (e.g.
+// "tasks[0].resources"), adding one "<path>.<field>: <problem>" line to
+// errors per problem; unset limits keep task::Resources' defaults. io.max
+// device paths are resolved with stat() on this node.
+task::Resources ResourcesFromJson(const picojson::value& v, const std::string& path,
+                                  std::vector<std::string>* errors);
+// Only the limits that are set: cpu.max as "QUOTA PERIOD", cpu.shares as the
+// weight it maps to, sizes in bytes, io.max devices as "MAJOR:MINOR".
+picojson::value ResourcesToJson(const task::Resources& r);
 
 // Job ids and task names: 1-63 of [A-Za-z0-9_-], starting with a letter or
 // digit. (No '.': the driver's task id is "<job>.<task>".)

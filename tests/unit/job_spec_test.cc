@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +30,9 @@ std::string Task(const std::string& fields) {
 std::string Job(const std::string& fields) {
   return R"({"id": "j", "tasks": [{"name": "a", "command": "/bin/sh"}], )" + fields + "}";
 }
+
+// A job with one task whose `resources` object has `fields`.
+std::string Res(const std::string& fields) { return Task(R"("resources": {)" + fields + "}"); }
 
 std::string Repeat(const std::string& s, size_t n) {
   std::string out;
@@ -211,11 +216,109 @@ std::vector<BadSpec> BadSpecs() {
       {Job(R"("network": {"mode": "bridge"})"), "network: not supported yet by this version of outpost"},
       {Job(R"("hooks": [])"), "hooks: not supported yet by this version of outpost"},
       {Task(R"("hooks": {"prestart": []})"), "tasks[0].hooks: not supported yet by this version of outpost"},
-      {Task(R"("resources": {"memory": "64MiB", "cpu": 100})"),
-       "tasks[0].resources.cpu: resource limits are not supported yet (cgroup v2 support comes with a later version)\n"
-       "tasks[0].resources.memory: resource limits are not supported yet (cgroup v2 support comes with a later "
-       "version)"},
+      // resources (cgroup v2 limits).
       {Task(R"("resources": "small")"), "tasks[0].resources: expected an object, got string"},
+      {Res(R"("memory": "64MiB", "cpu": 100)"),
+       "tasks[0].resources.cpu: expected an object, got number\n"
+       "tasks[0].resources.memory: expected an object, got string"},
+      {Res(R"("memroy": {}, "gpu": 1)"),
+       "tasks[0].resources.gpu: unknown field (did you mean \"cpu\"?)\n"
+       "tasks[0].resources.memroy: unknown field (did you mean \"memory\"?)"},
+      {Res(R"("cpu": {"weight": 0})"), "tasks[0].resources.cpu.weight: must be between 1 and 10000, got 0"},
+      {Res(R"("cpu": {"weight": 10001})"), "tasks[0].resources.cpu.weight: must be between 1 and 10000, got 10001"},
+      {Res(R"("cpu": {"weight": 1.5})"), "tasks[0].resources.cpu.weight: expected a whole number, got 1.5"},
+      {Res(R"("cpu": {"shares": 1})"), "tasks[0].resources.cpu.shares: must be between 2 and 262144, got 1"},
+      {Res(R"("cpu": {"shares": 262145})"),
+       "tasks[0].resources.cpu.shares: must be between 2 and 262144, got 262145"},
+      {Res(R"("cpu": {"weight": 100, "shares": 1024})"),
+       "tasks[0].resources.cpu.shares: cannot be used together with weight (shares is the cgroup v1 form of weight; "
+       "give one of them)"},
+      {Res(R"("cpu": {"max": "50000"})"),
+       "tasks[0].resources.cpu.max: expected \"QUOTA PERIOD\" in microseconds (like \"50000 100000\"), \"max\" or a "
+       "number of CPUs (like 1.5), got \"50000\""},
+      {Res(R"("cpu": {"max": "50ms 100ms"})"),
+       "tasks[0].resources.cpu.max: expected \"QUOTA PERIOD\" in microseconds (like \"50000 100000\"), \"max\" or a "
+       "number of CPUs (like 1.5), got \"50ms 100ms\""},
+      {Res(R"("cpu": {"max": "500 100000"})"),
+       "tasks[0].resources.cpu.max: quota must be between 1000 and 17592186044415 microseconds, got 500"},
+      {Res(R"("cpu": {"max": "50000 2000000"})"),
+       "tasks[0].resources.cpu.max: period must be between 1000 and 1000000 microseconds (1ms and 1s), got 2000000"},
+      {Res(R"("cpu": {"max": "max 999"})"),
+       "tasks[0].resources.cpu.max: period must be between 1000 and 1000000 microseconds (1ms and 1s), got 999"},
+      {Res(R"("cpu": {"max": 0.001})"), "tasks[0].resources.cpu.max: must be between 0.01 and 1024 CPUs, got 0.001"},
+      {Res(R"("cpu": {"max": 2000})"), "tasks[0].resources.cpu.max: must be between 0.01 and 1024 CPUs, got 2000"},
+      {Res(R"("cpu": {"max": -1})"), "tasks[0].resources.cpu.max: must be between 0.01 and 1024 CPUs, got -1"},
+      {Res(R"("cpu": {"max": true})"),
+       "tasks[0].resources.cpu.max: expected \"QUOTA PERIOD\" in microseconds (like \"50000 100000\"), \"max\" or a "
+       "number of CPUs (like 1.5), got boolean true"},
+      {Res(R"("cpu": {"cpuset": {"cpus": "0-", "mems": "1-0"}})"),
+       "tasks[0].resources.cpu.cpuset.cpus: expected a list of CPU numbers and ranges like \"0-3,5\", got \"0-\"\n"
+       "tasks[0].resources.cpu.cpuset.mems: expected a list of memory node numbers and ranges like \"0\" or \"0-1\", "
+       "got \"1-0\""},
+      {Res(R"("cpu": {"cpuset": {"cpus": "0,,1"}})"),
+       "tasks[0].resources.cpu.cpuset.cpus: expected a list of CPU numbers and ranges like \"0-3,5\", got \"0,,1\""},
+      {Res(R"("cpu": {"cpuset": {"cpus": ""}})"),
+       "tasks[0].resources.cpu.cpuset.cpus: expected a list of CPU numbers and ranges like \"0-3,5\", got \"\""},
+      {Res(R"("cpu": {"cpuset": {"cpu": "0"}})"),
+       "tasks[0].resources.cpu.cpuset.cpu: unknown field (did you mean \"cpus\"?)"},
+      {Res(R"("cpu": {"cpuset": "0-1"})"), "tasks[0].resources.cpu.cpuset: expected an object, got string"},
+      {Res(R"("memory": {"max": "1KiB"})"),
+       "tasks[0].resources.memory.max: must be at least 1MiB (1048576 bytes), got 1024"},
+      {Res(R"("memory": {"high": 0})"),
+       "tasks[0].resources.memory.high: must be at least 1MiB (1048576 bytes), got 0"},
+      {Res(R"("memory": {"max": "lots"})"),
+       "tasks[0].resources.memory.max: expected a size like \"10MiB\", got \"lots\""},
+      {Res(R"("memory": {"low": -1})"), "tasks[0].resources.memory.low: must not be negative"},
+      {Res(R"("memory": {"swap_max": true})"),
+       "tasks[0].resources.memory.swap_max: expected a size like \"10MiB\", got boolean true"},
+      {Res(R"("memory": {"max": "256MiB", "high": "300MiB", "low": "1GiB"})"),
+       "tasks[0].resources.memory.high: must not be more than max (256MiB), got 300MiB\n"
+       "tasks[0].resources.memory.low: must not be more than max (256MiB), got 1GiB"},
+      {Res(R"("memory": {"max": 1048576, "low": 1048577})"),
+       "tasks[0].resources.memory.low: must not be more than max (1MiB), got 1048577 bytes"},
+      {Res(R"("memory": {"swapmax": 0})"),
+       "tasks[0].resources.memory.swapmax: unknown field (did you mean \"swap_max\"?)"},
+      {Res(R"("pids": {"max": 0})"), "tasks[0].resources.pids.max: must be between 1 and 4194304, got 0"},
+      {Res(R"("pids": {"max": 4194305})"), "tasks[0].resources.pids.max: must be between 1 and 4194304, got 4194305"},
+      {Res(R"("pids": {"max": "unlimited"})"),
+       "tasks[0].resources.pids.max: expected a number or \"max\", got \"unlimited\""},
+      {Res(R"("pids": 100)"), "tasks[0].resources.pids: expected an object, got number"},
+      {Res(R"("io": {"weight": 20000})"), "tasks[0].resources.io.weight: must be between 1 and 10000, got 20000"},
+      {Res(R"("io": {"max": {"device": "8:0"}})"),
+       "tasks[0].resources.io.max: expected an array of devices, got object"},
+      {Res(R"("io": {"max": [8]})"), "tasks[0].resources.io.max[0]: expected an object, got number"},
+      {Res(R"("io": {"max": [{"device": "/dev/sdz-outpost-test", "rbps": "10MiB"}]})"),
+       "tasks[0].resources.io.max[0].device: \"/dev/sdz-outpost-test\" is not a block device on this node"},
+      {Res(R"("io": {"max": [{"device": "/dev/null", "rbps": "10MiB"}]})"),
+       "tasks[0].resources.io.max[0].device: \"/dev/null\" is not a block device on this node"},
+      {Res(R"("io": {"max": [{"device": "sda", "wbps": 1}]})"),
+       "tasks[0].resources.io.max[0].device: expected a block device path like \"/dev/vda\" or MAJOR:MINOR like "
+       "\"254:0\", got \"sda\""},
+      {Res(R"("io": {"max": [{"device": "5000:0", "wbps": 1}]})"),
+       "tasks[0].resources.io.max[0].device: \"5000:0\" is not a valid device number (major 0-4095, minor "
+       "0-1048575)"},
+      {Res(R"("io": {"max": [{"device": "/dev/null\u0000", "wbps": 1}]})"),
+       "tasks[0].resources.io.max[0].device: must not contain NUL bytes"},
+      {Res(R"("io": {"max": [{"rbps": "1MiB"}]})"), "tasks[0].resources.io.max[0].device: required"},
+      {Res(R"("io": {"max": [{"device": "8:0"}, {"device": "8:16", "rbps": "max"}]})"),
+       "tasks[0].resources.io.max[0]: needs at least one of rbps, wbps, riops, wiops\n"
+       "tasks[0].resources.io.max[1]: needs at least one of rbps, wbps, riops, wiops"},
+      {Res(R"("io": {"max": [{"device": "8:0", "rbps": 0, "wbps": "5 MiB", "riops": "fast", "wiops": -3}]})"),
+       "tasks[0].resources.io.max[0].rbps: must be at least 1 (leave it out, or write \"max\", for no limit)\n"
+       "tasks[0].resources.io.max[0].wbps: expected a size like \"10MiB\", got \"5 MiB\"\n"
+       "tasks[0].resources.io.max[0].riops: expected a number or \"max\", got \"fast\"\n"
+       "tasks[0].resources.io.max[0].wiops: must be at least 1 (leave it out, or write \"max\", for no limit)"},
+      {Res(R"("io": {"max": [{"device": "8:0", "rbps": 1}, {"device": "8:16", "rbps": 1},
+                              {"device": "8:0", "wbps": 1}]})"),
+       "tasks[0].resources.io.max[2].device: device 8:0 is already limited by io.max[0]"},
+      {Res(R"("io": {"max": [{"device": "8:0", "rbsp": 1}]})"),
+       "tasks[0].resources.io.max[0].rbsp: unknown field (did you mean \"rbps\"?)"},
+      // Job-level resources: the same checks, at the top level.
+      {Job(R"("resources": {"pids": {"max": -5}})"), "resources.pids.max: must be between 1 and 4194304, got -5"},
+      {Job(R"("resources": {"cpu": {"weight": "high"}, "memory": {"max": "1MB"}})"),
+       "resources.cpu.weight: expected a number, got string\n"
+       "resources.memory.max: must be at least 1MiB (1048576 bytes), got 1000000"},
+      {Job(R"("resources": [])"), "resources: expected an object, got array"},
       // Labels and annotations.
       {Job(R"("labels": ["a"])"), "labels: expected an object of strings, got array"},
       {Job(R"("labels": {"tier": 1})"), "labels.tier: expected a string, got number"},
@@ -241,7 +344,7 @@ std::vector<BadSpec> BadSpecs() {
 
 TEST(JobSpecErrors, EveryMalformedSpecGetsItsExactMessage) {
   std::vector<BadSpec> cases = BadSpecs();
-  EXPECT_GE(cases.size(), 45u);
+  EXPECT_GE(cases.size(), 135u);
   for (size_t i = 0; i < cases.size(); ++i) {
     auto spec = ParseJobSpec(cases[i].doc);
     std::string doc = cases[i].doc.size() > 300 ? cases[i].doc.substr(0, 300) + "..." : cases[i].doc;
@@ -310,7 +413,8 @@ TEST(JobSpec, DefaultsAreApplied) {
   EXPECT_EQ(t.restart.interval_nanos, 300 * kSec);
   EXPECT_EQ(t.lifecycle.hook, Hook::kMain);
   EXPECT_FALSE(t.lifecycle.sidecar);
-  EXPECT_FALSE(t.resources.any);
+  EXPECT_FALSE(t.resources.Any());
+  EXPECT_FALSE(spec->resources.Any());
 }
 
 TEST(JobSpec, EveryFieldIsRead) {
@@ -390,6 +494,30 @@ TEST(JobSpec, TasksInheritTheJobRestartFieldByField) {
   EXPECT_EQ(c.max_delay_nanos, 120 * kSec);  // unset max_delay follows a longer delay
 }
 
+void ExpectSameResources(const task::Resources& a, const task::Resources& b) {
+  EXPECT_EQ(a.cpu_weight, b.cpu_weight);
+  EXPECT_EQ(a.cpu_max_quota_us, b.cpu_max_quota_us);
+  EXPECT_EQ(a.cpu_max_period_us, b.cpu_max_period_us);
+  EXPECT_EQ(a.cpuset_cpus, b.cpuset_cpus);
+  EXPECT_EQ(a.cpuset_mems, b.cpuset_mems);
+  EXPECT_EQ(a.memory_max, b.memory_max);
+  EXPECT_EQ(a.memory_high, b.memory_high);
+  EXPECT_EQ(a.memory_low, b.memory_low);
+  EXPECT_EQ(a.memory_swap_max, b.memory_swap_max);
+  EXPECT_EQ(a.pids_max, b.pids_max);
+  EXPECT_EQ(a.io_weight, b.io_weight);
+  ASSERT_EQ(a.io_max.size(), b.io_max.size());
+  for (size_t i = 0; i < a.io_max.size(); ++i) {
+    // Not .device: the canonical form writes the number ("254:0") for a path.
+    EXPECT_EQ(a.io_max[i].major, b.io_max[i].major);
+    EXPECT_EQ(a.io_max[i].minor, b.io_max[i].minor);
+    EXPECT_EQ(a.io_max[i].rbps, b.io_max[i].rbps);
+    EXPECT_EQ(a.io_max[i].wbps, b.io_max[i].wbps);
+    EXPECT_EQ(a.io_max[i].riops, b.io_max[i].riops);
+    EXPECT_EQ(a.io_max[i].wiops, b.io_max[i].wiops);
+  }
+}
+
 void ExpectSameTask(const TaskSpec& a, const TaskSpec& b) {
   EXPECT_EQ(a.name, b.name);
   EXPECT_EQ(a.driver, b.driver);
@@ -416,13 +544,14 @@ void ExpectSameTask(const TaskSpec& a, const TaskSpec& b) {
   EXPECT_EQ(a.restart.interval_nanos, b.restart.interval_nanos);
   EXPECT_EQ(a.lifecycle.hook, b.lifecycle.hook);
   EXPECT_EQ(a.lifecycle.sidecar, b.lifecycle.sidecar);
-  EXPECT_EQ(a.resources.any, b.resources.any);
+  ExpectSameResources(a.resources, b.resources);
 }
 
 void ExpectSameJob(const JobSpec& a, const JobSpec& b) {
   EXPECT_EQ(a.id, b.id);
   EXPECT_EQ(a.labels, b.labels);
   EXPECT_EQ(a.annotations, b.annotations);
+  ExpectSameResources(a.resources, b.resources);
   ASSERT_EQ(a.tasks.size(), b.tasks.size());
   for (size_t i = 0; i < a.tasks.size(); ++i) ExpectSameTask(a.tasks[i], b.tasks[i]);
 }
@@ -430,13 +559,19 @@ void ExpectSameJob(const JobSpec& a, const JobSpec& b) {
 const char* kFullJob = R"({
   "id": "shop", "labels": {"tier": "front"}, "annotations": {"note": "héllo \"quoted\"\n"},
   "restart": {"attempts": 7},
+  "resources": {"memory": {"max": "1GiB"}, "cpu": {"weight": 200}},
   "tasks": [
     {"name": "init", "command": "/bin/sh", "args": ["-c", "echo hi"], "lifecycle": {"hook": "prestart"}},
     {"name": "web", "command": "/usr/bin/web", "args": ["a b", ""], "env": {"A": "1", "B": ""},
      "user": "1000", "group": "wheel", "workdir": "/srv/web",
      "rlimits": {"nofile": {"soft": 1024, "hard": 4096}, "core": "unlimited"},
      "logs": {"max_files": 2, "max_file_size": "64KiB"}, "kill_signal": "HUP", "kill_timeout": "1.5s",
-     "restart": {"policy": "never", "delay": "3s", "interval": "10m"}},
+     "restart": {"policy": "never", "delay": "3s", "interval": "10m"},
+     "resources": {"cpu": {"shares": 512, "max": 0.5, "cpuset": {"cpus": "0-1,3", "mems": "0"}},
+                   "memory": {"max": "256MiB", "high": "200MiB", "low": "64MiB", "swap_max": "0"},
+                   "pids": {"max": 100},
+                   "io": {"weight": 50, "max": [{"device": "254:0", "rbps": "10MiB", "wiops": 500},
+                                                {"device": "8:16", "wbps": 5000000, "riops": 10}]}}},
     {"name": "tail", "command": "/bin/tail", "lifecycle": {"hook": "poststart", "sidecar": true},
      "kill_timeout": "250ms"}
   ]})";
@@ -455,6 +590,9 @@ TEST(JobSpec, CanonicalFormRoundTrips) {
   odd.tasks[1].kill_timeout_nanos = 1234567891;
   odd.tasks[1].restart.delay_nanos = 1001 * 1000000LL;
   odd.tasks[1].restart.max_delay_nanos = 3599 * kSec + 1;
+  odd.tasks[1].resources.cpu_max_quota_us = 12345;
+  odd.tasks[1].resources.cpu_max_period_us = 54321;
+  odd.tasks[1].resources.memory_max = (1LL << 30) + 1;
   again = ParseJobSpec(JobSpecToJson(odd).serialize());
   ASSERT_TRUE(again.ok()) << again.error().message();
   ExpectSameJob(odd, *again);
@@ -543,6 +681,250 @@ TEST(JobSpec, FingerprintChangesWithEveryTaskField) {
   EXPECT_EQ(TaskFingerprint(other.tasks[1]), f0);
 }
 
+TEST(JobSpecResources, EveryFieldIsRead) {
+  auto spec = ParseJobSpec(Res(R"(
+      "cpu": {"weight": 300, "max": "50000 100000", "cpuset": {"cpus": "0-3,5", "mems": "0"}},
+      "memory": {"max": "256MiB", "high": "200MiB", "low": 67108864, "swap_max": "0"},
+      "pids": {"max": 100},
+      "io": {"weight": 100, "max": [{"device": "254:0", "rbps": "10MiB", "wbps": "5MB", "riops": 1000,
+                                     "wiops": 500},
+                                    {"device": "8:16", "riops": "max", "wiops": 1}]})"));
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+  const task::Resources& r = spec->tasks[0].resources;
+  EXPECT_TRUE(r.Any());
+  EXPECT_EQ(r.cpu_weight, 300u);
+  EXPECT_EQ(r.cpu_max_quota_us, 50000);
+  EXPECT_EQ(r.cpu_max_period_us, 100000u);
+  EXPECT_EQ(r.cpuset_cpus, "0-3,5");
+  EXPECT_EQ(r.cpuset_mems, "0");
+  EXPECT_EQ(r.memory_max, 256 << 20);
+  EXPECT_EQ(r.memory_high, 200 << 20);
+  EXPECT_EQ(r.memory_low, 64 << 20);
+  EXPECT_EQ(r.memory_swap_max, 0);
+  EXPECT_EQ(r.pids_max, 100);
+  EXPECT_EQ(r.io_weight, 100u);
+  ASSERT_EQ(r.io_max.size(), 2u);
+  EXPECT_EQ(r.io_max[0].device, "254:0");
+  EXPECT_EQ(r.io_max[0].major, 254u);
+  EXPECT_EQ(r.io_max[0].minor, 0u);
+  EXPECT_EQ(r.io_max[0].rbps, 10u << 20);
+  EXPECT_EQ(r.io_max[0].wbps, 5000000u);
+  EXPECT_EQ(r.io_max[0].riops, 1000u);
+  EXPECT_EQ(r.io_max[0].wiops, 500u);
+  EXPECT_EQ(r.io_max[1].major, 8u);
+  EXPECT_EQ(r.io_max[1].minor, 16u);
+  EXPECT_EQ(r.io_max[1].rbps, 0u);  // 0 = no limit
+  EXPECT_EQ(r.io_max[1].wbps, 0u);
+  EXPECT_EQ(r.io_max[1].riops, 0u);
+  EXPECT_EQ(r.io_max[1].wiops, 1u);
+}
+
+TEST(JobSpecResources, EmptyAndMaxMeanUnset) {
+  for (const char* fields : {"", R"("cpu": {}, "memory": {}, "pids": {}, "io": {"max": []})",
+                             R"("cpu": {"max": "max"}, "memory": {"max": "max", "high": "max", "low": "max",
+                                "swap_max": "max"}, "pids": {"max": "max"})",
+                             R"("cpu": {"max": "max 100000"})"}) {
+    auto spec = ParseJobSpec(Res(fields));
+    ASSERT_TRUE(spec.ok()) << fields << ": " << spec.error().message();
+    const task::Resources& r = spec->tasks[0].resources;
+    EXPECT_FALSE(r.Any()) << fields;
+    EXPECT_EQ(r.cpu_max_quota_us, -1) << fields;
+    EXPECT_EQ(r.memory_max, -1) << fields;
+    EXPECT_EQ(r.memory_swap_max, -1) << fields;
+    EXPECT_EQ(r.pids_max, -1) << fields;
+    EXPECT_EQ(TaskSpecToJson(spec->tasks[0]).get("resources").serialize(), "{}") << fields;
+  }
+}
+
+TEST(JobSpecResources, SharesMapToWeightWithTheOciFormula) {
+  std::vector<std::pair<int64_t, uint64_t>> cases = {
+      {2, 1}, {100, 4}, {512, 20}, {1024, 39}, {2048, 79}, {262142, 9999}, {262144, 10000}};
+  for (const auto& [shares, weight] : cases) {
+    auto spec = ParseJobSpec(Res(Format(R"("cpu": {"shares": %lld})", static_cast<long long>(shares))));
+    ASSERT_TRUE(spec.ok()) << spec.error().message();
+    EXPECT_EQ(spec->tasks[0].resources.cpu_weight, weight) << "shares " << shares;
+    EXPECT_EQ(spec->tasks[0].resources.cpu_weight, 1 + ((shares - 2) * 9999) / 262142) << "shares " << shares;
+  }
+  // Stored as the weight: the canonical form has no shares.
+  auto spec = ParseJobSpec(Res(R"("cpu": {"shares": 1024})"));
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+  EXPECT_EQ(ResourcesToJson(spec->tasks[0].resources).serialize(), R"({"cpu":{"weight":39}})");
+}
+
+TEST(JobSpecResources, CpuMaxFromCores) {
+  struct Case {
+    const char* value;
+    int64_t quota;
+    uint64_t period;
+  };
+  for (const Case& c : std::vector<Case>{{"0.5", 50000, 100000},
+                                         {"1.5", 150000, 100000},
+                                         {"2", 200000, 100000},
+                                         {"0.01", 1000, 100000},
+                                         {"0.333", 33300, 100000},
+                                         {"1024", 102400000, 100000},
+                                         {"\"1000 1000\"", 1000, 1000},
+                                         {"\"  250000   1000000 \"", 250000, 1000000},
+                                         {"\"17592186044415 1000000\"", 17592186044415, 1000000}}) {
+    auto spec = ParseJobSpec(Res(std::string(R"("cpu": {"max": )") + c.value + "}"));
+    ASSERT_TRUE(spec.ok()) << c.value << ": " << spec.error().message();
+    const task::Resources& r = spec->tasks[0].resources;
+    EXPECT_EQ(r.cpu_max_quota_us, c.quota) << c.value;
+    EXPECT_EQ(r.cpu_max_period_us, c.period) << c.value;
+    EXPECT_EQ(ResourcesToJson(r).serialize(),
+              Format(R"({"cpu":{"max":"%lld %llu"}})", static_cast<long long>(c.quota),
+                     static_cast<unsigned long long>(c.period)))
+        << c.value;
+  }
+}
+
+TEST(JobSpecResources, TheLimitsThemselvesAreAccepted) {
+  auto spec = ParseJobSpec(Res(R"("cpu": {"weight": 10000, "cpuset": {"cpus": "65535", "mems": "0-65535"}},
+                                  "memory": {"max": "1MiB", "high": 1048576, "low": "1MiB", "swap_max": 0},
+                                  "pids": {"max": 4194304}, "io": {"weight": 1,
+                                  "max": [{"device": "4095:1048575", "rbps": 1, "riops": 9223372036854775807}]})"));
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+  const task::Resources& r = spec->tasks[0].resources;
+  EXPECT_EQ(r.cpu_weight, 10000u);
+  EXPECT_EQ(r.memory_max, 1 << 20);
+  EXPECT_EQ(r.memory_high, 1 << 20);
+  EXPECT_EQ(r.memory_low, 1 << 20);  // low == max is fine
+  EXPECT_EQ(r.pids_max, 4194304);
+  EXPECT_EQ(r.io_weight, 1u);
+  ASSERT_EQ(r.io_max.size(), 1u);
+  EXPECT_EQ(r.io_max[0].major, 4095u);
+  EXPECT_EQ(r.io_max[0].minor, 1048575u);
+  EXPECT_EQ(r.io_max[0].riops, 9223372036854775807u);
+  // high and low may be set without max, and above each other.
+  spec = ParseJobSpec(Res(R"("memory": {"high": "1GiB", "low": "2GiB"})"));
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+  EXPECT_EQ(spec->tasks[0].resources.memory_low, 2LL << 30);
+}
+
+// The first block device in /dev, if the test machine has one.
+std::string SomeBlockDevice(struct stat* st) {
+  auto names = sys::ListDir("/dev");
+  if (!names.ok()) return "";
+  std::sort(names->begin(), names->end());
+  for (const std::string& n : *names) {
+    std::string path = "/dev/" + n;
+    if (::stat(path.c_str(), st) == 0 && S_ISBLK(st->st_mode)) return path;
+  }
+  return "";
+}
+
+TEST(JobSpecResources, DevicePathsAreResolvedOnThisNode) {
+  struct stat st;
+  std::string dev = SomeBlockDevice(&st);
+  if (dev.empty()) GTEST_SKIP() << "no block device in /dev";
+  auto spec = ParseJobSpec(Res(R"("io": {"max": [{"device": ")" + dev + R"(", "rbps": "1MiB"}]})"));
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+  const task::Resources& r = spec->tasks[0].resources;
+  ASSERT_EQ(r.io_max.size(), 1u);
+  EXPECT_EQ(r.io_max[0].device, dev);
+  EXPECT_EQ(r.io_max[0].major, major(st.st_rdev));
+  EXPECT_EQ(r.io_max[0].minor, minor(st.st_rdev));
+  // The canonical form keeps the number, so a stored job loads even when
+  // the device has gone.
+  std::string number = Format("%u:%u", major(st.st_rdev), minor(st.st_rdev));
+  EXPECT_EQ(ResourcesToJson(r).serialize(), R"({"io":{"max":[{"device":")" + number + R"(","rbps":1048576}]}})");
+  // A path and the number of the same device are the same device.
+  spec = ParseJobSpec(Res(R"("io": {"max": [{"device": ")" + number + R"(", "rbps": 1}, {"device": ")" + dev +
+                          R"(", "wbps": 1}]})"));
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.error().message(), "tasks[0].resources.io.max[1].device: \"" + dev + "\" is device " + number +
+                                        ", already limited by io.max[0]");
+}
+
+TEST(JobSpecResources, JobLevelResources) {
+  auto spec = ParseJobSpec(Job(R"("resources": {"memory": {"max": "512MiB"}, "pids": {"max": 200}})"));
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+  EXPECT_EQ(spec->resources.memory_max, 512 << 20);
+  EXPECT_EQ(spec->resources.pids_max, 200);
+  EXPECT_FALSE(spec->tasks[0].resources.Any());  // not inherited: the job's cgroup is the tasks' parent
+  picojson::value canonical = JobSpecToJson(*spec);
+  EXPECT_EQ(canonical.get("resources").serialize(), R"({"memory":{"max":536870912},"pids":{"max":200}})");
+  auto again = JobSpecFromJson(canonical);
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  ExpectSameJob(*spec, *again);
+  // Without job-level limits the key is left out (see CanonicalFormOfAMinimalJob).
+  spec = ParseJobSpec(Job(R"("resources": {})"));
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+  EXPECT_FALSE(JobSpecToJson(*spec).contains("resources"));
+}
+
+TEST(JobSpecResources, CanonicalFormHoldsOnlyTheSetLimits) {
+  auto spec = ParseJobSpec(kFullJob);
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+  EXPECT_EQ(TaskSpecToJson(spec->tasks[1]).get("resources").serialize(),
+            R"({"cpu":{"cpuset":{"cpus":"0-1,3","mems":"0"},"max":"50000 100000","weight":20},)"
+            R"("io":{"max":[{"device":"254:0","rbps":10485760,"wiops":500},)"
+            R"({"device":"8:16","riops":10,"wbps":5000000}],"weight":50},)"
+            R"("memory":{"high":209715200,"low":67108864,"max":268435456,"swap_max":0},"pids":{"max":100}})");
+  EXPECT_EQ(JobSpecToJson(*spec).get("resources").serialize(),
+            R"({"cpu":{"weight":200},"memory":{"max":1073741824}})");
+  EXPECT_EQ(TaskSpecToJson(spec->tasks[0]).get("resources").serialize(), "{}");
+}
+
+TEST(JobSpecResources, TaskFingerprintIgnoresResourcesAndResourcesFingerprintDoesNot) {
+  auto base = ParseJobSpec(kFullJob);
+  ASSERT_TRUE(base.ok()) << base.error().message();
+  const TaskSpec& t0 = base->tasks[1];
+  std::string task_print = TaskFingerprint(t0);
+  std::string res0 = ResourcesFingerprint(t0.resources);
+  EXPECT_EQ(res0.size(), 16u);
+  EXPECT_EQ(res0.find_first_not_of("0123456789abcdef"), std::string::npos) << res0;
+  std::vector<std::pair<const char*, std::function<void(task::Resources*)>>> changes = {
+      {"cpu weight", [](task::Resources* r) { r->cpu_weight = 21; }},
+      {"cpu quota", [](task::Resources* r) { r->cpu_max_quota_us = 60000; }},
+      {"cpu period", [](task::Resources* r) { r->cpu_max_period_us = 200000; }},
+      {"cpu max unset", [](task::Resources* r) { r->cpu_max_quota_us = -1; }},
+      {"cpus", [](task::Resources* r) { r->cpuset_cpus = "0-3"; }},
+      {"mems", [](task::Resources* r) { r->cpuset_mems = "0-1"; }},
+      {"memory max", [](task::Resources* r) { r->memory_max += 4096; }},
+      {"memory high", [](task::Resources* r) { r->memory_high = -1; }},
+      {"memory low", [](task::Resources* r) { r->memory_low = 0; }},
+      {"swap max", [](task::Resources* r) { r->memory_swap_max = 1 << 20; }},
+      {"pids", [](task::Resources* r) { r->pids_max = 101; }},
+      {"io weight", [](task::Resources* r) { r->io_weight = 51; }},
+      {"io rbps", [](task::Resources* r) { r->io_max[0].rbps += 1; }},
+      {"io wbps", [](task::Resources* r) { r->io_max[0].wbps = 1; }},
+      {"io riops", [](task::Resources* r) { r->io_max[1].riops = 11; }},
+      {"io wiops", [](task::Resources* r) { r->io_max[1].wiops = 1; }},
+      {"io device", [](task::Resources* r) { r->io_max[1].minor = 17; }},
+      {"io removed", [](task::Resources* r) { r->io_max.pop_back(); }},
+      {"all unset", [](task::Resources* r) { *r = task::Resources(); }},
+  };
+  std::vector<std::string> seen = {res0};
+  for (const auto& [what, change] : changes) {
+    TaskSpec t = t0;
+    change(&t.resources);
+    EXPECT_EQ(TaskFingerprint(t), task_print) << what << ": limits change live, without a restart";
+    std::string f = ResourcesFingerprint(t.resources);
+    EXPECT_NE(f, res0) << what;
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), f), 0) << what << " collides";
+    seen.push_back(f);
+  }
+  // Spelling does not count: shares 512 is weight 20, 0.5 CPUs is "50000 100000",
+  // a device path is its number.
+  auto a = ParseJobSpec(Res(R"("cpu": {"shares": 512, "max": 0.5}, "memory": {"max": "1GiB"})"));
+  auto b = ParseJobSpec(Res(R"("memory": {"max": 1073741824, "high": "max"}, "cpu": {"max": "50000 100000",
+                               "weight": 20}, "pids": {"max": "max"})"));
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  ASSERT_TRUE(b.ok()) << b.error().message();
+  EXPECT_EQ(ResourcesFingerprint(a->tasks[0].resources), ResourcesFingerprint(b->tasks[0].resources));
+  // The job's and a task's limits use the same function.
+  EXPECT_EQ(ResourcesFingerprint(task::Resources()), ResourcesFingerprint(base->tasks[0].resources));
+}
+
+TEST(JobSpecResources, FingerprintOfATaskWithoutLimitsDidNotChange) {
+  // The value before resources existed (the canonical form then had
+  // "resources":{} too): agents upgraded past issue #6 do not restart tasks.
+  auto spec = ParseJobSpec(R"({"id": "j", "tasks": [{"name": "a", "command": "/bin/true"}]})");
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+  EXPECT_EQ(TaskFingerprint(spec->tasks[0]), "ecec03ccc4a23bd5");
+}
+
 // The repository root: the tests normally run from it; otherwise it is
 // found above the test binary (build/unit_tests, build/<arch>/unit_tests).
 std::string RepoRoot() {
@@ -570,7 +952,7 @@ TEST(JobSpec, EveryExampleParses) {
     EXPECT_TRUE(spec.ok()) << spec.error().message();
     ++parsed;
   }
-  EXPECT_GE(parsed, 4);
+  EXPECT_GE(parsed, 5);
 }
 
 TEST(JobSpec, NamesOfEnums) {
