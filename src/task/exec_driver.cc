@@ -77,6 +77,8 @@ struct ExecDriver::Task {
   Loop::TimerId kill_timer = 0;
   uint64_t last_cpu_ticks = 0;
   int64_t last_sample_mono = 0;
+  uint64_t last_cg_usage_ns = 0;
+  int64_t last_cg_sample_mono = 0;
 };
 
 struct ExecDriver::ExecSession {
@@ -223,10 +225,12 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
   // outpost needs to find the task's processes (not overridable).
   std::map<std::string, std::string> env;
   env["PATH"] = kDefaultPath;
-  env["HOME"] = creds->home;
-  if (!creds->name.empty()) {
-    env["USER"] = creds->name;
-    env["LOGNAME"] = creds->name;
+  // A uid without a passwd entry (a dynamic user) lives in its task dir.
+  env["HOME"] = creds->name.empty() && switch_user ? cfg.task_dir : creds->home;
+  if (!creds->name.empty() || switch_user) {
+    std::string name = creds->name.empty() ? std::to_string(creds->uid) : creds->name;
+    env["USER"] = name;
+    env["LOGNAME"] = name;
   }
   env["OUTPOST_JOB"] = cfg.job;
   env["OUTPOST_TASK"] = cfg.name;
@@ -285,9 +289,17 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
   req.stdout_fd = out_fd.get();
   req.stderr_fd = err_fd.get();
   req.clone_parent = options_.keeper_is_parent;
+  std::string cgroup_path;
+  uint64_t oom_base = 0;
+  auto cgroup_fd = PrepareCgroup(cfg, &cgroup_path, &oom_base);
+  if (!cgroup_fd.ok()) return fail(cgroup_fd.error());
+  if (*cgroup_fd) req.cgroup_fd = cgroup_fd->get();
 
   auto spawned = Spawn(req, &exit_code);
-  if (!spawned.ok()) return fail(spawned.error());
+  if (!spawned.ok()) {
+    if (!cgroup_path.empty()) (void)options_.cgroups->Remove(cgroup_path);
+    return fail(spawned.error());
+  }
 
   auto t = std::make_unique<Task>();
   t->handle.config = cfg;
@@ -298,6 +310,8 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
   t->handle.driver_state = options_.keeper_is_parent ? "keeper" : "agent";
   t->handle.instance = instance;
   t->handle.boot_id = CurrentBootId();
+  t->handle.cgroup = cgroup_path;
+  t->handle.oom_kills_at_start = oom_base;
   t->pidfd = std::move(spawned->pidfd);
   Task* raw = t.get();
   tasks_[cfg.id] = std::move(t);
@@ -308,6 +322,7 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
     if (!w.ok()) log::Error("cannot watch task process", {{"task", cfg.id}, {"error", w.error().message()}});
   }
   Persist(raw);
+  WatchOom(raw);
   log::Info("task started", {{"task", cfg.id}, {"pid", std::to_string(raw->handle.pid)}, {"command", *path}});
   Emit(*raw, "started", Format("started with pid %d", raw->handle.pid));
   done(raw->handle);
@@ -343,24 +358,34 @@ void ExecDriver::Finish(Task* t, const ExitResult& result, int64_t unix_nanos) {
   // group, and daemonised descendants carrying its marker) dies with it, as
   // in a container's PID namespace, so nothing outlives supervision.
   KillEverything(t);
+  if (Cgroups* cg = usable_cgroups(); cg && !t->handle.cgroup.empty()) {
+    if (options_.oom) options_.oom->Unwatch(t->handle.cgroup);
+    auto stats = cg->Stats(t->handle.cgroup);
+    if (stats.ok() && stats->memory_events["oom_kill"] > t->handle.oom_kills_at_start && t->exit.signal == SIGKILL) {
+      t->exit.oom_killed = true;
+    }
+  }
   Persist(t);
   const std::string& id = t->handle.config.id;
   std::string msg;
-  if (!result.error.empty()) {
-    msg = "exited: " + result.error;
-  } else if (result.signal) {
-    msg = Format("killed by %s (exit code %d)", SignalName(result.signal), result.exit_code);
+  const ExitResult& result_ = t->exit;  // with oom_killed filled in
+  if (!result_.error.empty()) {
+    msg = "exited: " + result_.error;
+  } else if (result_.oom_killed) {
+    msg = "OOM killed (memory limit reached)";
+  } else if (result_.signal) {
+    msg = Format("killed by %s (exit code %d)", SignalName(result_.signal), result_.exit_code);
   } else {
-    msg = Format("exited with code %d", result.exit_code);
+    msg = Format("exited with code %d", result_.exit_code);
   }
-  log::Info("task exited", {{"task", id}, {"exit_code", std::to_string(result.exit_code)},
-                            {"signal", std::to_string(result.signal)}, {"error", result.error}});
-  Emit(*t, t->stop_requested ? "stopped" : result.signal ? "signalled" : "exited", msg);
+  log::Info("task exited", {{"task", id}, {"exit_code", std::to_string(result_.exit_code)},
+                            {"signal", std::to_string(result_.signal)}, {"error", result_.error}});
+  Emit(*t, t->stop_requested ? "stopped" : result_.signal ? "signalled" : "exited", msg);
   std::vector<WaitCallback> waiters = std::move(t->waiters);
   std::vector<DoneCallback> stoppers = std::move(t->stop_waiters);
   t->waiters.clear();
   t->stop_waiters.clear();
-  ExitResult copy = result;
+  ExitResult copy = result_;
   for (auto& w : waiters) w(copy);
   for (auto& s : stoppers) s(OkStatus());
 }
@@ -377,7 +402,51 @@ Status ExecDriver::WaitTask(const std::string& id, WaitCallback done) {
   return OkStatus();
 }
 
+Result<UniqueFd> ExecDriver::PrepareCgroup(const TaskConfig& cfg, std::string* path, uint64_t* oom_base) {
+  Cgroups* cg = usable_cgroups();
+  if (!cg) {
+    if (!cfg.resources.Any() || options_.allow_without_limits) return UniqueFd();
+    std::string why = options_.cgroups ? options_.cgroups->reason() : "cgroups are not set up";
+    return Error(Code::kFailedPrecondition, "resource limits need cgroup v2, which is not usable here (" + why +
+                                                "); set cgroup_allow_without_limits in the agent config to run "
+                                                "without them");
+  }
+  std::vector<std::string> problems = cg->Check(cfg.resources);
+  if (!problems.empty()) {
+    std::string all;
+    for (const std::string& p : problems) all += (all.empty() ? "" : "; ") + p;
+    return Error(Code::kFailedPrecondition, all);
+  }
+  OUTPOST_RETURN_IF_ERROR(cg->EnsureJob(cfg.job, Resources()));
+  auto fd = cg->CreateTask(cfg.job, cfg.id, cfg.resources);
+  if (!fd.ok()) return fd.error();
+  *path = cg->TaskPath(cfg.job, cfg.id);
+  auto stats = cg->Stats(*path);
+  if (stats.ok()) *oom_base = stats->memory_events["oom_kill"];
+  return fd;
+}
+
+void ExecDriver::WatchOom(Task* t) {
+  if (!options_.oom || t->handle.cgroup.empty()) return;
+  std::string id = t->handle.config.id;
+  Status st = options_.oom->Watch(t->handle.cgroup, [this, id](uint64_t kills) {
+    Task* task = Find(id);
+    if (!task || kills <= task->handle.oom_kills_at_start) return;
+    log::Warn("task OOM killed", {{"task", id}, {"oom_kills", std::to_string(kills)}});
+    Emit(*task, "oom-killed", "OOM killed: the task reached its memory limit");
+  });
+  if (!st.ok()) log::Warn("cannot watch memory.events", {{"task", id}, {"error", st.error().message()}});
+}
+
 void ExecDriver::KillEverything(Task* t) {
+  if (Cgroups* cg = usable_cgroups(); cg && !t->handle.cgroup.empty()) {
+    // Everything the task started is in its cgroup, whatever session or
+    // process group it moved to.
+    Status st = cg->Kill(t->handle.cgroup);
+    if (st.ok()) return;
+    log::Warn("cgroup kill failed; signalling the process group", {{"task", t->handle.config.id},
+                                                                   {"error", st.error().message()}});
+  }
   // The group id is only safe to signal while the leader lives: once it is
   // gone the number can be reused. Group members that outlive the leader
   // carry the marker and are found below.
@@ -430,6 +499,12 @@ void ExecDriver::DestroyTask(const std::string& id, bool force, DoneCallback don
       Status rm = sys::RemoveFileDurable(HandlePath(id));
       if (!rm.ok()) log::Warn("cannot remove task handle", {{"task", id}, {"error", rm.error().message()}});
       if (task->our_child) loop_->UnwatchChild(task->handle.pid);
+      if (Cgroups* cg = usable_cgroups(); cg && !task->handle.cgroup.empty()) {
+        // rmdir only: the kernel refuses (EBUSY) while anything is left in it.
+        Status cst = cg->Remove(task->handle.cgroup);
+        if (!cst.ok()) log::Warn("cannot remove task cgroup", {{"task", id}, {"error", cst.error().message()}});
+        (void)cg->RemoveJobIfEmpty(task->handle.config.job);
+      }
       tasks_.erase(id);
     }
     cb(OkStatus());
@@ -503,6 +578,41 @@ Result<TaskStats> ExecDriver::GetTaskStats(const std::string& id) {
   t->last_cpu_ticks = ticks;
   t->last_sample_mono = now;
   s.measured = {"RSS", "User Mode", "System Mode", "Percent"};
+  if (Cgroups* cg = usable_cgroups(); cg && !t->handle.cgroup.empty()) {
+    auto c = cg->Stats(t->handle.cgroup);
+    if (c.ok()) {
+      // The cgroup counts every process of the task, also those that left
+      // its process group.
+      s.cgroup["memory.current"] = c->memory_current;
+      s.cgroup["memory.swap.current"] = c->memory_swap_current;
+      for (const auto& [k, v] : c->memory_stat) s.cgroup["memory.stat." + k] = v;
+      for (const auto& [k, v] : c->memory_events) s.cgroup["memory.events." + k] = v;
+      s.cgroup["cpu.stat.usage_usec"] = c->cpu_usage_usec;
+      s.cgroup["cpu.stat.user_usec"] = c->cpu_user_usec;
+      s.cgroup["cpu.stat.system_usec"] = c->cpu_system_usec;
+      s.cgroup["cpu.stat.nr_periods"] = c->cpu_nr_periods;
+      s.cgroup["cpu.stat.nr_throttled"] = c->cpu_nr_throttled;
+      s.cgroup["cpu.stat.throttled_usec"] = c->cpu_throttled_usec;
+      s.cgroup["pids.current"] = c->pids_current;
+      for (const auto& [dev, kv] : c->io_stat) {
+        for (const auto& [k, v] : kv) s.cgroup["io.stat." + dev + "." + k] = v;
+      }
+      s.measured = c->measured;
+      s.rss_bytes = c->memory_current;
+      s.cpu_user_nanos = c->cpu_user_usec * 1000;
+      s.cpu_system_nanos = c->cpu_system_usec * 1000;
+      // CPU percent from the cgroup's usage (replaces the /proc figure).
+      uint64_t usage_ns = c->cpu_usage_usec * 1000;
+      s.cpu_percent = 0;
+      if (t->last_cg_sample_mono != 0 && now > t->last_cg_sample_mono && usage_ns >= t->last_cg_usage_ns) {
+        s.cpu_percent = static_cast<double>(usage_ns - t->last_cg_usage_ns) /
+                        static_cast<double>(now - t->last_cg_sample_mono) * 100.0;
+      }
+      t->last_cg_usage_ns = usage_ns;
+      t->last_cg_sample_mono = now;
+      s.measured.push_back("cpu percent");
+    }
+  }
   return s;
 }
 
@@ -550,6 +660,7 @@ Status ExecDriver::RecoverTask(const TaskHandle& handle) {
     }
     log::Info("task recovered", {{"task", id}, {"pid", std::to_string(handle.pid)}});
     Emit(*raw, "recovered", Format("reattached to pid %d", handle.pid));
+    WatchOom(raw);
   } else {
     // Gone (or pid reused). Its exit may be in the keeper's journal.
     raw->awaiting_journal = true;

@@ -21,6 +21,7 @@
 
 #include "loop/loop.h"
 #include "task/driver.h"
+#include "task/cgroup.h"
 #include "task/users.h"
 
 namespace outpost::task {
@@ -34,6 +35,12 @@ class ExecDriver : public Driver {
     int64_t fingerprint_period_nanos = 30LL * 1000000000;
     size_t exec_output_limit = 64 << 10;
     UserDb users;
+    // cgroup v2 (may be null, or unavailable): tasks get a cgroup each.
+    Cgroups* cgroups = nullptr;
+    OomWatcher* oom = nullptr;
+    // Where cgroup v2 is unusable: start tasks with limits anyway (config
+    // cgroup_allow_without_limits) instead of refusing them.
+    bool allow_without_limits = false;
   };
 
   static Result<std::unique_ptr<ExecDriver>> Create(Loop* loop, Options options);
@@ -89,6 +96,13 @@ class ExecDriver : public Driver {
   std::string HandlePath(const std::string& id) const;
   void RefreshFingerprint();
   void WatchForeignProcess(Task* t);
+  // cgroup side of a start (task/cgroup): creates the task's cgroup and
+  // returns its fd for CLONE_INTO_CGROUP (invalid fd: no cgroup).
+  Result<UniqueFd> PrepareCgroup(const TaskConfig& cfg, std::string* path, uint64_t* oom_base);
+  void WatchOom(Task* t);
+  Cgroups* usable_cgroups() const {
+    return options_.cgroups && options_.cgroups->available() ? options_.cgroups : nullptr;
+  }
 
   Loop* loop_;
   Options options_;

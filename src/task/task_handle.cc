@@ -60,6 +60,10 @@ std::string ExecDriver::EncodeHandle(const TaskHandle& h, const ExitResult* exit
   o["driver_state"] = Str(h.driver_state);
   o["instance"] = Str(h.instance);
   if (!h.boot_id.empty()) o["boot_id"] = Str(h.boot_id);
+  if (!h.cgroup.empty()) {
+    o["cgroup"] = Str(h.cgroup);
+    o["oom_kills_at_start"] = Num(static_cast<int64_t>(h.oom_kills_at_start));
+  }
   o["config"] = picojson::value(cfg);
   if (exit) {
     picojson::object e;
@@ -90,6 +94,10 @@ Result<TaskHandle> ExecDriver::DecodeHandle(const std::string& text, ExitResult*
   r.String("driver_state", &h.driver_state);
   r.String("instance", &h.instance);
   r.String("boot_id", &h.boot_id);
+  r.String("cgroup", &h.cgroup);
+  int64_t oom_base = 0;
+  r.Int("oom_kills_at_start", 0, INT64_MAX, &oom_base);
+  h.oom_kills_at_start = static_cast<uint64_t>(oom_base);
   if (version > kHandleVersion) {
     return Error(Code::kFailedPrecondition,
                  "handle version " + std::to_string(version) + " is newer than this binary understands");
