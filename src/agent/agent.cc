@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <set>
 
 #include "agent/api.h"
 #include "agent/job_api.h"
@@ -20,6 +21,7 @@
 #include "base/strings.h"
 #include "base/sys.h"
 #include "task/keeper.h"
+#include "task/uid_pool.h"
 #include "task/spawn.h"
 #include "task/keeper_link.h"
 #include "task/keeper_proto.h"
@@ -84,6 +86,9 @@ Agent::~Agent() {
   jobs_.reset();
   job_runner_.reset();
   tasks_.reset();
+  oom_.reset();
+  cgroups_.reset();
+  uids_.reset();
   if (!bound_socket_.empty()) {
     // Remove the socket only if it is still the one we bound: a newer agent
     // may have replaced it after deciding we were gone.
@@ -171,17 +176,59 @@ Status Agent::StartTasks() {
   o.runtime_dir = config_.runtime_dir;
   o.keeper_is_parent = keeper_pid_ > 0;
   o.keeper_pid = keeper_pid_;
+  task::Cgroups::Options co;
+  co.root = config_.cgroup_root;
+  cgroups_ = task::Cgroups::Setup(co);
+  if (cgroups_->available()) {
+    auto oom = task::OomWatcher::Create(loop_.get());
+    if (oom.ok()) oom_ = std::move(*oom);
+    else log::Warn("OOM kills will not be reported as they happen", {{"error", oom.error().message()}});
+    std::string list;
+    for (const std::string& c : cgroups_->controllers()) list += (list.empty() ? "" : " ") + c;
+    log::Info("cgroup v2", {{"root", cgroups_->root()}, {"controllers", list}});
+  } else {
+    log::Warn("resource limits unavailable", {{"reason", cgroups_->reason()}});
+  }
+  o.cgroups = cgroups_.get();
+  o.oom = oom_.get();
+  o.allow_without_limits = config_.cgroup_allow_without_limits;
+  auto pool = task::UidPool::Open(config_.state_dir + "/dynamic-users.json",
+                                  static_cast<uint32_t>(config_.dynamic_uid_first),
+                                  static_cast<uint32_t>(config_.dynamic_uid_last));
+  if (pool.ok()) {
+    uids_ = std::move(*pool);
+    if (!uids_->warning().empty()) log::Error(uids_->warning());
+  } else {
+    o.dynamic_users_problem = pool.error().message();
+    log::Error("dynamic users unavailable", {{"error", pool.error().message()}});
+  }
+  o.uids = uids_.get();
   auto tm = TaskManager::Create(loop_.get(), o);
   if (!tm.ok()) return tm.error().Wrap("tasks");
   tasks_ = std::move(*tm);
   OUTPOST_RETURN_IF_ERROR(tasks_->Recover());
   RegisterTaskApi(tasks_.get(), loop_.get(), api_.get());
+  if (cgroups_->available()) {
+    // Cgroups of tasks nobody knows (an agent whose state was wiped, a
+    // task removed while no agent ran) are killed and removed.
+    std::set<std::string> keep;
+    for (const TaskView& v : tasks_->List()) keep.insert(cgroups_->TaskPath(v.config.job, v.config.id));
+    for (const std::string& p : cgroups_->CleanLeftovers(keep)) log::Info("removed a leftover cgroup", {{"path", p}});
+  }
 
   job_runner_ = std::make_unique<JobTaskRunner>(tasks_.get());
   job::JobManager::Options jo;
   jo.state_dir = config_.state_dir;
   jo.jobs_dir = config_.jobs_dir;
   jo.max_jobs = static_cast<size_t>(config_.max_jobs);
+  task::Cgroups* cg = cgroups_.get();
+  bool allow = config_.cgroup_allow_without_limits;
+  jo.check_resources = [cg, allow](const task::Resources& r) -> std::vector<std::string> {
+    if (cg->available()) return cg->Check(r);
+    if (allow) return {};
+    return {"resource limits need cgroup v2, which is not usable on this node (" + cg->reason() +
+            "); set cgroup_allow_without_limits in the agent config to run such jobs without limits"};
+  };
   auto jm = job::JobManager::Create(loop_.get(), job_runner_.get(), job_runner_.get(), jo);
   if (!jm.ok()) return jm.error().Wrap("jobs");
   jobs_ = std::move(*jm);
@@ -219,6 +266,9 @@ void Agent::Reload() {
     next->state_dir = config_.state_dir;
     next->runtime_dir = config_.runtime_dir;
     next->jobs_dir = config_.jobs_dir;
+    next->cgroup_root = config_.cgroup_root;
+    next->dynamic_uid_first = config_.dynamic_uid_first;
+    next->dynamic_uid_last = config_.dynamic_uid_last;
     next->api_socket = config_.api_socket;
   }
   config_ = std::move(*next);

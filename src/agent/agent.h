@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "base/fd.h"
 #include "loop/loop.h"
+#include "task/cgroup.h"
 #include "task/keeper_link.h"
 
 namespace outpost {
@@ -20,6 +21,9 @@ class RpcServer;
 }
 namespace job {
 class JobManager;
+}
+namespace task {
+class UidPool;
 }
 
 namespace agent {
@@ -58,6 +62,7 @@ class Agent {
   task::KeeperLink* keeper_link() { return keeper_link_.get(); }
   TaskManager* tasks() { return tasks_.get(); }
   job::JobManager* jobs() { return jobs_.get(); }
+  task::Cgroups* cgroups() { return cgroups_.get(); }
 
  private:
   Agent() = default;
@@ -70,6 +75,9 @@ class Agent {
   Config config_;
   std::unique_ptr<Loop> loop_;
   std::unique_ptr<wire::RpcServer> api_;
+  std::unique_ptr<task::Cgroups> cgroups_;
+  std::unique_ptr<task::OomWatcher> oom_;
+  std::unique_ptr<task::UidPool> uids_;
   std::unique_ptr<TaskManager> tasks_;
   std::unique_ptr<JobTaskRunner> job_runner_;
   std::unique_ptr<job::JobManager> jobs_;

@@ -4,8 +4,8 @@
 
 #include "agent.pb.h"
 #include "agent/agent.h"
-#include "agent/features.h"
 #include "agent/task_manager.h"
+#include "task/cgroup.h"
 #include "job/manager.h"
 #include "base/strings.h"
 #include "base/clock.h"
@@ -15,6 +15,13 @@
 namespace outpost::agent {
 
 namespace {
+
+// One line of `outpost status`: a capability, whether it is on, and details.
+struct Feature {
+  std::string name;
+  bool enabled = false;
+  std::string detail;
+};
 
 const char* ArchName() {
 #if defined(__x86_64__)
@@ -31,17 +38,17 @@ const char* ArchName() {
 std::vector<Feature> CollectFeatures(Agent* agent) {
   std::vector<Feature> out;
   out.push_back({"api", true, "ttRPC on " + agent->config().ApiSocket()});
-  Cgroup2Info cg = DetectCgroup2();
   Feature cgf{"cgroup2", false, ""};
-  if (cg.mount_point.empty()) {
-    cgf.detail = "no cgroup2 filesystem is mounted";
-  } else if (cg.controllers.empty()) {
-    cgf.detail = "cgroup2 at " + cg.mount_point + " has no controllers (they are on cgroup v1)";
-  } else {
+  if (task::Cgroups* cg = agent->cgroups(); cg && cg->available()) {
     std::string list;
-    for (const std::string& c : cg.controllers) list += (list.empty() ? "" : " ") + c;
+    for (const std::string& c : cg->controllers()) list += (list.empty() ? "" : " ") + c;
     cgf.enabled = true;
-    cgf.detail = cg.mount_point + ": " + list;
+    cgf.detail = cg->root() + ": " + list;
+  } else {
+    cgf.detail = (cg ? cg->reason() : std::string("not set up")) +
+                 (agent->config().cgroup_allow_without_limits
+                      ? "; tasks with limits run without them (cgroup_allow_without_limits)"
+                      : "; jobs that set resource limits are refused");
   }
   out.push_back(cgf);
   out.push_back({"child_exits", true, agent->loop()->UsesPidfd() ? "pidfd" : "SIGCHLD + waitpid (no pidfd)"});

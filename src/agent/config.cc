@@ -1,6 +1,7 @@
 #include "agent/config.h"
 
 #include "base/json.h"
+#include "base/strings.h"
 #include "base/sys.h"
 
 namespace outpost {
@@ -46,6 +47,22 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
   r.Size("api_max_write_queue", &c.api_max_write_queue);
   r.String("jobs_dir", &c.jobs_dir);
   r.Int("max_jobs", 1, 10000, &c.max_jobs);
+  r.String("cgroup_root", &c.cgroup_root, false);
+  r.Bool("cgroup_allow_without_limits", &c.cgroup_allow_without_limits);
+  std::string uids;
+  r.String("dynamic_users", &uids, false);
+  if (r.Has("dynamic_users")) {
+    // "FIRST-LAST"
+    size_t dash = uids.find('-');
+    auto first = ParseInt(uids.substr(0, dash), 1, 2147483646);
+    auto last = dash == std::string::npos ? first : ParseInt(uids.substr(dash + 1), 1, 2147483646);
+    if (dash == std::string::npos || !first.ok() || !last.ok() || *first > *last) {
+      r.Fail("dynamic_users", "expected a uid range like \"80000-89999\" (1-2147483646), got \"" + uids + "\"");
+    } else {
+      c.dynamic_uid_first = *first;
+      c.dynamic_uid_last = *last;
+    }
+  }
   r.RejectUnknown();
 
   CheckAbsolute(&r, "state_dir", c.state_dir, &errors);
@@ -53,6 +70,10 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
   CheckAbsolute(&r, "api_socket", c.api_socket, &errors);
   if (!c.log_file.empty()) CheckAbsolute(&r, "log_file", c.log_file, &errors);
   if (!c.jobs_dir.empty()) CheckAbsolute(&r, "jobs_dir", c.jobs_dir, &errors);
+  CheckAbsolute(&r, "cgroup_root", c.cgroup_root, &errors);
+  if (c.cgroup_root.find("/..") != std::string::npos) {
+    errors.push_back("cgroup_root: must not contain \"..\"");
+  }
   if (c.ApiSocket().size() > 107) {
     errors.push_back("api_socket: path \"" + c.ApiSocket() + "\" is longer than the 107 bytes a unix socket allows");
   }
@@ -90,6 +111,8 @@ bool ReloadChangesRestartOnlyKeys(const Config& a, const Config& b, std::string*
   check(a.runtime_dir != b.runtime_dir, "runtime_dir");
   check(a.ApiSocket() != b.ApiSocket(), "api_socket");
   check(a.jobs_dir != b.jobs_dir, "jobs_dir");
+  check(a.cgroup_root != b.cgroup_root, "cgroup_root");
+  check(a.dynamic_uid_first != b.dynamic_uid_first || a.dynamic_uid_last != b.dynamic_uid_last, "dynamic_users");
   *which = keys;
   return !keys.empty();
 }

@@ -33,6 +33,13 @@ struct Config {
   std::string jobs_dir = "/etc/outpost/jobs.d";  // "" = no drop-in directory
   int64_t max_jobs = 1000;
 
+  // cgroup v2 (docs/cgroups.md).
+  std::string cgroup_root = "/sys/fs/cgroup/outpost.slice";
+  bool cgroup_allow_without_limits = false;  // run jobs with limits where cgroup v2 is missing
+  // Dynamic workload users (docs/dynamic-users.md): uids first..last.
+  int64_t dynamic_uid_first = 80000;
+  int64_t dynamic_uid_last = 89999;
+
   std::string ApiSocket() const { return api_socket.empty() ? runtime_dir + "/outpost.sock" : api_socket; }
 };
 

@@ -4,11 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <set>
+
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/sys.h"
 #include "task/log_pipe.h"
+#include "task/uid_pool.h"
 #include "task/users.h"
 
 namespace outpost::agent {
@@ -42,6 +45,9 @@ Result<std::unique_ptr<TaskManager>> TaskManager::Create(Loop* loop, Options opt
   d.state_dir = m->options_.state_dir;
   d.keeper_is_parent = m->options_.keeper_is_parent;
   d.keeper_pid = m->options_.keeper_pid;
+  d.cgroups = m->options_.cgroups;
+  d.oom = m->options_.oom;
+  d.allow_without_limits = m->options_.allow_without_limits;
   auto driver = task::ExecDriver::Create(loop, d);
   if (!driver.ok()) return driver.error();
   m->driver_ = std::move(*driver);
@@ -155,8 +161,22 @@ void TaskManager::Start(task::TaskConfig c, StartCallback done) {
   if (c.name.empty()) c.name = c.id;
   Status namest = task::ValidateTaskId(c.name);
   if (!namest.ok()) return done(Error(Code::kInvalidArgument, "task name: " + namest.error().message()));
+  if (c.user == "dynamic") {
+    // A uid of its own from the pool, released when the task is destroyed.
+    if (!options_.uids) {
+      return done(Error(Code::kFailedPrecondition, "start task " + c.id + ": dynamic users are unavailable: " +
+                                                       options_.dynamic_users_problem));
+    }
+    auto uid = options_.uids->Acquire(c.id);
+    if (!uid.ok()) return done(uid.error().Wrap("start task " + c.id));
+    c.user = std::to_string(*uid);
+    c.group = c.user;
+  }
   auto creds = task::ResolveCredentials(c.user, c.group);
-  if (!creds.ok()) return done(creds.error().Wrap("start task " + c.id));
+  if (!creds.ok()) {
+    if (options_.uids) options_.uids->Release(c.id);
+    return done(creds.error().Wrap("start task " + c.id));
+  }
   c.task_dir = options_.state_dir + "/task-data/" + c.id;
   c.log_dir = options_.state_dir + "/logs/" + c.id;
   c.stdout_path = FifoPath(c.id, "stdout");
@@ -167,12 +187,16 @@ void TaskManager::Start(task::TaskConfig c, StartCallback done) {
   }
   auto logs = std::make_unique<Logs>();
   if (st.ok()) st = OpenLogs(c, creds->uid, creds->gid, logs.get());
-  if (!st.ok()) return done(st.error().Wrap("start task " + c.id));
+  if (!st.ok()) {
+    if (options_.uids) options_.uids->Release(c.id);
+    return done(st.error().Wrap("start task " + c.id));
+  }
   logs_[c.id] = std::move(logs);
   std::string id = c.id;
   driver_->StartTask(c, [this, id, done](Result<task::TaskHandle> h) {
     if (!h.ok()) {
       CloseLogs(id, true);
+      if (options_.uids) options_.uids->Release(id);
       return done(h.error());
     }
     if (logs_.count(id)) HoldFifos(id);
@@ -193,6 +217,7 @@ void TaskManager::Destroy(const std::string& id, bool force, task::Driver::DoneC
   driver_->DestroyTask(id, force, [this, id, done](Status st) {
     if (st.ok()) {
       CloseLogs(id, true);
+      if (options_.uids) options_.uids->Release(id);
       // The task dir goes with the task; its logs stay for inspection until
       // the log dir is removed by the operator (or the job that owns it).
     }
@@ -211,6 +236,7 @@ void TaskManager::Purge(const std::string& id, task::Driver::DoneCallback done) 
   };
   if (!driver_->InspectTask(id).ok()) {
     CloseLogs(id, true);
+    if (options_.uids) options_.uids->Release(id);
     return remove_dirs(OkStatus());
   }
   Destroy(id, true, remove_dirs);
@@ -286,6 +312,14 @@ Status TaskManager::Recover() {
       logs->err->Drain();
     }
     logs_[id] = std::move(logs);
+  }
+  if (options_.uids) {
+    // Uids of tasks that are gone (removed while no agent ran) go back.
+    std::set<std::string> live;
+    for (const std::string& id : driver_->ListTasks()) live.insert(id);
+    for (const auto& [owner, uid] : options_.uids->Reconcile(live)) {
+      log::Info("released the dynamic user of a vanished task", {{"task", owner}, {"uid", std::to_string(uid)}});
+    }
   }
   if (!options_.keeper_is_parent) driver_->JournalReplayed();
   log::Info("tasks recovered", {{"count", std::to_string(driver_->ListTasks().size())}});

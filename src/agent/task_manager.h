@@ -27,6 +27,7 @@
 namespace outpost {
 namespace task {
 class LogPipe;
+class UidPool;
 }
 
 namespace agent {
@@ -53,6 +54,13 @@ class TaskManager {
     bool keeper_is_parent = false;
     pid_t keeper_pid = 0;
     size_t event_history = 1000;
+    task::Cgroups* cgroups = nullptr;  // may be unavailable (see Cgroups::reason)
+    task::OomWatcher* oom = nullptr;
+    bool allow_without_limits = false;
+    // Pool for user "dynamic" (docs/dynamic-users.md); null = unavailable,
+    // with the reason in dynamic_users_problem.
+    task::UidPool* uids = nullptr;
+    std::string dynamic_users_problem;
   };
 
   static Result<std::unique_ptr<TaskManager>> Create(Loop* loop, Options options);

@@ -233,8 +233,24 @@ Result<SubmitResult> JobManager::Submit(const std::string& text) {
   return Apply(std::move(*spec), Source::kApi, "");
 }
 
+Status JobManager::CheckResources(const JobSpec& spec) const {
+  if (!options_.check_resources) return OkStatus();
+  std::vector<std::string> errors;
+  auto check = [&](const task::Resources& r, const std::string& path) {
+    if (!r.Any()) return;
+    for (const std::string& p : options_.check_resources(r)) errors.push_back(path + ": " + p);
+  };
+  check(spec.resources, "resources");
+  for (size_t i = 0; i < spec.tasks.size(); i++) check(spec.tasks[i].resources, Format("tasks[%zu].resources", i));
+  if (errors.empty()) return OkStatus();
+  std::string all;
+  for (const std::string& e : errors) all += (all.empty() ? "" : "\n") + e;
+  return Error(Code::kInvalidArgument, all);
+}
+
 Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::string& file) {
   SubmitResult result;
+  OUTPOST_RETURN_IF_ERROR(CheckResources(spec));
   auto it = jobs_.find(spec.id);
   if (it == jobs_.end()) {
     if (jobs_.size() >= options_.max_jobs) {

@@ -79,6 +79,10 @@ class JobManager {
     std::string state_dir;
     std::string jobs_dir;  // "" = none
     size_t max_jobs = 1000;
+    // Problems that make resource limits impossible on this node (no cgroup
+    // v2, a controller missing, CPUs it does not have, ...): a job that
+    // sets such limits is refused at submission. Null = no check.
+    std::function<std::vector<std::string>(const task::Resources&)> check_resources;
   };
   using DoneCallback = std::function<void(Status)>;
 
@@ -130,6 +134,7 @@ class JobManager {
 
   JobManager(Loop* loop, TaskRunner* runner, TaskStore* tasks, Options options);
   Result<SubmitResult> Apply(JobSpec spec, Source source, const std::string& file);
+  Status CheckResources(const JobSpec& spec) const;
   std::shared_ptr<TaskSupervisor> MakeSupervisor(Job* job, const TaskSpec& spec);
   void ScheduleEvaluate(const std::string& id);
   void Evaluate(const std::string& id);

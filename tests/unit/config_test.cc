@@ -1,7 +1,6 @@
 #include <gtest/gtest.h>
 
 #include "agent/config.h"
-#include "agent/features.h"
 
 namespace outpost {
 namespace {
@@ -73,16 +72,6 @@ TEST(Config, ReloadDetectsRestartOnlyKeys) {
   b.state_dir = "/s2";
   EXPECT_TRUE(ReloadChangesRestartOnlyKeys(a, b, &which));
   EXPECT_EQ(which, "state_dir, runtime_dir, api_socket");
-}
-
-TEST(Features, FindsCgroup2InMountinfo) {
-  const char* hybrid =
-      "25 30 0:22 / /sys/fs/cgroup ro,nosuid shared:9 - tmpfs tmpfs ro,mode=755\n"
-      "26 25 0:23 / /sys/fs/cgroup/unified rw,nosuid shared:10 - cgroup2 cgroup2 rw,nsdelegate\n"
-      "27 25 0:24 / /sys/fs/cgroup/memory rw shared:11 - cgroup cgroup rw,memory\n";
-  EXPECT_EQ(agent::FindCgroup2Mount(hybrid), "/sys/fs/cgroup/unified");
-  EXPECT_EQ(agent::FindCgroup2Mount("27 25 0:24 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"), "");
-  EXPECT_EQ(agent::FindCgroup2Mount("garbage\n\n - \n"), "");
 }
 
 }  // namespace
