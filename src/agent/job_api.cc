@@ -30,6 +30,14 @@ void JobTaskRunner::Stop(const std::string& id, int64_t timeout_nanos, std::func
 
 void JobTaskRunner::Event(const task::TaskEvent& ev) { tm_->RecordEvent(ev); }
 
+Status JobTaskRunner::UpdateResources(const std::string& id, const task::Resources& r) {
+  return tm_->UpdateResources(id, r);
+}
+
+Status JobTaskRunner::ApplyJobResources(const std::string& job, const task::Resources& r) {
+  return tm_->ApplyJobResources(job, r);
+}
+
 Result<job::TaskStore::Instance> JobTaskRunner::Lookup(const std::string& task_id) {
   auto v = tm_->Inspect(task_id);
   if (!v.ok()) return v.error();

@@ -24,6 +24,8 @@ class JobTaskRunner : public job::TaskRunner, public job::TaskStore {
   Status Wait(const std::string& id, std::function<void(const task::ExitResult&)> done) override;
   void Stop(const std::string& id, int64_t timeout_nanos, std::function<void(Status)> done) override;
   void Event(const task::TaskEvent& ev) override;
+  Status UpdateResources(const std::string& id, const task::Resources& r) override;
+  Status ApplyJobResources(const std::string& job, const task::Resources& r) override;
   Result<Instance> Lookup(const std::string& task_id) override;
   void Purge(const std::string& task_id, std::function<void(Status)> done) override;
 

@@ -174,6 +174,15 @@ void TaskStats(TaskManager* tm, Loop*, std::string_view payload, wire::Responder
   resp.cpu_percent = s->cpu_percent;
   resp.measured_count = static_cast<pb_size_t>(s->measured.size());
   resp.measured = a.StrArray(s->measured);
+  resp.cgroup_count = static_cast<pb_size_t>(s->cgroup.size());
+  resp.cgroup = a.Array<outpost_v1_StatValue>(s->cgroup.size());
+  size_t k = 0;
+  for (const auto& [name, value] : s->cgroup) {
+    resp.cgroup[k] = outpost_v1_StatValue_init_zero;
+    resp.cgroup[k].name = a.Str(name);
+    resp.cgroup[k].value = value;
+    k++;
+  }
   r.Finish(PbEncode(outpost_v1_TaskStatsResponse_fields, &resp, "TaskStatsResponse"));
 }
 

@@ -11,6 +11,7 @@
 #include "base/strings.h"
 #include "base/sys.h"
 #include "task/log_pipe.h"
+#include "task/cgroup.h"
 #include "task/uid_pool.h"
 #include "task/users.h"
 
@@ -240,6 +241,25 @@ void TaskManager::Purge(const std::string& id, task::Driver::DoneCallback done) 
     return remove_dirs(OkStatus());
   }
   Destroy(id, true, remove_dirs);
+}
+
+Status TaskManager::UpdateResources(const std::string& id, const task::Resources& r) {
+  auto c = driver_->ConfigOf(id);
+  if (!c.ok()) return c.error();
+  task::Cgroups* cg = options_.cgroups;
+  if (!cg || !cg->available()) {
+    if (!r.Any() || options_.allow_without_limits) return OkStatus();
+    return Error(Code::kFailedPrecondition, "resource limits need cgroup v2, which is not usable here");
+  }
+  std::vector<std::string> problems = cg->Check(r);
+  if (!problems.empty()) return Error(Code::kFailedPrecondition, problems.front());
+  return cg->Apply(cg->TaskPath(c->job, c->id), r);
+}
+
+Status TaskManager::ApplyJobResources(const std::string& job, const task::Resources& r) {
+  task::Cgroups* cg = options_.cgroups;
+  if (!cg || !cg->available()) return OkStatus();  // refused at submission if it mattered
+  return cg->EnsureJob(job, r);
 }
 
 Result<std::string> TaskManager::ResolveId(const std::string& id) const {

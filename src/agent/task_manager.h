@@ -86,6 +86,9 @@ class TaskManager {
     driver_->ExecTask(id, cmd, timeout_nanos, std::move(done));
   }
   Result<task::TaskStats> Stats(const std::string& id) { return driver_->GetTaskStats(id); }
+  // Live limits: a task's cgroup, and a job's cgroup (created if missing).
+  Status UpdateResources(const std::string& id, const task::Resources& r);
+  Status ApplyJobResources(const std::string& job, const task::Resources& r);
   task::Fingerprint Fingerprint() { return driver_->GetFingerprint(); }
   task::Driver* driver() { return driver_.get(); }
 

@@ -239,6 +239,22 @@ const char kStatsHelp[] =
     "  outpost stats -f web\n"
     "  outpost stats --json -f --interval 5s > stats.jsonl\n";
 
+const char kUpdateHelp[] =
+    "Usage: outpost update JOB[/TASK] [--memory-max SIZE] [--memory-high SIZE]\n"
+    "                      [--memory-low SIZE] [--swap-max SIZE] [--cpu-max CPUS|\"QUOTA PERIOD\"]\n"
+    "                      [--cpu-weight N] [--pids-max N] [--io-weight N]\n"
+    "\n"
+    "Changes the cgroup limits of a running task (or, with JOB alone, of the\n"
+    "job's own cgroup) without restarting it. The new values are written to\n"
+    "the job's spec (a new version, persisted), so they survive restarts and\n"
+    "reboots. Removing a limit (\"max\" for a memory value) restarts the task\n"
+    "in a fresh cgroup. Jobs from jobs.d files are updated by editing the file.\n"
+    "\n"
+    "Examples:\n"
+    "  outpost update web/api --memory-max 256MiB\n"
+    "  outpost update web/api --cpu-max 0.5 --pids-max 100\n"
+    "  outpost update web --memory-max 1GiB\n";
+
 const char kHelpHelp[] =
     "Usage: outpost help [COMMAND]\n"
     "\n"
@@ -264,6 +280,7 @@ const Command kCommands[] = {
     {"signal", "send a signal to a task", kSignalHelp, RunSignal},
     {"events", "print job and task events", kEventsHelp, RunEvents},
     {"stats", "CPU and memory use of tasks", kStatsHelp, RunStats},
+    {"update", "change a task's or job's resource limits live", kUpdateHelp, RunUpdate},
     {"status", "show the running agent's status", kStatusHelp, RunStatus},
     {"task", "run and manage bare tasks (run, ls, inspect, stop, rm, signal, exec, stats)", kTaskHelp, RunTask},
     {"version", "print the version of this binary", kVersionHelp, RunVersion},

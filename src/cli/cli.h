@@ -46,6 +46,7 @@ int RunStop(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunRm(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunRestart(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunStats(const GlobalOptions& opts, const std::vector<std::string>& args);
+int RunUpdate(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunExec(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunSignal(const GlobalOptions& opts, const std::vector<std::string>& args);
 

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <map>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/clock.h"
@@ -434,6 +436,7 @@ struct Sample {
   double cpu = 0;
   double user_s = 0, system_s = 0;
   std::string measured;
+  std::map<std::string, uint64_t> cgroup;
 };
 
 Result<std::vector<Sample>> SampleAll(const GlobalOptions& g, const std::string& only_job,
@@ -469,6 +472,7 @@ Result<std::vector<Sample>> SampleAll(const GlobalOptions& g, const std::string&
           s.user_s = static_cast<double>(st->cpu_user_nanos) / 1e9;
           s.system_s = static_cast<double>(st->cpu_system_nanos) / 1e9;
           for (pb_size_t m = 0; m < st->measured_count; m++) s.measured += (m ? "," : "") + PbString(st->measured[m]);
+          for (pb_size_t m = 0; m < st->cgroup_count; m++) s.cgroup[PbString(st->cgroup[m].name)] = st->cgroup[m].value;
         }
       }
       out.push_back(std::move(s));
@@ -529,6 +533,11 @@ int StatsCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
         o["cpu_user_seconds"] = picojson::value(s.user_s);
         o["cpu_system_seconds"] = picojson::value(s.system_s);
         o["fields"] = picojson::value(s.measured);
+        if (!s.cgroup.empty()) {
+          picojson::object cg;
+          for (const auto& [name, value] : s.cgroup) cg[name] = picojson::value(static_cast<int64_t>(value));
+          o["cgroup"] = picojson::value(cg);
+        }
         std::printf("%s\n", picojson::value(o).serialize().c_str());
       }
     } else if (follow && tty) {
@@ -549,8 +558,95 @@ int StatsCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
   }
 }
 
+// ---- update (live limits) -----------------------------------------------------
+
+// A flag's value as the spec writes it: a number when it is one.
+picojson::value SpecValue(const std::string& v) {
+  char* end = nullptr;
+  double d = std::strtod(v.c_str(), &end);
+  if (!v.empty() && end && *end == '\0') {
+    if (v.find('.') == std::string::npos) return picojson::value(static_cast<int64_t>(d));
+    return picojson::value(d);
+  }
+  return picojson::value(v);
+}
+
+int UpdateCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
+  static const struct {
+    const char* flag;
+    const char* group;
+    const char* key;
+  } kFlags[] = {
+      {"--memory-max", "memory", "max"}, {"--memory-high", "memory", "high"}, {"--memory-low", "memory", "low"},
+      {"--swap-max", "memory", "swap_max"}, {"--cpu-max", "cpu", "max"},     {"--cpu-weight", "cpu", "weight"},
+      {"--pids-max", "pids", "max"},       {"--io-weight", "io", "weight"},
+  };
+  std::vector<std::string> valued;
+  for (const auto& f : kFlags) valued.push_back(f.flag);
+  auto a = ParseArgs(in, valued, {});
+  if (!a.ok()) return UsageError(a.error().message(), "update");
+  if (a->pos.size() != 1) return UsageError("update needs one JOB/TASK (or JOB for the job's own limits)", "update");
+  if (a->opts.empty()) return UsageError("update needs at least one limit, e.g. --memory-max 256MiB", "update");
+  std::string job, task;
+  SplitRef(a->pos[0], &job, &task);
+  int code = 0;
+  PbOwned<JobInfo> j(outpost_v1_JobInfo_fields);
+  if (!Inspect(g, job, &j, &code)) return code;
+  picojson::value spec;
+  std::string err = picojson::parse(spec, PbString(j->spec_json));
+  if (!err.empty() || !spec.is<picojson::object>()) return Fail(kExitFailure, "bad spec from the agent: " + err);
+  // The job's own limits, or one task's.
+  picojson::object* target = &spec.get<picojson::object>();
+  if (!task.empty()) {
+    target = nullptr;
+    auto& tasks = spec.get<picojson::object>()["tasks"];
+    if (tasks.is<picojson::array>()) {
+      for (auto& t : tasks.get<picojson::array>()) {
+        if (t.is<picojson::object>() && t.get<picojson::object>()["name"].to_str() == task) {
+          target = &t.get<picojson::object>();
+        }
+      }
+    }
+    if (!target) return Fail(kExitFailure, "job \"" + job + "\" has no task \"" + task + "\"");
+  }
+  picojson::value& res = (*target)["resources"];
+  if (!res.is<picojson::object>()) res = picojson::value(picojson::object());
+  std::string what;
+  for (const auto& [flag, value] : a->opts) {
+    for (const auto& f : kFlags) {
+      if (flag != f.flag) continue;
+      picojson::value& grp = res.get<picojson::object>()[f.group];
+      if (!grp.is<picojson::object>()) grp = picojson::value(picojson::object());
+      grp.get<picojson::object>()[f.key] = SpecValue(value);
+      what += std::string(what.empty() ? "" : ", ") + f.group + "." + f.key + " " + value;
+    }
+  }
+  std::string text = spec.serialize();
+  outpost_v1_SubmitJobRequest req = outpost_v1_SubmitJobRequest_init_zero;
+  req.spec_json = PbStr(text);
+  auto reply = CallAgent(g, "SubmitJob", *PbEncode(outpost_v1_SubmitJobRequest_fields, &req, "SubmitJobRequest"), &code);
+  if (!reply.ok()) return code;
+  PbOwned<outpost_v1_SubmitJobResponse> resp(outpost_v1_SubmitJobResponse_fields);
+  if (!resp.Decode(*reply, "SubmitJobResponse").ok()) return Fail(kExitFailure, "bad reply from the agent");
+  bool restarted = resp->restarted_count > 0;
+  if (g.json) {
+    picojson::object o;
+    o["updated"] = picojson::value(a->pos[0]);
+    o["limits"] = picojson::value(what);
+    o["restarted"] = picojson::value(restarted);
+    o["version"] = picojson::value(resp->job.version);
+    PrintJson(picojson::value(o));
+  } else {
+    std::printf("updated %s: %s (%s; job version %lld)\n", a->pos[0].c_str(), what.c_str(),
+                restarted ? "the task was restarted: a limit was removed" : "live, no restart",
+                static_cast<long long>(resp->job.version));
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
+int RunUpdate(const GlobalOptions& g, const std::vector<std::string>& a) { return UpdateCmd(g, a); }
 int RunRun(const GlobalOptions& g, const std::vector<std::string>& a) { return Run(g, a); }
 int RunPs(const GlobalOptions& g, const std::vector<std::string>& a) { return Ps(g, a); }
 int RunInspect(const GlobalOptions& g, const std::vector<std::string>& a) { return InspectCmd(g, a); }

@@ -41,6 +41,16 @@ Error JobNotFound(const std::string& id) {
   return Error(Code::kNotFound, "job \"" + id + "\" not found (`outpost ps` lists the jobs)");
 }
 
+// Whether a limit set in a is unset in b (a running cgroup cannot be told
+// "no value" for every file; the task is restarted into a fresh one).
+bool DropsALimit(const task::Resources& a, const task::Resources& b) {
+  return (a.cpu_weight && !b.cpu_weight) || (a.cpu_max_quota_us >= 0 && b.cpu_max_quota_us < 0) ||
+         (!a.cpuset_cpus.empty() && b.cpuset_cpus.empty()) || (!a.cpuset_mems.empty() && b.cpuset_mems.empty()) ||
+         (a.memory_max >= 0 && b.memory_max < 0) || (a.memory_high >= 0 && b.memory_high < 0) ||
+         (a.memory_low >= 0 && b.memory_low < 0) || (a.memory_swap_max >= 0 && b.memory_swap_max < 0) ||
+         (a.pids_max >= 0 && b.pids_max < 0) || (a.io_weight && !b.io_weight) || a.io_max.size() > b.io_max.size();
+}
+
 std::string JoinNames(const std::vector<std::string>& v) {
   std::string out;
   for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
@@ -270,6 +280,10 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
     jobs_[id] = std::move(job);
     if (!file.empty()) file_jobs_[file] = id;
     size_t n = jobs_[id]->tasks.size();
+    if (jobs_[id]->stored.spec.resources.Any()) {
+      Status js = runner_->ApplyJobResources(id, jobs_[id]->stored.spec.resources);
+      if (!js.ok()) log::Warn("job limits not applied", {{"job", id}, {"error", js.error().message()}});
+    }
     JobEvent(id, "job-submitted",
              Format("job submitted (%zu task%s, source %s)", n, n == 1 ? "" : "s", SourceName(source)));
     ScheduleEvaluate(id);
@@ -300,11 +314,17 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
     return Error(Code::kAlreadyExists, "job \"" + id + "\" is already defined by the file " + j.stored.file);
   }
 
-  std::map<std::string, std::string> old_prints;
-  for (const TaskSpec& s : j.stored.spec.tasks) old_prints[s.name] = TaskFingerprint(s);
+  std::map<std::string, std::string> old_prints, old_limits;
+  std::map<std::string, task::Resources> old_resources;
+  for (const TaskSpec& s : j.stored.spec.tasks) {
+    old_prints[s.name] = TaskFingerprint(s);
+    old_limits[s.name] = ResourcesFingerprint(s.resources);
+    old_resources[s.name] = s.resources;
+  }
+  if (ResourcesFingerprint(j.stored.spec.resources) != ResourcesFingerprint(spec.resources)) result.job_limits = true;
   std::set<std::string> new_names;
   bool spec_changed = j.stored.spec.labels != spec.labels || j.stored.spec.annotations != spec.annotations ||
-                      j.stored.spec.tasks.size() != spec.tasks.size();
+                      j.stored.spec.tasks.size() != spec.tasks.size() || result.job_limits;
   for (size_t i = 0; i < spec.tasks.size(); i++) {
     const TaskSpec& s = spec.tasks[i];
     new_names.insert(s.name);
@@ -314,6 +334,15 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
       spec_changed = true;
     } else if (o->second != TaskFingerprint(s)) {
       result.restarted.push_back(s.name);
+      spec_changed = true;
+    } else if (old_limits[s.name] != ResourcesFingerprint(s.resources)) {
+      // Limits only: applied live. A limit that is dropped altogether
+      // cannot be un-written from a running cgroup: restart then.
+      if (DropsALimit(old_resources[s.name], s.resources)) {
+        result.restarted.push_back(s.name);
+      } else {
+        result.updated.push_back(s.name);
+      }
       spec_changed = true;
     } else if (i < j.stored.spec.tasks.size() && j.stored.spec.tasks[i].name != s.name) {
       spec_changed = true;  // order only
@@ -359,6 +388,8 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
       }
       if (std::find(result.restarted.begin(), result.restarted.end(), s.name) != result.restarted.end()) {
         b->second->Replace(s);
+      } else if (std::find(result.updated.begin(), result.updated.end(), s.name) != result.updated.end()) {
+        (void)b->second->UpdateLimits(s);  // the outcome is an event
       }
       tasks.push_back(b->second);
       by_name.erase(b);
@@ -371,6 +402,11 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
   if (!result.restarted.empty()) what += "; restarting: " + JoinNames(result.restarted);
   if (!result.added.empty()) what += "; added: " + JoinNames(result.added);
   if (!result.removed.empty()) what += "; removed: " + JoinNames(result.removed);
+  if (!result.updated.empty()) what += "; limits updated live: " + JoinNames(result.updated);
+  if (result.job_limits && j.Wanted()) {
+    Status js = runner_->ApplyJobResources(id, j.stored.spec.resources);
+    if (!js.ok()) what += "; job limits not applied: " + js.error().message();
+  }
   std::string head = spec_changed ? Format("job updated to version %lld", static_cast<long long>(j.stored.version))
                                   : std::string(was_stopped ? "job started again" : "job unchanged");
   if (moved) head += "; now defined by the file " + file;
@@ -536,6 +572,10 @@ void JobManager::Recover() {
       }
     }
     if (!job->stored.file.empty()) file_jobs_[job->stored.file] = id;
+    if (job->stored.running && job->stored.spec.resources.Any()) {
+      Status js = runner_->ApplyJobResources(id, job->stored.spec.resources);
+      if (!js.ok()) log::Warn("job limits not applied", {{"job", id}, {"error", js.error().message()}});
+    }
     jobs_[id] = std::move(job);
     ScheduleEvaluate(id);
   }

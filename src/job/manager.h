@@ -71,6 +71,8 @@ struct SubmitResult {
   std::vector<std::string> restarted;  // tasks restarted because their spec changed
   std::vector<std::string> added;
   std::vector<std::string> removed;
+  std::vector<std::string> updated;  // limits changed live, no restart
+  bool job_limits = false;           // the job cgroup's limits changed
 };
 
 class JobManager {

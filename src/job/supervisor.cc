@@ -177,6 +177,15 @@ void TaskSupervisor::Replace(TaskSpec spec) {
   Restart("the task's spec changed");
 }
 
+Status TaskSupervisor::UpdateLimits(TaskSpec spec) {
+  spec_ = std::move(spec);
+  if (state_ != RunState::kRunning && state_ != RunState::kStarting) return OkStatus();
+  Status st = runner_->UpdateResources(task_id(), spec_.resources);
+  Emit("updated", st.ok() ? "resource limits updated without a restart"
+                          : "resource limits not applied: " + st.error().message());
+  return st;
+}
+
 void TaskSupervisor::Adopt() {
   uint64_t gen = ++generation_;
   ever_running_ = true;

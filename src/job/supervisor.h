@@ -94,6 +94,10 @@ class TaskRunner {
   // timeout_nanos < 0: the task's own kill_timeout.
   virtual void Stop(const std::string& id, int64_t timeout_nanos, std::function<void(Status)> done) = 0;
   virtual void Event(const task::TaskEvent& ev) = 0;
+  // Limits of a running task's cgroup, changed live (no restart).
+  virtual Status UpdateResources(const std::string& id, const task::Resources& r) = 0;
+  // The job's own cgroup (parent of its tasks') and its limits.
+  virtual Status ApplyJobResources(const std::string& job, const task::Resources& r) = 0;
 };
 
 // What the driver is given for a job's task: id "<job>.<task>", the spec's
@@ -119,6 +123,9 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   void AdoptExited(const task::ExitResult& exit);
   // New spec (an update that changed this task): restart with it if it runs.
   void Replace(TaskSpec spec);
+  // Only the limits changed: the running task keeps running; its cgroup
+  // gets the new limits (and a later start uses them).
+  Status UpdateLimits(TaskSpec spec);
 
   RunState state() const { return state_; }
   const TaskSpec& spec() const { return spec_; }

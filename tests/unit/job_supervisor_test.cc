@@ -234,6 +234,14 @@ class FakeTasks : public TaskRunner, public TaskStore {
     done(OkStatus());
   }
   void Event(const task::TaskEvent& ev) override { events.push_back(ev); }
+  Status UpdateResources(const std::string& id, const task::Resources& r) override {
+    log.push_back("limits " + id + " " + std::to_string(r.memory_max));
+    return OkStatus();
+  }
+  Status ApplyJobResources(const std::string& job, const task::Resources& r) override {
+    log.push_back("job-limits " + job + " " + std::to_string(r.memory_max));
+    return OkStatus();
+  }
   Result<Instance> Lookup(const std::string& id) override {
     auto it = inst.find(id);
     if (it == inst.end()) return Error(Code::kNotFound, "no task");
@@ -448,6 +456,32 @@ TEST_F(JobManagerTest, RemoveDeletesTasksAndRecord) {
   EXPECT_FALSE(jobs_->Inspect("x").ok());
   Reopen();
   EXPECT_FALSE(jobs_->Inspect("x").ok());
+}
+
+}  // namespace
+}  // namespace outpost::job
+
+namespace outpost::job {
+namespace {
+
+TEST_F(JobManagerTest, LimitsChangeLiveAndDroppingOneRestarts) {
+  ASSERT_TRUE(jobs_->Submit(R"({"id": "l", "tasks": [{"name": "a", "command": "/a",
+    "resources": {"memory": {"max": "64MiB"}}}]})")
+                  .ok());
+  ASSERT_TRUE(Settle([&] { return Status("l") == "running"; }));
+  auto r = jobs_->Submit(R"({"id": "l", "tasks": [{"name": "a", "command": "/a",
+    "resources": {"memory": {"max": "128MiB"}}}]})");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->updated, std::vector<std::string>{"a"});
+  EXPECT_TRUE(r->restarted.empty());
+  EXPECT_EQ(r->job.version, 2);
+  EXPECT_GE(fake_.Index("limits l.a 134217728"), 0);
+  EXPECT_EQ(fake_.inst["l.a"].starts, 1);
+  // Without a memory limit at all: a fresh cgroup, so a restart.
+  auto d = jobs_->Submit(R"({"id": "l", "tasks": [{"name": "a", "command": "/a"}]})");
+  ASSERT_TRUE(d.ok()) << d.error().message();
+  EXPECT_EQ(d->restarted, std::vector<std::string>{"a"});
+  ASSERT_TRUE(Settle([&] { return fake_.inst["l.a"].starts == 2; }));
 }
 
 }  // namespace

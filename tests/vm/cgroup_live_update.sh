@@ -1,0 +1,21 @@
+#!/bin/sh
+# A live memory update takes effect without a restart (same pid) and is
+# persisted in the job's spec.
+. "$(dirname "$0")/lib/common.sh"
+. "$(dirname "$0")/lib/jobs.sh"
+wait_for 20 outpost status || fail "agent not answering: $(wait_output)"
+
+submit lu '{"id": "lu", "tasks": [{"name": "a", "command": "'$HELPER'", "args": ["sleep", "600"],
+  "resources": {"memory": {"max": "64MiB"}}}]}' >/dev/null
+cg=$(task_cgroup lu a)
+pid=$(tpid lu/a)
+[ "$(cat $cg/memory.max)" = 67108864 ] || fail "memory.max is $(cat $cg/memory.max)"
+outpost update lu/a --memory-max 128MiB --pids-max 50 || fail "update failed"
+[ "$(cat $cg/memory.max)" = 134217728 ] || fail "memory.max after update is $(cat $cg/memory.max)"
+[ "$(cat $cg/pids.max)" = 50 ] || fail "pids.max after update is $(cat $cg/pids.max)"
+[ "$(tpid lu/a)" = "$pid" ] || fail "task restarted by the update (pid $pid -> $(tpid lu/a))"
+grep -q "$pid" "$cg/cgroup.procs" || fail "task not in its cgroup"
+outpost --json inspect lu | tr -d ' \n' | grep -q '"memory":{[^}]*"max":134217728' ||
+  fail "new limit not in the job's spec: $(outpost --json inspect lu | grep -A3 memory)"
+outpost rm lu >/dev/null || fail "rm failed"
+echo "memory.max 64MiB -> 128MiB live, pid $pid kept"

@@ -1,0 +1,21 @@
+#!/bin/sh
+# A memory hog under memory.max is OOM-killed, and reported as such: the
+# exit result says OOM killed, an "oom-killed" event names it.
+. "$(dirname "$0")/lib/common.sh"
+. "$(dirname "$0")/lib/jobs.sh"
+wait_for 20 outpost status || fail "agent not answering: $(wait_output)"
+
+submit oom '{"id": "oom", "tasks": [{"name": "hog", "command": "'$HELPER'", "args": ["memhog", "256"],
+  "restart": {"policy": "never"},
+  "resources": {"memory": {"max": "32MiB", "swap_max": "0"}}}]}' >/dev/null 2>&1 || true
+cat "$(task_cgroup oom hog)/memory.max" 2>/dev/null | grep -qx 33554432 ||
+  fail "memory.max of the task cgroup is not 32MiB: $(cat "$(task_cgroup oom hog)/memory.max" 2>&1)"
+wait_for 30 state_is oom/hog dead || fail "hog not dead: $(outpost inspect oom/hog 2>&1)"
+outpost --json inspect oom/hog | grep -q '"oom_killed": true' || fail "not reported as OOM killed: $(outpost --json inspect oom/hog)"
+[ "$(tfield oom/hog last_exit)" = "OOM killed" ] || fail "last_exit is '$(tfield oom/hog last_exit)'"
+outpost events oom | grep -q 'oom-killed' || fail "no oom-killed event: $(outpost events oom)"
+oom_kills=$(sed -n 's/^oom_kill //p' "$(task_cgroup oom hog)/memory.events")
+[ "${oom_kills:-0}" -ge 1 ] || fail "memory.events oom_kill is '$oom_kills'"
+outpost rm oom >/dev/null || fail "rm failed"
+[ ! -d "$CG/oom" ] || fail "job cgroup left after rm: $(ls "$CG/oom")"
+echo "OOM killed at memory.max 32MiB (oom_kill=$oom_kills)"
