@@ -122,7 +122,7 @@ Capabilities ExecDriver::GetCapabilities() const {
   c.send_signals = true;
   c.exec = true;
   c.fs_isolation = "none";
-  c.dynamic_workload_users = false;
+  c.dynamic_workload_users = true;  // user "dynamic" (agent/task_manager, task/uid_pool)
   return c;
 }
 
@@ -141,6 +141,18 @@ void ExecDriver::RefreshFingerprint() {
   f.attributes["driver.exec.pidfd"] = probe >= 0 ? "true" : "false";
   if (probe >= 0) ::close(probe);
   f.attributes["driver.exec.root"] = ::geteuid() == 0 ? "true" : "false";
+  // Resource control (Nomad's "resources" fingerprint): which cgroup v2
+  // controllers tasks get, or why there are none.
+  if (Cgroups* cg = usable_cgroups()) {
+    std::string list;
+    for (const std::string& c : cg->controllers()) list += (list.empty() ? "" : ",") + c;
+    f.attributes["driver.exec.cgroup.controllers"] = list;
+    f.attributes["driver.exec.cgroup.root"] = cg->root();
+  } else {
+    f.attributes["driver.exec.cgroup.controllers"] = "";
+    f.attributes["driver.exec.cgroup.unavailable"] = options_.cgroups ? options_.cgroups->reason() : "not set up";
+  }
+  f.attributes["driver.exec.dynamic_workload_users"] = "true";
   if (::access("/proc/self/stat", R_OK) != 0) {
     f.health = Health::kUnhealthy;
     f.description = "/proc is not mounted: cannot track task processes";
@@ -293,7 +305,13 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
   uint64_t oom_base = 0;
   auto cgroup_fd = PrepareCgroup(cfg, &cgroup_path, &oom_base);
   if (!cgroup_fd.ok()) return fail(cgroup_fd.error());
-  if (*cgroup_fd) req.cgroup_fd = cgroup_fd->get();
+  UniqueFd procs_fd;
+  if (*cgroup_fd) {
+    req.cgroup_fd = cgroup_fd->get();
+    auto procs = sys::Open(cgroup_path + "/cgroup.procs", O_WRONLY);
+    if (procs.ok()) procs_fd = std::move(*procs);
+    req.cgroup_procs_fd = procs_fd.get();
+  }
 
   auto spawned = Spawn(req, &exit_code);
   if (!spawned.ok()) {

@@ -29,7 +29,17 @@ struct ChildError {
   int err;
 };
 
-enum Step { kStepSetpgid = 1, kStepDup, kStepRlimit, kStepGroups, kStepGid, kStepUid, kStepChdir, kStepExec };
+enum Step {
+  kStepSetpgid = 1,
+  kStepDup,
+  kStepRlimit,
+  kStepGroups,
+  kStepGid,
+  kStepUid,
+  kStepChdir,
+  kStepExec,
+  kStepCgroup,
+};
 
 const char* StepName(int step) {
   switch (step) {
@@ -41,6 +51,7 @@ const char* StepName(int step) {
     case kStepUid: return "setuid";
     case kStepChdir: return "chdir";
     case kStepExec: return "exec";
+    case kStepCgroup: return "join cgroup";
   }
   return "spawn";
 }
@@ -61,6 +72,7 @@ struct ChildPlan {
   const std::pair<int, rlimit>* rlimits;
   size_t nrlimits;
   bool new_pgrp;
+  int join_cgroup_fd;  // -1, or cgroup.procs to write "0" to (no CLONE_INTO_CGROUP)
 };
 
 [[noreturn]] void ChildFail(const ChildPlan& p, int step) {
@@ -89,6 +101,9 @@ struct ChildPlan {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
 
+  // Kernels without CLONE_INTO_CGROUP (before 5.7): join the cgroup first
+  // thing, before running anything of the task.
+  if (p.join_cgroup_fd >= 0 && ::write(p.join_cgroup_fd, "0", 1) != 1) ChildFail(p, kStepCgroup);
   if (p.new_pgrp && ::setpgid(0, 0) != 0) ChildFail(p, kStepSetpgid);
 
   // Move the three stdio fds out of the 0..2 range first so that dup2 into
@@ -221,9 +236,16 @@ Result<Spawned> Spawn(const SpawnRequest& req, int* exit_code) {
   plan.rlimits = req.rlimits.data();
   plan.nrlimits = req.rlimits.size();
   plan.new_pgrp = req.new_process_group;
+  plan.join_cgroup_fd = -1;
 
   int pidfd = -1;
   pid_t pid = CloneProcess(req.clone_parent, req.cgroup_fd, &pidfd);
+  if (pid < 0 && req.cgroup_fd >= 0 && req.cgroup_procs_fd >= 0 &&
+      (errno == ENOSYS || errno == E2BIG || errno == EINVAL)) {
+    // No CLONE_INTO_CGROUP here: the child joins before exec instead.
+    plan.join_cgroup_fd = req.cgroup_procs_fd;
+    pid = CloneProcess(req.clone_parent, -1, &pidfd);
+  }
   if (pid < 0) return ErrnoError("clone");
   if (pid == 0) ChildMain(plan);
 

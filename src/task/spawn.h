@@ -36,7 +36,9 @@ struct SpawnRequest {
   // Make the caller's parent (the keeper) the child's parent, so the task
   // outlives this process. Needs clone3 or clone with CLONE_PARENT.
   bool clone_parent = false;
-  int cgroup_fd = -1;  // CLONE_INTO_CGROUP (cgroup issue)
+  int cgroup_fd = -1;        // the task's cgroup dir: clone3(CLONE_INTO_CGROUP)
+  int cgroup_procs_fd = -1;  // its cgroup.procs: the child joins before exec where
+                             // the kernel has no CLONE_INTO_CGROUP (before 5.7)
 };
 
 struct Spawned {
