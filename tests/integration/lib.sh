@@ -42,12 +42,17 @@ cleanup_agents() {
 
 fail() { echo "FAIL: $*"; exit 1; }
 
-# write_config [EXTRA_JSON_MEMBERS]: config using dirs under $T.
+# write_config [EXTRA_JSON_MEMBERS]: config using dirs under $T. Unless the
+# extra members say otherwise, jobs.d is $T/jobs.d and the cgroup root is
+# outside any cgroup2 mount, so a test never touches the host's /etc or its
+# cgroups (the agent reports cgroup v2 as unusable).
 write_config() {
-  local extra="${1:-}"
+  local extra="${1:-}" defaults=""
+  [[ "$extra" == *'"jobs_dir"'* ]] || defaults+="\"jobs_dir\": \"$T/jobs.d\", "
+  [[ "$extra" == *'"cgroup_root"'* ]] || defaults+="\"cgroup_root\": \"$T/no-cgroup\", "
   cat >"$T/config.json" <<JSON
 {
-  "state_dir": "$T/state",
+  $defaults"state_dir": "$T/state",
   "runtime_dir": "$T/run",
   "api_socket": "$SOCK"${extra:+,
   $extra}
