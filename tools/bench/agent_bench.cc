@@ -617,7 +617,11 @@ int Main(int argc, char** argv) {
   run.socket = run.dir + "/run/outpost.sock";
   run.log = run.dir + "/agent.log";
   std::string config = "{\"state_dir\": \"" + run.dir + "/state\", \"runtime_dir\": \"" + run.dir +
-                       "/run\", \"log_file\": \"" + run.log + "\", \"log_level\": \"info\"}\n";
+                       "/run\", \"log_file\": \"" + run.log +
+                       // No jobs.d, and a cgroup root outside any cgroup2 mount: the
+                       // benchmark never touches the host's /etc or cgroups.
+                       "\", \"log_level\": \"info\", \"jobs_dir\": \"\", \"cgroup_root\": \"" + run.dir +
+                       "/no-cgroup\"}\n";
   Status wst = sys::WriteFileAtomic(run.config, config, 0600);
   if (!wst.ok()) Fatal(&run, wst.error().message());
 

@@ -693,7 +693,8 @@ int Main(int argc, char** argv) {
   run.log = run.dir + "/agent.log";
   std::string config = "{\"state_dir\": " + JsonString(run.dir + "/state") +
                        ", \"runtime_dir\": " + JsonString(run.dir + "/run") + ", \"log_file\": " +
-                       JsonString(run.log) + ", \"log_level\": \"info\", \"jobs_dir\": \"\", \"max_jobs\": " +
+                       JsonString(run.log) + ", \"cgroup_root\": " + JsonString(run.dir + "/no-cgroup") +
+                       ", \"log_level\": \"info\", \"jobs_dir\": \"\", \"max_jobs\": " +
                        std::to_string(njobs + 10) + "}\n";
   Status wst = sys::WriteFileAtomic(run.config, config, 0600);
   if (!wst.ok()) Fatal(&run, wst.error().message());
