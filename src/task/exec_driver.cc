@@ -566,12 +566,51 @@ Status ExecDriver::SignalTask(const std::string& id, const std::string& signal) 
   return OkStatus();
 }
 
+TaskStats ExecDriver::CgroupTaskStats(Task* t, const CgroupStats& c, int64_t now, TaskStats s) {
+  // The cgroup counts every process of the task, also those that left its
+  // process group, and reading it costs a few files instead of a scan of
+  // every process's /proc/<pid>/stat.
+  s.cgroup["memory.current"] = c.memory_current;
+  s.cgroup["memory.swap.current"] = c.memory_swap_current;
+  for (const auto& [k, v] : c.memory_stat) s.cgroup["memory.stat." + k] = v;
+  for (const auto& [k, v] : c.memory_events) s.cgroup["memory.events." + k] = v;
+  s.cgroup["cpu.stat.usage_usec"] = c.cpu_usage_usec;
+  s.cgroup["cpu.stat.user_usec"] = c.cpu_user_usec;
+  s.cgroup["cpu.stat.system_usec"] = c.cpu_system_usec;
+  s.cgroup["cpu.stat.nr_periods"] = c.cpu_nr_periods;
+  s.cgroup["cpu.stat.nr_throttled"] = c.cpu_nr_throttled;
+  s.cgroup["cpu.stat.throttled_usec"] = c.cpu_throttled_usec;
+  s.cgroup["pids.current"] = c.pids_current;
+  for (const auto& [dev, kv] : c.io_stat) {
+    for (const auto& [k, v] : kv) s.cgroup["io.stat." + dev + "." + k] = v;
+  }
+  s.measured = c.measured;
+  s.rss_bytes = c.memory_current;
+  s.cpu_user_nanos = c.cpu_user_usec * 1000;
+  s.cpu_system_nanos = c.cpu_system_usec * 1000;
+  uint64_t usage_ns = c.cpu_usage_usec * 1000;
+  if (t->last_cg_sample_mono != 0 && now > t->last_cg_sample_mono && usage_ns >= t->last_cg_usage_ns) {
+    s.cpu_percent = static_cast<double>(usage_ns - t->last_cg_usage_ns) /
+                    static_cast<double>(now - t->last_cg_sample_mono) * 100.0;
+  }
+  t->last_cg_usage_ns = usage_ns;
+  t->last_cg_sample_mono = now;
+  s.measured.push_back("cpu percent");
+  return s;
+}
+
 Result<TaskStats> ExecDriver::GetTaskStats(const std::string& id) {
   Task* t = Find(id);
   if (!t) return Error(Code::kNotFound, kNotFound);
   TaskStats s;
   s.timestamp_unix_nanos = WallNanos();
   if (t->state == TaskState::kExited) return s;
+  int64_t now = MonotonicNanos();
+  if (Cgroups* cg = usable_cgroups(); cg && !t->handle.cgroup.empty()) {
+    auto c = cg->Stats(t->handle.cgroup);
+    if (c.ok()) return CgroupTaskStats(t, *c, now, s);
+    // Unreadable cgroup: fall back to /proc below.
+  }
   uint64_t ticks = 0, pages = 0;
   std::vector<pid_t> members = ProcessGroupMembers(t->handle.pid);
   if (members.empty()) members.push_back(t->handle.pid);
@@ -588,7 +627,6 @@ Result<TaskStats> ExecDriver::GetTaskStats(const std::string& id) {
   s.rss_bytes = pages * static_cast<uint64_t>(PageSize());
   s.cpu_user_nanos = user * (kNanosPerSecond / hz);
   s.cpu_system_nanos = sys_ticks * (kNanosPerSecond / hz);
-  int64_t now = MonotonicNanos();
   if (t->last_sample_mono != 0 && now > t->last_sample_mono && ticks >= t->last_cpu_ticks) {
     double cpu = static_cast<double>(ticks - t->last_cpu_ticks) * (static_cast<double>(kNanosPerSecond) / hz);
     s.cpu_percent = cpu / static_cast<double>(now - t->last_sample_mono) * 100.0;
@@ -596,41 +634,6 @@ Result<TaskStats> ExecDriver::GetTaskStats(const std::string& id) {
   t->last_cpu_ticks = ticks;
   t->last_sample_mono = now;
   s.measured = {"RSS", "User Mode", "System Mode", "Percent"};
-  if (Cgroups* cg = usable_cgroups(); cg && !t->handle.cgroup.empty()) {
-    auto c = cg->Stats(t->handle.cgroup);
-    if (c.ok()) {
-      // The cgroup counts every process of the task, also those that left
-      // its process group.
-      s.cgroup["memory.current"] = c->memory_current;
-      s.cgroup["memory.swap.current"] = c->memory_swap_current;
-      for (const auto& [k, v] : c->memory_stat) s.cgroup["memory.stat." + k] = v;
-      for (const auto& [k, v] : c->memory_events) s.cgroup["memory.events." + k] = v;
-      s.cgroup["cpu.stat.usage_usec"] = c->cpu_usage_usec;
-      s.cgroup["cpu.stat.user_usec"] = c->cpu_user_usec;
-      s.cgroup["cpu.stat.system_usec"] = c->cpu_system_usec;
-      s.cgroup["cpu.stat.nr_periods"] = c->cpu_nr_periods;
-      s.cgroup["cpu.stat.nr_throttled"] = c->cpu_nr_throttled;
-      s.cgroup["cpu.stat.throttled_usec"] = c->cpu_throttled_usec;
-      s.cgroup["pids.current"] = c->pids_current;
-      for (const auto& [dev, kv] : c->io_stat) {
-        for (const auto& [k, v] : kv) s.cgroup["io.stat." + dev + "." + k] = v;
-      }
-      s.measured = c->measured;
-      s.rss_bytes = c->memory_current;
-      s.cpu_user_nanos = c->cpu_user_usec * 1000;
-      s.cpu_system_nanos = c->cpu_system_usec * 1000;
-      // CPU percent from the cgroup's usage (replaces the /proc figure).
-      uint64_t usage_ns = c->cpu_usage_usec * 1000;
-      s.cpu_percent = 0;
-      if (t->last_cg_sample_mono != 0 && now > t->last_cg_sample_mono && usage_ns >= t->last_cg_usage_ns) {
-        s.cpu_percent = static_cast<double>(usage_ns - t->last_cg_usage_ns) /
-                        static_cast<double>(now - t->last_cg_sample_mono) * 100.0;
-      }
-      t->last_cg_usage_ns = usage_ns;
-      t->last_cg_sample_mono = now;
-      s.measured.push_back("cpu percent");
-    }
-  }
   return s;
 }
 

@@ -100,6 +100,7 @@ class ExecDriver : public Driver {
   // returns its fd for CLONE_INTO_CGROUP (invalid fd: no cgroup).
   Result<UniqueFd> PrepareCgroup(const TaskConfig& cfg, std::string* path, uint64_t* oom_base);
   void WatchOom(Task* t);
+  TaskStats CgroupTaskStats(Task* t, const CgroupStats& c, int64_t now, TaskStats s);
   Cgroups* usable_cgroups() const {
     return options_.cgroups && options_.cgroups->available() ? options_.cgroups : nullptr;
   }
