@@ -303,12 +303,40 @@ int Ps(const GlobalOptions& g, const std::vector<std::string>& in) {
   return kExitOk;
 }
 
+// One stats sample of a running task, as JSON (null when not running).
+picojson::value UsageJson(const GlobalOptions& g, const outpost_v1_JobTaskInfo& t) {
+  if (!t.pid) return picojson::value();
+  outpost_v1_TaskIdRequest req = outpost_v1_TaskIdRequest_init_zero;
+  std::string tid = PbString(t.task_id);
+  req.id = PbStr(tid);
+  int code = 0;
+  auto r = CallAgentQuiet(g, "TaskStats", *PbEncode(outpost_v1_TaskIdRequest_fields, &req, "TaskIdRequest"), &code);
+  PbOwned<outpost_v1_TaskStatsResponse> st(outpost_v1_TaskStatsResponse_fields);
+  if (!r.ok() || !st.Decode(*r, "TaskStatsResponse").ok()) return picojson::value();
+  picojson::object o;
+  o["memory_bytes"] = picojson::value(static_cast<int64_t>(st->rss_bytes));
+  o["cpu_user_seconds"] = picojson::value(static_cast<double>(st->cpu_user_nanos) / 1e9);
+  o["cpu_system_seconds"] = picojson::value(static_cast<double>(st->cpu_system_nanos) / 1e9);
+  picojson::array measured;
+  for (pb_size_t m = 0; m < st->measured_count; m++) measured.push_back(picojson::value(PbString(st->measured[m])));
+  o["measured"] = picojson::value(measured);
+  picojson::object cg;
+  for (pb_size_t m = 0; m < st->cgroup_count; m++) {
+    cg[PbString(st->cgroup[m].name)] = picojson::value(static_cast<int64_t>(st->cgroup[m].value));
+  }
+  if (!cg.empty()) o["cgroup"] = picojson::value(cg);
+  return picojson::value(o);
+}
+
 int InspectTaskOfJob(const GlobalOptions& g, const JobInfo& j, const std::string& task) {
   for (pb_size_t i = 0; i < j.tasks_count; i++) {
     const outpost_v1_JobTaskInfo& t = j.tasks[i];
     if (PbString(t.name) != task) continue;
+    picojson::value usage = UsageJson(g, t);
     if (g.json) {
-      PrintJson(TaskJson(t));
+      picojson::value v = TaskJson(t);
+      v.get<picojson::object>()["usage"] = usage;
+      PrintJson(v);
       return kExitOk;
     }
     std::printf("task:       %s/%s\n", PbString(j.id).c_str(), task.c_str());
@@ -320,6 +348,28 @@ int InspectTaskOfJob(const GlobalOptions& g, const JobInfo& j, const std::string
     if (t.last_exit && *t.last_exit) std::printf("last exit:  %s\n", t.last_exit);
     if (t.reason && *t.reason) std::printf("reason:     %s\n", t.reason);
     if (t.next_start_unix_nanos) std::printf("next start: %s\n", Time(t.next_start_unix_nanos).c_str());
+    if (usage.is<picojson::object>()) {
+      const picojson::object& u = usage.get<picojson::object>();
+      std::string line = Format("memory %.1f MiB", static_cast<double>(u.at("memory_bytes").get<int64_t>()) / (1 << 20));
+      auto c = u.find("cgroup");
+      if (c != u.end()) {
+        const picojson::object& cg = c->second.get<picojson::object>();
+        auto num = [&](const char* k) {
+          auto it = cg.find(k);
+          return it == cg.end() ? int64_t{-1} : it->second.get<int64_t>();
+        };
+        if (num("pids.current") >= 0) line += Format(", pids %lld", static_cast<long long>(num("pids.current")));
+        if (num("cpu.stat.nr_throttled") >= 0) {
+          line += Format(", throttled %lld times", static_cast<long long>(num("cpu.stat.nr_throttled")));
+        }
+        if (num("memory.events.oom_kill") > 0) {
+          line += Format(", OOM kills %lld", static_cast<long long>(num("memory.events.oom_kill")));
+        }
+      }
+      std::string measured;
+      for (const auto& m : u.at("measured").get<picojson::array>()) measured += (measured.empty() ? "" : ", ") + m.to_str();
+      std::printf("usage:      %s (measured: %s)\n", line.c_str(), measured.c_str());
+    }
     if (t.has_task) {
       std::string args;
       for (pb_size_t k = 0; k < t.task.args_count; ++k) args += " " + QuoteIfNeeded(PbString(t.task.args[k]));

@@ -33,6 +33,7 @@ def text(s):
     s = RFC3339.sub('<TIME>', s)
     s = re.sub(r'\b(pid|pid=|pid:)( *)\d+', r'\1\2<PID>', s)
     s = re.sub(r'\brss=\d+', 'rss=<BYTES>', s)
+    s = re.sub(r'\bmemory [\d.]+ MiB', 'memory <MEM>', s)
     s = re.sub(r'\bcpu=[\d.]+%', 'cpu=<CPU>', s)
     s = re.sub(r'\bup \d+[dhms]\S*', 'up <UPTIME>', s)
     s = re.sub(r'^outpost \d+\.\d+\.\d+\S*', 'outpost <VERSION>', s, flags=re.M)
@@ -61,7 +62,7 @@ def human(data):
 VOLATILE_KEYS = {
     'pid': '<PID>', 'keeper_pid': '<PID>', 'started_at': '<TIME>', 'completed_at': '<TIME>',
     'submitted_at': '<TIME>', 'next_start_at': '<TIME>', 'time': '<TIME>', 'config_loaded_at': '<TIME>',
-    'uptime_seconds': '<UPTIME>', 'seq': '<SEQ>', 'rss_bytes': '<BYTES>', 'cpu_percent': '<CPU>',
+    'uptime_seconds': '<UPTIME>', 'seq': '<SEQ>', 'rss_bytes': '<BYTES>', 'memory_bytes': '<BYTES>', 'cpu_percent': '<CPU>',
     'cpu_user_seconds': '<CPU>', 'cpu_system_seconds': '<CPU>', 'api_connections': '<N>',
 }
 
