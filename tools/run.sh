@@ -2,7 +2,9 @@
 # `make run`: starts an agent in the foreground with a development
 # configuration under ./run/ (no root paths touched) and the example jobs
 # (examples/*.json) in its jobs.d directory, so supervised tasks and their
-# logs are there at once.
+# logs are there at once. On a development machine without usable cgroup v2
+# the limits example runs without its limits (status says so) instead of
+# being refused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="$(realpath "${1:-build/outpost}")"
@@ -14,6 +16,7 @@ cat >run/config.json <<JSON
   "runtime_dir": "$top/run/rt",
   "api_socket": "$top/run/outpost.sock",
   "jobs_dir": "$top/run/jobs.d",
+  "cgroup_allow_without_limits": true,
   "log_level": "info"
 }
 JSON
