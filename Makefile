@@ -155,7 +155,9 @@ $(BUILD)/obj/gen/%.o: $(GEN)/%.c $(GEN_H) $(DEP_HEADERS) Makefile
 # operator action or task start: compiled for size (-Os; kept per function
 # through LTO), which saves about a fifth of the binary. The data paths stay
 # at -O2: the loop, the RPC server and framing, log pipes, spawning, syscall
-# wrappers.
+# wrappers. (wire/rpc_client at -Os made the armhf unit tests die with SIGBUS
+# under qemu-arm in RpcTest.ServerDeadlineRepliesAndIgnoresLateReply; it
+# stays at -O2 until that is understood.)
 SIZE_OPT_OBJS := $(BUILD)/obj/src/cli/% $(BUILD)/obj/src/job/% $(BUILD)/obj/src/agent/% \
                  $(BUILD)/obj/src/task/cgroup% $(BUILD)/obj/src/task/exec_driver.o \
                  $(BUILD)/obj/src/task/task_handle.o $(BUILD)/obj/src/task/users.o \
@@ -163,7 +165,7 @@ SIZE_OPT_OBJS := $(BUILD)/obj/src/cli/% $(BUILD)/obj/src/job/% $(BUILD)/obj/src/
                  $(BUILD)/obj/src/task/proc.o $(BUILD)/obj/src/base/json.o $(BUILD)/obj/src/base/strings.o \
                  $(BUILD)/obj/src/base/log.o $(BUILD)/obj/src/base/error.o $(BUILD)/obj/src/base/pb.o \
                  $(BUILD)/obj/src/task/log_files.o $(BUILD)/obj/src/task/keeper_link.o \
-                 $(BUILD)/obj/src/wire/rpc_client.o $(BUILD)/obj/src/wire/deadline_queue.o
+                 $(BUILD)/obj/src/wire/deadline_queue.o
 $(SIZE_OPT_OBJS): SIZE_OPT := -Os
 
 $(BUILD)/obj/src/%.o: src/%.cc $(GEN_H) $(DEP_HEADERS) Makefile
