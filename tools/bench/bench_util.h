@@ -3,6 +3,10 @@
 // scratch tree. Header-only: each benchmark is one .cc file.
 #pragma once
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
 #include <ftw.h>
 #include <sys/stat.h>
 
@@ -14,6 +18,8 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/strings.h"
+#include "base/sys.h"
 
 namespace outpost::bench {
 
@@ -51,5 +57,53 @@ inline double PercentileMicros(std::vector<int64_t> v, double q) {
 
 inline int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
 inline void RemoveTree(const std::string& dir) { ::nftw(dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS); }
+
+// Starts a process in its own session (a Ctrl-C of the bench does not reach
+// it), stdio on /dev/null (stderr to stderr_path when given).
+inline pid_t SpawnDetached(const std::vector<std::string>& args, const std::string& stderr_path) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    ::setsid();  // a Ctrl-C for the bench must not stop the agent behind its back
+    int null = ::open("/dev/null", O_RDWR);
+    int err = stderr_path.empty() ? null : ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    ::dup2(null, 0);
+    ::dup2(null, 1);
+    ::dup2(err < 0 ? null : err, 2);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Every process whose environment holds marker ("K=V"): the tasks a
+// bench started, for clean-up.
+inline std::vector<pid_t> PidsWithEnv(const std::string& marker) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    auto env = sys::ReadFile(Format("/proc/%d/environ", pid), 1 << 20);
+    if (!env.ok()) continue;
+    for (const std::string& kv : Split(*env, '\0')) {
+      if (kv == marker) {
+        out.push_back(pid);
+        break;
+      }
+    }
+  }
+  ::closedir(d);
+  return out;
+}
 
 }  // namespace outpost::bench

@@ -83,6 +83,8 @@
 #include "task/proc.h"
 #include "wire/rpc_client.h"
 
+using outpost::bench::PidsWithEnv;
+
 namespace outpost {
 namespace {
 
@@ -405,25 +407,6 @@ void RawCgroupCost(const std::string& root, int samples, double* create, double*
 
 // ---- clean-up ---------------------------------------------------------------
 
-std::vector<pid_t> PidsWithEnv(const std::string& marker) {
-  std::vector<pid_t> out;
-  DIR* d = ::opendir("/proc");
-  if (!d) return out;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-    pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-    auto env = sys::ReadFile(Format("/proc/%d/environ", pid), 1 << 20);
-    if (!env.ok()) continue;
-    for (const std::string& kv : Split(*env, '\0')) {
-      if (kv == marker) {
-        out.push_back(pid);
-        break;
-      }
-    }
-  }
-  ::closedir(d);
-  return out;
-}
 
 // rmdir of dir and every directory below it, deepest first (cgroupfs: rmdir only).
 void RmdirCgroups(const std::string& dir) {

@@ -73,6 +73,9 @@
 #include "wire/rpc_client.h"
 #include "bench_util.h"
 
+using outpost::bench::PidsWithEnv;
+using outpost::bench::SpawnDetached;
+
 extern char** environ;
 
 namespace outpost {
@@ -127,25 +130,6 @@ int CountFds(pid_t pid) {
 }
 
 // Pids whose environment holds marker ("NAME=value").
-std::vector<pid_t> PidsWithEnv(const std::string& marker) {
-  std::vector<pid_t> out;
-  DIR* d = ::opendir("/proc");
-  if (!d) return out;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-    pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-    auto env = sys::ReadFile(Format("/proc/%d/environ", pid), 1 << 20);
-    if (!env.ok()) continue;
-    for (const std::string& kv : Split(*env, '\0')) {
-      if (kv == marker) {
-        out.push_back(pid);
-        break;
-      }
-    }
-  }
-  ::closedir(d);
-  return out;
-}
 
 void DescribeMemory(const char* who, pid_t pid) {
   Info("%s pid %d: VmRSS=%ld RssAnon=%ld RssFile=%ld VmData=%ld VmPTE=%ld KiB; smaps_rollup Pss_Anon=%ld "
@@ -223,29 +207,6 @@ void Cleanup(Run* run);
   std::exit(1);
 }
 
-pid_t SpawnDetached(const std::vector<std::string>& args, const std::string& stderr_path) {
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = ::fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    ::setsid();  // a Ctrl-C for the bench must not stop the agent behind its back
-    int null = ::open("/dev/null", O_RDWR);
-    int err = stderr_path.empty() ? null : ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-    ::dup2(null, 0);
-    ::dup2(null, 1);
-    ::dup2(err < 0 ? null : err, 2);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::signal(SIGINT, SIG_DFL);
-    ::signal(SIGTERM, SIG_DFL);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
 
 Result<std::string> CallOnce(const Run& run, const char* method, const std::string& payload, int64_t timeout) {
   auto client = wire::BlockingClient::Connect(run.socket, timeout);
