@@ -106,4 +106,28 @@ inline std::vector<pid_t> PidsWithEnv(const std::string& marker) {
   return out;
 }
 
+// A "Name:  value kB" field of /proc/<pid>/status or smaps_rollup, in KiB; -1 if absent.
+inline long ProcKiB(pid_t pid, const char* file, const char* field) {
+  auto text = sys::ReadFile(Format("/proc/%d/%s", pid, file), 1 << 16);
+  if (!text.ok()) return -1;
+  std::string key = std::string("\n") + field + ":";
+  std::string all = "\n" + *text;
+  size_t at = all.find(key);
+  if (at == std::string::npos) return -1;
+  return std::strtol(all.c_str() + at + key.size(), nullptr, 10);
+}
+inline long RssKiB(pid_t pid) { return ProcKiB(pid, "status", "VmRSS"); }
+
+// Open fds of a process; -1 if unreadable.
+inline int CountFds(pid_t pid) {
+  DIR* d = ::opendir(Format("/proc/%d/fd", pid).c_str());
+  if (!d) return -1;
+  int n = 0;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  ::closedir(d);
+  return n;
+}
+
 }  // namespace outpost::bench

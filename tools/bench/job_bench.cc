@@ -73,6 +73,9 @@
 #include "wire/rpc_client.h"
 #include "bench_util.h"
 
+using outpost::bench::ProcKiB;
+using outpost::bench::CountFds;
+using outpost::bench::RssKiB;
 using outpost::bench::PidsWithEnv;
 using outpost::bench::SpawnDetached;
 
@@ -106,28 +109,7 @@ void Info(const char* fmt, ...) {
 
 // ---- /proc -----------------------------------------------------------------------
 
-// A "Name:  value kB" field of /proc/<pid>/status or smaps_rollup, in KiB; -1 if absent.
-long ProcKiB(pid_t pid, const char* file, const char* field) {
-  auto text = sys::ReadFile(Format("/proc/%d/%s", pid, file), 1 << 16);
-  if (!text.ok()) return -1;
-  std::string key = std::string("\n") + field + ":";
-  std::string all = "\n" + *text;
-  size_t at = all.find(key);
-  if (at == std::string::npos) return -1;
-  return std::strtol(all.c_str() + at + key.size(), nullptr, 10);
-}
-long RssKiB(pid_t pid) { return ProcKiB(pid, "status", "VmRSS"); }
 
-int CountFds(pid_t pid) {
-  DIR* d = ::opendir(Format("/proc/%d/fd", pid).c_str());
-  if (!d) return -1;
-  int n = 0;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] != '.') ++n;
-  }
-  ::closedir(d);
-  return n;
-}
 
 // Pids whose environment holds marker ("NAME=value").
 
