@@ -5,13 +5,51 @@
 #   make SANITIZE=address,undefined   ASan+UBSan build into build/san/ (dynamic: ASan cannot be static)
 #   make test [ARCH=...]      deps, build, every test suite; last line "N passed, N failed"
 #   make run                  deps, build, start an agent with ./run/ config and example jobs
-#   make deps                 install build and test dependencies (apt-get; idempotent)
+#   make deps                 install every build and test dependency (apt-get; idempotent)
 #   make vendor               copy nanopb + picojson into third_party/ for air-gapped builds
 #   make fuzz                 build the libFuzzer targets (clang)
 #   make bench                build and run tools/bench
+#   make test-fresh           (root) make run + make test in a pristine Debian 12 root (docs/testing.md)
+#
+# Two passes. The first (outer) pass computes nothing from the machine: it
+# installs what the goals need (tools/deps.sh GROUP...) and then runs make
+# again with OUTPOST_DEPS_CHECKED=1 for the real work, so every value below
+# that asks the toolchain (the target triplet, library paths) is computed
+# only once the toolchain exists. Sub-makes inherit the variable through
+# MAKEFLAGS and go straight to the second pass.
 #
 # Layout of outputs: $(BUILD)/obj (objects), build/gen (nanopb output, shared
 # by all architectures), $(BUILD)/outpost, $(BUILD)/unit_tests, $(BUILD)/test_helper.
+
+ifeq ($(OUTPOST_DEPS_CHECKED),)
+
+GOALS := $(or $(MAKECMDGOALS),all)
+# Which dependency groups of tools/deps.sh the goals need; clean and help
+# need none. Plain build goals (all, build/outpost, ...) need the toolchain
+# of ARCH, and GoogleTest for the test binaries.
+OWN_GOALS := deps vendor test test-fresh run bench fuzz clean help
+BUILD_GOALS := $(filter-out $(OWN_GOALS),$(GOALS))
+DEPS_GROUPS := $(sort \
+  $(if $(BUILD_GOALS),build $(filter arm64 armhf,$(ARCH))) \
+  $(if $(filter %unit_tests %test_helper,$(BUILD_GOALS)),test-build) \
+  $(if $(filter deps test,$(GOALS)),all) \
+  $(if $(filter vendor,$(GOALS)),vendor) \
+  $(if $(filter run,$(GOALS)),build) \
+  $(if $(filter bench,$(GOALS)),bench) \
+  $(if $(filter fuzz,$(GOALS)),fuzz) \
+  $(if $(filter test-fresh,$(GOALS)),fresh))
+
+.PHONY: $(GOALS) outpost-outer-pass
+$(GOALS): outpost-outer-pass ; @:
+
+outpost-outer-pass:
+ifneq ($(strip $(DEPS_GROUPS)),)
+	@echo "outpost: checking dependencies ($(strip $(DEPS_GROUPS))): tools/deps.sh"
+	@tools/deps.sh $(DEPS_GROUPS)
+endif
+	@$(MAKE) --no-print-directory OUTPOST_DEPS_CHECKED=1 $(MAKECMDGOALS)
+
+else  # second pass: the build itself
 
 ARCH ?= native
 SANITIZE ?=
@@ -24,7 +62,13 @@ Q :=
 endif
 
 ifeq ($(ARCH),native)
+  # Safe to ask gcc now: the first pass installed it.
   TRIPLET := $(shell gcc -dumpmachine 2>/dev/null | sed 's/-pc-/-/')
+  ifeq ($(TRIPLET),)
+    ifeq ($(filter clean help vendor test-fresh,$(MAKECMDGOALS)),)
+      $(error no native C compiler: `gcc -dumpmachine` printed nothing (install build-essential: tools/deps.sh build))
+    endif
+  endif
   CROSS :=
   BUILD := build
 else ifeq ($(ARCH),arm64)
@@ -100,11 +144,16 @@ OPT := -O2 -ffunction-sections -fdata-sections $(LTO)
 # src/base/compat holds an <iostream> stand-in so picojson does not drag the
 # iostream static initialiser (and ~900 KiB of locale code) into the binary.
 INCS := -Isrc -I$(GEN) -isystem $(NANOPB_INC) -isystem $(PICOJSON_INC)
-CXXFLAGS_BASE := -std=c++17 $(OPT) $(WARN) $(DEFS) $(SAN_FLAGS) -MMD -MP
+CXXFLAGS_BASE := -std=c++17 $(OPT) $(WARN) $(DEFS) $(SAN_FLAGS)
 SRC_CXXFLAGS := $(CXXFLAGS_BASE) -Isrc/base/compat $(INCS)
 TEST_CXXFLAGS := $(CXXFLAGS_BASE) $(INCS) -isystem $(GTEST_DIR)/include -Itests
-CFLAGS := -std=c11 $(OPT) -Wall -Wextra -Werror $(DEFS) $(SAN_FLAGS) -isystem $(NANOPB_INC) -MMD -MP
+CFLAGS := -std=c11 $(OPT) -Wall -Wextra -Werror $(DEFS) $(SAN_FLAGS) -isystem $(NANOPB_INC)
 LDFLAGS := $(STATIC) $(SAN_FLAGS) $(LTO) $(LTO_LINK_WARN) -O2 -Wl,--gc-sections -pthread
+# Header dependencies go to a temporary file renamed once the compile
+# succeeded: an interrupted compile never leaves a half-written .d for the
+# next make to trip over.
+DEPFLAGS = -MMD -MP -MF $(@:.o=.d.tmp)
+DEPDONE = mv -f $(@:.o=.d.tmp) $(@:.o=.d)
 # gtest's (unused) result streaming calls getaddrinfo, which makes glibc's
 # static-link warning fire; it is about gtest, not outpost, so silence it there.
 TEST_LDFLAGS := $(LDFLAGS) -Wl,--no-warnings
@@ -123,7 +172,7 @@ HELPER_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(HELPER_SRCS))
 GTEST_OBJS := $(BUILD)/obj/gtest/gtest-all.o $(BUILD)/obj/gtest/gtest_main.o
 DEP_HEADERS := $(if $(filter $(BUILD)/deps/include,$(NANOPB_INC) $(PICOJSON_INC)),$(BUILD)/deps/.stamp)
 
-.PHONY: all outpost tests deps vendor test run fuzz bench clean unit help-make
+.PHONY: all outpost tests deps vendor test test-fresh run fuzz bench clean unit help-make
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/outpost $(BUILD)/outpost.stripped
@@ -140,15 +189,20 @@ $(BUILD)/deps/.stamp:
 	   /usr/include/picojson.h $(BUILD)/deps/include/
 	$(Q)touch $@
 
+# Not intermediate: make would delete them after each run, and the next run
+# (of any architecture) would regenerate them, newer than every object.
+.SECONDARY: $(GEN_C) $(GEN_H)
+
 $(GEN)/%.pb.c $(GEN)/%.pb.h: proto/%.proto $(wildcard proto/*.options)
 	@echo "  NANOPB  $<"
-	$(Q)mkdir -p $(GEN)
-	$(Q)$(NANOPB_GEN) -q -I proto -D $(GEN) $(if $(wildcard proto/$*.options),-f proto/$*.options) $(notdir $<)
+	$(Q)rm -rf $(GEN)/.tmp-$* && mkdir -p $(GEN)/.tmp-$*
+	$(Q)$(NANOPB_GEN) -q -I proto -D $(GEN)/.tmp-$* $(if $(wildcard proto/$*.options),-f proto/$*.options) $(notdir $<)
+	$(Q)mv -f $(GEN)/.tmp-$*/$*.pb.h $(GEN)/.tmp-$*/$*.pb.c $(GEN)/ && rmdir $(GEN)/.tmp-$*
 
 $(BUILD)/obj/gen/%.o: $(GEN)/%.c $(GEN_H) $(DEP_HEADERS) Makefile
 	@echo "  CC      $<"
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -I$(GEN) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) -I$(GEN) -c $< -o $@ && $(DEPDONE)
 
 # The control plane (CLI, job specs and supervision, API glue, config, the
 # driver's bookkeeping, cgroup files, the keeper) runs a few times per
@@ -171,17 +225,17 @@ $(SIZE_OPT_OBJS): SIZE_OPT := -Os
 $(BUILD)/obj/src/%.o: src/%.cc $(GEN_H) $(DEP_HEADERS) Makefile
 	@echo "  CXX     $<"
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CXX) $(SRC_CXXFLAGS) $(SIZE_OPT) -c $< -o $@
+	$(Q)$(CXX) $(SRC_CXXFLAGS) $(SIZE_OPT) $(DEPFLAGS) -c $< -o $@ && $(DEPDONE)
 
 $(BUILD)/obj/tests/%.o: tests/%.cc $(GEN_H) $(DEP_HEADERS) Makefile
 	@echo "  CXX     $<"
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CXX) $(TEST_CXXFLAGS) -c $< -o $@
+	$(Q)$(CXX) $(TEST_CXXFLAGS) $(DEPFLAGS) -c $< -o $@ && $(DEPDONE)
 
 $(BUILD)/obj/tools/%.o: tools/%.cc $(GEN_H) $(DEP_HEADERS) Makefile
 	@echo "  CXX     $<"
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CXX) $(SRC_CXXFLAGS) -c $< -o $@
+	$(Q)$(CXX) $(SRC_CXXFLAGS) $(DEPFLAGS) -c $< -o $@ && $(DEPDONE)
 
 $(BUILD)/obj/gtest/%.o: $(GTEST_DIR)/src/%.cc
 	@echo "  CXX     $<"
@@ -226,7 +280,7 @@ endif
 build/fuzz/obj/src/%.o: src/%.cc $(GEN_H) $(DEP_HEADERS) Makefile
 	@echo "  FUZZCXX $<"
 	$(Q)mkdir -p $(dir $@)
-	$(Q)clang++ $(FUZZ_CXXFLAGS) -MMD -MP -c $< -o $@
+	$(Q)clang++ $(FUZZ_CXXFLAGS) $(DEPFLAGS) -c $< -o $@ && $(DEPDONE)
 
 build/fuzz/obj/gen/%.o: $(GEN)/%.c $(GEN_H) $(DEP_HEADERS) Makefile
 	$(Q)mkdir -p $(dir $@)
@@ -248,24 +302,32 @@ $(BUILD)/bench/%: $(BUILD)/obj/tools/bench/%.o $(BUILD)/liboutpost.a
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(NANOPB_LIB)
 
-bench: deps all $(BENCH_BINS) $(BUILD)/test_helper
+bench: all $(BENCH_BINS) $(BUILD)/test_helper
 	$(Q)tools/bench/run.sh $(BUILD)
 
 # ---- set-up, tests, run -----------------------------------------------------
+# The first pass installed what the goals need; `make deps` installs all.
 deps:
-	$(Q)tools/deps.sh
+	$(Q)tools/deps.sh all
 
 vendor:
 	$(Q)tools/vendor.sh
 
-test: deps
+test:
 	$(Q)tools/test.sh $(if $(filter-out native,$(ARCH)),--arch $(ARCH))
 
-run: deps all
+run: all
 	$(Q)tools/run.sh $(BUILD)/outpost
+
+# A pristine Debian 12 root: make run, make test (twice, and after a Ctrl-C),
+# and an air-gapped build (root; not part of make test: docs/testing.md).
+test-fresh:
+	$(Q)tools/test-fresh.sh
 
 clean:
 	rm -rf build
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 -include $(shell find build/fuzz/obj -name '*.d' 2>/dev/null)
+
+endif  # second pass

@@ -1,70 +1,128 @@
 #!/bin/bash
-# Installs every build and test dependency of outpost from Debian's archive.
+# Installs the build and test dependencies of outpost from Debian's archive.
 #
-# Called by `make deps`, `make test` and `make run`. Idempotent and silent
-# when everything is already installed: it asks dpkg first and only runs
-# apt-get (update + install, quietly, non-interactive) for what is missing.
-# Works unattended (CI=true, no stdin). Exits non-zero with a message naming
-# the packages that could not be installed.
+# Called by the Makefile's first pass with the groups its goals need (see
+# the Makefile's head): `make` needs `build`, `make ARCH=arm64` needs
+# `build arm64`, `make test` and `make deps` need `all`. Idempotent and
+# silent when everything is already installed: it asks dpkg once and only
+# runs apt-get (update + install, quietly, non-interactive) for what is
+# missing. Works unattended (CI=true, no stdin). Exits non-zero with a
+# message naming the packages that could not be installed.
 #
-# Usage: tools/deps.sh [--check]   (--check: list missing packages, exit 1 if any)
+# Usage: tools/deps.sh [--check] [GROUP...]     (default: all)
+#   --check   list what is missing and exit 1 if anything is; install nothing
+#             (the air-gapped check: see README "Building without network")
+#
+# Groups:
+#   build       native C++ toolchain, the nanopb generator, and nanopb +
+#               picojson (unless `make vendor` put them in third_party/)
+#   arm64 armhf the cross toolchain and nanopb library of that architecture
+#   test-build  GoogleTest (unit tests and the test helper)
+#   test        everything `make test` runs: the above for all three
+#               architectures, clang/libFuzzer, qemu, busybox, iproute2, ...
+#   bench       the build, and the peers `make bench` compares with
+#   fuzz        clang and its libFuzzer runtime
+#   vendor      what `make vendor` copies from (nanopb, picojson, all arches)
+#   fresh       what `make test-fresh` needs (debootstrap)
+#   all         every group
 
 set -euo pipefail
-
-# Package names; "name:arch" for foreign-architecture (multiarch) packages.
-PACKAGES=(
-  # toolchain
-  build-essential g++ make file
-  g++-aarch64-linux-gnu g++-arm-linux-gnueabihf
-  # libFuzzer (clang), its runtime, and llvm-symbolizer for sanitizer traces
-  clang libclang-rt-14-dev llvm
-  # nanopb: runtime library + headers for every target, generator and what
-  # the generator runs (python3-protobuf, protoc)
-  nanopb libnanopb-dev libnanopb-dev:arm64 libnanopb-dev:armhf
-  python3 python3-protobuf python3-pkg-resources protobuf-compiler
-  # picojson (header only), googletest (sources in /usr/src/googletest)
-  picojson-dev googletest
-  # integration tests
-  iproute2 util-linux procps
-  # VM tests: emulators, initramfs tools, busybox for the guest
-  qemu-system-x86 qemu-system-arm qemu-user-static
-  busybox-static cpio gzip
-)
-FOREIGN_ARCHES=(arm64 armhf)
-
-CHECK_ONLY=0
-if [[ ${1:-} == --check ]]; then CHECK_ONLY=1; fi
+cd "$(dirname "$0")/.."
 
 die() { echo "deps.sh: $*" >&2; exit 1; }
 
-command -v dpkg-query >/dev/null || die "this script needs a Debian-based system (dpkg-query not found)"
+CHECK_ONLY=0
+GROUPS_WANTED=()
+for a in "$@"; do
+  case "$a" in
+    --check) CHECK_ONLY=1 ;;
+    build | arm64 | armhf | test-build | test | bench | fuzz | vendor | fresh | all) GROUPS_WANTED+=("$a") ;;
+    *) die "unknown group '$a' (groups: build arm64 armhf test-build test bench fuzz vendor fresh all)" ;;
+  esac
+done
+((${#GROUPS_WANTED[@]})) || GROUPS_WANTED=(all)
 
+command -v dpkg-query >/dev/null || die "this script needs a Debian-based system (dpkg-query not found)"
 NATIVE_ARCH=$(dpkg --print-architecture)
 
-# is_installed NAME[:ARCH]: true if dpkg has the package fully installed.
-# An unqualified name means the native architecture or "all".
+# nanopb's runtime for one architecture, unless vendored for it.
+triplet_of() {
+  case "$1" in
+    amd64) echo x86_64-linux-gnu ;; arm64) echo aarch64-linux-gnu ;;
+    armhf) echo arm-linux-gnueabihf ;; *) echo "$1" ;;
+  esac
+}
+nanopb_lib() {
+  [[ -f third_party/nanopb/lib/$(triplet_of "$1")/libprotobuf-nanopb.a ]] && return 0
+  if [[ $1 == "$NATIVE_ARCH" ]]; then echo libnanopb-dev; else echo "libnanopb-dev:$1"; fi
+}
+
+PACKAGES=()
+FOREIGN_ARCHES=()
+add() { PACKAGES+=("$@"); }
+cross() {  # cross ARCH: toolchain + library for a foreign architecture
+  local arch=$1
+  [[ $arch == "$NATIVE_ARCH" ]] && { add "$(nanopb_lib "$arch")"; return; }
+  case "$arch" in
+    arm64) add g++-aarch64-linux-gnu ;;
+    armhf) add g++-arm-linux-gnueabihf ;;
+  esac
+  local lib
+  lib=$(nanopb_lib "$arch")
+  if [[ -n $lib ]]; then add "$lib"; FOREIGN_ARCHES+=("$arch"); fi
+}
+group() {
+  case "$1" in
+    build)
+      # The generator (vendored or not) runs protoc and Python's protobuf.
+      add build-essential g++ make file python3 python3-protobuf python3-pkg-resources protobuf-compiler
+      [[ -f third_party/nanopb/generator/nanopb_generator.py ]] || add nanopb
+      [[ -f third_party/nanopb/include/pb.h ]] || add "$(nanopb_lib "$NATIVE_ARCH")"
+      [[ -f third_party/picojson/picojson.h ]] || add picojson-dev
+      ;;
+    arm64 | armhf) cross "$1" ;;
+    test-build) add googletest ;;
+    test)
+      group build; group arm64; group armhf; group test-build; group fuzz
+      # integration tests
+      add iproute2 util-linux procps
+      # VM tests: emulators, initramfs and state-disk tools, busybox for the guest
+      add qemu-system-x86 qemu-system-arm qemu-user-static busybox-static cpio gzip e2fsprogs
+      ;;
+    bench) group build; group test-build ;;
+    fuzz) add clang libclang-rt-14-dev llvm ;;
+    vendor)
+      add nanopb libnanopb-dev picojson-dev python3-protobuf protobuf-compiler
+      local a
+      for a in arm64 armhf; do
+        [[ $a == "$NATIVE_ARCH" ]] || { add "libnanopb-dev:$a"; FOREIGN_ARCHES+=("$a"); }
+      done
+      ;;
+    fresh) add debootstrap git ;;
+    all) group test; group bench; group fresh ;;
+  esac
+}
+for g in "${GROUPS_WANTED[@]}"; do group "$g"; done
+# Unique, in first-seen order.
+mapfile -t PACKAGES < <(printf '%s\n' "${PACKAGES[@]}" | awk 'NF && !seen[$0]++')
+mapfile -t FOREIGN_ARCHES < <(printf '%s\n' "${FOREIGN_ARCHES[@]+"${FOREIGN_ARCHES[@]}"}" | awk 'NF && !seen[$0]++')
+
+# What dpkg has fully installed, as "name:arch" lines (one dpkg-query call).
+installed=$(dpkg-query -W -f='${Package}:${Architecture} ${db:Status-Status}\n' 2>/dev/null |
+            awk '$2 == "installed" {print $1}')
 is_installed() {
-  local pkg=$1 name arch line
+  local pkg=$1
   if [[ $pkg == *:* ]]; then
-    name=${pkg%%:*} arch=${pkg#*:}
+    grep -qxF "$pkg" <<<"$installed"
   else
-    name=$pkg arch=
+    grep -qxF "$pkg:$NATIVE_ARCH" <<<"$installed" || grep -qxF "$pkg:all" <<<"$installed"
   fi
-  while read -r line; do
-    local a=${line%% *} s=${line#* }
-    if [[ $s == installed ]]; then
-      if [[ -z $arch && ( $a == "$NATIVE_ARCH" || $a == all ) ]] || [[ $a == "$arch" ]]; then
-        return 0
-      fi
-    fi
-  done < <(dpkg-query -W -f='${Architecture} ${db:Status-Status}\n' "$name" 2>/dev/null || true)
-  return 1
 }
 
 missing_arches=()
 foreign=" $(dpkg --print-foreign-architectures | tr '\n' ' ') "
-for a in "${FOREIGN_ARCHES[@]}"; do
-  [[ $a == "$NATIVE_ARCH" || $foreign == *" $a "* ]] || missing_arches+=("$a")
+for a in "${FOREIGN_ARCHES[@]+"${FOREIGN_ARCHES[@]}"}"; do
+  [[ $foreign == *" $a "* ]] || missing_arches+=("$a")
 done
 
 missing=()
@@ -89,13 +147,18 @@ if (( EUID != 0 )); then
 fi
 
 what=("${missing[@]}")
-for a in "${missing_arches[@]}"; do what+=("(architecture $a)"); done
-echo "deps.sh: installing: ${what[*]}" >&2
+for a in "${missing_arches[@]+"${missing_arches[@]}"}"; do what+=("(architecture $a)"); done
+echo "deps.sh: installing ${#missing[@]} package(s) with apt-get: ${what[*]}" >&2
+if (( ${#missing[@]} > 20 )); then
+  echo "deps.sh: on a fresh machine this is about 1 GB and usually takes 5 to 10 minutes" >&2
+else
+  echo "deps.sh: this usually takes under 2 minutes" >&2
+fi
 
 log=$(mktemp /tmp/outpost-deps.XXXXXX)
 trap 'rm -f "$log"' EXIT
 
-for a in "${missing_arches[@]}"; do
+for a in "${missing_arches[@]+"${missing_arches[@]}"}"; do
   "${SUDO[@]}" dpkg --add-architecture "$a" || die "dpkg --add-architecture $a failed"
 done
 
@@ -106,11 +169,13 @@ APT_OPTS=(-q -y -o Dpkg::Use-Pty=0 -o DPkg::Lock::Timeout=300
 # A partial index failure (seen here: "Mirror sync in progress" for one
 # architecture) makes apt-get update exit non-zero although the lists it
 # needs are fine, so its status is not fatal: the install below decides.
+echo "deps.sh: apt-get update" >&2
 if ! "${SUDO[@]}" apt-get "${APT_OPTS[@]}" update </dev/null >"$log" 2>&1; then
   echo "deps.sh: warning: apt-get update reported errors (continuing):" >&2
   grep -E '^(E|W):' "$log" | head -5 | sed 's/^/  /' >&2 || true
 fi
 
+echo "deps.sh: apt-get install" >&2
 if ! "${SUDO[@]}" apt-get "${APT_OPTS[@]}" install --no-install-recommends "${missing[@]}" \
      </dev/null >"$log" 2>&1; then
   echo "deps.sh: apt-get install failed. Last lines:" >&2
@@ -122,9 +187,13 @@ if ! "${SUDO[@]}" apt-get "${APT_OPTS[@]}" install --no-install-recommends "${mi
       echo "deps.sh: no installable candidate for '$p'" >&2
     fi
   done
+  echo "deps.sh: without network, install these packages from local media (or build with a vendored tree:" \
+       "README, \"Building without network\")" >&2
   die "could not install: ${missing[*]}"
 fi
 
+installed=$(dpkg-query -W -f='${Package}:${Architecture} ${db:Status-Status}\n' 2>/dev/null |
+            awk '$2 == "installed" {print $1}')
 still=()
 for p in "${missing[@]}"; do
   is_installed "$p" || still+=("$p")

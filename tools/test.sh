@@ -38,6 +38,7 @@ step() {
   echo "== $name"
   if "$@" >"$log" 2>&1; then
     pass
+    echo "   ok"
     return 0
   fi
   fail "$name (see $log)"
@@ -67,6 +68,7 @@ gtest_suite() {
     echo "SKIP: $name: $s tests: $(grep -m1 -A1 'Skipped$' "$log" | tail -n1 | cut -c1-160)"
   fi
   PASSED=$((PASSED + ${p:-0}))
+  echo "   ${p:-0} passed, ${f:-0} failed${s:+, $s skipped}"
   if [ -n "$f" ] && [ "$f" -gt 0 ]; then
     FAILED=$((FAILED + f))
     grep '^\[  FAILED  \] [A-Za-z]' "$log" | sort -u | while read -r line; do echo "FAIL: $name: ${line#\[  FAILED  \] }"; done
@@ -84,12 +86,14 @@ tap_suite() {
   "$@" >"$log" 2>&1
   local rc=$?
   local p f s
-  p=$(grep -c '^ok ' "$log")
-  f=$(grep -c '^not ok ' "$log")
-  s=$(grep -c '^skip ' "$log")
+  # -a: a test's output may hold binary bytes; grep must still read lines.
+  p=$(grep -ac '^ok ' "$log")
+  f=$(grep -ac '^not ok ' "$log")
+  s=$(grep -ac '^skip ' "$log")
   PASSED=$((PASSED + p)); FAILED=$((FAILED + f)); SKIPPED=$((SKIPPED + s))
-  grep '^not ok ' "$log" | sed "s/^not ok /FAIL: $name: /"
-  grep '^skip ' "$log" | sed "s/^skip /SKIP: $name: /"
+  grep -a '^not ok ' "$log" | sed "s/^not ok /FAIL: $name: /"
+  grep -a '^skip ' "$log" | sed "s/^skip /SKIP: $name: /"
+  echo "   $p passed, $f failed, $s skipped"
   [ "$f" -gt 0 ] && FAILURES+=("$name: $f failed (see $log)")
   if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
     fail "$name: exited $rc without naming a failed test (see $log)"
@@ -136,13 +140,17 @@ else
   fi
   if want fuzz; then
     if step "build fuzzers" make -j"$JOBS" fuzz; then
-      for f in build/fuzz/*_fuzzer; do
-        n=$(basename "$f")
+      # One entry per target source: build/fuzz/ also holds objects, and
+      # the work dirs live apart (build/fuzz-work/) so a second run or an
+      # interrupted one never mistakes them for targets.
+      for src in tests/fuzz/*_fuzzer.cc; do
+        n=$(basename "$src" .cc)
         corpus="tests/fuzz/corpus/${n%_fuzzer}"
-        work="build/fuzz/work-$n"
+        work="build/fuzz-work/$n"
         rm -rf "$work"; mkdir -p "$work"
         [ -d "$corpus" ] && cp "$corpus"/* "$work"/ 2>/dev/null
-        step "fuzz $n (20s)" "$f" -max_total_time=20 -rss_limit_mb=1024 -timeout=10 -print_final_stats=1 "$work"
+        step "fuzz $n (20s)" "build/fuzz/$n" -max_total_time=20 -rss_limit_mb=1024 -timeout=10 \
+          -print_final_stats=1 "$work"
       done
     fi
   fi
