@@ -14,17 +14,17 @@
 #include "agent/api.h"
 #include "agent/job_api.h"
 #include "agent/task_api.h"
-#include "agent/task_manager.h"
+#include "task/manager.h"
 #include "job/manager.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/sys.h"
-#include "task/keeper.h"
-#include "task/uid_pool.h"
-#include "task/spawn.h"
-#include "task/keeper_link.h"
-#include "task/keeper_proto.h"
+#include "keeper/keeper.h"
+#include "proc/uid_pool.h"
+#include "proc/spawn.h"
+#include "keeper/link.h"
+#include "keeper/proto.h"
 #include "wire/rpc_server.h"
 
 namespace outpost::agent {
@@ -171,16 +171,16 @@ Status Agent::BindApiSocket() {
 }
 
 Status Agent::StartTasks() {
-  TaskManager::Options o;
+  task::TaskManager::Options o;
   o.state_dir = config_.state_dir;
   o.runtime_dir = config_.runtime_dir;
   o.keeper_is_parent = keeper_pid_ > 0;
   o.keeper_pid = keeper_pid_;
-  task::Cgroups::Options co;
+  cgroup::Cgroups::Options co;
   co.root = config_.cgroup_root;
-  cgroups_ = task::Cgroups::Setup(co);
+  cgroups_ = cgroup::Cgroups::Setup(co);
   if (cgroups_->available()) {
-    auto oom = task::OomWatcher::Create(loop_.get());
+    auto oom = cgroup::OomWatcher::Create(loop_.get());
     if (oom.ok()) oom_ = std::move(*oom);
     else log::Warn("OOM kills will not be reported as they happen", {{"error", oom.error().message()}});
     std::string list;
@@ -192,7 +192,7 @@ Status Agent::StartTasks() {
   o.cgroups = cgroups_.get();
   o.oom = oom_.get();
   o.allow_without_limits = config_.cgroup_allow_without_limits;
-  auto pool = task::UidPool::Open(config_.state_dir + "/dynamic-users.json",
+  auto pool = proc::UidPool::Open(config_.state_dir + "/dynamic-users.json",
                                   static_cast<uint32_t>(config_.dynamic_uid_first),
                                   static_cast<uint32_t>(config_.dynamic_uid_last));
   if (pool.ok()) {
@@ -203,7 +203,7 @@ Status Agent::StartTasks() {
     log::Error("dynamic users unavailable", {{"error", pool.error().message()}});
   }
   o.uids = uids_.get();
-  auto tm = TaskManager::Create(loop_.get(), o);
+  auto tm = task::TaskManager::Create(loop_.get(), o);
   if (!tm.ok()) return tm.error().Wrap("tasks");
   tasks_ = std::move(*tm);
   OUTPOST_RETURN_IF_ERROR(tasks_->Recover());
@@ -212,7 +212,7 @@ Status Agent::StartTasks() {
     // Cgroups of tasks nobody knows (an agent whose state was wiped, a
     // task removed while no agent ran) are killed and removed.
     std::set<std::string> keep;
-    for (const TaskView& v : tasks_->List()) keep.insert(cgroups_->TaskPath(v.config.job, v.config.id));
+    for (const task::TaskView& v : tasks_->List()) keep.insert(cgroups_->TaskPath(v.config.job, v.config.id));
     for (const std::string& p : cgroups_->CleanLeftovers(keep)) log::Info("removed a leftover cgroup", {{"path", p}});
   }
 
@@ -221,9 +221,9 @@ Status Agent::StartTasks() {
   jo.state_dir = config_.state_dir;
   jo.jobs_dir = config_.jobs_dir;
   jo.max_jobs = static_cast<size_t>(config_.max_jobs);
-  task::Cgroups* cg = cgroups_.get();
+  cgroup::Cgroups* cg = cgroups_.get();
   bool allow = config_.cgroup_allow_without_limits;
-  jo.check_resources = [cg, allow](const task::Resources& r) -> std::vector<std::string> {
+  jo.check_resources = [cg, allow](const cgroup::Resources& r) -> std::vector<std::string> {
     if (cg->available()) return cg->Check(r);
     if (allow) return {};
     return {"resource limits need cgroup v2, which is not usable on this node (" + cg->reason() +
@@ -316,13 +316,13 @@ void PrintEffectiveConfig(const Config& c) {
 
 Status Agent::AttachKeeper(UniqueFd fd) {
   // Without an exit handler the link acknowledges each exit at once.
-  auto link = task::KeeperLink::Attach(loop_.get(), std::move(fd), nullptr);
+  auto link = keeper::KeeperLink::Attach(loop_.get(), std::move(fd), nullptr);
   if (!link.ok()) return link.error().Wrap("keeper socket");
   keeper_link_ = std::move(*link);
   if (tasks_) {
     // The task manager persists an exit before returning: then the keeper may forget it.
-    TaskManager* tm = tasks_.get();
-    task::KeeperLink* l = keeper_link_.get();
+    task::TaskManager* tm = tasks_.get();
+    keeper::KeeperLink* l = keeper_link_.get();
     l->SetExitHandler([tm, l](pid_t pid, int status, int64_t nanos) {
       tm->OnProcessExit(pid, status, nanos);
       l->Ack(pid);
@@ -334,9 +334,9 @@ Status Agent::AttachKeeper(UniqueFd fd) {
     });
     tm->SetFifoHolder(
         [l](const std::string& id, const std::vector<int>& fds) {
-          l->HoldFifos(task::keeper_proto::TaskKey(id.data(), id.size()), fds);
+          l->HoldFifos(keeper::proto::TaskKey(id.data(), id.size()), fds);
         },
-        [l](const std::string& id) { l->ReleaseFifos(task::keeper_proto::TaskKey(id.data(), id.size())); });
+        [l](const std::string& id) { l->ReleaseFifos(keeper::proto::TaskKey(id.data(), id.size())); });
     tm->HoldAllFifos();
   }
   return OkStatus();
@@ -350,7 +350,7 @@ static void RaiseFileLimit() {
   rlimit lim;
   if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
   // Tasks get the limit the agent was started with, not the raised one.
-  task::SetTaskDefaultNofile(lim);
+  proc::SetTaskDefaultNofile(lim);
   if (::geteuid() == 0) {
     auto nr_open = sys::ReadFile("/proc/sys/fs/nr_open", 64);
     if (nr_open.ok()) {
@@ -372,7 +372,7 @@ int Main(const std::vector<std::string>& all_args) {
   // The keeper flags decide which process this is: keeper, worker, or both in
   // one (--no-keeper). See task/keeper.h and docs/process-model.md.
   std::vector<std::string> args = all_args;
-  auto role = task::TakeKeeperFlags(&args);
+  auto role = keeper::TakeKeeperFlags(&args);
   if (!role.ok()) {
     std::fprintf(stderr, "outpost: agent: %s\n", role.error().message().c_str());
     return 2;
@@ -425,13 +425,13 @@ int Main(const std::vector<std::string>& all_args) {
     PrintEffectiveConfig(*config);
     return 0;
   }
-  if (role->role == task::AgentRole::kKeeper) {
+  if (role->role == keeper::AgentRole::kKeeper) {
     log::SetLevel(config->log_level);
     Status log_st = log::SetFile(config->log_file);
     if (!log_st.ok()) log::Error("cannot open log file; logging to stderr only", {{"error", log_st.error().message()}});
-    return task::RunKeeper(args, role->journal_fd);
+    return keeper::RunKeeper(args, role->journal_fd);
   }
-  UniqueFd keeper_fd(role->role == task::AgentRole::kWorker ? role->keeper_fd : -1);
+  UniqueFd keeper_fd(role->role == keeper::AgentRole::kWorker ? role->keeper_fd : -1);
   auto agent = Agent::Start(std::move(*config), std::move(keeper_fd));
   if (!agent.ok()) {
     log::Error("agent failed to start", {{"error", agent.error().message()}});

@@ -12,8 +12,8 @@
 #include "base/error.h"
 #include "base/fd.h"
 #include "loop/loop.h"
-#include "task/cgroup.h"
-#include "task/keeper_link.h"
+#include "cgroup/cgroup.h"
+#include "keeper/link.h"
 
 namespace outpost {
 namespace wire {
@@ -23,12 +23,14 @@ namespace job {
 class JobManager;
 }
 namespace task {
+class TaskManager;
+}
+namespace proc {
 class UidPool;
 }
 
 namespace agent {
 
-class TaskManager;
 class JobTaskRunner;
 
 // `outpost agent [--config FILE] [--check] [--no-keeper]`; returns the exit
@@ -59,10 +61,10 @@ class Agent {
   size_t api_connections() const;
   // The worker's link to the keeper; null with --no-keeper. Whoever records
   // task exits installs its handler with keeper_link()->SetExitHandler.
-  task::KeeperLink* keeper_link() { return keeper_link_.get(); }
-  TaskManager* tasks() { return tasks_.get(); }
+  keeper::KeeperLink* keeper_link() { return keeper_link_.get(); }
+  task::TaskManager* tasks() { return tasks_.get(); }
   job::JobManager* jobs() { return jobs_.get(); }
-  task::Cgroups* cgroups() { return cgroups_.get(); }
+  cgroup::Cgroups* cgroups() { return cgroups_.get(); }
 
  private:
   Agent() = default;
@@ -75,10 +77,10 @@ class Agent {
   Config config_;
   std::unique_ptr<Loop> loop_;
   std::unique_ptr<wire::RpcServer> api_;
-  std::unique_ptr<task::Cgroups> cgroups_;
-  std::unique_ptr<task::OomWatcher> oom_;
-  std::unique_ptr<task::UidPool> uids_;
-  std::unique_ptr<TaskManager> tasks_;
+  std::unique_ptr<cgroup::Cgroups> cgroups_;
+  std::unique_ptr<cgroup::OomWatcher> oom_;
+  std::unique_ptr<proc::UidPool> uids_;
+  std::unique_ptr<task::TaskManager> tasks_;
   std::unique_ptr<JobTaskRunner> job_runner_;
   std::unique_ptr<job::JobManager> jobs_;
   UniqueFd lock_fd_;
@@ -89,7 +91,7 @@ class Agent {
   int64_t started_wall_ = 0;
   int64_t config_loaded_wall_ = 0;
   pid_t keeper_pid_ = 0;  // set when a keeper is the parent of our tasks
-  std::unique_ptr<task::KeeperLink> keeper_link_;  // declared after loop_: destroyed before it
+  std::unique_ptr<keeper::KeeperLink> keeper_link_;  // declared after loop_: destroyed before it
 };
 
 }  // namespace agent

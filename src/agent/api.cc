@@ -4,8 +4,8 @@
 
 #include "agent.pb.h"
 #include "agent/agent.h"
-#include "agent/task_manager.h"
-#include "task/cgroup.h"
+#include "task/manager.h"
+#include "cgroup/cgroup.h"
 #include "job/manager.h"
 #include "base/strings.h"
 #include "base/clock.h"
@@ -39,7 +39,7 @@ std::vector<Feature> CollectFeatures(Agent* agent) {
   std::vector<Feature> out;
   out.push_back({"api", true, "ttRPC on " + agent->config().ApiSocket()});
   Feature cgf{"cgroup2", false, ""};
-  if (task::Cgroups* cg = agent->cgroups(); cg && cg->available()) {
+  if (cgroup::Cgroups* cg = agent->cgroups(); cg && cg->available()) {
     std::string list;
     for (const std::string& c : cg->controllers()) list += (list.empty() ? "" : " ") + c;
     cgf.enabled = true;
@@ -52,11 +52,11 @@ std::vector<Feature> CollectFeatures(Agent* agent) {
   }
   out.push_back(cgf);
   out.push_back({"child_exits", true, agent->loop()->UsesPidfd() ? "pidfd" : "SIGCHLD + waitpid (no pidfd)"});
-  if (TaskManager* tm = agent->tasks()) {
-    task::Fingerprint fp = tm->Fingerprint();
-    std::string detail = std::string(task::HealthName(fp.health)) + ": " + fp.description;
+  if (task::TaskManager* tm = agent->tasks()) {
+    driver::Fingerprint fp = tm->Fingerprint();
+    std::string detail = std::string(driver::HealthName(fp.health)) + ": " + fp.description;
     for (const auto& [k, v] : fp.attributes) detail += " " + k + "=" + v;
-    out.push_back({"driver.exec", fp.health == task::Health::kHealthy, detail});
+    out.push_back({"driver.exec", fp.health == driver::Health::kHealthy, detail});
     std::vector<std::string> problems = tm->LogProblems();
     std::string logs = Format("%zu tasks", tm->task_count());
     for (const std::string& p : problems) logs += "; " + p;
@@ -79,7 +79,7 @@ std::vector<Feature> CollectFeatures(Agent* agent) {
     // Problems with files do not turn jobs off: they are listed in the detail.
     out.push_back({"jobs", true, detail});
   }
-  task::KeeperLink* keeper = agent->keeper_link();
+  keeper::KeeperLink* keeper = agent->keeper_link();
   out.push_back({"keeper", keeper != nullptr,
                  keeper ? "pid " + std::to_string(keeper->keeper_pid()) + ": tasks outlive the worker"
                         : "--no-keeper: tasks are orphaned to init when the agent stops"});

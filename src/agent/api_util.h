@@ -13,9 +13,11 @@
 #include "task.pb.h"
 #include "wire/rpc_server.h"
 
-namespace outpost::agent {
-
+namespace outpost::task {
 struct TaskView;
+}
+
+namespace outpost::agent {
 
 // Keeps the strings and arrays that encode-side FT_POINTER fields point to
 // alive until the reply is encoded.
@@ -50,7 +52,7 @@ class Arena {
   std::deque<std::vector<char>> blobs_;
 };
 
-void FillInfo(const TaskView& v, Arena* a, outpost_v1_TaskInfo* out);
+void FillInfo(const task::TaskView& v, Arena* a, outpost_v1_TaskInfo* out);
 
 template <typename Req>
 bool DecodeOrFail(std::string_view payload, PbOwned<Req>* req, const char* what, const wire::Responder& r) {

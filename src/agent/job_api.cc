@@ -2,17 +2,17 @@
 
 #include "agent/api.h"
 #include "agent/api_util.h"
-#include "agent/task_manager.h"
+#include "task/manager.h"
 #include "base/pb.h"
 #include "job.pb.h"
 #include "wire/rpc_server.h"
 
 namespace outpost::agent {
 
-void JobTaskRunner::Start(const task::TaskConfig& config, std::function<void(Status)> done) {
+void JobTaskRunner::Start(const driver::TaskConfig& config, std::function<void(Status)> done) {
   auto fresh = [this, config, done](Status st) {
     if (!st.ok()) return done(st);
-    tm_->Start(config, [done](Result<TaskView> v) { done(v.ok() ? OkStatus() : Status(v.error())); });
+    tm_->Start(config, [done](Result<task::TaskView> v) { done(v.ok() ? OkStatus() : Status(v.error())); });
   };
   // The previous instance of this task (ended) makes way; its logs and task
   // dir stay for the new one.
@@ -20,7 +20,7 @@ void JobTaskRunner::Start(const task::TaskConfig& config, std::function<void(Sta
   fresh(OkStatus());
 }
 
-Status JobTaskRunner::Wait(const std::string& id, std::function<void(const task::ExitResult&)> done) {
+Status JobTaskRunner::Wait(const std::string& id, std::function<void(const driver::ExitResult&)> done) {
   return tm_->driver()->WaitTask(id, std::move(done));
 }
 
@@ -28,13 +28,13 @@ void JobTaskRunner::Stop(const std::string& id, int64_t timeout_nanos, std::func
   tm_->Stop(id, timeout_nanos, "", std::move(done));
 }
 
-void JobTaskRunner::Event(const task::TaskEvent& ev) { tm_->RecordEvent(ev); }
+void JobTaskRunner::Event(const driver::TaskEvent& ev) { tm_->RecordEvent(ev); }
 
-Status JobTaskRunner::UpdateResources(const std::string& id, const task::Resources& r) {
+Status JobTaskRunner::UpdateResources(const std::string& id, const cgroup::Resources& r) {
   return tm_->UpdateResources(id, r);
 }
 
-Status JobTaskRunner::ApplyJobResources(const std::string& job, const task::Resources& r) {
+Status JobTaskRunner::ApplyJobResources(const std::string& job, const cgroup::Resources& r) {
   return tm_->ApplyJobResources(job, r);
 }
 
@@ -42,7 +42,7 @@ Result<job::TaskStore::Instance> JobTaskRunner::Lookup(const std::string& task_i
   auto v = tm_->Inspect(task_id);
   if (!v.ok()) return v.error();
   Instance i;
-  i.running = v->status.state != task::TaskState::kExited;
+  i.running = v->status.state != driver::TaskState::kExited;
   i.exit = v->status.exit;
   i.spec_hash = v->config.spec_hash;
   return i;
@@ -66,7 +66,7 @@ outpost_v1_EnvVar* Pairs(const std::map<std::string, std::string>& m, Arena* a) 
   return out;
 }
 
-void FillJob(const job::JobView& v, TaskManager* tm, bool full, Arena* a, outpost_v1_JobInfo* out) {
+void FillJob(const job::JobView& v, task::TaskManager* tm, bool full, Arena* a, outpost_v1_JobInfo* out) {
   *out = outpost_v1_JobInfo_init_zero;
   out->id = a->Str(v.id);
   out->status = a->Str(v.status);
@@ -98,7 +98,7 @@ void FillJob(const job::JobView& v, TaskManager* tm, bool full, Arena* a, outpos
     o.next_start_unix_nanos = t.next_start_unix_nanos;
     auto tv = tm->Inspect(t.task_id);
     if (tv.ok()) {
-      if (tv->status.state != task::TaskState::kExited) o.pid = tv->status.pid;
+      if (tv->status.state != driver::TaskState::kExited) o.pid = tv->status.pid;
       o.started_at_unix_nanos = tv->status.started_at_unix_nanos;
       if (full) {
         o.has_task = true;
@@ -115,7 +115,7 @@ bool Ready(job::JobManager* jobs, const wire::Responder& r) {
   return false;
 }
 
-void SubmitJob(job::JobManager* jobs, TaskManager* tm, std::string_view payload, wire::Responder r) {
+void SubmitJob(job::JobManager* jobs, task::TaskManager* tm, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_SubmitJobRequest> req(outpost_v1_SubmitJobRequest_fields);
   if (!DecodeOrFail(payload, &req, "SubmitJobRequest", r) || !Ready(jobs, r)) return;
   auto res = jobs->Submit(PbString(req->spec_json));
@@ -135,7 +135,7 @@ void SubmitJob(job::JobManager* jobs, TaskManager* tm, std::string_view payload,
   r.Finish(PbEncode(outpost_v1_SubmitJobResponse_fields, &resp, "SubmitJobResponse"));
 }
 
-void ListJobs(job::JobManager* jobs, TaskManager* tm, std::string_view payload, wire::Responder r) {
+void ListJobs(job::JobManager* jobs, task::TaskManager* tm, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_ListJobsRequest> req(outpost_v1_ListJobsRequest_fields);
   if (!DecodeOrFail(payload, &req, "ListJobsRequest", r)) return;
   std::vector<job::JobView> views = jobs->List();
@@ -159,7 +159,7 @@ void ListJobs(job::JobManager* jobs, TaskManager* tm, std::string_view payload, 
   r.Finish(PbEncode(outpost_v1_ListJobsResponse_fields, &resp, "ListJobsResponse"));
 }
 
-void InspectJob(job::JobManager* jobs, TaskManager* tm, std::string_view payload, wire::Responder r) {
+void InspectJob(job::JobManager* jobs, task::TaskManager* tm, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_JobIdRequest> req(outpost_v1_JobIdRequest_fields);
   if (!DecodeOrFail(payload, &req, "JobIdRequest", r)) return;
   auto v = jobs->Inspect(PbString(req->id));
@@ -170,29 +170,29 @@ void InspectJob(job::JobManager* jobs, TaskManager* tm, std::string_view payload
   r.Finish(PbEncode(outpost_v1_JobInfo_fields, &info, "JobInfo"));
 }
 
-void StopJob(job::JobManager* jobs, TaskManager*, std::string_view payload, wire::Responder r) {
+void StopJob(job::JobManager* jobs, task::TaskManager*, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_StopJobRequest> req(outpost_v1_StopJobRequest_fields);
   if (!DecodeOrFail(payload, &req, "StopJobRequest", r) || !Ready(jobs, r)) return;
   jobs->Stop(PbString(req->id), req->timeout_nanos, [r](Status st) { ReplyEmpty(r, st); });
 }
 
-void RemoveJob(job::JobManager* jobs, TaskManager*, std::string_view payload, wire::Responder r) {
+void RemoveJob(job::JobManager* jobs, task::TaskManager*, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_JobIdRequest> req(outpost_v1_JobIdRequest_fields);
   if (!DecodeOrFail(payload, &req, "JobIdRequest", r) || !Ready(jobs, r)) return;
   jobs->Remove(PbString(req->id), [r](Status st) { ReplyEmpty(r, st); });
 }
 
-void RestartJob(job::JobManager* jobs, TaskManager*, std::string_view payload, wire::Responder r) {
+void RestartJob(job::JobManager* jobs, task::TaskManager*, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_RestartJobRequest> req(outpost_v1_RestartJobRequest_fields);
   if (!DecodeOrFail(payload, &req, "RestartJobRequest", r) || !Ready(jobs, r)) return;
   ReplyEmpty(r, jobs->Restart(PbString(req->id), PbString(req->task)));
 }
 
-using Handler = void (*)(job::JobManager*, TaskManager*, std::string_view, wire::Responder);
+using Handler = void (*)(job::JobManager*, task::TaskManager*, std::string_view, wire::Responder);
 
 }  // namespace
 
-void RegisterJobApi(job::JobManager* jobs, TaskManager* tm, wire::RpcServer* server) {
+void RegisterJobApi(job::JobManager* jobs, task::TaskManager* tm, wire::RpcServer* server) {
   static const struct {
     const char* method;
     Handler fn;

@@ -1,5 +1,5 @@
 // The job layer wired into the agent. Owns: JobTaskRunner, which gives the
-// job supervisors (job/) the TaskManager as their TaskRunner and TaskStore,
+// job supervisors (job/) the task::TaskManager as their TaskRunner and TaskStore,
 // and the API handlers for jobs (methods SubmitJob, ListJobs, InspectJob,
 // StopJob, RemoveJob, RestartJob on "outpost.v1.Agent", messages in
 // proto/job.proto). The work itself is JobManager's.
@@ -13,27 +13,29 @@ class Loop;
 namespace wire {
 class RpcServer;
 }
+namespace task {
+class TaskManager;
+}
 namespace agent {
 
-class TaskManager;
 
 class JobTaskRunner : public job::TaskRunner, public job::TaskStore {
  public:
-  explicit JobTaskRunner(TaskManager* tm) : tm_(tm) {}
-  void Start(const task::TaskConfig& config, std::function<void(Status)> done) override;
-  Status Wait(const std::string& id, std::function<void(const task::ExitResult&)> done) override;
+  explicit JobTaskRunner(task::TaskManager* tm) : tm_(tm) {}
+  void Start(const driver::TaskConfig& config, std::function<void(Status)> done) override;
+  Status Wait(const std::string& id, std::function<void(const driver::ExitResult&)> done) override;
   void Stop(const std::string& id, int64_t timeout_nanos, std::function<void(Status)> done) override;
-  void Event(const task::TaskEvent& ev) override;
-  Status UpdateResources(const std::string& id, const task::Resources& r) override;
-  Status ApplyJobResources(const std::string& job, const task::Resources& r) override;
+  void Event(const driver::TaskEvent& ev) override;
+  Status UpdateResources(const std::string& id, const cgroup::Resources& r) override;
+  Status ApplyJobResources(const std::string& job, const cgroup::Resources& r) override;
   Result<Instance> Lookup(const std::string& task_id) override;
   void Purge(const std::string& task_id, std::function<void(Status)> done) override;
 
  private:
-  TaskManager* tm_;
+  task::TaskManager* tm_;
 };
 
-void RegisterJobApi(job::JobManager* jobs, TaskManager* tasks, wire::RpcServer* server);
+void RegisterJobApi(job::JobManager* jobs, task::TaskManager* tasks, wire::RpcServer* server);
 
 }  // namespace agent
 }  // namespace outpost

@@ -6,22 +6,22 @@
 
 #include "agent/api.h"
 #include "agent/api_util.h"
-#include "agent/task_manager.h"
+#include "task/manager.h"
 #include "base/clock.h"
 #include "base/pb.h"
 #include "base/strings.h"
 #include "task.pb.h"
-#include "task/log_files.h"
+#include "logs/log_files.h"
 #include "wire/rpc_server.h"
 
 namespace outpost::agent {
 
-void FillInfo(const TaskView& v, Arena* a, outpost_v1_TaskInfo* out) {
+void FillInfo(const task::TaskView& v, Arena* a, outpost_v1_TaskInfo* out) {
   *out = outpost_v1_TaskInfo_init_zero;
   out->id = a->Str(v.status.id);
   out->job = a->Str(v.config.job);
   out->name = a->Str(v.status.name);
-  out->state = a->Str(task::TaskStateName(v.status.state));
+  out->state = a->Str(driver::TaskStateName(v.status.state));
   out->pid = v.status.pid;
   out->started_at_unix_nanos = v.status.started_at_unix_nanos;
   out->completed_at_unix_nanos = v.status.completed_at_unix_nanos;
@@ -42,19 +42,19 @@ void FillInfo(const TaskView& v, Arena* a, outpost_v1_TaskInfo* out) {
 
 namespace {
 
-namespace logfiles = task::logfiles;
+namespace logfiles = logs::logfiles;
 
 constexpr int64_t kMaxWaitNanos = 60LL * kNanosPerSecond;
 constexpr size_t kMaxLogChunk = 60000;  // nanopb bytes fields are < 64 KiB
 constexpr int64_t kLogPollNanos = 100 * kNanosPerMilli;
 
-using Handler = void (*)(TaskManager*, Loop*, std::string_view, wire::Responder);
+using Handler = void (*)(task::TaskManager*, Loop*, std::string_view, wire::Responder);
 
-void StartTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+void StartTask(task::TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_StartTaskRequest> req(outpost_v1_StartTaskRequest_fields);
   if (!DecodeOrFail(payload, &req, "StartTaskRequest", r)) return;
   const outpost_v1_TaskSpec& s = req->spec;
-  task::TaskConfig c;
+  driver::TaskConfig c;
   c.id = PbString(s.id);
   c.job = PbString(s.job);
   c.name = PbString(s.name);
@@ -68,7 +68,7 @@ void StartTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder
     c.rlimits.push_back({PbString(s.rlimits[i].name), s.rlimits[i].soft, s.rlimits[i].hard});
   }
   if (s.kill_signal && *s.kill_signal) c.kill_signal = s.kill_signal;
-  auto sig = task::ParseSignal(c.kill_signal);
+  auto sig = driver::ParseSignal(c.kill_signal);
   if (!sig.ok()) return r.Fail(Error(Code::kInvalidArgument, "kill_signal: " + sig.error().message()));
   if (s.kill_timeout_nanos < 0) return r.Fail(Error(Code::kInvalidArgument, "kill_timeout must not be negative"));
   if (s.kill_timeout_nanos > 0) c.kill_timeout_nanos = s.kill_timeout_nanos;
@@ -82,7 +82,7 @@ void StartTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder
     }
     c.log_max_file_size = s.log_max_file_size;
   }
-  tm->Start(std::move(c), [r](Result<TaskView> v) {
+  tm->Start(std::move(c), [r](Result<task::TaskView> v) {
     if (!v.ok()) return r.Fail(v.error());
     Arena a;
     outpost_v1_StartTaskResponse resp = outpost_v1_StartTaskResponse_init_zero;
@@ -92,8 +92,8 @@ void StartTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder
   });
 }
 
-void ListTasks(TaskManager* tm, Loop*, std::string_view, wire::Responder r) {
-  std::vector<TaskView> views = tm->List();
+void ListTasks(task::TaskManager* tm, Loop*, std::string_view, wire::Responder r) {
+  std::vector<task::TaskView> views = tm->List();
   Arena a;
   std::vector<outpost_v1_TaskInfo> infos(views.size());
   for (size_t i = 0; i < views.size(); ++i) FillInfo(views[i], &a, &infos[i]);
@@ -103,7 +103,7 @@ void ListTasks(TaskManager* tm, Loop*, std::string_view, wire::Responder r) {
   r.Finish(PbEncode(outpost_v1_ListTasksResponse_fields, &resp, "ListTasksResponse"));
 }
 
-void InspectTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+void InspectTask(task::TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_TaskIdRequest> req(outpost_v1_TaskIdRequest_fields);
   if (!DecodeOrFail(payload, &req, "TaskIdRequest", r)) return;
   auto id = tm->ResolveId(PbString(req->id));
@@ -116,7 +116,7 @@ void InspectTask(TaskManager* tm, Loop*, std::string_view payload, wire::Respond
   r.Finish(PbEncode(outpost_v1_TaskInfo_fields, &info, "TaskInfo"));
 }
 
-void StopTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+void StopTask(task::TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_StopTaskRequest> req(outpost_v1_StopTaskRequest_fields);
   if (!DecodeOrFail(payload, &req, "StopTaskRequest", r)) return;
   auto id = tm->ResolveId(PbString(req->id));
@@ -124,7 +124,7 @@ void StopTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder 
   tm->Stop(*id, req->timeout_nanos, PbString(req->signal), [r](Status st) { ReplyEmpty(r, st); });
 }
 
-void DestroyTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+void DestroyTask(task::TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_DestroyTaskRequest> req(outpost_v1_DestroyTaskRequest_fields);
   if (!DecodeOrFail(payload, &req, "DestroyTaskRequest", r)) return;
   auto id = tm->ResolveId(PbString(req->id));
@@ -132,7 +132,7 @@ void DestroyTask(TaskManager* tm, Loop*, std::string_view payload, wire::Respond
   tm->Destroy(*id, req->force, [r](Status st) { ReplyEmpty(r, st); });
 }
 
-void SignalTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+void SignalTask(task::TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_SignalTaskRequest> req(outpost_v1_SignalTaskRequest_fields);
   if (!DecodeOrFail(payload, &req, "SignalTaskRequest", r)) return;
   auto id = tm->ResolveId(PbString(req->id));
@@ -140,14 +140,14 @@ void SignalTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responde
   ReplyEmpty(r, tm->Signal(*id, PbString(req->signal)));
 }
 
-void ExecTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+void ExecTask(task::TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_ExecTaskRequest> req(outpost_v1_ExecTaskRequest_fields);
   if (!DecodeOrFail(payload, &req, "ExecTaskRequest", r)) return;
   std::vector<std::string> cmd;
   for (pb_size_t i = 0; i < req->cmd_count; ++i) cmd.push_back(PbString(req->cmd[i]));
   auto id = tm->ResolveId(PbString(req->id));
   if (!id.ok()) return r.Fail(id.error());
-  tm->Exec(*id, cmd, req->timeout_nanos, [r](Result<task::ExecResult> res) {
+  tm->Exec(*id, cmd, req->timeout_nanos, [r](Result<driver::ExecResult> res) {
     if (!res.ok()) return r.Fail(res.error());
     Arena a;
     outpost_v1_ExecTaskResponse resp = outpost_v1_ExecTaskResponse_init_zero;
@@ -158,7 +158,7 @@ void ExecTask(TaskManager* tm, Loop*, std::string_view payload, wire::Responder 
   });
 }
 
-void TaskStats(TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+void TaskStats(task::TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_TaskIdRequest> req(outpost_v1_TaskIdRequest_fields);
   if (!DecodeOrFail(payload, &req, "TaskIdRequest", r)) return;
   auto id = tm->ResolveId(PbString(req->id));
@@ -190,7 +190,7 @@ void TaskStats(TaskManager* tm, Loop*, std::string_view payload, wire::Responder
 // from the cursor and, with wait_nanos, wait (polling the file) until new
 // data arrives, the task exits, or the wait ends.
 struct LogPoll {
-  TaskManager* tm;
+  task::TaskManager* tm;
   Loop* loop;
   std::string id;
   std::string path;
@@ -214,7 +214,7 @@ void PollLogs(std::shared_ptr<LogPoll> p) {
   auto chunk = logfiles::ReadFrom(p->path, p->cursor, kMaxLogChunk);
   if (!chunk.ok()) return p->r.Fail(chunk.error());
   auto v = p->tm->Inspect(p->id);
-  bool exited = !v.ok() || v->status.state == task::TaskState::kExited;
+  bool exited = !v.ok() || v->status.state == driver::TaskState::kExited;
   if (!chunk->data.empty() || exited || MonotonicNanos() >= p->deadline || !p->r.pending()) {
     return ReplyLogs(chunk->data, chunk->next, exited, p->r);
   }
@@ -222,7 +222,7 @@ void PollLogs(std::shared_ptr<LogPoll> p) {
   p->loop->AddTimer(kLogPollNanos, [p] { PollLogs(p); });
 }
 
-void ReadLogs(TaskManager* tm, Loop* loop, std::string_view payload, wire::Responder r) {
+void ReadLogs(task::TaskManager* tm, Loop* loop, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_ReadLogsRequest> req(outpost_v1_ReadLogsRequest_fields);
   if (!DecodeOrFail(payload, &req, "ReadLogsRequest", r)) return;
   auto resolved = tm->ResolveId(PbString(req->id));
@@ -235,7 +235,7 @@ void ReadLogs(TaskManager* tm, Loop* loop, std::string_view payload, wire::Respo
     auto tail = logfiles::Tail(*path, max_files, static_cast<size_t>(req->tail_lines), kMaxLogChunk);
     if (!tail.ok()) return r.Fail(tail.error());
     auto v = tm->Inspect(id);
-    return ReplyLogs(tail->data, tail->next, !v.ok() || v->status.state == task::TaskState::kExited, r);
+    return ReplyLogs(tail->data, tail->next, !v.ok() || v->status.state == driver::TaskState::kExited, r);
   }
   auto p = std::make_shared<LogPoll>();
   p->tm = tm;
@@ -249,13 +249,13 @@ void ReadLogs(TaskManager* tm, Loop* loop, std::string_view payload, wire::Respo
   PollLogs(p);
 }
 
-void ReplyEvents(TaskManager* tm, uint64_t after, const std::string& task_id, const std::string& job,
+void ReplyEvents(task::TaskManager* tm, uint64_t after, const std::string& task_id, const std::string& job,
                  const wire::Responder& r) {
-  std::vector<EventRecord> evs = tm->EventsAfter(after, task_id, job);
+  std::vector<task::EventRecord> evs = tm->EventsAfter(after, task_id, job);
   Arena a;
   std::vector<outpost_v1_TaskEvent> out(evs.size());
   for (size_t i = 0; i < evs.size(); ++i) {
-    const task::TaskEvent& e = evs[i].event;
+    const driver::TaskEvent& e = evs[i].event;
     out[i] = outpost_v1_TaskEvent_init_zero;
     out[i].seq = evs[i].seq;
     out[i].task_id = a.Str(e.task_id);
@@ -275,7 +275,7 @@ void ReplyEvents(TaskManager* tm, uint64_t after, const std::string& task_id, co
 // Long-poll for events: answered on the next matching event, or when the
 // wait ends (timed_out), whichever comes first.
 struct EventWait {
-  TaskManager* tm;
+  task::TaskManager* tm;
   Loop* loop;
   uint64_t after;
   std::string task_id;
@@ -298,7 +298,7 @@ void CheckEvents(const std::shared_ptr<EventWait>& w, bool timed_out) {
   ReplyEvents(w->tm, w->after, w->task_id, w->job, w->r);
 }
 
-void WatchEvents(TaskManager* tm, Loop* loop, std::string_view payload, wire::Responder r) {
+void WatchEvents(task::TaskManager* tm, Loop* loop, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_WatchEventsRequest> req(outpost_v1_WatchEventsRequest_fields);
   if (!DecodeOrFail(payload, &req, "WatchEventsRequest", r)) return;
   uint64_t after = req->after_seq;
@@ -324,7 +324,7 @@ void WatchEvents(TaskManager* tm, Loop* loop, std::string_view payload, wire::Re
 
 }  // namespace
 
-void RegisterTaskApi(TaskManager* tm, Loop* loop, wire::RpcServer* server) {
+void RegisterTaskApi(task::TaskManager* tm, Loop* loop, wire::RpcServer* server) {
   static const struct {
     const char* method;
     Handler fn;

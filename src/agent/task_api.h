@@ -1,7 +1,7 @@
 // API handlers for tasks (methods StartTask ... WatchEvents on the
 // "outpost.v1.Agent" service, messages in proto/task.proto). Owns decoding
 // requests, long-polls for logs and events, and encoding replies. The work
-// itself is TaskManager's.
+// itself is task::TaskManager's.
 #pragma once
 
 namespace outpost {
@@ -9,11 +9,13 @@ class Loop;
 namespace wire {
 class RpcServer;
 }
+namespace task {
+class TaskManager;
+}
 namespace agent {
 
-class TaskManager;
 
-void RegisterTaskApi(TaskManager* tasks, Loop* loop, wire::RpcServer* server);
+void RegisterTaskApi(task::TaskManager* tasks, Loop* loop, wire::RpcServer* server);
 
 }  // namespace agent
 }  // namespace outpost

@@ -41,7 +41,7 @@ static Code CodeFromErrno(int err) {
 }
 
 Error ErrnoError(const std::string& what, int err) {
-  return Error(CodeFromErrno(err), what + ": " + std::strerror(err));
+  return Error(CodeFromErrno(err), what + ": " + std::strerror(err), err);
 }
 
 Error ErrnoError(const std::string& what) { return ErrnoError(what, errno); }

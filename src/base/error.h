@@ -33,18 +33,23 @@ const char* CodeName(Code code);
 
 class Error {
  public:
-  Error(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+  Error(Code code, std::string message, int sys_errno = 0)
+      : code_(code), message_(std::move(message)), errno_(sys_errno) {}
 
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
+  // The errno behind an error from a system call (0 otherwise), so callers
+  // can tell ENOENT from ESRCH where both map to kNotFound.
+  int sys_errno() const { return errno_; }
 
   // Adds context on the way up: Wrap("start task web") turns
   // "open x: No such file" into "start task web: open x: No such file".
-  Error Wrap(const std::string& context) const { return Error(code_, context + ": " + message_); }
+  Error Wrap(const std::string& context) const { return Error(code_, context + ": " + message_, errno_); }
 
  private:
   Code code_;
   std::string message_;
+  int errno_;
 };
 
 // Error from errno: "<what>: <strerror(err)>", code mapped from errno.

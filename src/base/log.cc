@@ -57,6 +57,15 @@ Status SetFile(const std::string& path) {
   return OkStatus();
 }
 
+static void AppendFields(std::string* line, Fields fields) {
+  for (const Field& f : fields) {
+    *line += ' ';
+    *line += f.first;
+    *line += '=';
+    *line += QuoteIfNeeded(f.second);
+  }
+}
+
 std::string FormatLine(int64_t wall_nanos, Level level, std::string_view msg, Fields fields) {
   std::string line = FormatWallTime(wall_nanos);
   line += ' ';
@@ -64,12 +73,7 @@ std::string FormatLine(int64_t wall_nanos, Level level, std::string_view msg, Fi
   line += ' ';
   // The message itself stays unquoted but may not break the one-line rule.
   for (char c : msg) line += (c == '\n' || c == '\r') ? ' ' : c;
-  for (const Field& f : fields) {
-    line += ' ';
-    line += f.first;
-    line += '=';
-    line += QuoteIfNeeded(f.second);
-  }
+  AppendFields(&line, fields);
   line += '\n';
   return line;
 }
@@ -81,6 +85,18 @@ void Write(Level level, std::string_view msg, Fields fields) {
   // the agent down, so errors are ignored here on purpose.
   (void)sys::Write(STDERR_FILENO, line.data(), line.size());
   if (g_file) (void)sys::Write(g_file.get(), line.data(), line.size());
+}
+
+bool WarnIfError(const Status& st, std::string_view what, Fields fields) {
+  if (st.ok()) return true;
+  if (Level::kWarn < g_level) return false;
+  std::string line = FormatLine(WallNanos(), Level::kWarn, what, {{"error", st.error().message()}});
+  line.pop_back();  // the newline: the caller's fields follow
+  AppendFields(&line, fields);
+  line += '\n';
+  (void)sys::Write(STDERR_FILENO, line.data(), line.size());
+  if (g_file) (void)sys::Write(g_file.get(), line.data(), line.size());
+  return false;
 }
 
 }  // namespace log

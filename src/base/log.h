@@ -33,6 +33,10 @@ inline void Info(std::string_view msg, Fields f = {}) { Write(Level::kInfo, msg,
 inline void Warn(std::string_view msg, Fields f = {}) { Write(Level::kWarn, msg, f); }
 inline void Error(std::string_view msg, Fields f = {}) { Write(Level::kError, msg, f); }
 
+// "Log this error and continue": a failed st is one Warn line
+// `<what> error="<message>" <fields>`; an ok one logs nothing. Returns st.ok().
+bool WarnIfError(const Status& st, std::string_view what, Fields fields = {});
+
 // Formats one line without writing it (used by tests).
 std::string FormatLine(int64_t wall_nanos, Level level, std::string_view msg, Fields fields);
 

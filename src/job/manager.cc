@@ -43,7 +43,7 @@ Error JobNotFound(const std::string& id) {
 
 // Whether a limit set in a is unset in b (a running cgroup cannot be told
 // "no value" for every file; the task is restarted into a fresh one).
-bool DropsALimit(const task::Resources& a, const task::Resources& b) {
+bool DropsALimit(const cgroup::Resources& a, const cgroup::Resources& b) {
   return (a.cpu_weight && !b.cpu_weight) || (a.cpu_max_quota_us >= 0 && b.cpu_max_quota_us < 0) ||
          (!a.cpuset_cpus.empty() && b.cpuset_cpus.empty()) || (!a.cpuset_mems.empty() && b.cpuset_mems.empty()) ||
          (a.memory_max >= 0 && b.memory_max < 0) || (a.memory_high >= 0 && b.memory_high < 0) ||
@@ -228,7 +228,7 @@ void JobManager::FinishRemove(const std::string& id) {
 }
 
 void JobManager::JobEvent(const std::string& job, const std::string& type, const std::string& message) {
-  task::TaskEvent ev;
+  driver::TaskEvent ev;
   ev.job = job;
   ev.timestamp_unix_nanos = WallNanos();
   ev.type = type;
@@ -246,7 +246,7 @@ Result<SubmitResult> JobManager::Submit(const std::string& text) {
 Status JobManager::CheckResources(const JobSpec& spec) const {
   if (!options_.check_resources) return OkStatus();
   std::vector<std::string> errors;
-  auto check = [&](const task::Resources& r, const std::string& path) {
+  auto check = [&](const cgroup::Resources& r, const std::string& path) {
     if (!r.Any()) return;
     for (const std::string& p : options_.check_resources(r)) errors.push_back(path + ": " + p);
   };
@@ -315,7 +315,7 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
   }
 
   std::map<std::string, std::string> old_prints, old_limits;
-  std::map<std::string, task::Resources> old_resources;
+  std::map<std::string, cgroup::Resources> old_resources;
   for (const TaskSpec& s : j.stored.spec.tasks) {
     old_prints[s.name] = TaskFingerprint(s);
     old_limits[s.name] = ResourcesFingerprint(s.resources);

@@ -30,7 +30,7 @@ class TaskStore {
   virtual ~TaskStore() = default;
   struct Instance {
     bool running = false;
-    task::ExitResult exit;  // when !running
+    driver::ExitResult exit;  // when !running
     std::string spec_hash;
   };
   // NotFound when no instance with this id exists.
@@ -84,7 +84,7 @@ class JobManager {
     // Problems that make resource limits impossible on this node (no cgroup
     // v2, a controller missing, CPUs it does not have, ...): a job that
     // sets such limits is refused at submission. Null = no check.
-    std::function<std::vector<std::string>(const task::Resources&)> check_resources;
+    std::function<std::vector<std::string>(const cgroup::Resources&)> check_resources;
   };
   using DoneCallback = std::function<void(Status)>;
 

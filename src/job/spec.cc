@@ -4,7 +4,7 @@
 
 #include "base/json.h"
 #include "base/strings.h"
-#include "task/spawn.h"
+#include "proc/spawn.h"
 
 namespace outpost::job {
 
@@ -183,7 +183,7 @@ std::string RlimitValueText(uint64_t v) {
   return v == kUnlimited ? "unlimited" : Format("%llu", static_cast<unsigned long long>(v));
 }
 
-// "NOFILE", "rlimit_nofile" -> "nofile" (the name task::Rlimit carries).
+// "NOFILE", "rlimit_nofile" -> "nofile" (the name proc::Rlimit carries).
 std::string RlimitKey(const std::string& raw) {
   std::string name;
   for (char c : raw) name += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
@@ -191,7 +191,7 @@ std::string RlimitKey(const std::string& raw) {
   return name;
 }
 
-void ReadRlimits(ObjectReader& r, Errors* errors, std::vector<task::Rlimit>* out) {
+void ReadRlimits(ObjectReader& r, Errors* errors, std::vector<proc::Rlimit>* out) {
   const picojson::value* v = r.Get("rlimits");
   if (!v) return;
   std::string path = r.PathOf("rlimits");
@@ -199,15 +199,15 @@ void ReadRlimits(ObjectReader& r, Errors* errors, std::vector<task::Rlimit>* out
     errors->push_back(path + ": expected an object, got " + json::TypeName(*v));
     return;
   }
-  std::map<std::string, task::Rlimit> by_name;  // sorted by canonical name
+  std::map<std::string, proc::Rlimit> by_name;  // sorted by canonical name
   for (const auto& [k, val] : v->get<picojson::object>()) {
     std::string item = KeyPath(path, k);
-    auto res = task::ParseRlimitName(k);
+    auto res = proc::ParseRlimitName(k);
     if (!res.ok()) {
       errors->push_back(item + ": " + res.error().message());
       continue;
     }
-    task::Rlimit lim;
+    proc::Rlimit lim;
     lim.name = RlimitKey(k);
     if (val.is<picojson::object>()) {
       size_t before = errors->size();
@@ -330,7 +330,7 @@ void ReadLifecycle(ObjectReader& r, Errors* errors, Lifecycle* out) {
   }
 }
 
-void ReadResources(ObjectReader& r, Errors* errors, task::Resources* out) {
+void ReadResources(ObjectReader& r, Errors* errors, cgroup::Resources* out) {
   if (const picojson::value* v = r.Get("resources")) *out = ResourcesFromJson(*v, r.PathOf("resources"), errors);
 }
 
@@ -375,12 +375,12 @@ TaskSpec ReadTask(const picojson::value& v, const std::string& path, const Resta
   ReadLogs(r, errors, &t);
   std::string sig;
   if (ReadString(r, errors, "kill_signal", &sig)) {
-    auto signo = task::ParseSignal(sig);
+    auto signo = driver::ParseSignal(sig);
     if (!signo.ok()) {
       r.Fail("kill_signal", signo.error().message());
     } else {
       // Canonical spelling, so "TERM", "15" and "SIGTERM" fingerprint alike.
-      std::string name = task::SignalName(*signo);
+      std::string name = driver::SignalName(*signo);
       t.kill_signal = name == "SIG?" ? std::to_string(*signo) : name;
     }
   }
@@ -557,7 +557,7 @@ picojson::value TaskSpecToJson(const TaskSpec& t) {
   o["group"] = picojson::value(t.group);
   o["workdir"] = picojson::value(t.workdir);
   picojson::object rlimits;
-  for (const task::Rlimit& l : t.rlimits) {
+  for (const proc::Rlimit& l : t.rlimits) {
     picojson::object lim;
     lim["soft"] = RlimitValueJson(l.soft);
     lim["hard"] = RlimitValueJson(l.hard);
@@ -609,6 +609,6 @@ std::string TaskFingerprint(const TaskSpec& spec) {
   return Fnv64Hex(v);
 }
 
-std::string ResourcesFingerprint(const task::Resources& r) { return Fnv64Hex(ResourcesToJson(r)); }
+std::string ResourcesFingerprint(const cgroup::Resources& r) { return Fnv64Hex(ResourcesToJson(r)); }
 
 }  // namespace outpost::job

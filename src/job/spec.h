@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "task/driver.h"
+#include "driver/driver.h"
 
 namespace outpost::job {
 
@@ -69,21 +69,21 @@ struct TaskSpec {
   std::string user;     // name or number; "" = the agent's user
   std::string group;    // name or number; "" = the user's primary group
   std::string workdir;  // absolute; "" = the task's own dir
-  std::vector<task::Rlimit> rlimits;
+  std::vector<proc::Rlimit> rlimits;
   int log_max_files = 10;
   uint64_t log_max_file_size = 10u << 20;
   std::string kill_signal = "SIGTERM";
   int64_t kill_timeout_nanos = 5LL * 1000000000;
   Restart restart;
   Lifecycle lifecycle;
-  task::Resources resources;  // the task's cgroup; updated live (not in TaskFingerprint)
+  cgroup::Resources resources;  // the task's cgroup; updated live (not in TaskFingerprint)
 };
 
 struct JobSpec {
   std::string id;
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
-  task::Resources resources;  // the job's cgroup (parent of its tasks' cgroups)
+  cgroup::Resources resources;  // the job's cgroup (parent of its tasks' cgroups)
   std::vector<TaskSpec> tasks;  // in document order; names unique
 };
 
@@ -113,17 +113,17 @@ std::string TaskFingerprint(const TaskSpec& spec);
 // Changes when any limit in r changes (task or job level): with an equal
 // TaskFingerprint, a different ResourcesFingerprint means "apply the new
 // limits, do not restart". 16 hex digits, like TaskFingerprint.
-std::string ResourcesFingerprint(const task::Resources& r);
+std::string ResourcesFingerprint(const cgroup::Resources& r);
 
 // The `resources` object (spec_resources.cc). Reads it at path (e.g.
 // "tasks[0].resources"), adding one "<path>.<field>: <problem>" line to
-// errors per problem; unset limits keep task::Resources' defaults. io.max
+// errors per problem; unset limits keep cgroup::Resources' defaults. io.max
 // device paths are resolved with stat() on this node.
-task::Resources ResourcesFromJson(const picojson::value& v, const std::string& path,
+cgroup::Resources ResourcesFromJson(const picojson::value& v, const std::string& path,
                                   std::vector<std::string>* errors);
 // Only the limits that are set: cpu.max as "QUOTA PERIOD", cpu.shares as the
 // weight it maps to, sizes in bytes, io.max devices as "MAJOR:MINOR".
-picojson::value ResourcesToJson(const task::Resources& r);
+picojson::value ResourcesToJson(const cgroup::Resources& r);
 
 // Job ids and task names: 1-63 of [A-Za-z0-9_-], starting with a letter or
 // digit. (No '.': the driver's task id is "<job>.<task>".)

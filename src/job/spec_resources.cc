@@ -1,5 +1,5 @@
 // The `resources` section of job specs (cgroup v2 limits, issue #6): parsing
-// into task::Resources with every error by JSON path, and the canonical
+// into cgroup::Resources with every error by JSON path, and the canonical
 // encoding. Part of job/spec (declared in spec.h); whether the node can
 // honour the limits (controllers, CPUs, devices) is checked by the agent
 // (task/cgroup), except io.max device paths, which are resolved here.
@@ -145,7 +145,7 @@ bool ValidList(const std::string& s) {
   return true;
 }
 
-void ReadCpuset(const picojson::value& v, const std::string& path, Errors* errors, task::Resources* out) {
+void ReadCpuset(const picojson::value& v, const std::string& path, Errors* errors, cgroup::Resources* out) {
   ObjectReader r(v, path, errors);
   if (!r.ok()) return;
   std::string s;
@@ -162,7 +162,7 @@ void ReadCpuset(const picojson::value& v, const std::string& path, Errors* error
 
 // cpu.max: "QUOTA PERIOD", "max" / "max PERIOD" (no limit), or a number of
 // CPUs (quota = CPUs x 100000 per 100000 µs).
-void ReadCpuMax(const picojson::value& v, const std::string& path, Errors* errors, task::Resources* out) {
+void ReadCpuMax(const picojson::value& v, const std::string& path, Errors* errors, cgroup::Resources* out) {
   if (v.is<std::string>()) {
     const std::string& s = v.get<std::string>();
     std::vector<std::string> parts;
@@ -208,7 +208,7 @@ void ReadCpuMax(const picojson::value& v, const std::string& path, Errors* error
   errors->push_back(path + ": " + kCpuMaxExpected + ", got " + json::TypeName(v) + " " + json::Preview(v));
 }
 
-void ReadCpu(const picojson::value& v, const std::string& path, Errors* errors, task::Resources* out) {
+void ReadCpu(const picojson::value& v, const std::string& path, Errors* errors, cgroup::Resources* out) {
   ObjectReader r(v, path, errors);
   if (!r.ok()) return;
   int64_t weight = 0;
@@ -228,7 +228,7 @@ void ReadCpu(const picojson::value& v, const std::string& path, Errors* errors, 
   r.RejectUnknown();
 }
 
-void ReadMemory(const picojson::value& v, const std::string& path, Errors* errors, task::Resources* out) {
+void ReadMemory(const picojson::value& v, const std::string& path, Errors* errors, cgroup::Resources* out) {
   ObjectReader r(v, path, errors);
   if (!r.ok()) return;
   ReadBytes(r, errors, "max", kMinMemory, &out->memory_max);
@@ -248,7 +248,7 @@ void ReadMemory(const picojson::value& v, const std::string& path, Errors* error
   }
 }
 
-void ReadPids(const picojson::value& v, const std::string& path, Errors* errors, task::Resources* out) {
+void ReadPids(const picojson::value& v, const std::string& path, Errors* errors, cgroup::Resources* out) {
   ObjectReader r(v, path, errors);
   if (!r.ok()) return;
   ReadCountOrMax(r, errors, "max", 1, kMaxPids, &out->pids_max);
@@ -256,7 +256,7 @@ void ReadPids(const picojson::value& v, const std::string& path, Errors* errors,
 }
 
 // "/dev/vda" (resolved with stat()) or "254:0".
-bool ReadDevice(ObjectReader& r, Errors* errors, task::IoDeviceLimit* out) {
+bool ReadDevice(ObjectReader& r, Errors* errors, cgroup::IoDeviceLimit* out) {
   if (!r.Has("device")) {
     r.Known("device");
     r.Fail("device", "required");
@@ -310,7 +310,7 @@ void ReadRate(ObjectReader& r, Errors* errors, const std::string& key, bool byte
   *out = static_cast<uint64_t>(n);
 }
 
-void ReadIo(const picojson::value& v, const std::string& path, Errors* errors, task::Resources* out) {
+void ReadIo(const picojson::value& v, const std::string& path, Errors* errors, cgroup::Resources* out) {
   ObjectReader r(v, path, errors);
   if (!r.ok()) return;
   int64_t weight = 0;
@@ -331,7 +331,7 @@ void ReadIo(const picojson::value& v, const std::string& path, Errors* errors, t
     size_t before = errors->size();
     ObjectReader er(arr[i], item, errors);
     if (!er.ok()) continue;
-    task::IoDeviceLimit lim;
+    cgroup::IoDeviceLimit lim;
     bool dev_ok = ReadDevice(er, errors, &lim);
     ReadRate(er, errors, "rbps", true, &lim.rbps);
     ReadRate(er, errors, "wbps", true, &lim.wbps);
@@ -362,9 +362,9 @@ picojson::value Uint(uint64_t n) { return picojson::value(static_cast<int64_t>(n
 
 }  // namespace
 
-task::Resources ResourcesFromJson(const picojson::value& v, const std::string& path,
+cgroup::Resources ResourcesFromJson(const picojson::value& v, const std::string& path,
                                   std::vector<std::string>* errors) {
-  task::Resources res;
+  cgroup::Resources res;
   ObjectReader r(v, path, errors);
   if (!r.ok()) return res;
   if (const picojson::value* c = r.Get("cpu")) ReadCpu(*c, r.PathOf("cpu"), errors, &res);
@@ -375,7 +375,7 @@ task::Resources ResourcesFromJson(const picojson::value& v, const std::string& p
   return res;
 }
 
-picojson::value ResourcesToJson(const task::Resources& r) {
+picojson::value ResourcesToJson(const cgroup::Resources& r) {
   picojson::object o;
   picojson::object cpu;
   if (r.cpu_weight) cpu["weight"] = Uint(r.cpu_weight);
@@ -406,7 +406,7 @@ picojson::value ResourcesToJson(const task::Resources& r) {
   if (r.io_weight) io["weight"] = Uint(r.io_weight);
   if (!r.io_max.empty()) {
     picojson::array devices;
-    for (const task::IoDeviceLimit& d : r.io_max) {
+    for (const cgroup::IoDeviceLimit& d : r.io_max) {
       picojson::object dev;
       // The device number, not the path: a stored job must load even when
       // the device is gone (the agent then reports it), and it is what the

@@ -82,11 +82,11 @@ Transition NextStep(RunState state, RunEvent event) {
   return kTable[static_cast<int>(state)][static_cast<int>(event)];
 }
 
-std::string DescribeExit(const task::ExitResult& e) {
+std::string DescribeExit(const driver::ExitResult& e) {
   if (!e.error.empty()) return e.error;
   if (e.oom_killed) return "OOM killed";
   // The same words as the driver's "signalled" event.
-  if (e.signal != 0) return Format("killed by %s", task::SignalName(e.signal));
+  if (e.signal != 0) return Format("killed by %s", driver::SignalName(e.signal));
   return Format("exit code %d", e.exit_code);
 }
 
@@ -132,8 +132,8 @@ RestartDecision DecideRestart(const TaskSpec& spec, bool success, const std::str
   return d;
 }
 
-task::TaskConfig TaskConfigFor(const std::string& job, const TaskSpec& s) {
-  task::TaskConfig c;
+driver::TaskConfig TaskConfigFor(const std::string& job, const TaskSpec& s) {
+  driver::TaskConfig c;
   c.id = JobTaskId(job, s.name);
   c.job = job;
   c.name = s.name;
@@ -191,18 +191,18 @@ void TaskSupervisor::Adopt() {
   ever_running_ = true;
   SetState(RunState::kRunning);
   std::weak_ptr<TaskSupervisor> weak = shared_from_this();
-  Status st = runner_->Wait(task_id(), [weak, gen](const task::ExitResult& exit) {
+  Status st = runner_->Wait(task_id(), [weak, gen](const driver::ExitResult& exit) {
     auto self = weak.lock();
     if (self && self->generation_ == gen) self->Handle(RunEvent::kExited, &exit);
   });
   if (!st.ok()) {
-    task::ExitResult lost;
+    driver::ExitResult lost;
     lost.error = "lost after agent restart: " + st.error().message();
     Handle(RunEvent::kExited, &lost);
   }
 }
 
-void TaskSupervisor::AdoptExited(const task::ExitResult& exit) {
+void TaskSupervisor::AdoptExited(const driver::ExitResult& exit) {
   ++generation_;
   ever_running_ = true;
   SetState(RunState::kRunning);
@@ -214,7 +214,7 @@ void TaskSupervisor::SetState(RunState s) {
   if (s != RunState::kBackoff) next_start_wall_ = 0;
 }
 
-void TaskSupervisor::Handle(RunEvent ev, const task::ExitResult* exit, const Status* status) {
+void TaskSupervisor::Handle(RunEvent ev, const driver::ExitResult* exit, const Status* status) {
   Transition t = NextStep(state_, ev);
   RunState before = state_;
   switch (t.action) {
@@ -310,13 +310,13 @@ void TaskSupervisor::DoStart() {
       self->Handle(RunEvent::kStartFailed, nullptr, &st);
       return;
     }
-    Status w = self->runner_->Wait(self->task_id(), [weak, gen](const task::ExitResult& exit) {
+    Status w = self->runner_->Wait(self->task_id(), [weak, gen](const driver::ExitResult& exit) {
       auto s = weak.lock();
       if (s && s->generation_ == gen) s->Handle(RunEvent::kExited, &exit);
     });
     self->Handle(RunEvent::kStarted);
     if (!w.ok()) {
-      task::ExitResult lost;
+      driver::ExitResult lost;
       lost.error = "cannot watch the task: " + w.error().message();
       self->Handle(RunEvent::kExited, &lost);
     }
@@ -367,7 +367,7 @@ void TaskSupervisor::ApplyPolicy(bool success, const std::string& text) {
 }
 
 void TaskSupervisor::Emit(const std::string& type, const std::string& message) {
-  task::TaskEvent ev;
+  driver::TaskEvent ev;
   ev.task_id = task_id();
   ev.task_name = spec_.name;
   ev.job = job_;

@@ -16,7 +16,7 @@
 #include "base/error.h"
 #include "job/spec.h"
 #include "loop/loop.h"
-#include "task/driver.h"
+#include "driver/driver.h"
 
 namespace outpost::job {
 
@@ -80,7 +80,7 @@ RestartDecision DecideRestart(const TaskSpec& spec, bool success, const std::str
 
 // "exit code 0", "exit code 3", "killed by SIGKILL", "OOM killed",
 // "exit status unknown (...)".
-std::string DescribeExit(const task::ExitResult& exit);
+std::string DescribeExit(const driver::ExitResult& exit);
 
 // What the supervisor needs from whoever runs tasks.
 class TaskRunner {
@@ -88,21 +88,21 @@ class TaskRunner {
   virtual ~TaskRunner() = default;
   // Starts config.id, replacing an earlier, ended instance with the same id
   // (its logs and task dir are kept).
-  virtual void Start(const task::TaskConfig& config, std::function<void(Status)> done) = 0;
+  virtual void Start(const driver::TaskConfig& config, std::function<void(Status)> done) = 0;
   // done runs once when the current instance ends (at once if it has).
-  virtual Status Wait(const std::string& id, std::function<void(const task::ExitResult&)> done) = 0;
+  virtual Status Wait(const std::string& id, std::function<void(const driver::ExitResult&)> done) = 0;
   // timeout_nanos < 0: the task's own kill_timeout.
   virtual void Stop(const std::string& id, int64_t timeout_nanos, std::function<void(Status)> done) = 0;
-  virtual void Event(const task::TaskEvent& ev) = 0;
+  virtual void Event(const driver::TaskEvent& ev) = 0;
   // Limits of a running task's cgroup, changed live (no restart).
-  virtual Status UpdateResources(const std::string& id, const task::Resources& r) = 0;
+  virtual Status UpdateResources(const std::string& id, const cgroup::Resources& r) = 0;
   // The job's own cgroup (parent of its tasks') and its limits.
-  virtual Status ApplyJobResources(const std::string& job, const task::Resources& r) = 0;
+  virtual Status ApplyJobResources(const std::string& job, const cgroup::Resources& r) = 0;
 };
 
 // What the driver is given for a job's task: id "<job>.<task>", the spec's
 // fields, and the spec's fingerprint (to spot a stale instance later).
-task::TaskConfig TaskConfigFor(const std::string& job, const TaskSpec& spec);
+driver::TaskConfig TaskConfigFor(const std::string& job, const TaskSpec& spec);
 inline std::string JobTaskId(const std::string& job, const std::string& task) { return job + "." + task; }
 
 class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
@@ -120,7 +120,7 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   // A recovered instance is running (after an agent restart): watch it.
   void Adopt();
   // A recovered instance had ended before we looked: treat as an exit.
-  void AdoptExited(const task::ExitResult& exit);
+  void AdoptExited(const driver::ExitResult& exit);
   // New spec (an update that changed this task): restart with it if it runs.
   void Replace(TaskSpec spec);
   // Only the limits changed: the running task keeps running; its cgroup
@@ -139,7 +139,7 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   int64_t next_start_unix_nanos() const { return next_start_wall_; }
 
  private:
-  void Handle(RunEvent ev, const task::ExitResult* exit = nullptr, const Status* status = nullptr);
+  void Handle(RunEvent ev, const driver::ExitResult* exit = nullptr, const Status* status = nullptr);
   void DoStart();
   void DoStop();
   void ApplyPolicy(bool success, const std::string& text);

@@ -10,7 +10,7 @@
 #include "base/json.h"
 #include "job/spec.h"
 #include "job/store.h"
-#include "task/exec_driver.h"
+#include "driver/exec/exec_driver.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
@@ -26,9 +26,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // A stored job record (<state_dir>/jobs/<id>.json) read back at start.
   auto stored = outpost::job::JobStore::Decode(text, "fuzz.json");
   if (stored.ok()) (void)outpost::job::JobStore::Encode(*stored);
-  outpost::task::ExitResult exit;
+  outpost::driver::ExitResult exit;
   int64_t completed = 0;
   bool has_exit = false;
-  (void)outpost::task::ExecDriver::DecodeHandle(text, &exit, &completed, &has_exit);
+  (void)outpost::driver::ExecDriver::DecodeHandle(text, &exit, &completed, &has_exit);
   return 0;
 }

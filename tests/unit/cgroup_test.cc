@@ -14,10 +14,10 @@
 
 #include "base/clock.h"
 #include "base/sys.h"
-#include "task/cgroup.h"
+#include "cgroup/cgroup.h"
 #include "unit/test_util.h"
 
-namespace outpost::task {
+namespace outpost::cgroup {
 namespace {
 
 class CgroupTest : public ::testing::Test {
@@ -554,4 +554,4 @@ TEST_F(CgroupTest, OomWatcherMayBeDestroyedInItsCallback) {
 }
 
 }  // namespace
-}  // namespace outpost::task
+}  // namespace outpost::cgroup

@@ -9,12 +9,12 @@
 
 #include "base/strings.h"
 #include "base/sys.h"
-#include "task/exec_driver.h"
-#include "task/proc.h"
-#include "task/spawn.h"
+#include "driver/exec/exec_driver.h"
+#include "proc/procfs.h"
+#include "proc/spawn.h"
 #include "test_util.h"
 
-namespace outpost::task {
+namespace outpost::driver {
 namespace {
 
 using outpost::testing::MakeLoop;
@@ -289,8 +289,8 @@ TEST_F(ExecDriverTest, DestroyRefusesRunningTaskAndForceKillsBackgroundChildren)
   EXPECT_EQ(Wait("bg").exit_code, 0);
   pid_t orphan = static_cast<pid_t>(std::stol(ReadAll(dir_ + "/bg.out")));
   ASSERT_TRUE(RunUntil(loop_.get(), [&] {
-    ProcStat ps;
-    return !ReadProcStat(orphan, &ps) || ps.state == 'Z';
+    proc::ProcStat ps;
+    return !proc::ReadProcStat(orphan, &ps) || ps.state == 'Z';
   })) << "the orphan of an exited task must be killed";
 
   ASSERT_TRUE(Start(Config("run", {"sleep", "30"})).ok());
@@ -480,14 +480,14 @@ TEST_F(ExecDriverTest, RecoveryDetectsPidReuseByStartTime) {
 
 TEST(Spawn, ResolveCommandLikeAShell) {
   int code = 0;
-  auto p = ResolveCommand("sh", "/nonexistent:/bin:/usr/bin", &code);
+  auto p = proc::ResolveCommand("sh", "/nonexistent:/bin:/usr/bin", &code);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(code, 0);
-  auto nf = ResolveCommand("no-such-cmd-xyz", "/bin", &code);
+  auto nf = proc::ResolveCommand("no-such-cmd-xyz", "/bin", &code);
   EXPECT_FALSE(nf.ok());
   EXPECT_EQ(code, 127);
   EXPECT_EQ(nf.error().message(), "command \"no-such-cmd-xyz\" not found in PATH=/bin (exit status 127)");
-  auto dir = ResolveCommand("/tmp", "", &code);
+  auto dir = proc::ResolveCommand("/tmp", "", &code);
   EXPECT_FALSE(dir.ok());
   EXPECT_EQ(code, 126);
 }
@@ -500,15 +500,15 @@ TEST(Spawn, SignalAndRlimitNames) {
   EXPECT_FALSE(ParseSignal("SIGFOO").ok());
   EXPECT_FALSE(ParseSignal("999").ok());
   EXPECT_STREQ(SignalName(SIGINT), "SIGINT");
-  EXPECT_EQ(*ParseRlimitName("RLIMIT_NOFILE"), RLIMIT_NOFILE);
-  EXPECT_EQ(*ParseRlimitName("core"), RLIMIT_CORE);
-  EXPECT_FALSE(ParseRlimitName("files").ok());
+  EXPECT_EQ(*proc::ParseRlimitName("RLIMIT_NOFILE"), RLIMIT_NOFILE);
+  EXPECT_EQ(*proc::ParseRlimitName("core"), RLIMIT_CORE);
+  EXPECT_FALSE(proc::ParseRlimitName("files").ok());
 }
 
 TEST(Proc, ParsesStatWithAwkwardComm) {
-  ProcStat ps;
+  proc::ProcStat ps;
   std::string line = "42 (a b) c)) S 1 42 42 0 -1 4194560 100 0 0 0 7 3 0 0 20 0 1 0 12345 1000000 256 rest";
-  ASSERT_TRUE(ParseProcStat(line, &ps));
+  ASSERT_TRUE(proc::ParseProcStat(line, &ps));
   EXPECT_EQ(ps.pid, 42);
   EXPECT_EQ(ps.state, 'S');
   EXPECT_EQ(ps.ppid, 1);
@@ -517,14 +517,14 @@ TEST(Proc, ParsesStatWithAwkwardComm) {
   EXPECT_EQ(ps.stime_ticks, 3u);
   EXPECT_EQ(ps.start_ticks, 12345u);
   EXPECT_EQ(ps.rss_pages, 256u);
-  EXPECT_FALSE(ParseProcStat("garbage", &ps));
-  EXPECT_FALSE(ParseProcStat("1 (x) S 1", &ps));
+  EXPECT_FALSE(proc::ParseProcStat("garbage", &ps));
+  EXPECT_FALSE(proc::ParseProcStat("1 (x) S 1", &ps));
 }
 
 TEST(Users, ResolvesNamesNumbersAndGroupsFromFiles) {
   char tmpl[] = "/tmp/outpost-users.XXXXXX";
   std::string dir = ::mkdtemp(tmpl);
-  UserDb db{dir + "/passwd", dir + "/group"};
+  proc::UserDb db{dir + "/passwd", dir + "/group"};
   ASSERT_TRUE(sys::WriteFileAtomic(db.passwd_path,
                                    "root:x:0:0:root:/root:/bin/sh\n"
                                    "# comment\n"
@@ -535,25 +535,25 @@ TEST(Users, ResolvesNamesNumbersAndGroupsFromFiles) {
   ASSERT_TRUE(sys::WriteFileAtomic(db.group_path, "root:x:0:\napp:x:1001:\naudio:x:29:app,other\nvideo:x:44:other\n",
                                    0644)
                   .ok());
-  auto app = ResolveCredentials("app", "", db);
+  auto app = proc::ResolveCredentials("app", "", db);
   ASSERT_TRUE(app.ok());
   EXPECT_EQ(app->uid, 1001u);
   EXPECT_EQ(app->gid, 1001u);
   EXPECT_EQ(app->home, "/home/app");
   EXPECT_EQ(app->groups, (std::vector<gid_t>{1001, 29}));
-  auto num = ResolveCredentials("1001", "audio", db);
+  auto num = proc::ResolveCredentials("1001", "audio", db);
   ASSERT_TRUE(num.ok());
   EXPECT_EQ(num->name, "app");
   EXPECT_EQ(num->gid, 29u);
-  auto anon = ResolveCredentials("5000", "", db);
+  auto anon = proc::ResolveCredentials("5000", "", db);
   ASSERT_TRUE(anon.ok());
   EXPECT_EQ(anon->uid, 5000u);
   EXPECT_EQ(anon->gid, 5000u);
   EXPECT_EQ(anon->home, "/");
-  auto bad = ResolveCredentials("bob", "", db);
+  auto bad = proc::ResolveCredentials("bob", "", db);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().message(), "user \"bob\" not found in " + db.passwd_path);
-  auto badg = ResolveCredentials("app", "wheel", db);
+  auto badg = proc::ResolveCredentials("app", "wheel", db);
   ASSERT_FALSE(badg.ok());
   EXPECT_EQ(badg.error().message(), "group \"wheel\" not found in " + db.group_path);
   std::string cmd = "rm -rf " + dir;
@@ -561,4 +561,4 @@ TEST(Users, ResolvesNamesNumbersAndGroupsFromFiles) {
 }
 
 }  // namespace
-}  // namespace outpost::task
+}  // namespace outpost::driver

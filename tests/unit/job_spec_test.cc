@@ -494,7 +494,7 @@ TEST(JobSpec, TasksInheritTheJobRestartFieldByField) {
   EXPECT_EQ(c.max_delay_nanos, 120 * kSec);  // unset max_delay follows a longer delay
 }
 
-void ExpectSameResources(const task::Resources& a, const task::Resources& b) {
+void ExpectSameResources(const cgroup::Resources& a, const cgroup::Resources& b) {
   EXPECT_EQ(a.cpu_weight, b.cpu_weight);
   EXPECT_EQ(a.cpu_max_quota_us, b.cpu_max_quota_us);
   EXPECT_EQ(a.cpu_max_period_us, b.cpu_max_period_us);
@@ -690,7 +690,7 @@ TEST(JobSpecResources, EveryFieldIsRead) {
                                      "wiops": 500},
                                     {"device": "8:16", "riops": "max", "wiops": 1}]})"));
   ASSERT_TRUE(spec.ok()) << spec.error().message();
-  const task::Resources& r = spec->tasks[0].resources;
+  const cgroup::Resources& r = spec->tasks[0].resources;
   EXPECT_TRUE(r.Any());
   EXPECT_EQ(r.cpu_weight, 300u);
   EXPECT_EQ(r.cpu_max_quota_us, 50000);
@@ -726,7 +726,7 @@ TEST(JobSpecResources, EmptyAndMaxMeanUnset) {
                              R"("cpu": {"max": "max 100000"})"}) {
     auto spec = ParseJobSpec(Res(fields));
     ASSERT_TRUE(spec.ok()) << fields << ": " << spec.error().message();
-    const task::Resources& r = spec->tasks[0].resources;
+    const cgroup::Resources& r = spec->tasks[0].resources;
     EXPECT_FALSE(r.Any()) << fields;
     EXPECT_EQ(r.cpu_max_quota_us, -1) << fields;
     EXPECT_EQ(r.memory_max, -1) << fields;
@@ -768,7 +768,7 @@ TEST(JobSpecResources, CpuMaxFromCores) {
                                          {"\"17592186044415 1000000\"", 17592186044415, 1000000}}) {
     auto spec = ParseJobSpec(Res(std::string(R"("cpu": {"max": )") + c.value + "}"));
     ASSERT_TRUE(spec.ok()) << c.value << ": " << spec.error().message();
-    const task::Resources& r = spec->tasks[0].resources;
+    const cgroup::Resources& r = spec->tasks[0].resources;
     EXPECT_EQ(r.cpu_max_quota_us, c.quota) << c.value;
     EXPECT_EQ(r.cpu_max_period_us, c.period) << c.value;
     EXPECT_EQ(ResourcesToJson(r).serialize(),
@@ -784,7 +784,7 @@ TEST(JobSpecResources, TheLimitsThemselvesAreAccepted) {
                                   "pids": {"max": 4194304}, "io": {"weight": 1,
                                   "max": [{"device": "4095:1048575", "rbps": 1, "riops": 9223372036854775807}]})"));
   ASSERT_TRUE(spec.ok()) << spec.error().message();
-  const task::Resources& r = spec->tasks[0].resources;
+  const cgroup::Resources& r = spec->tasks[0].resources;
   EXPECT_EQ(r.cpu_weight, 10000u);
   EXPECT_EQ(r.memory_max, 1 << 20);
   EXPECT_EQ(r.memory_high, 1 << 20);
@@ -819,7 +819,7 @@ TEST(JobSpecResources, DevicePathsAreResolvedOnThisNode) {
   if (dev.empty()) GTEST_SKIP() << "no block device in /dev";
   auto spec = ParseJobSpec(Res(R"("io": {"max": [{"device": ")" + dev + R"(", "rbps": "1MiB"}]})"));
   ASSERT_TRUE(spec.ok()) << spec.error().message();
-  const task::Resources& r = spec->tasks[0].resources;
+  const cgroup::Resources& r = spec->tasks[0].resources;
   ASSERT_EQ(r.io_max.size(), 1u);
   EXPECT_EQ(r.io_max[0].device, dev);
   EXPECT_EQ(r.io_max[0].major, major(st.st_rdev));
@@ -874,26 +874,26 @@ TEST(JobSpecResources, TaskFingerprintIgnoresResourcesAndResourcesFingerprintDoe
   std::string res0 = ResourcesFingerprint(t0.resources);
   EXPECT_EQ(res0.size(), 16u);
   EXPECT_EQ(res0.find_first_not_of("0123456789abcdef"), std::string::npos) << res0;
-  std::vector<std::pair<const char*, std::function<void(task::Resources*)>>> changes = {
-      {"cpu weight", [](task::Resources* r) { r->cpu_weight = 21; }},
-      {"cpu quota", [](task::Resources* r) { r->cpu_max_quota_us = 60000; }},
-      {"cpu period", [](task::Resources* r) { r->cpu_max_period_us = 200000; }},
-      {"cpu max unset", [](task::Resources* r) { r->cpu_max_quota_us = -1; }},
-      {"cpus", [](task::Resources* r) { r->cpuset_cpus = "0-3"; }},
-      {"mems", [](task::Resources* r) { r->cpuset_mems = "0-1"; }},
-      {"memory max", [](task::Resources* r) { r->memory_max += 4096; }},
-      {"memory high", [](task::Resources* r) { r->memory_high = -1; }},
-      {"memory low", [](task::Resources* r) { r->memory_low = 0; }},
-      {"swap max", [](task::Resources* r) { r->memory_swap_max = 1 << 20; }},
-      {"pids", [](task::Resources* r) { r->pids_max = 101; }},
-      {"io weight", [](task::Resources* r) { r->io_weight = 51; }},
-      {"io rbps", [](task::Resources* r) { r->io_max[0].rbps += 1; }},
-      {"io wbps", [](task::Resources* r) { r->io_max[0].wbps = 1; }},
-      {"io riops", [](task::Resources* r) { r->io_max[1].riops = 11; }},
-      {"io wiops", [](task::Resources* r) { r->io_max[1].wiops = 1; }},
-      {"io device", [](task::Resources* r) { r->io_max[1].minor = 17; }},
-      {"io removed", [](task::Resources* r) { r->io_max.pop_back(); }},
-      {"all unset", [](task::Resources* r) { *r = task::Resources(); }},
+  std::vector<std::pair<const char*, std::function<void(cgroup::Resources*)>>> changes = {
+      {"cpu weight", [](cgroup::Resources* r) { r->cpu_weight = 21; }},
+      {"cpu quota", [](cgroup::Resources* r) { r->cpu_max_quota_us = 60000; }},
+      {"cpu period", [](cgroup::Resources* r) { r->cpu_max_period_us = 200000; }},
+      {"cpu max unset", [](cgroup::Resources* r) { r->cpu_max_quota_us = -1; }},
+      {"cpus", [](cgroup::Resources* r) { r->cpuset_cpus = "0-3"; }},
+      {"mems", [](cgroup::Resources* r) { r->cpuset_mems = "0-1"; }},
+      {"memory max", [](cgroup::Resources* r) { r->memory_max += 4096; }},
+      {"memory high", [](cgroup::Resources* r) { r->memory_high = -1; }},
+      {"memory low", [](cgroup::Resources* r) { r->memory_low = 0; }},
+      {"swap max", [](cgroup::Resources* r) { r->memory_swap_max = 1 << 20; }},
+      {"pids", [](cgroup::Resources* r) { r->pids_max = 101; }},
+      {"io weight", [](cgroup::Resources* r) { r->io_weight = 51; }},
+      {"io rbps", [](cgroup::Resources* r) { r->io_max[0].rbps += 1; }},
+      {"io wbps", [](cgroup::Resources* r) { r->io_max[0].wbps = 1; }},
+      {"io riops", [](cgroup::Resources* r) { r->io_max[1].riops = 11; }},
+      {"io wiops", [](cgroup::Resources* r) { r->io_max[1].wiops = 1; }},
+      {"io device", [](cgroup::Resources* r) { r->io_max[1].minor = 17; }},
+      {"io removed", [](cgroup::Resources* r) { r->io_max.pop_back(); }},
+      {"all unset", [](cgroup::Resources* r) { *r = cgroup::Resources(); }},
   };
   std::vector<std::string> seen = {res0};
   for (const auto& [what, change] : changes) {
@@ -914,7 +914,7 @@ TEST(JobSpecResources, TaskFingerprintIgnoresResourcesAndResourcesFingerprintDoe
   ASSERT_TRUE(b.ok()) << b.error().message();
   EXPECT_EQ(ResourcesFingerprint(a->tasks[0].resources), ResourcesFingerprint(b->tasks[0].resources));
   // The job's and a task's limits use the same function.
-  EXPECT_EQ(ResourcesFingerprint(task::Resources()), ResourcesFingerprint(base->tasks[0].resources));
+  EXPECT_EQ(ResourcesFingerprint(cgroup::Resources()), ResourcesFingerprint(base->tasks[0].resources));
 }
 
 TEST(JobSpecResources, FingerprintOfATaskWithoutLimitsDidNotChange) {

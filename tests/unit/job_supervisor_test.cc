@@ -158,7 +158,7 @@ TEST(JobRestartPolicy, NeverMoreThanOneStartPerSecond) {
 }
 
 TEST(JobRestartPolicy, DescribeExit) {
-  task::ExitResult e;
+  driver::ExitResult e;
   EXPECT_EQ(DescribeExit(e), "exit code 0");
   e.exit_code = 137;
   e.signal = 9;
@@ -206,14 +206,14 @@ class FakeTasks : public TaskRunner, public TaskStore {
     bool running = false;
     int starts = 0;
     std::string spec_hash;
-    std::function<void(const task::ExitResult&)> wait;
+    std::function<void(const driver::ExitResult&)> wait;
   };
   std::map<std::string, Inst> inst;
   std::vector<std::string> log;  // "start web.a", "stop web.a", "purge web.a"
-  std::vector<task::TaskEvent> events;
+  std::vector<driver::TaskEvent> events;
   std::set<std::string> fail_start;
 
-  void Start(const task::TaskConfig& c, std::function<void(Status)> done) override {
+  void Start(const driver::TaskConfig& c, std::function<void(Status)> done) override {
     log.push_back("start " + c.id);
     if (fail_start.count(c.id)) return done(Error(Code::kNotFound, "no such file"));
     Inst& i = inst[c.id];
@@ -222,7 +222,7 @@ class FakeTasks : public TaskRunner, public TaskStore {
     i.spec_hash = c.spec_hash;
     done(OkStatus());
   }
-  Status Wait(const std::string& id, std::function<void(const task::ExitResult&)> done) override {
+  Status Wait(const std::string& id, std::function<void(const driver::ExitResult&)> done) override {
     auto it = inst.find(id);
     if (it == inst.end()) return Error(Code::kNotFound, "no task " + id);
     it->second.wait = std::move(done);
@@ -233,12 +233,12 @@ class FakeTasks : public TaskRunner, public TaskStore {
     Exit(id, 143);
     done(OkStatus());
   }
-  void Event(const task::TaskEvent& ev) override { events.push_back(ev); }
-  Status UpdateResources(const std::string& id, const task::Resources& r) override {
+  void Event(const driver::TaskEvent& ev) override { events.push_back(ev); }
+  Status UpdateResources(const std::string& id, const cgroup::Resources& r) override {
     log.push_back("limits " + id + " " + std::to_string(r.memory_max));
     return OkStatus();
   }
-  Status ApplyJobResources(const std::string& job, const task::Resources& r) override {
+  Status ApplyJobResources(const std::string& job, const cgroup::Resources& r) override {
     log.push_back("job-limits " + job + " " + std::to_string(r.memory_max));
     return OkStatus();
   }
@@ -260,7 +260,7 @@ class FakeTasks : public TaskRunner, public TaskStore {
     Inst& i = inst[id];
     if (!i.running) return;
     i.running = false;
-    task::ExitResult e;
+    driver::ExitResult e;
     e.exit_code = code;
     if (i.wait) {
       auto w = std::move(i.wait);

@@ -15,15 +15,15 @@
 #include <vector>
 
 #include "base/fd.h"
-#include "task/keeper.h"
-#include "task/keeper_link.h"
-#include "task/keeper_proto.h"
+#include "keeper/keeper.h"
+#include "keeper/link.h"
+#include "keeper/proto.h"
 #include "test_util.h"
 
-namespace outpost::task {
+namespace outpost::keeper {
 namespace {
 
-namespace kp = keeper_proto;
+namespace kp = keeper::proto;
 using outpost::testing::MakeLoop;
 using outpost::testing::RunUntil;
 
@@ -676,9 +676,9 @@ TEST_F(KeeperLinkTest, AttachRejectsWhatIsNotTheKeeperSocketAndClosesOnExec) {
 }
 
 }  // namespace
-}  // namespace outpost::task
+}  // namespace outpost::keeper
 
-namespace outpost::task {
+namespace outpost::keeper {
 namespace {
 
 // kHoldFifos carries fds; the keeper keeps them until kReleaseFifos.
@@ -695,7 +695,7 @@ TEST(KeeperFifoHold, HoldAndReleaseOverTheSocket) {
   int p[2];
   ASSERT_EQ(0, ::pipe2(p, O_CLOEXEC | O_NONBLOCK));
   UniqueFd r(p[0]), w(p[1]);
-  int64_t key = keeper_proto::TaskKey("web", 3);
+  int64_t key = keeper::proto::TaskKey("web", 3);
   (*link)->HoldFifos(key, {w.get()});
   channel.OnReadable();
   EXPECT_EQ(channel.held_count(), 1u);
@@ -709,10 +709,10 @@ TEST(KeeperFifoHold, HoldAndReleaseOverTheSocket) {
   EXPECT_EQ(channel.held_count(), 1u);
   EXPECT_EQ(0, ::read(r.get(), &c, 1)) << "the old hold (the write side) was closed: EOF";
   (*link)->ReleaseFifos(key);
-  (*link)->ReleaseFifos(keeper_proto::TaskKey("other", 5));  // unknown key: nothing happens
+  (*link)->ReleaseFifos(keeper::proto::TaskKey("other", 5));  // unknown key: nothing happens
   channel.OnReadable();
   EXPECT_EQ(channel.held_count(), 0u);
 }
 
 }  // namespace
-}  // namespace outpost::task
+}  // namespace outpost::keeper

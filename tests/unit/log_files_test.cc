@@ -8,11 +8,11 @@
 #include <string>
 
 #include "base/sys.h"
-#include "task/log_files.h"
-#include "task/log_pipe.h"
+#include "logs/log_files.h"
+#include "logs/log_pipe.h"
 #include "test_util.h"
 
-namespace outpost::task {
+namespace outpost::logs {
 namespace {
 
 using outpost::testing::MakeLoop;
@@ -194,10 +194,10 @@ TEST_F(LogFilesTest, FollowWaitsWhileTheActiveFileIsShorterThanTheCursor) {
 // pieces between writes sees every byte once, in order, across rotations.
 TEST_F(LogFilesTest, FollowBehindALogPipeSeesEveryByteOnce) {
   auto loop = MakeLoop();
-  task::RotationPolicy pol;
+  logs::RotationPolicy pol;
   pol.max_file_size = 50;
   pol.max_files = 5;
-  auto p = task::LogPipe::Open(loop.get(), dir_ + "/.fifo", log_, dir_ + "/.cursor", pol, ::getuid(), ::getgid(),
+  auto p = logs::LogPipe::Open(loop.get(), dir_ + "/.fifo", log_, dir_ + "/.cursor", pol, ::getuid(), ::getgid(),
                                nullptr);
   ASSERT_TRUE(p.ok()) << p.error().message();
   auto w = (*p)->OpenWriteEnd();
@@ -223,4 +223,4 @@ TEST_F(LogFilesTest, FollowBehindALogPipeSeesEveryByteOnce) {
 }
 
 }  // namespace
-}  // namespace outpost::task
+}  // namespace outpost::logs

@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "base/sys.h"
-#include "task/log_files.h"
-#include "task/log_pipe.h"
+#include "logs/log_files.h"
+#include "logs/log_pipe.h"
 #include "test_util.h"
 
-namespace outpost::task {
+namespace outpost::logs {
 namespace {
 
 using outpost::testing::MakeLoop;
@@ -684,4 +684,4 @@ TEST(LogPipeKill, SigkillAtRandomMomentsLosesAndDuplicatesNothing) {
 }
 
 }  // namespace
-}  // namespace outpost::task
+}  // namespace outpost::logs

@@ -2,7 +2,7 @@
 // across Open, exhaustion, corrupt files moved aside, Reconcile, entries left
 // outside a changed range, Restore, and that the file on disk is complete
 // JSON naming every held uid after each operation.
-#include "task/uid_pool.h"
+#include "proc/uid_pool.h"
 
 #include <fcntl.h>
 #include <ftw.h>
@@ -15,7 +15,7 @@
 #include "base/sys.h"
 #include "test_util.h"
 
-namespace outpost::task {
+namespace outpost::proc {
 namespace {
 
 int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
@@ -354,4 +354,4 @@ TEST_F(UidPoolTest, FailedWriteHandsNothingOut) {
 }
 
 }  // namespace
-}  // namespace outpost::task
+}  // namespace outpost::proc

@@ -79,8 +79,8 @@
 #include "job.pb.h"
 #include "loop/loop.h"
 #include "task.pb.h"
-#include "task/cgroup.h"
-#include "task/proc.h"
+#include "cgroup/cgroup.h"
+#include "proc/procfs.h"
 #include "wire/rpc_client.h"
 
 using outpost::bench::PidsWithEnv;
@@ -738,7 +738,7 @@ int Main(int argc, char** argv) {
 
   // Without usable cgroup v2 (and root) there is nothing to measure.
   auto mi = sys::ReadFile("/proc/self/mountinfo", 4 << 20);
-  run.cg_mount = mi.ok() ? task::FindCgroup2Mount(*mi) : "";
+  run.cg_mount = mi.ok() ? cgroup::FindCgroup2Mount(*mi) : "";
   auto ctrl = sys::ReadFile(run.cg_mount + "/cgroup.controllers", 4096);
   if (run.cg_mount.empty() || !ctrl.ok() || ctrl->find("memory") == std::string::npos ||
       ::access((run.cg_mount + "/cgroup.subtree_control").c_str(), W_OK) != 0) {

@@ -69,7 +69,7 @@
 #include "job.pb.h"
 #include "loop/loop.h"
 #include "task.pb.h"
-#include "task/proc.h"
+#include "proc/procfs.h"
 #include "wire/rpc_client.h"
 #include "bench_util.h"
 
@@ -130,8 +130,8 @@ long SettledRssKiB(pid_t pid, int stable_ms = 300) {
   int64_t end = since + 10 * kNanosPerSecond;
   while (MonotonicNanos() < end && !g_interrupted) {
     ::usleep(50000);
-    task::ProcStat ps;
-    if (!task::ReadProcStat(pid, &ps)) return -1;
+    proc::ProcStat ps;
+    if (!proc::ReadProcStat(pid, &ps)) return -1;
     long now = RssKiB(pid);
     if (now != last || ps.state != 'S') {
       last = now;
@@ -331,8 +331,8 @@ void Cleanup(Run* run) {
   }
   // 2. Whatever the API left: the task pids we know, if they still belong to the keeper.
   for (pid_t pid : run->task_pids) {
-    task::ProcStat ps;
-    if (pid > 0 && task::ReadProcStat(pid, &ps) && ps.state != 'Z' && ps.ppid == run->keeper) ::kill(pid, SIGKILL);
+    proc::ProcStat ps;
+    if (pid > 0 && proc::ReadProcStat(pid, &ps) && ps.state != 'Z' && ps.ppid == run->keeper) ::kill(pid, SIGKILL);
   }
   // 3. The agent: the keeper stops its worker and exits.
   if (run->keeper > 0) {
@@ -346,8 +346,8 @@ void Cleanup(Run* run) {
     run->keeper = 0;
   }
   if (run->worker > 0) {
-    task::ProcStat ps;
-    if (task::ReadProcStat(run->worker, &ps) && ps.state != 'Z') {
+    proc::ProcStat ps;
+    if (proc::ReadProcStat(run->worker, &ps) && ps.state != 'Z') {
       auto cmd = sys::ReadFile(Format("/proc/%d/cmdline", run->worker), 4096);
       if (cmd.ok() && cmd->find(run->config) != std::string::npos) ::kill(run->worker, SIGKILL);
     }
@@ -657,8 +657,8 @@ int Main(int argc, char** argv) {
   if (run.keeper < 0) Fatal(&run, "fork failed");
   run.worker = WaitForWorker(run, 10 * kNanosPerSecond);
   if (run.worker <= 0) Fatal(&run, "the agent did not answer Status within 10s");
-  task::ProcStat wps;
-  if (!task::ReadProcStat(run.worker, &wps) || wps.ppid != run.keeper) {
+  proc::ProcStat wps;
+  if (!proc::ReadProcStat(run.worker, &wps) || wps.ppid != run.keeper) {
     Fatal(&run, Format("worker %d is not a child of the keeper %d", run.worker, run.keeper));
   }
   // Job calls are refused (Unavailable) until the job manager has recovered.

@@ -27,7 +27,7 @@
 #include "base/fd.h"
 #include "base/sys.h"
 #include "loop/loop.h"
-#include "task/log_pipe.h"
+#include "logs/log_pipe.h"
 #include "bench_util.h"
 
 namespace outpost {
@@ -78,9 +78,9 @@ Run ThroughLogPipe(const std::string& helper, const std::string& lines, const st
   std::string sub = dir + "/pipe" + std::to_string(i);
   if (::mkdir(sub.c_str(), 0755) != 0) Die("mkdir", sub);
   auto loop = OrDie(Loop::Create(), "loop");
-  task::RotationPolicy pol;  // 10 MiB files, 10 of them
+  logs::RotationPolicy pol;  // 10 MiB files, 10 of them
   std::string error;
-  auto lp = OrDie(task::LogPipe::Open(loop.get(), sub + "/.task.stdout.fifo", sub + "/task.stdout",
+  auto lp = OrDie(logs::LogPipe::Open(loop.get(), sub + "/.task.stdout.fifo", sub + "/task.stdout",
                                       sub + "/.task.stdout.cursor", pol, ::getuid(), ::getgid(),
                                       [&](const std::string& e) { error = e; }),
                   "LogPipe::Open");

@@ -41,8 +41,8 @@
 #include "base/log.h"
 #include "base/sys.h"
 #include "loop/loop.h"
-#include "task/exec_driver.h"
-#include "task/log_pipe.h"
+#include "driver/exec/exec_driver.h"
+#include "logs/log_pipe.h"
 #include "bench_util.h"
 
 namespace outpost {
@@ -66,9 +66,9 @@ class Bench {
  public:
   Bench(std::string helper, std::string dir) : helper_(std::move(helper)), dir_(std::move(dir)) {
     loop_ = OrDie(Loop::Create(), "loop");
-    task::ExecDriver::Options o;
+    driver::ExecDriver::Options o;
     o.state_dir = dir_ + "/state";
-    driver_ = OrDie(task::ExecDriver::Create(loop_.get(), o), "exec driver");
+    driver_ = OrDie(driver::ExecDriver::Create(loop_.get(), o), "exec driver");
     if (::mkdir((dir_ + "/task").c_str(), 0700) != 0) Die("mkdir", dir_ + "/task");
     if (::mkdir((dir_ + "/logs").c_str(), 0700) != 0) Die("mkdir", dir_ + "/logs");
     stamp_ = dir_ + "/stamp";
@@ -103,33 +103,33 @@ class Bench {
   // One task through ExecDriver::StartTask, with FIFOs + LogPipes or /dev/null.
   int64_t DriverStart(bool fifos) {
     std::string id = "b" + std::to_string(++n_);
-    task::TaskConfig c;
+    driver::TaskConfig c;
     c.id = id;
     c.name = id;
     c.command = helper_;
     c.args = {"timestamp", stamp_};
     c.task_dir = dir_ + "/task";
-    std::unique_ptr<task::LogPipe> out, err;
+    std::unique_ptr<logs::LogPipe> out, err;
     if (fifos) {
       c.stdout_path = dir_ + "/" + id + ".stdout.fifo";
       c.stderr_path = dir_ + "/" + id + ".stderr.fifo";
-      task::RotationPolicy pol;
+      logs::RotationPolicy pol;
       auto on_error = [](const std::string& e) { Die("LogPipe", e); };
-      out = OrDie(task::LogPipe::Open(loop_.get(), c.stdout_path, dir_ + "/logs/" + id + ".stdout",
+      out = OrDie(logs::LogPipe::Open(loop_.get(), c.stdout_path, dir_ + "/logs/" + id + ".stdout",
                                       c.stdout_path + ".cursor", pol, ::getuid(), ::getgid(), on_error),
                   "LogPipe stdout");
-      err = OrDie(task::LogPipe::Open(loop_.get(), c.stderr_path, dir_ + "/logs/" + id + ".stderr",
+      err = OrDie(logs::LogPipe::Open(loop_.get(), c.stderr_path, dir_ + "/logs/" + id + ".stderr",
                                       c.stderr_path + ".cursor", pol, ::getuid(), ::getgid(), on_error),
                   "LogPipe stderr");
     }
     bool started = false, exited = false;
     int64_t t0 = MonotonicNanos();
-    driver_->StartTask(c, [&](Result<task::TaskHandle> h) {
+    driver_->StartTask(c, [&](Result<driver::TaskHandle> h) {
       if (!h.ok()) Die("StartTask", h.error().message());
       started = true;
     });
     if (!started) Die("StartTask", "did not complete synchronously");
-    Status st = driver_->WaitTask(id, [&](const task::ExitResult& r) {
+    Status st = driver_->WaitTask(id, [&](const driver::ExitResult& r) {
       if (!r.Successful()) Die("task", "did not exit 0: " + r.error);
       exited = true;
     });
@@ -166,7 +166,7 @@ class Bench {
   std::string stamp_;
   std::vector<std::string> base_env_;
   std::unique_ptr<Loop> loop_;
-  std::unique_ptr<task::ExecDriver> driver_;
+  std::unique_ptr<driver::ExecDriver> driver_;
   int n_ = 0;
 };
 

@@ -1,4 +1,4 @@
-#include "task/keeper_link.h"
+#include "keeper/link.h"
 
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -10,11 +10,11 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/sys.h"
-#include "task/keeper.h"
+#include "keeper/keeper.h"
 
-namespace outpost::task {
+namespace outpost::keeper {
 
-namespace kp = keeper_proto;
+namespace kp = proto;
 
 Result<std::unique_ptr<KeeperLink>> KeeperLink::Attach(Loop* loop, UniqueFd fd, ExitHandler on_exit) {
   if (!fd) return Error(Code::kInvalidArgument, "keeper socket: no fd");
@@ -210,4 +210,4 @@ void KeeperLink::Lose(const std::string& why) {
   if (on_lost_) on_lost_();
 }
 
-}  // namespace outpost::task
+}  // namespace outpost::keeper

@@ -1,4 +1,4 @@
-#include "task/uid_pool.h"
+#include "proc/uid_pool.h"
 
 #include <picojson.h>
 
@@ -11,7 +11,7 @@
 #include "base/strings.h"
 #include "base/sys.h"
 
-namespace outpost::task {
+namespace outpost::proc {
 
 namespace {
 
@@ -228,4 +228,4 @@ std::optional<uint32_t> UidPool::Lookup(const std::string& owner) const {
   return it->second;
 }
 
-}  // namespace outpost::task
+}  // namespace outpost::proc

@@ -2,7 +2,7 @@
 // (/proc/self/mountinfo), the agent's subtree (default
 // /sys/fs/cgroup/outpost.slice) with the controllers it can enable, one
 // cgroup per job (the NRI pod cgroup parent) and one per task below it,
-// writing limits (task::Resources) to the controller files, reading stats,
+// writing limits (cgroup::Resources) to the controller files, reading stats,
 // killing everything in a cgroup (cgroup.kill, or freeze + SIGKILL of each
 // pid on kernels without it), removing cgroups (rmdir only, never a
 // recursive delete), watching memory.events for OOM kills, and cleaning
@@ -26,13 +26,13 @@
 
 #include "base/error.h"
 #include "base/fd.h"
-#include "task/driver.h"
+#include "cgroup/resources.h"
 
 namespace outpost {
 class Loop;
 }
 
-namespace outpost::task {
+namespace outpost::cgroup {
 
 struct CgroupStats {
   int64_t timestamp_unix_nanos = 0;
@@ -165,4 +165,4 @@ std::map<std::string, uint64_t> ParseFlatKeyed(const std::string& text);
 // "0-3,5" -> {0,1,2,3,5}; false on bad syntax.
 bool ParseCpuList(const std::string& text, std::set<int>* out);
 
-}  // namespace outpost::task
+}  // namespace outpost::cgroup

@@ -14,9 +14,9 @@
 #include "base/strings.h"
 #include "base/sys.h"
 #include "loop/loop.h"
-#include "task/cgroup.h"
+#include "cgroup/cgroup.h"
 
-namespace outpost::task {
+namespace outpost::cgroup {
 namespace {
 
 // Whole-string unsigned decimal (cgroup counters are u64).
@@ -219,4 +219,4 @@ void OomWatcher::Unwatch(const std::string& cgroup_path) {
   impl_->wd_by_path.erase(it);
 }
 
-}  // namespace outpost::task
+}  // namespace outpost::cgroup

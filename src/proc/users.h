@@ -11,7 +11,7 @@
 
 #include "base/error.h"
 
-namespace outpost::task {
+namespace outpost::proc {
 
 struct Credentials {
   uid_t uid = 0;
@@ -33,4 +33,4 @@ struct UserDb {
 Result<Credentials> ResolveCredentials(const std::string& user, const std::string& group,
                                        const UserDb& db = UserDb());
 
-}  // namespace outpost::task
+}  // namespace outpost::proc

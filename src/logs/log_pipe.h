@@ -40,7 +40,7 @@
 #include "base/fd.h"
 #include "loop/loop.h"
 
-namespace outpost::task {
+namespace outpost::logs {
 
 struct RotationPolicy {
   uint64_t max_file_size = 10 << 20;
@@ -178,4 +178,4 @@ class LogPipe {
   LogPipeStats stats_;
 };
 
-}  // namespace outpost::task
+}  // namespace outpost::logs

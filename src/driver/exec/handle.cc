@@ -3,9 +3,9 @@
 #include <picojson.h>
 
 #include "base/json.h"
-#include "task/exec_driver.h"
+#include "driver/exec/exec_driver.h"
 
-namespace outpost::task {
+namespace outpost::driver {
 
 namespace {
 
@@ -33,7 +33,7 @@ std::string ExecDriver::EncodeHandle(const TaskHandle& h, const ExitResult* exit
   cfg["user"] = Str(c.user);
   cfg["group"] = Str(c.group);
   picojson::array rl;
-  for (const Rlimit& r : c.rlimits) {
+  for (const proc::Rlimit& r : c.rlimits) {
     picojson::object o;
     o["name"] = Str(r.name);
     o["soft"] = Num(static_cast<int64_t>(r.soft));
@@ -127,7 +127,7 @@ Result<TaskHandle> ExecDriver::DecodeHandle(const std::string& text, ExitResult*
       if (rv->is<picojson::array>()) {
         for (const picojson::value& item : rv->get<picojson::array>()) {
           json::ObjectReader ir(item, "config.rlimits[]", &errors);
-          Rlimit rl;
+          proc::Rlimit rl;
           int64_t soft = 0, hard = 0;
           ir.String("name", &rl.name);
           ir.Int("soft", 0, INT64_MAX, &soft);
@@ -171,4 +171,4 @@ Result<TaskHandle> ExecDriver::DecodeHandle(const std::string& text, ExitResult*
   return h;
 }
 
-}  // namespace outpost::task
+}  // namespace outpost::driver

@@ -15,7 +15,7 @@
 // memfd, keeping the keeper's pid and so the parenthood of every task).
 //
 // Does not own: anything the worker does (agent/), the worker side of the
-// socket (task/keeper_link), the message encoding (task/keeper_proto.h).
+// socket (keeper/link), the message encoding (keeper/proto.h).
 //
 // Rules: after start-up the keeper does not allocate on its hot path (a task
 // exit is a waitpid, a copy into a fixed ring and a send); it must not exit
@@ -32,9 +32,9 @@
 
 #include "base/error.h"
 #include "base/fd.h"
-#include "task/keeper_proto.h"
+#include "keeper/proto.h"
 
-namespace outpost::task {
+namespace outpost::keeper {
 
 // ---- command-line roles ------------------------------------------------------
 
@@ -167,7 +167,7 @@ class KeeperChannel {
  private:
   void Flush();
   // 1 sent, 0 no room (EAGAIN), -1 the socket is broken.
-  int Send(const keeper_proto::Message& m);
+  int Send(const proto::Message& m);
 
   ExitJournal* journal_;
   UniqueFd sock_;
@@ -233,4 +233,4 @@ WorkerExitDecision DecideOnWorkerExit(StopRequest stop, bool may_have_tasks, int
 // Writes e.g. "exit 3" or "signal 9 (SIGKILL)" into buf.
 const char* DescribeWaitStatus(int wait_status, char* buf, size_t len);
 
-}  // namespace outpost::task
+}  // namespace outpost::keeper

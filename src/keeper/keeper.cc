@@ -1,4 +1,4 @@
-#include "task/keeper.h"
+#include "keeper/keeper.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -25,9 +25,9 @@
 
 extern char** environ;
 
-namespace outpost::task {
+namespace outpost::keeper {
 
-namespace kp = keeper_proto;
+namespace kp = proto;
 
 // ---- command-line roles ------------------------------------------------------
 
@@ -906,4 +906,4 @@ int RunKeeper(const std::vector<std::string>& agent_args, int journal_fd) {
   return keeper->Run();
 }
 
-}  // namespace outpost::task
+}  // namespace outpost::keeper

@@ -1,4 +1,4 @@
-#include "task/exec_driver.h"
+#include "driver/exec/exec_driver.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -14,10 +14,10 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/sys.h"
-#include "task/proc.h"
-#include "task/spawn.h"
+#include "proc/procfs.h"
+#include "proc/spawn.h"
 
-namespace outpost::task {
+namespace outpost::driver {
 
 namespace {
 
@@ -143,7 +143,7 @@ void ExecDriver::RefreshFingerprint() {
   f.attributes["driver.exec.root"] = ::geteuid() == 0 ? "true" : "false";
   // Resource control (Nomad's "resources" fingerprint): which cgroup v2
   // controllers tasks get, or why there are none.
-  if (Cgroups* cg = usable_cgroups()) {
+  if (cgroup::Cgroups* cg = usable_cgroups()) {
     std::string list;
     for (const std::string& c : cg->controllers()) list += (list.empty() ? "" : ",") + c;
     f.attributes["driver.exec.cgroup.controllers"] = list;
@@ -226,7 +226,7 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
   if (!cfg.workdir.empty() && cfg.workdir[0] != '/') {
     return fail(Error(Code::kInvalidArgument, "working dir \"" + cfg.workdir + "\" must be an absolute path"));
   }
-  auto creds = ResolveCredentials(cfg.user, cfg.group, options_.users);
+  auto creds = proc::ResolveCredentials(cfg.user, cfg.group, options_.users);
   if (!creds.ok()) return fail(creds.error());
   bool switch_user = !cfg.user.empty() || !cfg.group.empty();
   if (switch_user && ::geteuid() != 0 && (creds->uid != ::geteuid() || creds->gid != ::getegid())) {
@@ -259,10 +259,10 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
   env[kInstanceVar] = instance;
 
   int exit_code = 0;
-  auto path = ResolveCommand(cfg.command, env["PATH"], &exit_code);
+  auto path = proc::ResolveCommand(cfg.command, env["PATH"], &exit_code);
   if (!path.ok()) return fail(path.error());
 
-  SpawnRequest req;
+  proc::SpawnRequest req;
   req.path = *path;
   req.argv.push_back(cfg.command);
   req.argv.insert(req.argv.end(), cfg.args.begin(), cfg.args.end());
@@ -270,9 +270,9 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
   req.workdir = cfg.workdir.empty() ? cfg.task_dir : cfg.workdir;
   req.set_credentials = switch_user || ::geteuid() == 0;
   req.creds = *creds;
-  if (!req.set_credentials) req.creds = Credentials{};
-  for (const Rlimit& r : cfg.rlimits) {
-    auto res = ParseRlimitName(r.name);
+  if (!req.set_credentials) req.creds = proc::Credentials{};
+  for (const proc::Rlimit& r : cfg.rlimits) {
+    auto res = proc::ParseRlimitName(r.name);
     if (!res.ok()) return fail(res.error());
     if (r.soft > r.hard) {
       return fail(Error(Code::kInvalidArgument, "rlimit " + r.name + ": soft limit is above the hard limit"));
@@ -283,7 +283,7 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
   rlimit nofile;
   bool has_nofile = false;
   for (const auto& r : req.rlimits) has_nofile |= r.first == RLIMIT_NOFILE;
-  if (!has_nofile && TaskDefaultNofile(&nofile)) req.rlimits.push_back({RLIMIT_NOFILE, nofile});
+  if (!has_nofile && proc::TaskDefaultNofile(&nofile)) req.rlimits.push_back({RLIMIT_NOFILE, nofile});
   UniqueFd out_fd, err_fd;
   auto open_out = [&](const std::string& p, UniqueFd* fd) -> Status {
     if (p.empty()) return OkStatus();
@@ -313,7 +313,7 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
     req.cgroup_procs_fd = procs_fd.get();
   }
 
-  auto spawned = Spawn(req, &exit_code);
+  auto spawned = proc::Spawn(req, &exit_code);
   if (!spawned.ok()) {
     if (!cgroup_path.empty()) (void)options_.cgroups->Remove(cgroup_path);
     return fail(spawned.error());
@@ -323,11 +323,11 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
   t->handle.config = cfg;
   t->handle.pid = spawned->pid;
   t->handle.started_at_unix_nanos = WallNanos();
-  ProcStat ps;
-  if (ReadProcStat(spawned->pid, &ps)) t->handle.start_ticks = ps.start_ticks;
+  proc::ProcStat ps;
+  if (proc::ReadProcStat(spawned->pid, &ps)) t->handle.start_ticks = ps.start_ticks;
   t->handle.driver_state = options_.keeper_is_parent ? "keeper" : "agent";
   t->handle.instance = instance;
-  t->handle.boot_id = CurrentBootId();
+  t->handle.boot_id = proc::CurrentBootId();
   t->handle.cgroup = cgroup_path;
   t->handle.oom_kills_at_start = oom_base;
   t->pidfd = std::move(spawned->pidfd);
@@ -376,7 +376,7 @@ void ExecDriver::Finish(Task* t, const ExitResult& result, int64_t unix_nanos) {
   // group, and daemonised descendants carrying its marker) dies with it, as
   // in a container's PID namespace, so nothing outlives supervision.
   KillEverything(t);
-  if (Cgroups* cg = usable_cgroups(); cg && !t->handle.cgroup.empty()) {
+  if (cgroup::Cgroups* cg = usable_cgroups(); cg && !t->handle.cgroup.empty()) {
     if (options_.oom) options_.oom->Unwatch(t->handle.cgroup);
     auto stats = cg->Stats(t->handle.cgroup);
     if (stats.ok() && stats->memory_events["oom_kill"] > t->handle.oom_kills_at_start && t->exit.signal == SIGKILL) {
@@ -421,7 +421,7 @@ Status ExecDriver::WaitTask(const std::string& id, WaitCallback done) {
 }
 
 Result<UniqueFd> ExecDriver::PrepareCgroup(const TaskConfig& cfg, std::string* path, uint64_t* oom_base) {
-  Cgroups* cg = usable_cgroups();
+  cgroup::Cgroups* cg = usable_cgroups();
   if (!cg) {
     if (!cfg.resources.Any() || options_.allow_without_limits) return UniqueFd();
     std::string why = options_.cgroups ? options_.cgroups->reason() : "cgroups are not set up";
@@ -435,7 +435,7 @@ Result<UniqueFd> ExecDriver::PrepareCgroup(const TaskConfig& cfg, std::string* p
     for (const std::string& p : problems) all += (all.empty() ? "" : "; ") + p;
     return Error(Code::kFailedPrecondition, all);
   }
-  OUTPOST_RETURN_IF_ERROR(cg->EnsureJob(cfg.job, Resources()));
+  OUTPOST_RETURN_IF_ERROR(cg->EnsureJob(cfg.job, cgroup::Resources()));
   auto fd = cg->CreateTask(cfg.job, cfg.id, cfg.resources);
   if (!fd.ok()) return fd.error();
   *path = cg->TaskPath(cfg.job, cfg.id);
@@ -457,7 +457,7 @@ void ExecDriver::WatchOom(Task* t) {
 }
 
 void ExecDriver::KillEverything(Task* t) {
-  if (Cgroups* cg = usable_cgroups(); cg && !t->handle.cgroup.empty()) {
+  if (cgroup::Cgroups* cg = usable_cgroups(); cg && !t->handle.cgroup.empty()) {
     // Everything the task started is in its cgroup, whatever session or
     // process group it moved to.
     Status st = cg->Kill(t->handle.cgroup);
@@ -475,7 +475,7 @@ void ExecDriver::KillEverything(Task* t) {
   // Handles written before the instance marker existed fall back to the id.
   std::string marker = t->handle.instance.empty() ? "OUTPOST_TASK_ID=" + t->handle.config.id
                                                   : std::string(kInstanceVar) + "=" + t->handle.instance;
-  for (pid_t p : ProcessesWithEnv(marker)) {
+  for (pid_t p : proc::ProcessesWithEnv(marker)) {
     if (p != ::getpid()) ::kill(p, SIGKILL);
   }
 }
@@ -517,7 +517,7 @@ void ExecDriver::DestroyTask(const std::string& id, bool force, DoneCallback don
       Status rm = sys::RemoveFileDurable(HandlePath(id));
       if (!rm.ok()) log::Warn("cannot remove task handle", {{"task", id}, {"error", rm.error().message()}});
       if (task->our_child) loop_->UnwatchChild(task->handle.pid);
-      if (Cgroups* cg = usable_cgroups(); cg && !task->handle.cgroup.empty()) {
+      if (cgroup::Cgroups* cg = usable_cgroups(); cg && !task->handle.cgroup.empty()) {
         // rmdir only: the kernel refuses (EBUSY) while anything is left in it.
         Status cst = cg->Remove(task->handle.cgroup);
         if (!cst.ok()) log::Warn("cannot remove task cgroup", {{"task", id}, {"error", cst.error().message()}});
@@ -566,7 +566,7 @@ Status ExecDriver::SignalTask(const std::string& id, const std::string& signal) 
   return OkStatus();
 }
 
-TaskStats ExecDriver::CgroupTaskStats(Task* t, const CgroupStats& c, int64_t now, TaskStats s) {
+TaskStats ExecDriver::CgroupTaskStats(Task* t, const cgroup::CgroupStats& c, int64_t now, TaskStats s) {
   // The cgroup counts every process of the task, also those that left its
   // process group, and reading it costs a few files instead of a scan of
   // every process's /proc/<pid>/stat.
@@ -606,25 +606,25 @@ Result<TaskStats> ExecDriver::GetTaskStats(const std::string& id) {
   s.timestamp_unix_nanos = WallNanos();
   if (t->state == TaskState::kExited) return s;
   int64_t now = MonotonicNanos();
-  if (Cgroups* cg = usable_cgroups(); cg && !t->handle.cgroup.empty()) {
+  if (cgroup::Cgroups* cg = usable_cgroups(); cg && !t->handle.cgroup.empty()) {
     auto c = cg->Stats(t->handle.cgroup);
     if (c.ok()) return CgroupTaskStats(t, *c, now, s);
     // Unreadable cgroup: fall back to /proc below.
   }
   uint64_t ticks = 0, pages = 0;
-  std::vector<pid_t> members = ProcessGroupMembers(t->handle.pid);
+  std::vector<pid_t> members = proc::ProcessGroupMembers(t->handle.pid);
   if (members.empty()) members.push_back(t->handle.pid);
   uint64_t user = 0, sys_ticks = 0;
   for (pid_t p : members) {
-    ProcStat ps;
-    if (!ReadProcStat(p, &ps)) continue;
+    proc::ProcStat ps;
+    if (!proc::ReadProcStat(p, &ps)) continue;
     user += ps.utime_ticks;
     sys_ticks += ps.stime_ticks;
     pages += ps.rss_pages;
   }
   ticks = user + sys_ticks;
-  const int64_t hz = ClockTicksPerSecond();
-  s.rss_bytes = pages * static_cast<uint64_t>(PageSize());
+  const int64_t hz = proc::ClockTicksPerSecond();
+  s.rss_bytes = pages * static_cast<uint64_t>(proc::PageSize());
   s.cpu_user_nanos = user * (kNanosPerSecond / hz);
   s.cpu_system_nanos = sys_ticks * (kNanosPerSecond / hz);
   if (t->last_sample_mono != 0 && now > t->last_sample_mono && ticks >= t->last_cpu_ticks) {
@@ -661,9 +661,9 @@ Status ExecDriver::RecoverTask(const TaskHandle& handle) {
   if (Find(id)) return OkStatus();  // already tracked: no-op
   auto t = std::make_unique<Task>();
   t->handle = handle;
-  ProcStat ps;
-  bool same_boot = handle.boot_id.empty() || CurrentBootId().empty() || handle.boot_id == CurrentBootId();
-  bool alive = same_boot && handle.pid > 0 && ReadProcStat(handle.pid, &ps) && ps.state != 'Z' &&
+  proc::ProcStat ps;
+  bool same_boot = handle.boot_id.empty() || proc::CurrentBootId().empty() || handle.boot_id == proc::CurrentBootId();
+  bool alive = same_boot && handle.pid > 0 && proc::ReadProcStat(handle.pid, &ps) && ps.state != 'Z' &&
                (handle.start_ticks == 0 || ps.start_ticks == handle.start_ticks);
   if (!same_boot) log::Info("task from before a reboot: its process is gone", {{"task", id}});
   Task* raw = t.get();
@@ -751,7 +751,7 @@ void ExecDriver::ExecTask(const std::string& id, const std::vector<std::string>&
   if (t->state == TaskState::kExited) return done(Error(Code::kFailedPrecondition, "task " + id + " is not running"));
   if (timeout_nanos <= 0) timeout_nanos = 60LL * kNanosPerSecond;
   const TaskConfig& cfg = t->handle.config;
-  auto creds = ResolveCredentials(cfg.user, cfg.group, options_.users);
+  auto creds = proc::ResolveCredentials(cfg.user, cfg.group, options_.users);
   if (!creds.ok()) return done(creds.error());
   // Same environment as the task: read it from the running process when we
   // can (it is what the task really has), else rebuild from the config.
@@ -770,7 +770,7 @@ void ExecDriver::ExecTask(const std::string& id, const std::vector<std::string>&
     if (StartsWith(kv, "PATH=")) path_var = kv.substr(5);
   }
   int exit_code = 0;
-  auto path = ResolveCommand(cmd[0], path_var, &exit_code);
+  auto path = proc::ResolveCommand(cmd[0], path_var, &exit_code);
   if (!path.ok()) return done(path.error());
   // Only our end is non-blocking: the command's stdout must block when the
   // pipe is full, as any program expects of its stdout.
@@ -779,7 +779,7 @@ void ExecDriver::ExecTask(const std::string& id, const std::vector<std::string>&
   UniqueFd r(p[0]), w(p[1]);
   Status nb = sys::SetNonBlocking(r.get(), true);
   if (!nb.ok()) return done(nb.error());
-  SpawnRequest req;
+  proc::SpawnRequest req;
   req.path = *path;
   req.argv = cmd;
   req.env = env;
@@ -788,8 +788,8 @@ void ExecDriver::ExecTask(const std::string& id, const std::vector<std::string>&
   req.stderr_fd = w.get();
   req.set_credentials = !cfg.user.empty() || !cfg.group.empty() || ::geteuid() == 0;
   req.creds = *creds;
-  if (!req.set_credentials) req.creds = Credentials{};
-  auto spawned = Spawn(req, &exit_code);
+  if (!req.set_credentials) req.creds = proc::Credentials{};
+  auto spawned = proc::Spawn(req, &exit_code);
   if (!spawned.ok()) return done(spawned.error());
   w.Reset();
 
@@ -853,4 +853,4 @@ void ExecDriver::ExecTask(const std::string& id, const std::vector<std::string>&
   });
 }
 
-}  // namespace outpost::task
+}  // namespace outpost::driver

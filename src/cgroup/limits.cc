@@ -1,13 +1,13 @@
-// Cgroups: writing task::Resources to the controller files (Apply) and
+// Cgroups: writing cgroup::Resources to the controller files (Apply) and
 // telling in advance which of them this node cannot honour (Check).
 #include <unistd.h>
 
 #include <string>
 
 #include "base/strings.h"
-#include "task/cgroup.h"
+#include "cgroup/cgroup.h"
 
-namespace outpost::task {
+namespace outpost::cgroup {
 namespace {
 
 constexpr int64_t kMinMemory = 1 << 20;  // below this a task cannot even exec
@@ -170,4 +170,4 @@ std::vector<std::string> Cgroups::Check(const Resources& r) const {
   return problems;
 }
 
-}  // namespace outpost::task
+}  // namespace outpost::cgroup

@@ -1,4 +1,4 @@
-#include "agent/task_manager.h"
+#include "task/manager.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,20 +10,20 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/sys.h"
-#include "task/log_pipe.h"
-#include "task/cgroup.h"
-#include "task/uid_pool.h"
-#include "task/users.h"
+#include "logs/log_pipe.h"
+#include "cgroup/cgroup.h"
+#include "proc/uid_pool.h"
+#include "proc/users.h"
 
-namespace outpost::agent {
+namespace outpost::task {
 
 // Per task: its log pipes and what reading its logs needs. The rest of the
 // config lives once, in the driver's handle (ConfigOf).
 struct TaskManager::Logs {
   std::string name;
   int max_files = 10;
-  std::unique_ptr<task::LogPipe> out;
-  std::unique_ptr<task::LogPipe> err;
+  std::unique_ptr<logs::LogPipe> out;
+  std::unique_ptr<logs::LogPipe> err;
 };
 
 TaskManager::TaskManager(Loop* loop, Options options) : loop_(loop), options_(std::move(options)) {}
@@ -42,18 +42,18 @@ Result<std::unique_ptr<TaskManager>> TaskManager::Create(Loop* loop, Options opt
   }
   OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(m->options_.state_dir + "/logs", 0700));
   OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(m->options_.runtime_dir + "/fifo", 0700));
-  task::ExecDriver::Options d;
+  driver::ExecDriver::Options d;
   d.state_dir = m->options_.state_dir;
   d.keeper_is_parent = m->options_.keeper_is_parent;
   d.keeper_pid = m->options_.keeper_pid;
   d.cgroups = m->options_.cgroups;
   d.oom = m->options_.oom;
   d.allow_without_limits = m->options_.allow_without_limits;
-  auto driver = task::ExecDriver::Create(loop, d);
+  auto driver = driver::ExecDriver::Create(loop, d);
   if (!driver.ok()) return driver.error();
   m->driver_ = std::move(*driver);
   TaskManager* raw = m.get();
-  m->subscription_ = m->driver_->SubscribeEvents([raw](const task::TaskEvent& ev) {
+  m->subscription_ = m->driver_->SubscribeEvents([raw](const driver::TaskEvent& ev) {
     raw->Record(ev);
     // The task has exited: whatever it wrote is in the pipe now.
     if (ev.type == "exited" || ev.type == "signalled" || ev.type == "stopped") {
@@ -71,9 +71,9 @@ std::string TaskManager::FifoPath(const std::string& id, const char* stream) con
   return options_.runtime_dir + "/fifo/" + id + "." + stream;
 }
 
-Status TaskManager::OpenLogs(const task::TaskConfig& c, uid_t uid, gid_t gid, Logs* out) {
+Status TaskManager::OpenLogs(const driver::TaskConfig& c, uid_t uid, gid_t gid, Logs* out) {
   OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(c.log_dir, 0755));
-  task::RotationPolicy policy;
+  logs::RotationPolicy policy;
   policy.max_files = c.log_max_files;
   policy.max_file_size = c.log_max_file_size;
   // The callbacks keep only what an event needs, not the whole config.
@@ -81,7 +81,7 @@ Status TaskManager::OpenLogs(const task::TaskConfig& c, uid_t uid, gid_t gid, Lo
   auto on_error = [this, id, name, job](const char* stream) {
     return [this, id, name, job, stream](const std::string& error) {
       log::Warn("task log write failed", {{"task", id}, {"stream", stream}, {"error", error}});
-      task::TaskEvent ev;
+      driver::TaskEvent ev;
       ev.task_id = id;
       ev.task_name = name;
       ev.job = job;
@@ -91,10 +91,10 @@ Status TaskManager::OpenLogs(const task::TaskConfig& c, uid_t uid, gid_t gid, Lo
       Record(ev);
     };
   };
-  auto o = task::LogPipe::Open(loop_, c.stdout_path, c.log_dir + "/" + c.name + ".stdout",
+  auto o = logs::LogPipe::Open(loop_, c.stdout_path, c.log_dir + "/" + c.name + ".stdout",
                                c.stdout_path + ".cursor", policy, uid, gid, on_error("stdout"));
   if (!o.ok()) return o.error().Wrap("stdout log");
-  auto e = task::LogPipe::Open(loop_, c.stderr_path, c.log_dir + "/" + c.name + ".stderr",
+  auto e = logs::LogPipe::Open(loop_, c.stderr_path, c.log_dir + "/" + c.name + ".stderr",
                                c.stderr_path + ".cursor", policy, uid, gid, on_error("stderr"));
   if (!e.ok()) return e.error().Wrap("stderr log");
   out->name = c.name;
@@ -148,19 +148,19 @@ void TaskManager::CloseLogs(const std::string& id, bool remove_fifos) {
   }
 }
 
-void TaskManager::Start(task::TaskConfig c, StartCallback done) {
+void TaskManager::Start(driver::TaskConfig c, StartCallback done) {
   if (c.id.empty()) {
     // Short, sortable, unique enough for one node: time + counter.
     c.id = Format("t%llx%llx", static_cast<unsigned long long>(WallNanos() / 1000000),
                   static_cast<unsigned long long>(++generated_ids_));
   }
-  Status idst = task::ValidateTaskId(c.id);
+  Status idst = driver::ValidateTaskId(c.id);
   if (!idst.ok()) return done(idst.error());
   if (logs_.count(c.id)) {
     return done(Error(Code::kAlreadyExists, "task with ID \"" + c.id + "\" already started"));
   }
   if (c.name.empty()) c.name = c.id;
-  Status namest = task::ValidateTaskId(c.name);
+  Status namest = driver::ValidateTaskId(c.name);
   if (!namest.ok()) return done(Error(Code::kInvalidArgument, "task name: " + namest.error().message()));
   if (c.user == "dynamic") {
     // A uid of its own from the pool, released when the task is destroyed.
@@ -173,7 +173,7 @@ void TaskManager::Start(task::TaskConfig c, StartCallback done) {
     c.user = std::to_string(*uid);
     c.group = c.user;
   }
-  auto creds = task::ResolveCredentials(c.user, c.group);
+  auto creds = proc::ResolveCredentials(c.user, c.group);
   if (!creds.ok()) {
     if (options_.uids) options_.uids->Release(c.id);
     return done(creds.error().Wrap("start task " + c.id));
@@ -194,7 +194,7 @@ void TaskManager::Start(task::TaskConfig c, StartCallback done) {
   }
   logs_[c.id] = std::move(logs);
   std::string id = c.id;
-  driver_->StartTask(c, [this, id, done](Result<task::TaskHandle> h) {
+  driver_->StartTask(c, [this, id, done](Result<driver::TaskHandle> h) {
     if (!h.ok()) {
       CloseLogs(id, true);
       if (options_.uids) options_.uids->Release(id);
@@ -206,7 +206,7 @@ void TaskManager::Start(task::TaskConfig c, StartCallback done) {
 }
 
 void TaskManager::Stop(const std::string& id, int64_t timeout_nanos, const std::string& signal,
-                       task::Driver::DoneCallback done) {
+                       driver::Driver::DoneCallback done) {
   if (timeout_nanos < 0) {
     auto config = driver_->ConfigOf(id);
     timeout_nanos = config.ok() ? config->kill_timeout_nanos : 5 * kNanosPerSecond;
@@ -214,7 +214,7 @@ void TaskManager::Stop(const std::string& id, int64_t timeout_nanos, const std::
   driver_->StopTask(id, timeout_nanos, signal, std::move(done));
 }
 
-void TaskManager::Destroy(const std::string& id, bool force, task::Driver::DoneCallback done) {
+void TaskManager::Destroy(const std::string& id, bool force, driver::Driver::DoneCallback done) {
   driver_->DestroyTask(id, force, [this, id, done](Status st) {
     if (st.ok()) {
       CloseLogs(id, true);
@@ -226,7 +226,7 @@ void TaskManager::Destroy(const std::string& id, bool force, task::Driver::DoneC
   });
 }
 
-void TaskManager::Purge(const std::string& id, task::Driver::DoneCallback done) {
+void TaskManager::Purge(const std::string& id, driver::Driver::DoneCallback done) {
   std::string task_dir = options_.state_dir + "/task-data/" + id;
   std::string log_dir = options_.state_dir + "/logs/" + id;
   auto remove_dirs = [task_dir, log_dir, done](Status st) {
@@ -243,10 +243,10 @@ void TaskManager::Purge(const std::string& id, task::Driver::DoneCallback done) 
   Destroy(id, true, remove_dirs);
 }
 
-Status TaskManager::UpdateResources(const std::string& id, const task::Resources& r) {
+Status TaskManager::UpdateResources(const std::string& id, const cgroup::Resources& r) {
   auto c = driver_->ConfigOf(id);
   if (!c.ok()) return c.error();
-  task::Cgroups* cg = options_.cgroups;
+  cgroup::Cgroups* cg = options_.cgroups;
   if (!cg || !cg->available()) {
     if (!r.Any() || options_.allow_without_limits) return OkStatus();
     return Error(Code::kFailedPrecondition, "resource limits need cgroup v2, which is not usable here");
@@ -256,8 +256,8 @@ Status TaskManager::UpdateResources(const std::string& id, const task::Resources
   return cg->Apply(cg->TaskPath(c->job, c->id), r);
 }
 
-Status TaskManager::ApplyJobResources(const std::string& job, const task::Resources& r) {
-  task::Cgroups* cg = options_.cgroups;
+Status TaskManager::ApplyJobResources(const std::string& job, const cgroup::Resources& r) {
+  cgroup::Cgroups* cg = options_.cgroups;
   if (!cg || !cg->available()) return OkStatus();  // refused at submission if it mattered
   return cg->EnsureJob(job, r);
 }
@@ -279,7 +279,7 @@ Result<TaskView> TaskManager::Inspect(const std::string& id) {
     auto config = driver_->ConfigOf(id);
     if (config.ok()) v.config = std::move(*config);
     v.log_dir = v.config.log_dir;
-    for (task::LogPipe* p : {it->second->out.get(), it->second->err.get()}) {
+    for (logs::LogPipe* p : {it->second->out.get(), it->second->err.get()}) {
       if (!p) continue;
       v.log_bytes += p->stats().bytes_written;
       v.log_dropped += p->stats().bytes_dropped;
@@ -318,16 +318,16 @@ Status TaskManager::Recover() {
     if (!status.ok()) continue;
     auto config = driver_->ConfigOf(id);
     if (!config.ok()) continue;
-    const task::TaskConfig& c = *config;
+    const driver::TaskConfig& c = *config;
     if (c.stdout_path.empty() || c.log_dir.empty()) continue;
-    auto creds = task::ResolveCredentials(c.user, c.group);
+    auto creds = proc::ResolveCredentials(c.user, c.group);
     auto logs = std::make_unique<Logs>();
     Status st = OpenLogs(c, creds.ok() ? creds->uid : ::getuid(), creds.ok() ? creds->gid : ::getgid(), logs.get());
     if (!st.ok()) {
       log::Error("cannot reopen task logs", {{"task", id}, {"error", st.error().message()}});
       continue;
     }
-    if (status->state == task::TaskState::kExited) {
+    if (status->state == driver::TaskState::kExited) {
       logs->out->Drain();
       logs->err->Drain();
     }
@@ -350,7 +350,7 @@ void TaskManager::OnProcessExit(pid_t pid, int wait_status, int64_t unix_nanos) 
   driver_->OnProcessExit(pid, wait_status, unix_nanos);
 }
 
-void TaskManager::Record(const task::TaskEvent& ev) {
+void TaskManager::Record(const driver::TaskEvent& ev) {
   events_.push_back({next_seq_++, ev});
   while (events_.size() > options_.event_history) events_.pop_front();
   if (notify_.empty()) return;
@@ -380,7 +380,7 @@ uint64_t TaskManager::NotifyOnEvent(std::function<void()> cb) {
 std::vector<std::string> TaskManager::LogProblems() const {
   std::vector<std::string> out;
   for (const auto& [id, l] : logs_) {
-    for (task::LogPipe* p : {l->out.get(), l->err.get()}) {
+    for (logs::LogPipe* p : {l->out.get(), l->err.get()}) {
       if (p && !p->stats().last_error.empty()) {
         out.push_back(id + ": " + p->stats().last_error +
                       Format(" (%llu bytes dropped)", static_cast<unsigned long long>(p->stats().bytes_dropped)));
@@ -390,4 +390,4 @@ std::vector<std::string> TaskManager::LogProblems() const {
   return out;
 }
 
-}  // namespace outpost::agent
+}  // namespace outpost::task

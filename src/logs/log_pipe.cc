@@ -47,7 +47,7 @@
 // whether the consuming read happened cannot be known, so keep the file and
 // do not consume. Copy mode is therefore at-least-once: a kill inside that
 // one syscall duplicates one chunk instead of losing it.
-#include "task/log_pipe.h"
+#include "logs/log_pipe.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -62,9 +62,9 @@
 
 #include "base/log.h"
 #include "base/sys.h"
-#include "task/log_files.h"
+#include "logs/log_files.h"
 
-namespace outpost::task {
+namespace outpost::logs {
 
 namespace {
 
@@ -677,4 +677,4 @@ Status LogPipe::RunRotation(int keep, int first_step) {
   return OkStatus();
 }
 
-}  // namespace outpost::task
+}  // namespace outpost::logs

@@ -1,10 +1,10 @@
-#include "task/driver.h"
+#include "driver/driver.h"
 
 #include <signal.h>
 
 #include "base/strings.h"
 
-namespace outpost::task {
+namespace outpost::driver {
 
 namespace {
 
@@ -67,4 +67,4 @@ const char* HealthName(Health h) {
   return "undetected";
 }
 
-}  // namespace outpost::task
+}  // namespace outpost::driver

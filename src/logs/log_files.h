@@ -28,7 +28,7 @@
 
 #include "base/error.h"
 
-namespace outpost::task::logfiles {
+namespace outpost::logs::logfiles {
 
 // Position in the stream of one task stream's files. inode 0 means "the
 // start of whatever the active file is when ReadFrom is called".
@@ -65,4 +65,4 @@ Result<Cursor> End(const std::string& log_path);
 // redone after an agent crash) it waits for the file to grow back.
 Result<Chunk> ReadFrom(const std::string& log_path, const Cursor& cursor, size_t max_bytes);
 
-}  // namespace outpost::task::logfiles
+}  // namespace outpost::logs::logfiles

@@ -2,7 +2,7 @@
 // killing and removing job and task cgroups, cleaning leftovers. Limits
 // (Apply, Check) live in cgroup_limits.cc; stats and the OOM watcher in
 // cgroup_stats.cc.
-#include "task/cgroup.h"
+#include "cgroup/cgroup.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -18,7 +18,7 @@
 #include "base/strings.h"
 #include "base/sys.h"
 
-namespace outpost::task {
+namespace outpost::cgroup {
 namespace {
 
 // The controllers outpost uses, in the kernel's order (which is also the
@@ -558,4 +558,4 @@ std::vector<std::string> Cgroups::CleanLeftovers(const std::set<std::string>& ke
   return removed;
 }
 
-}  // namespace outpost::task
+}  // namespace outpost::cgroup

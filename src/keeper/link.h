@@ -8,7 +8,7 @@
 //
 // Does not own: what an exit means (the exec driver decides, then calls
 // Ack once it has recorded the exit durably), the message encoding
-// (task/keeper_proto.h) or the keeper itself (task/keeper).
+// (keeper/proto.h) or the keeper itself (keeper/keeper).
 #pragma once
 
 #include <sys/types.h>
@@ -23,9 +23,9 @@
 #include "base/error.h"
 #include "base/fd.h"
 #include "loop/loop.h"
-#include "task/keeper_proto.h"
+#include "keeper/proto.h"
 
-namespace outpost::task {
+namespace outpost::keeper {
 
 class KeeperLink {
  public:
@@ -71,15 +71,15 @@ class KeeperLink {
 
  private:
   struct Bytes {
-    uint8_t data[keeper_proto::kMessageSize];
+    uint8_t data[proto::kMessageSize];
   };
 
   KeeperLink(Loop* loop, UniqueFd fd, ExitHandler on_exit)
       : loop_(loop), fd_(std::move(fd)), on_exit_(std::move(on_exit)) {}
   void OnEvents(uint32_t events);
   void ReadMessages();
-  void Handle(const keeper_proto::Message& m);
-  void Send(const keeper_proto::Message& m);
+  void Handle(const proto::Message& m);
+  void Send(const proto::Message& m);
   void FlushQueue();
   void Lose(const std::string& why);
 
@@ -97,4 +97,4 @@ class KeeperLink {
   bool warned_bad_message_ = false;
 };
 
-}  // namespace outpost::task
+}  // namespace outpost::keeper

@@ -21,20 +21,22 @@
 
 #include "base/error.h"
 #include "loop/loop.h"
-#include "task/driver.h"
-#include "task/exec_driver.h"
+#include "driver/driver.h"
+#include "driver/exec/exec_driver.h"
 
 namespace outpost {
-namespace task {
+namespace logs {
 class LogPipe;
+}
+namespace proc {
 class UidPool;
 }
 
-namespace agent {
+namespace task {
 
 struct TaskView {
-  task::TaskStatus status;
-  task::TaskConfig config;
+  driver::TaskStatus status;
+  driver::TaskConfig config;
   std::string log_dir;
   uint64_t log_bytes = 0;
   uint64_t log_dropped = 0;
@@ -43,7 +45,7 @@ struct TaskView {
 
 struct EventRecord {
   uint64_t seq = 0;
-  task::TaskEvent event;
+  driver::TaskEvent event;
 };
 
 class TaskManager {
@@ -54,12 +56,12 @@ class TaskManager {
     bool keeper_is_parent = false;
     pid_t keeper_pid = 0;
     size_t event_history = 1000;
-    task::Cgroups* cgroups = nullptr;  // may be unavailable (see Cgroups::reason)
-    task::OomWatcher* oom = nullptr;
+    cgroup::Cgroups* cgroups = nullptr;  // may be unavailable (see Cgroups::reason)
+    cgroup::OomWatcher* oom = nullptr;
     bool allow_without_limits = false;
     // Pool for user "dynamic" (docs/dynamic-users.md); null = unavailable,
     // with the reason in dynamic_users_problem.
-    task::UidPool* uids = nullptr;
+    proc::UidPool* uids = nullptr;
     std::string dynamic_users_problem;
   };
 
@@ -75,22 +77,22 @@ class TaskManager {
   void OnProcessExit(pid_t pid, int wait_status, int64_t unix_nanos);
 
   using StartCallback = std::function<void(Result<TaskView>)>;
-  void Start(task::TaskConfig config, StartCallback done);
-  void Stop(const std::string& id, int64_t timeout_nanos, const std::string& signal, task::Driver::DoneCallback done);
-  void Destroy(const std::string& id, bool force, task::Driver::DoneCallback done);
+  void Start(driver::TaskConfig config, StartCallback done);
+  void Stop(const std::string& id, int64_t timeout_nanos, const std::string& signal, driver::Driver::DoneCallback done);
+  void Destroy(const std::string& id, bool force, driver::Driver::DoneCallback done);
   Result<TaskView> Inspect(const std::string& id);
   std::vector<TaskView> List();
   Status Signal(const std::string& id, const std::string& signal) { return driver_->SignalTask(id, signal); }
   void Exec(const std::string& id, const std::vector<std::string>& cmd, int64_t timeout_nanos,
-            task::Driver::ExecCallback done) {
+            driver::Driver::ExecCallback done) {
     driver_->ExecTask(id, cmd, timeout_nanos, std::move(done));
   }
-  Result<task::TaskStats> Stats(const std::string& id) { return driver_->GetTaskStats(id); }
+  Result<driver::TaskStats> Stats(const std::string& id) { return driver_->GetTaskStats(id); }
   // Live limits: a task's cgroup, and a job's cgroup (created if missing).
-  Status UpdateResources(const std::string& id, const task::Resources& r);
-  Status ApplyJobResources(const std::string& job, const task::Resources& r);
-  task::Fingerprint Fingerprint() { return driver_->GetFingerprint(); }
-  task::Driver* driver() { return driver_.get(); }
+  Status UpdateResources(const std::string& id, const cgroup::Resources& r);
+  Status ApplyJobResources(const std::string& job, const cgroup::Resources& r);
+  driver::Fingerprint Fingerprint() { return driver_->GetFingerprint(); }
+  driver::Driver* driver() { return driver_.get(); }
 
   // Path of a task's active log file for stream "stdout" / "stderr".
   Result<std::string> LogPath(const std::string& id, bool stderr_stream);
@@ -98,13 +100,13 @@ class TaskManager {
 
   // Removes an ended (or force-destroys a running) task together with its
   // task dir and log files. A task that does not exist is not an error.
-  void Purge(const std::string& id, task::Driver::DoneCallback done);
+  void Purge(const std::string& id, driver::Driver::DoneCallback done);
 
   // Events with seq > after_seq (task_id / job "" = all).
   std::vector<EventRecord> EventsAfter(uint64_t after_seq, const std::string& task_id,
                                        const std::string& job = "") const;
   // Events from above the driver (job supervision) join the same history.
-  void RecordEvent(const task::TaskEvent& ev) { Record(ev); }
+  void RecordEvent(const driver::TaskEvent& ev) { Record(ev); }
 
   // Maps "JOB/TASK" to a task id for the task API (set by the job layer).
   using IdResolver = std::function<Result<std::string>(const std::string& job, const std::string& task)>;
@@ -132,15 +134,15 @@ class TaskManager {
   struct Logs;
 
   TaskManager(Loop* loop, Options options);
-  Status OpenLogs(const task::TaskConfig& config, uid_t uid, gid_t gid, Logs* out);
+  Status OpenLogs(const driver::TaskConfig& config, uid_t uid, gid_t gid, Logs* out);
   void CloseLogs(const std::string& id, bool remove_fifos);
-  void Record(const task::TaskEvent& ev);
+  void Record(const driver::TaskEvent& ev);
   std::string FifoPath(const std::string& id, const char* stream) const;
   void HoldFifos(const std::string& id);
 
   Loop* loop_;
   Options options_;
-  std::unique_ptr<task::ExecDriver> driver_;
+  std::unique_ptr<driver::ExecDriver> driver_;
   std::map<std::string, std::unique_ptr<Logs>> logs_;
   std::deque<EventRecord> events_;
   uint64_t next_seq_ = 1;
@@ -153,5 +155,5 @@ class TaskManager {
   ReleaseFifosFn release_fifos_;
 };
 
-}  // namespace agent
+}  // namespace task
 }  // namespace outpost

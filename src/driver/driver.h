@@ -18,49 +18,10 @@
 #include <vector>
 
 #include "base/error.h"
+#include "cgroup/resources.h"
+#include "proc/spawn.h"
 
-namespace outpost::task {
-
-struct Rlimit {
-  std::string name;  // "nofile", "nproc", "core", ... (RLIMIT_ without prefix, lower case)
-  uint64_t soft = 0;
-  uint64_t hard = 0;
-};
-
-// One io.max line: limits for one block device ("MAJ:MIN rbps=.. wbps=..").
-struct IoDeviceLimit {
-  std::string device;  // as the user wrote it ("/dev/vda" or "254:0"), for messages
-  uint32_t major = 0;
-  uint32_t minor = 0;
-  uint64_t rbps = 0;   // 0 = no limit ("max")
-  uint64_t wbps = 0;
-  uint64_t riops = 0;
-  uint64_t wiops = 0;
-};
-
-// cgroup v2 limits of a task (or, at job level, of the job's cgroup). Unset
-// values leave the kernel's default ("max", weight 100). docs/job-spec.md
-// names the cgroup file each one writes.
-struct Resources {
-  uint64_t cpu_weight = 0;           // cpu.weight 1..10000; 0 = unset
-  int64_t cpu_max_quota_us = -1;     // cpu.max quota; -1 = unset ("max")
-  uint64_t cpu_max_period_us = 100000;
-  std::string cpuset_cpus;           // cpuset.cpus ("" = unset), e.g. "0-1,3"
-  std::string cpuset_mems;           // cpuset.mems
-  int64_t memory_max = -1;           // bytes; -1 = unset
-  int64_t memory_high = -1;
-  int64_t memory_low = -1;
-  int64_t memory_swap_max = -1;
-  int64_t pids_max = -1;             // pids.max; -1 = unset
-  uint64_t io_weight = 0;            // io.weight 1..10000; 0 = unset
-  std::vector<IoDeviceLimit> io_max;
-
-  bool Any() const {
-    return cpu_weight || cpu_max_quota_us >= 0 || !cpuset_cpus.empty() || !cpuset_mems.empty() || memory_max >= 0 ||
-           memory_high >= 0 || memory_low >= 0 || memory_swap_max >= 0 || pids_max >= 0 || io_weight ||
-           !io_max.empty();
-  }
-};
+namespace outpost::driver {
 
 struct TaskConfig {
   std::string id;    // unique per start
@@ -72,7 +33,7 @@ struct TaskConfig {
   std::string workdir;                     // absolute; "" = task_dir
   std::string user;                        // name or number; "" = the agent's user
   std::string group;                       // name or number; "" = the user's primary group
-  std::vector<Rlimit> rlimits;
+  std::vector<proc::Rlimit> rlimits;
   std::string kill_signal = "SIGTERM";
   int64_t kill_timeout_nanos = 5LL * 1000000000;
   std::string task_dir;     // private dir of the task (created by the caller)
@@ -83,7 +44,7 @@ struct TaskConfig {
   std::string log_dir;
   int log_max_files = 10;
   uint64_t log_max_file_size = 10u << 20;
-  Resources resources;
+  cgroup::Resources resources;
   // Opaque to drivers: the job layer's fingerprint of the spec this instance
   // was started from (persisted, to spot a stale instance after a restart).
   std::string spec_hash;
@@ -219,4 +180,4 @@ class Driver {
 Result<int> ParseSignal(const std::string& name);
 const char* SignalName(int signo);
 
-}  // namespace outpost::task
+}  // namespace outpost::driver

@@ -17,9 +17,15 @@
 
 #include "base/error.h"
 #include "base/fd.h"
-#include "task/users.h"
+#include "proc/users.h"
 
-namespace outpost::task {
+namespace outpost::proc {
+
+struct Rlimit {
+  std::string name;  // "nofile", "nproc", "core", ... (RLIMIT_ without prefix, lower case)
+  uint64_t soft = 0;
+  uint64_t hard = 0;
+};
 
 struct SpawnRequest {
   std::string path;               // absolute or relative to cwd; no PATH search here
@@ -67,4 +73,4 @@ bool TaskDefaultNofile(rlimit* out);
 // "rttime" (with or without an RLIMIT_ prefix, any case).
 Result<int> ParseRlimitName(const std::string& name);
 
-}  // namespace outpost::task
+}  // namespace outpost::proc

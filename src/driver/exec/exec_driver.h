@@ -20,11 +20,11 @@
 #include <vector>
 
 #include "loop/loop.h"
-#include "task/driver.h"
-#include "task/cgroup.h"
-#include "task/users.h"
+#include "driver/driver.h"
+#include "cgroup/cgroup.h"
+#include "proc/users.h"
 
-namespace outpost::task {
+namespace outpost::driver {
 
 class ExecDriver : public Driver {
  public:
@@ -34,10 +34,10 @@ class ExecDriver : public Driver {
     pid_t keeper_pid = 0;
     int64_t fingerprint_period_nanos = 30LL * 1000000000;
     size_t exec_output_limit = 64 << 10;
-    UserDb users;
+    proc::UserDb users;
     // cgroup v2 (may be null, or unavailable): tasks get a cgroup each.
-    Cgroups* cgroups = nullptr;
-    OomWatcher* oom = nullptr;
+    cgroup::Cgroups* cgroups = nullptr;
+    cgroup::OomWatcher* oom = nullptr;
     // Where cgroup v2 is unusable: start tasks with limits anyway (config
     // cgroup_allow_without_limits) instead of refusing them.
     bool allow_without_limits = false;
@@ -100,8 +100,8 @@ class ExecDriver : public Driver {
   // returns its fd for CLONE_INTO_CGROUP (invalid fd: no cgroup).
   Result<UniqueFd> PrepareCgroup(const TaskConfig& cfg, std::string* path, uint64_t* oom_base);
   void WatchOom(Task* t);
-  TaskStats CgroupTaskStats(Task* t, const CgroupStats& c, int64_t now, TaskStats s);
-  Cgroups* usable_cgroups() const {
+  TaskStats CgroupTaskStats(Task* t, const cgroup::CgroupStats& c, int64_t now, TaskStats s);
+  cgroup::Cgroups* usable_cgroups() const {
     return options_.cgroups && options_.cgroups->available() ? options_.cgroups : nullptr;
   }
 
@@ -119,4 +119,4 @@ class ExecDriver : public Driver {
 // Task ids become file names: 1-128 of [A-Za-z0-9_.-], not starting with '.'.
 Status ValidateTaskId(const std::string& id);
 
-}  // namespace outpost::task
+}  // namespace outpost::driver

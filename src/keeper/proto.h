@@ -3,8 +3,8 @@
 // and the worker, their encoding, and the record format of the exit journal
 // handed across an in-place upgrade (the same 32-byte records).
 //
-// Does not own: the sockets, the journal (task/keeper) or the worker side of
-// the link (task/keeper_link).
+// Does not own: the sockets, the journal (keeper/keeper) or the worker side of
+// the link (keeper/link).
 //
 // Every message is one 32-byte datagram in host byte order (both ends run on
 // the same machine):
@@ -30,7 +30,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace outpost::task::keeper_proto {
+namespace outpost::keeper::proto {
 
 constexpr uint32_t kMagic = 0x31706b6f;  // "okp1" in memory on little-endian machines
 constexpr uint16_t kVersion = 1;
@@ -136,4 +136,4 @@ inline DecodeError Decode(const uint8_t* data, size_t len, Message* out) {
   return DecodeError::kNone;
 }
 
-}  // namespace outpost::task::keeper_proto
+}  // namespace outpost::keeper::proto

@@ -1,4 +1,4 @@
-#include "task/spawn.h"
+#include "proc/spawn.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -19,7 +19,7 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
-namespace outpost::task {
+namespace outpost::proc {
 
 namespace {
 
@@ -347,4 +347,4 @@ Result<int> ParseRlimitName(const std::string& raw) {
                                        "stack)");
 }
 
-}  // namespace outpost::task
+}  // namespace outpost::proc

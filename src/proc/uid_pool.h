@@ -18,7 +18,7 @@
 
 #include "base/error.h"
 
-namespace outpost::task {
+namespace outpost::proc {
 
 // 2^31-2: the largest uid that is neither (uid_t)-1 nor negative as an int,
 // which some tools (and the kernel's overflowuid handling) choke on.
@@ -85,4 +85,4 @@ class UidPool {
   std::set<uint32_t> used_;
 };
 
-}  // namespace outpost::task
+}  // namespace outpost::proc

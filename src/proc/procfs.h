@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace outpost::task {
+namespace outpost::proc {
 
 struct ProcStat {
   pid_t pid = 0;
@@ -37,4 +37,4 @@ const std::string& CurrentBootId();
 long ClockTicksPerSecond();
 long PageSize();
 
-}  // namespace outpost::task
+}  // namespace outpost::proc

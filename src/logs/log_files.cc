@@ -1,4 +1,4 @@
-#include "task/log_files.h"
+#include "logs/log_files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 #include "base/fd.h"
 #include "base/sys.h"
 
-namespace outpost::task::logfiles {
+namespace outpost::logs::logfiles {
 
 namespace {
 
@@ -263,4 +263,4 @@ Result<Chunk> ReadFrom(const std::string& log_path, const Cursor& cursor, size_t
   return out;
 }
 
-}  // namespace outpost::task::logfiles
+}  // namespace outpost::logs::logfiles

@@ -1,4 +1,4 @@
-#include "task/proc.h"
+#include "proc/procfs.h"
 
 #include <dirent.h>
 #include <unistd.h>
@@ -6,7 +6,7 @@
 #include "base/strings.h"
 #include "base/sys.h"
 
-namespace outpost::task {
+namespace outpost::proc {
 
 bool ParseProcStat(const std::string& text, ProcStat* out) {
   size_t open = text.find('(');
@@ -97,4 +97,4 @@ long PageSize() {
   return size > 0 ? size : 4096;
 }
 
-}  // namespace outpost::task
+}  // namespace outpost::proc

@@ -1,4 +1,4 @@
-#include "task/users.h"
+#include "proc/users.h"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 #include "base/strings.h"
 #include "base/sys.h"
 
-namespace outpost::task {
+namespace outpost::proc {
 
 namespace {
 
@@ -121,4 +121,4 @@ Result<Credentials> ResolveCredentials(const std::string& user, const std::strin
   return c;
 }
 
-}  // namespace outpost::task
+}  // namespace outpost::proc
