@@ -68,7 +68,7 @@ void StartTask(task::TaskManager* tm, Loop*, std::string_view payload, wire::Res
     c.rlimits.push_back({PbString(s.rlimits[i].name), s.rlimits[i].soft, s.rlimits[i].hard});
   }
   if (s.kill_signal && *s.kill_signal) c.kill_signal = s.kill_signal;
-  auto sig = driver::ParseSignal(c.kill_signal);
+  auto sig = proc::ParseSignal(c.kill_signal);
   if (!sig.ok()) return r.Fail(Error(Code::kInvalidArgument, "kill_signal: " + sig.error().message()));
   if (s.kill_timeout_nanos < 0) return r.Fail(Error(Code::kInvalidArgument, "kill_timeout must not be negative"));
   if (s.kill_timeout_nanos > 0) c.kill_timeout_nanos = s.kill_timeout_nanos;

@@ -19,6 +19,7 @@
 
 #include "base/error.h"
 #include "cgroup/resources.h"
+#include "proc/exit_status.h"
 #include "proc/spawn.h"
 
 namespace outpost::driver {
@@ -176,8 +177,5 @@ class Driver {
   virtual void UnsubscribeEvents(uint64_t id) = 0;
 };
 
-// Signal names: "SIGTERM", "TERM", "term" or a number. Unknown → InvalidArgument.
-Result<int> ParseSignal(const std::string& name);
-const char* SignalName(int signo);
 
 }  // namespace outpost::driver

@@ -375,12 +375,12 @@ TaskSpec ReadTask(const picojson::value& v, const std::string& path, const Resta
   ReadLogs(r, errors, &t);
   std::string sig;
   if (ReadString(r, errors, "kill_signal", &sig)) {
-    auto signo = driver::ParseSignal(sig);
+    auto signo = proc::ParseSignal(sig);
     if (!signo.ok()) {
       r.Fail("kill_signal", signo.error().message());
     } else {
       // Canonical spelling, so "TERM", "15" and "SIGTERM" fingerprint alike.
-      std::string name = driver::SignalName(*signo);
+      std::string name = proc::SignalName(*signo);
       t.kill_signal = name == "SIG?" ? std::to_string(*signo) : name;
     }
   }

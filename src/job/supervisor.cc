@@ -86,7 +86,7 @@ std::string DescribeExit(const driver::ExitResult& e) {
   if (!e.error.empty()) return e.error;
   if (e.oom_killed) return "OOM killed";
   // The same words as the driver's "signalled" event.
-  if (e.signal != 0) return Format("killed by %s", driver::SignalName(e.signal));
+  if (e.signal != 0) return Format("killed by %s", proc::SignalName(e.signal));
   return Format("exit code %d", e.exit_code);
 }
 

@@ -493,13 +493,13 @@ TEST(Spawn, ResolveCommandLikeAShell) {
 }
 
 TEST(Spawn, SignalAndRlimitNames) {
-  EXPECT_EQ(*ParseSignal("SIGTERM"), SIGTERM);
-  EXPECT_EQ(*ParseSignal("term"), SIGTERM);
-  EXPECT_EQ(*ParseSignal("9"), 9);
-  EXPECT_FALSE(ParseSignal("").ok());
-  EXPECT_FALSE(ParseSignal("SIGFOO").ok());
-  EXPECT_FALSE(ParseSignal("999").ok());
-  EXPECT_STREQ(SignalName(SIGINT), "SIGINT");
+  EXPECT_EQ(*proc::ParseSignal("SIGTERM"), SIGTERM);
+  EXPECT_EQ(*proc::ParseSignal("term"), SIGTERM);
+  EXPECT_EQ(*proc::ParseSignal("9"), 9);
+  EXPECT_FALSE(proc::ParseSignal("").ok());
+  EXPECT_FALSE(proc::ParseSignal("SIGFOO").ok());
+  EXPECT_FALSE(proc::ParseSignal("999").ok());
+  EXPECT_STREQ(proc::SignalName(SIGINT), "SIGINT");
   EXPECT_EQ(*proc::ParseRlimitName("RLIMIT_NOFILE"), RLIMIT_NOFILE);
   EXPECT_EQ(*proc::ParseRlimitName("core"), RLIMIT_CORE);
   EXPECT_FALSE(proc::ParseRlimitName("files").ok());

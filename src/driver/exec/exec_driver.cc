@@ -392,7 +392,7 @@ void ExecDriver::Finish(Task* t, const ExitResult& result, int64_t unix_nanos) {
   } else if (result_.oom_killed) {
     msg = "OOM killed (memory limit reached)";
   } else if (result_.signal) {
-    msg = Format("killed by %s (exit code %d)", SignalName(result_.signal), result_.exit_code);
+    msg = Format("killed by %s (exit code %d)", proc::SignalName(result_.signal), result_.exit_code);
   } else {
     msg = Format("exited with code %d", result_.exit_code);
   }
@@ -484,7 +484,7 @@ void ExecDriver::StopTask(const std::string& id, int64_t timeout_nanos, const st
                           DoneCallback done) {
   Task* t = Find(id);
   if (!t) return done(Error(Code::kNotFound, kNotFound));
-  auto sig = ParseSignal(signal.empty() ? t->handle.config.kill_signal : signal);
+  auto sig = proc::ParseSignal(signal.empty() ? t->handle.config.kill_signal : signal);
   if (!sig.ok()) return done(sig.error());
   if (t->state == TaskState::kExited) return done(OkStatus());
   t->stop_requested = true;
@@ -494,7 +494,7 @@ void ExecDriver::StopTask(const std::string& id, int64_t timeout_nanos, const st
     return;
   }
   SignalGroup(t->handle.pid, *sig);
-  Emit(*t, "stopping", Format("sent %s, killing in %s", SignalName(*sig), FormatDuration(timeout_nanos).c_str()));
+  Emit(*t, "stopping", Format("sent %s, killing in %s", proc::SignalName(*sig), FormatDuration(timeout_nanos).c_str()));
   if (!t->kill_timer) {
     t->kill_timer = loop_->AddTimer(timeout_nanos, [this, id] {
       Task* task = Find(id);
@@ -559,7 +559,7 @@ Result<TaskConfig> ExecDriver::ConfigOf(const std::string& id) {
 Status ExecDriver::SignalTask(const std::string& id, const std::string& signal) {
   Task* t = Find(id);
   if (!t) return Error(Code::kNotFound, kNotFound);
-  auto sig = ParseSignal(signal);
+  auto sig = proc::ParseSignal(signal);
   if (!sig.ok()) return sig.error();
   if (t->state == TaskState::kExited) return Error(Code::kFailedPrecondition, "task " + id + " is not running");
   if (SignalGroup(t->handle.pid, *sig) != 0) return ErrnoError("signal task " + id);
