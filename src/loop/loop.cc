@@ -321,4 +321,34 @@ Status Loop::Run() {
   return OkStatus();
 }
 
+Result<LoopFd> LoopFd::Watch(Loop* loop, UniqueFd fd, uint32_t events, Loop::FdCallback cb) {
+  OUTPOST_RETURN_IF_ERROR(loop->AddFd(fd.get(), events, std::move(cb)));
+  LoopFd w;
+  w.loop_ = loop;
+  w.fd_ = std::move(fd);
+  return w;
+}
+
+LoopFd& LoopFd::operator=(LoopFd&& o) noexcept {
+  if (this != &o) {
+    Reset();
+    loop_ = std::exchange(o.loop_, nullptr);
+    fd_ = std::move(o.fd_);
+  }
+  return *this;
+}
+
+Status LoopFd::Modify(uint32_t events) {
+  if (!loop_ || !fd_) return Error(Code::kFailedPrecondition, "fd is not registered");
+  return loop_->ModifyFd(fd_.get(), events);
+}
+
+void LoopFd::Reset() { (void)Release(); }
+
+UniqueFd LoopFd::Release() {
+  if (loop_ && fd_) loop_->RemoveFd(fd_.get());
+  loop_ = nullptr;
+  return std::move(fd_);
+}
+
 }  // namespace outpost

@@ -4,8 +4,9 @@
 // pidfd_open) and deferred callbacks. Single-threaded: every method must be
 // called from the loop's thread.
 //
-// Does not own the fds registered with AddFd: the caller keeps them in a
-// UniqueFd and must call RemoveFd before closing.
+// Does not own the fds registered with AddFd. Callers hold an fd and its
+// registration together in a LoopFd (below), which unregisters before it
+// closes; raw AddFd/RemoveFd are for the loop's own fds and tests.
 //
 // Safety rule: before each callback the loop looks its registration up again
 // (by fd and a generation number), so a callback may remove or close any fd,
@@ -23,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -124,6 +126,34 @@ class Loop {
   bool sigchld_for_children_ = false;
   std::vector<std::function<void()>> deferred_;
   bool stopped_ = false;
+};
+
+// An fd and its registration on a loop, owned together: destruction (or
+// Reset) removes the registration, then closes the fd, so no callback can
+// run for a closed or reused fd number. Movable, not copyable.
+class LoopFd {
+ public:
+  LoopFd() = default;
+  // Registers fd (which must be valid) for events. On failure fd is closed.
+  static Result<LoopFd> Watch(Loop* loop, UniqueFd fd, uint32_t events, Loop::FdCallback cb);
+  ~LoopFd() { Reset(); }
+  LoopFd(LoopFd&& o) noexcept : loop_(std::exchange(o.loop_, nullptr)), fd_(std::move(o.fd_)) {}
+  LoopFd& operator=(LoopFd&& o) noexcept;
+  LoopFd(const LoopFd&) = delete;
+  LoopFd& operator=(const LoopFd&) = delete;
+
+  int get() const { return fd_.get(); }
+  bool valid() const { return fd_.valid(); }
+  explicit operator bool() const { return valid(); }
+  Status Modify(uint32_t events);
+  // Unregisters and closes.
+  void Reset();
+  // Unregisters and hands the fd back, still open.
+  UniqueFd Release();
+
+ private:
+  Loop* loop_ = nullptr;
+  UniqueFd fd_;
 };
 
 }  // namespace outpost

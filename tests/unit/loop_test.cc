@@ -293,5 +293,41 @@ TEST(Loop, StopEndsRun) {
   EXPECT_TRUE(loop->stopped());
 }
 
+TEST(LoopFd, ResetUnregistersThenClosesAndMovedFromIsInert) {
+  auto loop = MakeLoop();
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+  UniqueFd w(p[1]);
+  int calls = 0;
+  auto watched = LoopFd::Watch(loop.get(), UniqueFd(p[0]), EPOLLIN, [&](uint32_t) { ++calls; });
+  ASSERT_TRUE(watched.ok());
+  LoopFd a = std::move(*watched);
+  LoopFd b = std::move(a);
+  EXPECT_FALSE(a.valid());
+  a.Reset();  // inert: must not unregister b's fd
+  EXPECT_TRUE(loop->HasFd(p[0]));
+  ASSERT_EQ(::write(w.get(), "x", 1), 1);
+  ASSERT_TRUE(loop->RunOnce(0).ok());
+  EXPECT_EQ(calls, 1);
+  b.Reset();
+  EXPECT_FALSE(loop->HasFd(p[0]));
+  EXPECT_EQ(::fcntl(p[0], F_GETFD), -1);  // closed
+  ASSERT_TRUE(loop->RunOnce(0).ok());
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(LoopFd, ReleaseKeepsTheFdOpen) {
+  auto loop = MakeLoop();
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+  UniqueFd w(p[1]);
+  auto watched = LoopFd::Watch(loop.get(), UniqueFd(p[0]), EPOLLIN, [](uint32_t) {});
+  ASSERT_TRUE(watched.ok());
+  UniqueFd fd = watched->Release();
+  EXPECT_FALSE(loop->HasFd(p[0]));
+  EXPECT_EQ(fd.get(), p[0]);
+  EXPECT_NE(::fcntl(p[0], F_GETFD), -1);
+}
+
 }  // namespace
 }  // namespace outpost
