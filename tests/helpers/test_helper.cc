@@ -21,6 +21,8 @@
 //                          print "fork failed after N", then sleep forever
 //   affinity               print the CPUs this process may run on ("0-1")
 //   touch FILE             create FILE (0644) and print its owner "uid gid"
+//   cat                    copy stdin to stdout until EOF, exit 0
+//   args ARG...            print each argument on a line of its own
 //
 // Uses only libc (no iostream) so it starts fast and stays small.
 #include <dirent.h>
@@ -208,6 +210,18 @@ int main(int argc, char** argv) {
       }
     }
     printf("\n");
+    return 0;
+  }
+  if (!strcmp(cmd, "cat")) {
+    char buf[8192];
+    ssize_t n;
+    while ((n = read(0, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+      if (n > 0 && write(1, buf, (size_t)n) != n) return 1;
+    }
+    return n == 0 ? 0 : 1;
+  }
+  if (!strcmp(cmd, "args")) {
+    for (int i = 2; i < argc; i++) printf("%s\n", argv[i]);
     return 0;
   }
   if (!strcmp(cmd, "touch") && argc == 3) {
