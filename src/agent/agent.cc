@@ -14,6 +14,7 @@
 #include "agent/api.h"
 #include "agent/job_api.h"
 #include "agent/task_api.h"
+#include "driver/exec/exec_driver.h"
 #include "task/manager.h"
 #include "job/manager.h"
 #include "base/clock.h"
@@ -86,6 +87,7 @@ Agent::~Agent() {
   jobs_.reset();
   job_runner_.reset();
   tasks_.reset();
+  exec_.reset();
   oom_.reset();
   cgroups_.reset();
   uids_.reset();
@@ -171,24 +173,40 @@ Status Agent::BindApiSocket() {
 }
 
 Status Agent::StartTasks() {
-  task::TaskManager::Options o;
-  o.state_dir = config_.state_dir;
-  o.runtime_dir = config_.runtime_dir;
-  o.keeper_is_parent = keeper_pid_ > 0;
-  o.keeper_pid = keeper_pid_;
   cgroup::Cgroups::Options co;
   co.root = config_.cgroup_root;
   cgroups_ = cgroup::Cgroups::Setup(co);
+  std::string controllers;
+  for (const std::string& c : cgroups_->controllers()) controllers += (controllers.empty() ? "" : " ") + c;
   if (cgroups_->available()) {
     auto oom = cgroup::OomWatcher::Create(loop_.get());
     if (oom.ok()) oom_ = std::move(*oom);
-    else log::Warn("OOM kills will not be reported as they happen", {{"error", oom.error().message()}});
-    std::string list;
-    for (const std::string& c : cgroups_->controllers()) list += (list.empty() ? "" : " ") + c;
-    log::Info("cgroup v2", {{"root", cgroups_->root()}, {"controllers", list}});
+    else log::WarnIfError(oom.error(), "OOM kills will not be reported as they happen");
+    log::Info("cgroup v2", {{"root", cgroups_->root()}, {"controllers", controllers}});
   } else {
     log::Warn("resource limits unavailable", {{"reason", cgroups_->reason()}});
   }
+
+  driver::ExecDriver::Options eo;
+  eo.keeper_is_parent = keeper_pid_ > 0;
+  eo.keeper_pid = keeper_pid_;
+  if (cgroups_->available()) {
+    for (char& c : controllers) c = c == ' ' ? ',' : c;
+    eo.cgroup_controllers = controllers;
+    eo.cgroup_root = cgroups_->root();
+  } else {
+    eo.cgroup_unavailable = cgroups_->reason();
+  }
+  auto exec = driver::ExecDriver::Create(loop_.get(), eo);
+  if (!exec.ok()) return exec.error().Wrap("exec driver");
+  exec_ = std::move(*exec);
+  OUTPOST_RETURN_IF_ERROR(drivers_.Add(exec_.get()));
+
+  task::TaskManager::Options o;
+  o.state_dir = config_.state_dir;
+  o.runtime_dir = config_.runtime_dir;
+  o.drivers = &drivers_;
+  o.events = &events_;
   o.cgroups = cgroups_.get();
   o.oom = oom_.get();
   o.allow_without_limits = config_.cgroup_allow_without_limits;
@@ -207,12 +225,15 @@ Status Agent::StartTasks() {
   if (!tm.ok()) return tm.error().Wrap("tasks");
   tasks_ = std::move(*tm);
   OUTPOST_RETURN_IF_ERROR(tasks_->Recover());
-  RegisterTaskApi(tasks_.get(), loop_.get(), api_.get());
+  RegisterTaskApi(tasks_.get(), &events_, loop_.get(), api_.get());
   if (cgroups_->available()) {
     // Cgroups of tasks nobody knows (an agent whose state was wiped, a
     // task removed while no agent ran) are killed and removed.
     std::set<std::string> keep;
-    for (const task::TaskView& v : tasks_->List()) keep.insert(cgroups_->TaskPath(v.config.job, v.config.id));
+    for (const task::TaskView& v : tasks_->List()) {
+      if (!v.config.cgroup.empty()) keep.insert(v.config.cgroup);
+      keep.insert(cgroups_->TaskPath(v.config.job, v.config.id));
+    }
     for (const std::string& p : cgroups_->CleanLeftovers(keep)) log::Info("removed a leftover cgroup", {{"path", p}});
   }
 
@@ -221,20 +242,21 @@ Status Agent::StartTasks() {
   jo.state_dir = config_.state_dir;
   jo.jobs_dir = config_.jobs_dir;
   jo.max_jobs = static_cast<size_t>(config_.max_jobs);
+  jo.events = &events_;
   cgroup::Cgroups* cg = cgroups_.get();
   bool allow = config_.cgroup_allow_without_limits;
-  jo.check_resources = [cg, allow](const cgroup::Resources& r) -> std::vector<std::string> {
-    if (cg->available()) return cg->Check(r);
-    if (allow) return {};
-    return {"resource limits need cgroup v2, which is not usable on this node (" + cg->reason() +
-            "); set cgroup_allow_without_limits in the agent config to run such jobs without limits"};
+  jo.check_resources = [cg, allow](const cgroup::Resources& r) { return cg->Check(r, allow); };
+  driver::Registry* drivers = &drivers_;
+  jo.check_driver = [drivers](const std::string& name) -> Status {
+    auto d = drivers->Get(name);
+    return d.ok() ? OkStatus() : Status(d.error());
   };
   auto jm = job::JobManager::Create(loop_.get(), job_runner_.get(), job_runner_.get(), jo);
   if (!jm.ok()) return jm.error().Wrap("jobs");
   jobs_ = std::move(*jm);
   job::JobManager* jobs = jobs_.get();
   tasks_->SetIdResolver([jobs](const std::string& j, const std::string& t) { return jobs->TaskId(j, t); });
-  RegisterJobApi(jobs, tasks_.get(), api_.get());
+  RegisterJobApi(jobs, tasks_.get(), &events_, api_.get());
   // With a keeper, the exits of tasks that ended while no worker ran arrive
   // with its journal: jobs are recovered once that is replayed.
   if (keeper_pid_ == 0) jobs_->Recover();
@@ -320,18 +342,21 @@ Status Agent::AttachKeeper(UniqueFd fd) {
   if (!link.ok()) return link.error().Wrap("keeper socket");
   keeper_link_ = std::move(*link);
   if (tasks_) {
-    // The task manager persists an exit before returning: then the keeper may forget it.
-    task::TaskManager* tm = tasks_.get();
+    // The exec driver's tasks are the keeper's children: their exits come
+    // from it. By the time OnProcessExit returns the task layer has
+    // persisted the exit: then the keeper may forget it.
+    driver::ExecDriver* exec = exec_.get();
     keeper::KeeperLink* l = keeper_link_.get();
-    l->SetExitHandler([tm, l](pid_t pid, int status, int64_t nanos) {
-      tm->OnProcessExit(pid, status, nanos);
+    l->SetExitHandler([exec, l](pid_t pid, int status, int64_t nanos) {
+      exec->OnProcessExit(pid, status, nanos);
       l->Ack(pid);
     });
     job::JobManager* jobs = jobs_.get();
-    l->SetOnJournalReplayed([tm, jobs] {
-      tm->JournalReplayed();
+    l->SetOnJournalReplayed([exec, jobs] {
+      exec->JournalReplayed();
       if (jobs && !jobs->recovered()) jobs->Recover();
     });
+    task::TaskManager* tm = tasks_.get();
     tm->SetFifoHolder(
         [l](const std::string& id, const std::vector<int>& fds) {
           l->HoldFifos(keeper::proto::TaskKey(id.data(), id.size()), fds);

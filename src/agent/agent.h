@@ -13,6 +13,8 @@
 #include "base/fd.h"
 #include "loop/loop.h"
 #include "cgroup/cgroup.h"
+#include "driver/registry.h"
+#include "task/events.h"
 #include "keeper/link.h"
 
 namespace outpost {
@@ -24,6 +26,9 @@ class JobManager;
 }
 namespace task {
 class TaskManager;
+}
+namespace driver {
+class ExecDriver;
 }
 namespace proc {
 class UidPool;
@@ -63,6 +68,8 @@ class Agent {
   // task exits installs its handler with keeper_link()->SetExitHandler.
   keeper::KeeperLink* keeper_link() { return keeper_link_.get(); }
   task::TaskManager* tasks() { return tasks_.get(); }
+  task::EventLog* events() { return &events_; }
+  driver::Registry* drivers() { return &drivers_; }
   job::JobManager* jobs() { return jobs_.get(); }
   cgroup::Cgroups* cgroups() { return cgroups_.get(); }
 
@@ -80,6 +87,9 @@ class Agent {
   std::unique_ptr<cgroup::Cgroups> cgroups_;
   std::unique_ptr<cgroup::OomWatcher> oom_;
   std::unique_ptr<proc::UidPool> uids_;
+  task::EventLog events_;
+  driver::Registry drivers_;
+  std::unique_ptr<driver::ExecDriver> exec_;
   std::unique_ptr<task::TaskManager> tasks_;
   std::unique_ptr<JobTaskRunner> job_runner_;
   std::unique_ptr<job::JobManager> jobs_;

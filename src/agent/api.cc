@@ -53,10 +53,13 @@ std::vector<Feature> CollectFeatures(Agent* agent) {
   out.push_back(cgf);
   out.push_back({"child_exits", true, agent->loop()->UsesPidfd() ? "pidfd" : "SIGCHLD + waitpid (no pidfd)"});
   if (task::TaskManager* tm = agent->tasks()) {
-    driver::Fingerprint fp = tm->Fingerprint();
-    std::string detail = std::string(driver::HealthName(fp.health)) + ": " + fp.description;
-    for (const auto& [k, v] : fp.attributes) detail += " " + k + "=" + v;
-    out.push_back({"driver.exec", fp.health == driver::Health::kHealthy, detail});
+    for (const std::string& name : agent->drivers()->Names()) {
+      auto fp = tm->Fingerprint(name);
+      if (!fp.ok()) continue;
+      std::string detail = std::string(driver::HealthName(fp->health)) + ": " + fp->description;
+      for (const auto& [k, v] : fp->attributes) detail += " " + k + "=" + v;
+      out.push_back({"driver." + name, fp->health == driver::Health::kHealthy, detail});
+    }
     std::vector<std::string> problems = tm->LogProblems();
     std::string logs = Format("%zu tasks", tm->task_count());
     for (const std::string& p : problems) logs += "; " + p;

@@ -2,6 +2,7 @@
 
 #include "agent/api.h"
 #include "agent/api_util.h"
+#include "task/events.h"
 #include "task/manager.h"
 #include "base/pb.h"
 #include "job.pb.h"
@@ -9,26 +10,22 @@
 
 namespace outpost::agent {
 
-void JobTaskRunner::Start(const driver::TaskConfig& config, std::function<void(Status)> done) {
-  auto fresh = [this, config, done](Status st) {
-    if (!st.ok()) return done(st);
-    tm_->Start(config, [done](Result<task::TaskView> v) { done(v.ok() ? OkStatus() : Status(v.error())); });
-  };
-  // The previous instance of this task (ended) makes way; its logs and task
-  // dir stay for the new one.
-  if (tm_->Inspect(config.id).ok()) return tm_->Destroy(config.id, true, fresh);
-  fresh(OkStatus());
+void JobTaskRunner::Start(const driver::TaskConfig& config, std::function<void(Status)> started,
+                          ExitCallback exited) {
+  tm_->Start(
+      config, [started](Result<task::TaskView> v) { started(v.ok() ? OkStatus() : Status(v.error())); },
+      std::move(exited));
 }
 
-Status JobTaskRunner::Wait(const std::string& id, std::function<void(const driver::ExitResult&)> done) {
-  return tm_->driver()->WaitTask(id, std::move(done));
-}
+Status JobTaskRunner::Watch(const std::string& id, ExitCallback exited) { return tm_->Watch(id, std::move(exited)); }
 
 void JobTaskRunner::Stop(const std::string& id, int64_t timeout_nanos, std::function<void(Status)> done) {
   tm_->Stop(id, timeout_nanos, "", std::move(done));
 }
 
-void JobTaskRunner::Event(const driver::TaskEvent& ev) { tm_->RecordEvent(ev); }
+void JobTaskRunner::CheckAlive(const std::string& id, std::function<void(bool)> done) {
+  tm_->CheckAlive(id, std::move(done));
+}
 
 Status JobTaskRunner::UpdateResources(const std::string& id, const cgroup::Resources& r) {
   return tm_->UpdateResources(id, r);
@@ -93,6 +90,7 @@ void FillJob(const job::JobView& v, task::TaskManager* tm, bool full, Arena* a, 
     o.restarts = t.restarts;
     o.failed = t.failed;
     o.completed = t.completed;
+    o.healthy = t.healthy;
     o.reason = a->Str(t.reason);
     o.last_exit = a->Str(t.last_exit);
     o.next_start_unix_nanos = t.next_start_unix_nanos;
@@ -115,9 +113,10 @@ bool Ready(job::JobManager* jobs, const wire::Responder& r) {
   return false;
 }
 
-void SubmitJob(job::JobManager* jobs, task::TaskManager* tm, std::string_view payload, wire::Responder r) {
+void SubmitJob(job::JobManager* jobs, task::TaskManager* tm, task::EventLog* events, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_SubmitJobRequest> req(outpost_v1_SubmitJobRequest_fields);
   if (!DecodeOrFail(payload, &req, "SubmitJobRequest", r) || !Ready(jobs, r)) return;
+  uint64_t seq = events->last_seq();
   auto res = jobs->Submit(PbString(req->spec_json));
   if (!res.ok()) return r.Fail(res.error());
   Arena a;
@@ -132,10 +131,11 @@ void SubmitJob(job::JobManager* jobs, task::TaskManager* tm, std::string_view pa
   resp.added = a.StrArray(res->added);
   resp.removed_count = static_cast<pb_size_t>(res->removed.size());
   resp.removed = a.StrArray(res->removed);
+  resp.events_seq = seq;
   r.Finish(PbEncode(outpost_v1_SubmitJobResponse_fields, &resp, "SubmitJobResponse"));
 }
 
-void ListJobs(job::JobManager* jobs, task::TaskManager* tm, std::string_view payload, wire::Responder r) {
+void ListJobs(job::JobManager* jobs, task::TaskManager* tm, task::EventLog*, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_ListJobsRequest> req(outpost_v1_ListJobsRequest_fields);
   if (!DecodeOrFail(payload, &req, "ListJobsRequest", r)) return;
   std::vector<job::JobView> views = jobs->List();
@@ -159,7 +159,7 @@ void ListJobs(job::JobManager* jobs, task::TaskManager* tm, std::string_view pay
   r.Finish(PbEncode(outpost_v1_ListJobsResponse_fields, &resp, "ListJobsResponse"));
 }
 
-void InspectJob(job::JobManager* jobs, task::TaskManager* tm, std::string_view payload, wire::Responder r) {
+void InspectJob(job::JobManager* jobs, task::TaskManager* tm, task::EventLog*, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_JobIdRequest> req(outpost_v1_JobIdRequest_fields);
   if (!DecodeOrFail(payload, &req, "JobIdRequest", r)) return;
   auto v = jobs->Inspect(PbString(req->id));
@@ -170,29 +170,29 @@ void InspectJob(job::JobManager* jobs, task::TaskManager* tm, std::string_view p
   r.Finish(PbEncode(outpost_v1_JobInfo_fields, &info, "JobInfo"));
 }
 
-void StopJob(job::JobManager* jobs, task::TaskManager*, std::string_view payload, wire::Responder r) {
+void StopJob(job::JobManager* jobs, task::TaskManager*, task::EventLog*, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_StopJobRequest> req(outpost_v1_StopJobRequest_fields);
   if (!DecodeOrFail(payload, &req, "StopJobRequest", r) || !Ready(jobs, r)) return;
   jobs->Stop(PbString(req->id), req->timeout_nanos, [r](Status st) { ReplyEmpty(r, st); });
 }
 
-void RemoveJob(job::JobManager* jobs, task::TaskManager*, std::string_view payload, wire::Responder r) {
+void RemoveJob(job::JobManager* jobs, task::TaskManager*, task::EventLog*, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_JobIdRequest> req(outpost_v1_JobIdRequest_fields);
   if (!DecodeOrFail(payload, &req, "JobIdRequest", r) || !Ready(jobs, r)) return;
   jobs->Remove(PbString(req->id), [r](Status st) { ReplyEmpty(r, st); });
 }
 
-void RestartJob(job::JobManager* jobs, task::TaskManager*, std::string_view payload, wire::Responder r) {
+void RestartJob(job::JobManager* jobs, task::TaskManager*, task::EventLog*, std::string_view payload, wire::Responder r) {
   PbOwned<outpost_v1_RestartJobRequest> req(outpost_v1_RestartJobRequest_fields);
   if (!DecodeOrFail(payload, &req, "RestartJobRequest", r) || !Ready(jobs, r)) return;
   ReplyEmpty(r, jobs->Restart(PbString(req->id), PbString(req->task)));
 }
 
-using Handler = void (*)(job::JobManager*, task::TaskManager*, std::string_view, wire::Responder);
+using Handler = void (*)(job::JobManager*, task::TaskManager*, task::EventLog*, std::string_view, wire::Responder);
 
 }  // namespace
 
-void RegisterJobApi(job::JobManager* jobs, task::TaskManager* tm, wire::RpcServer* server) {
+void RegisterJobApi(job::JobManager* jobs, task::TaskManager* tm, task::EventLog* events, wire::RpcServer* server) {
   static const struct {
     const char* method;
     Handler fn;
@@ -203,8 +203,8 @@ void RegisterJobApi(job::JobManager* jobs, task::TaskManager* tm, wire::RpcServe
   for (const auto& m : kMethods) {
     Handler fn = m.fn;
     server->Register(kAgentService, m.method,
-                     [jobs, tm, fn](const wire::CallContext&, std::string_view payload, wire::Responder r) {
-                       fn(jobs, tm, payload, std::move(r));
+                     [jobs, tm, events, fn](const wire::CallContext&, std::string_view payload,
+                                            wire::Responder r) { fn(jobs, tm, events, payload, std::move(r));
                      });
   }
 }

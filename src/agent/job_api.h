@@ -1,5 +1,6 @@
 // The job layer wired into the agent. Owns: JobTaskRunner, which gives the
-// job supervisors (job/) the task::TaskManager as their TaskRunner and TaskStore,
+// job supervisors (job/) the task::TaskManager as their TaskRunner and
+// TaskStore,
 // and the API handlers for jobs (methods SubmitJob, ListJobs, InspectJob,
 // StopJob, RemoveJob, RestartJob on "outpost.v1.Agent", messages in
 // proto/job.proto). The work itself is JobManager's.
@@ -15,6 +16,7 @@ class RpcServer;
 }
 namespace task {
 class TaskManager;
+class EventLog;
 }
 namespace agent {
 
@@ -22,10 +24,10 @@ namespace agent {
 class JobTaskRunner : public job::TaskRunner, public job::TaskStore {
  public:
   explicit JobTaskRunner(task::TaskManager* tm) : tm_(tm) {}
-  void Start(const driver::TaskConfig& config, std::function<void(Status)> done) override;
-  Status Wait(const std::string& id, std::function<void(const driver::ExitResult&)> done) override;
+  void Start(const driver::TaskConfig& config, std::function<void(Status)> started, ExitCallback exited) override;
+  Status Watch(const std::string& id, ExitCallback exited) override;
   void Stop(const std::string& id, int64_t timeout_nanos, std::function<void(Status)> done) override;
-  void Event(const driver::TaskEvent& ev) override;
+  void CheckAlive(const std::string& id, std::function<void(bool)> done) override;
   Status UpdateResources(const std::string& id, const cgroup::Resources& r) override;
   Status ApplyJobResources(const std::string& job, const cgroup::Resources& r) override;
   Result<Instance> Lookup(const std::string& task_id) override;
@@ -35,7 +37,8 @@ class JobTaskRunner : public job::TaskRunner, public job::TaskStore {
   task::TaskManager* tm_;
 };
 
-void RegisterJobApi(job::JobManager* jobs, task::TaskManager* tasks, wire::RpcServer* server);
+void RegisterJobApi(job::JobManager* jobs, task::TaskManager* tasks, task::EventLog* events,
+                    wire::RpcServer* server);
 
 }  // namespace agent
 }  // namespace outpost

@@ -48,9 +48,17 @@ constexpr int64_t kMaxWaitNanos = 60LL * kNanosPerSecond;
 constexpr size_t kMaxLogChunk = 60000;  // nanopb bytes fields are < 64 KiB
 constexpr int64_t kLogPollNanos = 100 * kNanosPerMilli;
 
-using Handler = void (*)(task::TaskManager*, Loop*, std::string_view, wire::Responder);
+// What the handlers work with.
+struct TaskApi {
+  task::TaskManager* tm;
+  Loop* loop;
+  task::EventLog* events;
+};
 
-void StartTask(task::TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+using Handler = void (*)(const TaskApi&, std::string_view, wire::Responder);
+
+void StartTask(const TaskApi& api, std::string_view payload, wire::Responder r) {
+  task::TaskManager* tm = api.tm;
   PbOwned<outpost_v1_StartTaskRequest> req(outpost_v1_StartTaskRequest_fields);
   if (!DecodeOrFail(payload, &req, "StartTaskRequest", r)) return;
   const outpost_v1_TaskSpec& s = req->spec;
@@ -92,7 +100,8 @@ void StartTask(task::TaskManager* tm, Loop*, std::string_view payload, wire::Res
   });
 }
 
-void ListTasks(task::TaskManager* tm, Loop*, std::string_view, wire::Responder r) {
+void ListTasks(const TaskApi& api, std::string_view, wire::Responder r) {
+  task::TaskManager* tm = api.tm;
   std::vector<task::TaskView> views = tm->List();
   Arena a;
   std::vector<outpost_v1_TaskInfo> infos(views.size());
@@ -103,7 +112,8 @@ void ListTasks(task::TaskManager* tm, Loop*, std::string_view, wire::Responder r
   r.Finish(PbEncode(outpost_v1_ListTasksResponse_fields, &resp, "ListTasksResponse"));
 }
 
-void InspectTask(task::TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+void InspectTask(const TaskApi& api, std::string_view payload, wire::Responder r) {
+  task::TaskManager* tm = api.tm;
   PbOwned<outpost_v1_TaskIdRequest> req(outpost_v1_TaskIdRequest_fields);
   if (!DecodeOrFail(payload, &req, "TaskIdRequest", r)) return;
   auto id = tm->ResolveId(PbString(req->id));
@@ -116,7 +126,8 @@ void InspectTask(task::TaskManager* tm, Loop*, std::string_view payload, wire::R
   r.Finish(PbEncode(outpost_v1_TaskInfo_fields, &info, "TaskInfo"));
 }
 
-void StopTask(task::TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+void StopTask(const TaskApi& api, std::string_view payload, wire::Responder r) {
+  task::TaskManager* tm = api.tm;
   PbOwned<outpost_v1_StopTaskRequest> req(outpost_v1_StopTaskRequest_fields);
   if (!DecodeOrFail(payload, &req, "StopTaskRequest", r)) return;
   auto id = tm->ResolveId(PbString(req->id));
@@ -124,7 +135,8 @@ void StopTask(task::TaskManager* tm, Loop*, std::string_view payload, wire::Resp
   tm->Stop(*id, req->timeout_nanos, PbString(req->signal), [r](Status st) { ReplyEmpty(r, st); });
 }
 
-void DestroyTask(task::TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+void DestroyTask(const TaskApi& api, std::string_view payload, wire::Responder r) {
+  task::TaskManager* tm = api.tm;
   PbOwned<outpost_v1_DestroyTaskRequest> req(outpost_v1_DestroyTaskRequest_fields);
   if (!DecodeOrFail(payload, &req, "DestroyTaskRequest", r)) return;
   auto id = tm->ResolveId(PbString(req->id));
@@ -132,15 +144,17 @@ void DestroyTask(task::TaskManager* tm, Loop*, std::string_view payload, wire::R
   tm->Destroy(*id, req->force, [r](Status st) { ReplyEmpty(r, st); });
 }
 
-void SignalTask(task::TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+void SignalTask(const TaskApi& api, std::string_view payload, wire::Responder r) {
+  task::TaskManager* tm = api.tm;
   PbOwned<outpost_v1_SignalTaskRequest> req(outpost_v1_SignalTaskRequest_fields);
   if (!DecodeOrFail(payload, &req, "SignalTaskRequest", r)) return;
   auto id = tm->ResolveId(PbString(req->id));
   if (!id.ok()) return r.Fail(id.error());
-  ReplyEmpty(r, tm->Signal(*id, PbString(req->signal)));
+  tm->Signal(*id, PbString(req->signal), [r](Status st) { ReplyEmpty(r, st); });
 }
 
-void ExecTask(task::TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+void ExecTask(const TaskApi& api, std::string_view payload, wire::Responder r) {
+  task::TaskManager* tm = api.tm;
   PbOwned<outpost_v1_ExecTaskRequest> req(outpost_v1_ExecTaskRequest_fields);
   if (!DecodeOrFail(payload, &req, "ExecTaskRequest", r)) return;
   std::vector<std::string> cmd;
@@ -158,12 +172,13 @@ void ExecTask(task::TaskManager* tm, Loop*, std::string_view payload, wire::Resp
   });
 }
 
-void TaskStats(task::TaskManager* tm, Loop*, std::string_view payload, wire::Responder r) {
+void TaskStats(const TaskApi& api, std::string_view payload, wire::Responder r) {
+  task::TaskManager* tm = api.tm;
   PbOwned<outpost_v1_TaskIdRequest> req(outpost_v1_TaskIdRequest_fields);
   if (!DecodeOrFail(payload, &req, "TaskIdRequest", r)) return;
   auto id = tm->ResolveId(PbString(req->id));
   if (!id.ok()) return r.Fail(id.error());
-  auto s = tm->Stats(*id);
+  tm->Stats(*id, [r](Result<driver::TaskStats> s) {
   if (!s.ok()) return r.Fail(s.error());
   Arena a;
   outpost_v1_TaskStatsResponse resp = outpost_v1_TaskStatsResponse_init_zero;
@@ -184,6 +199,7 @@ void TaskStats(task::TaskManager* tm, Loop*, std::string_view payload, wire::Res
     k++;
   }
   r.Finish(PbEncode(outpost_v1_TaskStatsResponse_fields, &resp, "TaskStatsResponse"));
+  });
 }
 
 // Logs: the first call (no cursor) returns the tail; later calls continue
@@ -222,7 +238,9 @@ void PollLogs(std::shared_ptr<LogPoll> p) {
   p->loop->AddTimer(kLogPollNanos, [p] { PollLogs(p); });
 }
 
-void ReadLogs(task::TaskManager* tm, Loop* loop, std::string_view payload, wire::Responder r) {
+void ReadLogs(const TaskApi& api, std::string_view payload, wire::Responder r) {
+  task::TaskManager* tm = api.tm;
+  Loop* loop = api.loop;
   PbOwned<outpost_v1_ReadLogsRequest> req(outpost_v1_ReadLogsRequest_fields);
   if (!DecodeOrFail(payload, &req, "ReadLogsRequest", r)) return;
   auto resolved = tm->ResolveId(PbString(req->id));
@@ -249,9 +267,9 @@ void ReadLogs(task::TaskManager* tm, Loop* loop, std::string_view payload, wire:
   PollLogs(p);
 }
 
-void ReplyEvents(task::TaskManager* tm, uint64_t after, const std::string& task_id, const std::string& job,
+void ReplyEvents(task::EventLog* log, uint64_t after, const std::string& task_id, const std::string& job,
                  const wire::Responder& r) {
-  std::vector<task::EventRecord> evs = tm->EventsAfter(after, task_id, job);
+  std::vector<task::EventRecord> evs = log->After(after, task_id, job);
   Arena a;
   std::vector<outpost_v1_TaskEvent> out(evs.size());
   for (size_t i = 0; i < evs.size(); ++i) {
@@ -268,14 +286,14 @@ void ReplyEvents(task::TaskManager* tm, uint64_t after, const std::string& task_
   outpost_v1_WatchEventsResponse resp = outpost_v1_WatchEventsResponse_init_zero;
   resp.events_count = static_cast<pb_size_t>(out.size());
   resp.events = out.data();
-  resp.last_seq = tm->last_seq();
+  resp.last_seq = log->last_seq();
   r.Finish(PbEncode(outpost_v1_WatchEventsResponse_fields, &resp, "WatchEventsResponse"));
 }
 
 // Long-poll for events: answered on the next matching event, or when the
 // wait ends (timed_out), whichever comes first.
 struct EventWait {
-  task::TaskManager* tm;
+  task::EventLog* log;
   Loop* loop;
   uint64_t after;
   std::string task_id;
@@ -288,17 +306,18 @@ struct EventWait {
 
 void CheckEvents(const std::shared_ptr<EventWait>& w, bool timed_out) {
   if (w->done) return;
-  if (!timed_out && w->tm->EventsAfter(w->after, w->task_id, w->job).empty() && w->r.pending()) {
-    w->notify = w->tm->NotifyOnEvent([w] { CheckEvents(w, false); });  // another task's event
+  if (!timed_out && w->log->After(w->after, w->task_id, w->job).empty() && w->r.pending()) {
+    w->notify = w->log->NotifyOnEvent([w] { CheckEvents(w, false); });  // another task's event
     return;
   }
   w->done = true;
-  if (timed_out) w->tm->CancelNotify(w->notify);
+  if (timed_out) w->log->CancelNotify(w->notify);
   else w->loop->CancelTimer(w->timer);
-  ReplyEvents(w->tm, w->after, w->task_id, w->job, w->r);
+  ReplyEvents(w->log, w->after, w->task_id, w->job, w->r);
 }
 
-void WatchEvents(task::TaskManager* tm, Loop* loop, std::string_view payload, wire::Responder r) {
+void WatchEvents(const TaskApi& api, std::string_view payload, wire::Responder r) {
+  task::TaskManager* tm = api.tm;
   PbOwned<outpost_v1_WatchEventsRequest> req(outpost_v1_WatchEventsRequest_fields);
   if (!DecodeOrFail(payload, &req, "WatchEventsRequest", r)) return;
   uint64_t after = req->after_seq;
@@ -310,21 +329,22 @@ void WatchEvents(task::TaskManager* tm, Loop* loop, std::string_view payload, wi
   }
   std::string job = PbString(req->job);
   int64_t wait = std::min(std::max<int64_t>(req->wait_nanos, 0), kMaxWaitNanos);
-  if (!tm->EventsAfter(after, task_id, job).empty() || wait == 0) return ReplyEvents(tm, after, task_id, job, r);
+  task::EventLog* log = api.events;
+  if (!log->After(after, task_id, job).empty() || wait == 0) return ReplyEvents(log, after, task_id, job, r);
   auto w = std::make_shared<EventWait>();
-  w->tm = tm;
-  w->loop = loop;
+  w->log = log;
+  w->loop = api.loop;
   w->after = after;
   w->task_id = task_id;
   w->job = job;
   w->r = r;
-  w->notify = tm->NotifyOnEvent([w] { CheckEvents(w, false); });
-  w->timer = loop->AddTimer(wait, [w] { CheckEvents(w, true); });
+  w->notify = log->NotifyOnEvent([w] { CheckEvents(w, false); });
+  w->timer = api.loop->AddTimer(wait, [w] { CheckEvents(w, true); });
 }
 
 }  // namespace
 
-void RegisterTaskApi(task::TaskManager* tm, Loop* loop, wire::RpcServer* server) {
+void RegisterTaskApi(task::TaskManager* tm, task::EventLog* events, Loop* loop, wire::RpcServer* server) {
   static const struct {
     const char* method;
     Handler fn;
@@ -336,9 +356,10 @@ void RegisterTaskApi(task::TaskManager* tm, Loop* loop, wire::RpcServer* server)
   };
   for (const auto& m : kMethods) {
     Handler fn = m.fn;
+    TaskApi api{tm, loop, events};
     server->Register(kAgentService, m.method,
-                     [tm, loop, fn](const wire::CallContext&, std::string_view payload, wire::Responder r) {
-                       fn(tm, loop, payload, std::move(r));
+                     [api, fn](const wire::CallContext&, std::string_view payload, wire::Responder r) {
+                       fn(api, payload, std::move(r));
                      });
   }
 }

@@ -11,11 +11,12 @@ class RpcServer;
 }
 namespace task {
 class TaskManager;
+class EventLog;
 }
 namespace agent {
 
 
-void RegisterTaskApi(task::TaskManager* tasks, Loop* loop, wire::RpcServer* server);
+void RegisterTaskApi(task::TaskManager* tasks, task::EventLog* events, Loop* loop, wire::RpcServer* server);
 
 }  // namespace agent
 }  // namespace outpost

@@ -105,3 +105,11 @@ inline Status OkStatus() { return Status(); }
     auto _st = (expr);                         \
     if (!_st.ok()) return _st.error();         \
   } while (0)
+
+// The same for functions that report through a callback: calls cb with the
+// error and returns.
+#define OUTPOST_RETURN_IF_ERROR_CB(expr, cb) \
+  do {                                      \
+    auto _st = (expr);                      \
+    if (!_st.ok()) return cb(_st.error());  \
+  } while (0)

@@ -80,10 +80,14 @@ class Cgroups {
   std::string JobPath(const std::string& job) const;
   std::string TaskPath(const std::string& job, const std::string& task_id) const;
 
-  // Problems that make r impossible here (a controller it needs is missing,
-  // cpuset outside effective_cpus, unknown device, memory below the
-  // minimum), one message per problem naming the field; empty if fine.
-  std::vector<std::string> Check(const Resources& r) const;
+  // The admission check of limits, wherever they come from (a submitted
+  // spec, a task start, a live update): the problems that make r impossible
+  // here (a controller it needs is missing, cpuset outside effective_cpus,
+  // unknown device, memory below the minimum), one message per problem
+  // naming the field; empty if fine. Without usable cgroup v2: one problem
+  // saying why and what to do, or none when allow_without_limits (the
+  // config's cgroup_allow_without_limits: limits are then not enforced).
+  std::vector<std::string> Check(const Resources& r, bool allow_without_limits = false) const;
 
   // Creates the job's cgroup (if missing), enables the controllers for its
   // children and writes the job-level limits.

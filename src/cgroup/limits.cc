@@ -80,11 +80,13 @@ Status Cgroups::Apply(const std::string& path, const Resources& r) {
   return OkStatus();
 }
 
-std::vector<std::string> Cgroups::Check(const Resources& r) const {
+std::vector<std::string> Cgroups::Check(const Resources& r, bool allow_without_limits) const {
   std::vector<std::string> problems;
   if (!r.Any()) return problems;
   if (!available_) {
-    problems.push_back("resource limits need cgroup v2, which is not usable here: " + reason_);
+    if (allow_without_limits) return problems;
+    problems.push_back("resource limits need cgroup v2, which is not usable on this node (" + reason_ +
+                       "); set cgroup_allow_without_limits in the agent config to run such jobs without limits");
     return problems;
   }
   std::string enabled;

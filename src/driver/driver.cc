@@ -6,6 +6,23 @@
 
 namespace outpost::driver {
 
+ExitResult ExitFromWaitStatus(int wait_status) {
+  proc::ExitStatus s = proc::DecodeWaitStatus(wait_status);
+  ExitResult r;
+  r.exit_code = s.exit_code;
+  r.signal = s.signal;
+  return r;
+}
+
+std::string DescribeExit(const ExitResult& e) {
+  if (!e.error.empty()) return e.error;
+  if (e.oom_killed) return "OOM killed";
+  proc::ExitStatus s;
+  s.exit_code = e.exit_code;
+  s.signal = e.signal;
+  return proc::DescribeExitStatus(s);
+}
+
 const char* TaskStateName(TaskState s) {
   switch (s) {
     case TaskState::kRunning: return "running";

@@ -1,12 +1,21 @@
 // The task driver contract. Owns: the types every driver speaks (TaskConfig,
 // TaskHandle, ExitResult, TaskStatus, TaskStats, TaskEvent, Fingerprint,
-// Capabilities) and the abstract Driver interface. The built-in `exec`
-// driver (task/exec_driver) is the first implementation; external driver
-// plugins will implement the same contract over ttRPC later, which is why
-// every operation that may take time reports through a callback.
+// Capabilities) and the abstract Driver interface.
 //
-// Semantics follow Nomad's DriverPlugin (shared/spec/driver-and-registration.md
-// A1-A2); deviations are listed in docs/tasks.md.
+// The built-in `exec` driver (driver/exec) implements it in the agent's
+// process; drivers in other processes implement the same contract over
+// ttRPC. So nothing crosses it by pointer: configs and handles are values,
+// every operation reports through a callback (which may run before the call
+// returns, or later from the loop), and a driver keeps no state outpost
+// needs back — outpost persists each TaskHandle and hands it to RecoverTask.
+//
+// What outpost owns around a driver (the task layer's start and stop
+// pipelines): the task dir, the log FIFOs, the cgroup (created with its
+// limits before StartTask; the driver must start the task in it), the
+// identity the task runs as (resolved once), restart policy, events history.
+//
+// Semantics follow Nomad's DriverPlugin; deviations are listed in
+// docs/tasks.md.
 #pragma once
 
 #include <sys/types.h>
@@ -24,64 +33,72 @@
 
 namespace outpost::driver {
 
+// Who a task runs as: resolved once by the start pipeline from the task's
+// user and group (names, numbers or a dynamic user).
+struct Identity {
+  bool switch_user = false;  // set the credentials below (else: the agent's own)
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups (includes gid)
+  std::string name;           // "" for a uid without a passwd entry
+  std::string home;
+};
+
 struct TaskConfig {
   std::string id;    // unique per start
   std::string job;   // job id ("" for a bare task)
   std::string name;  // task name within the job
+  std::string driver = "exec";
   std::string command;
   std::vector<std::string> args;
   std::map<std::string, std::string> env;  // explicit; defaults added by the driver
   std::string workdir;                     // absolute; "" = task_dir
-  std::string user;                        // name or number; "" = the agent's user
-  std::string group;                       // name or number; "" = the user's primary group
+  std::string user;                        // as written: name, number, "dynamic" or "" (the agent's)
+  std::string group;                       // as written; "" = the user's primary group
+  Identity identity;                       // resolved by the start pipeline
   std::vector<proc::Rlimit> rlimits;
   std::string kill_signal = "SIGTERM";
   int64_t kill_timeout_nanos = 5LL * 1000000000;
-  std::string task_dir;     // private dir of the task (created by the caller)
+  std::string task_dir;     // private dir of the task (created by the pipeline)
   std::string stdout_path;  // FIFO, or /dev/null
   std::string stderr_path;
-  // Where the agent writes the task's output (not used by the driver itself,
-  // persisted with the handle so logging resumes after a restart).
+  // cgroup v2 dir the task must start in ("" = none: no cgroup v2 here),
+  // created by the pipeline with the limits below already written.
+  std::string cgroup;
+  cgroup::Resources resources;
+  // The task's driver-specific `config` object as JSON ("" = none).
+  std::string driver_config;
+  // Not used by drivers (the task layer's, persisted with the handle):
+  // where the task's logs go, and the job layer's fingerprint of the spec.
   std::string log_dir;
   int log_max_files = 10;
   uint64_t log_max_file_size = 10u << 20;
-  cgroup::Resources resources;
-  // Opaque to drivers: the job layer's fingerprint of the spec this instance
-  // was started from (persisted, to spot a stale instance after a restart).
   std::string spec_hash;
 };
 
 struct ExitResult {
-  int exit_code = 0;  // 128+signo for a signal death
+  int exit_code = 0;  // 128+signo for a signal death; -1 when unknown
   int signal = 0;
   bool oom_killed = false;
-  std::string error;  // e.g. "exit status unknown"
+  std::string error;  // e.g. "exit status unknown: ..."
   bool Successful() const { return exit_code == 0 && signal == 0 && error.empty(); }
 };
+ExitResult ExitFromWaitStatus(int wait_status);
+// "exit code 3", "killed by SIGKILL", "OOM killed", or the error.
+std::string DescribeExit(const ExitResult& exit);
 
 enum class TaskState { kUnknown, kRunning, kExited };
 const char* TaskStateName(TaskState s);
 
-// What a driver persists to reattach after an agent restart.
+// What StartTask returns and outpost persists (Nomad's TaskHandle): the
+// config the task was started with and the driver's own state, opaque to
+// outpost, given back to RecoverTask after an agent restart.
 struct TaskHandle {
-  int version = 1;
+  int version = 1;  // of driver_state's format
   TaskConfig config;
-  pid_t pid = 0;
-  uint64_t start_ticks = 0;  // field 22 of /proc/<pid>/stat: detects pid reuse
+  pid_t pid = 0;    // the task's main process, where the driver has one (shown, not acted on)
   int64_t started_at_unix_nanos = 0;
-  std::string driver_state;  // opaque to the caller
-  // Unique per start (id + start time): the exec driver puts it in the
-  // task's environment to find its processes without confusing them with a
-  // same-named task of another agent or an earlier run.
-  std::string instance;
-  // /proc/sys/kernel/random/boot_id when it started: after a reboot the pid
-  // (and even its start time, on a board that boots the same way each time)
-  // may belong to another process.
-  std::string boot_id;
-  // The task's cgroup ("" without cgroup v2) and its memory.events oom_kill
-  // count when it started (the cgroup outlives a restart of the task).
-  std::string cgroup;
-  uint64_t oom_kills_at_start = 0;
+  std::string driver_state;
 };
 
 struct TaskStatus {
@@ -112,7 +129,7 @@ struct TaskEvent {
   std::string task_name;
   std::string job;
   int64_t timestamp_unix_nanos = 0;
-  std::string type;     // started, exited, signalled, restarting, stopped, error, log
+  std::string type;     // started, exited, signalled, restarting, stopped, error, ...
   std::string message;  // human-readable
   std::map<std::string, std::string> annotations;
 };
@@ -145,6 +162,8 @@ class Driver {
   using StartCallback = std::function<void(Result<TaskHandle>)>;
   using WaitCallback = std::function<void(const ExitResult&)>;
   using DoneCallback = std::function<void(Status)>;
+  using InspectCallback = std::function<void(Result<TaskStatus>)>;
+  using StatsCallback = std::function<void(Result<TaskStats>)>;
   using ExecCallback = std::function<void(Result<ExecResult>)>;
   using EventCallback = std::function<void(const TaskEvent&)>;
 
@@ -154,28 +173,35 @@ class Driver {
   virtual Capabilities GetCapabilities() const = 0;
   virtual Fingerprint GetFingerprint() = 0;
 
-  // Duplicate id → AlreadyExists "task with ID \"x\" already started".
+  // Starts the task in config.cgroup (when set), as config.identity, with
+  // its stdout and stderr on the given FIFOs. A tracked id → AlreadyExists
+  // "task with ID \"x\" already started".
   virtual void StartTask(const TaskConfig& config, StartCallback done) = 0;
-  // Reattach after a restart. Already tracked → OK, no-op.
-  virtual Status RecoverTask(const TaskHandle& handle) = 0;
-  // Runs done once with the exit result (at once if already exited).
-  virtual Status WaitTask(const std::string& id, WaitCallback done) = 0;
-  // Signal the process group, wait up to timeout, then SIGKILL the group.
-  // done runs when the task is gone. Stopping an exited task is not an error.
+  // Reattaches to a task from a persisted handle after an agent restart.
+  // Already tracked → OK, no-op. A task that is gone is still tracked: its
+  // WaitTask reports how it ended (or that this is unknown).
+  virtual void RecoverTask(const TaskHandle& handle, DoneCallback done) = 0;
+  // done runs once with the exit result (at once if it has exited); an
+  // unknown id gives exit_code -1 with the error.
+  virtual void WaitTask(const std::string& id, WaitCallback done) = 0;
+  // Signal (the task's kill_signal when empty), wait up to timeout, then
+  // SIGKILL. done runs when the task is gone. Stopping an exited task is
+  // not an error.
   virtual void StopTask(const std::string& id, int64_t timeout_nanos, const std::string& signal,
                         DoneCallback done) = 0;
-  // Running without force → FailedPrecondition "cannot destroy running task".
+  // Forgets the task. Running without force → FailedPrecondition "cannot
+  // destroy running task"; with force it is killed first.
   virtual void DestroyTask(const std::string& id, bool force, DoneCallback done) = 0;
-  virtual Result<TaskStatus> InspectTask(const std::string& id) = 0;
-  virtual Status SignalTask(const std::string& id, const std::string& signal) = 0;
+  virtual void InspectTask(const std::string& id, InspectCallback done) = 0;
+  virtual void SignalTask(const std::string& id, const std::string& signal, DoneCallback done) = 0;
+  // Runs cmd in the task's context (its cgroup, identity, rlimits,
+  // environment and working dir).
   virtual void ExecTask(const std::string& id, const std::vector<std::string>& cmd, int64_t timeout_nanos,
                         ExecCallback done) = 0;
-  virtual Result<TaskStats> GetTaskStats(const std::string& id) = 0;
-  virtual std::vector<std::string> ListTasks() = 0;
-  // Fan-out; a subscriber must not block (the loop calls it inline).
+  virtual void TaskStats(const std::string& id, StatsCallback done) = 0;
+  // Fan-out of the driver's own events; a subscriber must not block.
   virtual uint64_t SubscribeEvents(EventCallback cb) = 0;
   virtual void UnsubscribeEvents(uint64_t id) = 0;
 };
-
 
 }  // namespace outpost::driver

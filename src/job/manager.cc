@@ -2,53 +2,20 @@
 
 #include <algorithm>
 
+#include "job/diff.h"
+#include "job/manager_internal.h"
+
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/strings.h"
 
 namespace outpost::job {
 
-struct JobManager::Job {
-  StoredJob stored;
-  std::vector<std::shared_ptr<TaskSupervisor>> tasks;     // in spec order
-  std::vector<std::shared_ptr<TaskSupervisor>> retiring;  // dropped by an update: stop, then purge
-  bool main_started = false;
-  bool post_started = false;
-  bool eval_scheduled = false;
-  bool removing = false;
-  bool restarting = false;  // whole-job restart: stop everything, then start afresh
-  int64_t stop_timeout = -1;
-  std::vector<DoneCallback> stop_waiters;
-  std::vector<DoneCallback> remove_waiters;
-  std::set<std::string> purging;
-
-  bool Wanted() const { return stored.running && !removing && !restarting; }
-  bool AllDead() const {
-    for (const auto& t : tasks) {
-      if (t->state() != RunState::kDead) return false;
-    }
-    return retiring.empty();
-  }
-};
-
 namespace {
 
-bool IsPrestart(const TaskSupervisor& t) { return t.spec().lifecycle.hook == Hook::kPrestart; }
-bool IsMain(const TaskSupervisor& t) { return t.spec().lifecycle.hook == Hook::kMain; }
-bool IsPoststart(const TaskSupervisor& t) { return t.spec().lifecycle.hook == Hook::kPoststart; }
 
 Error JobNotFound(const std::string& id) {
   return Error(Code::kNotFound, "job \"" + id + "\" not found (`outpost ps` lists the jobs)");
-}
-
-// Whether a limit set in a is unset in b (a running cgroup cannot be told
-// "no value" for every file; the task is restarted into a fresh one).
-bool DropsALimit(const cgroup::Resources& a, const cgroup::Resources& b) {
-  return (a.cpu_weight && !b.cpu_weight) || (a.cpu_max_quota_us >= 0 && b.cpu_max_quota_us < 0) ||
-         (!a.cpuset_cpus.empty() && b.cpuset_cpus.empty()) || (!a.cpuset_mems.empty() && b.cpuset_mems.empty()) ||
-         (a.memory_max >= 0 && b.memory_max < 0) || (a.memory_high >= 0 && b.memory_high < 0) ||
-         (a.memory_low >= 0 && b.memory_low < 0) || (a.memory_swap_max >= 0 && b.memory_swap_max < 0) ||
-         (a.pids_max >= 0 && b.pids_max < 0) || (a.io_weight && !b.io_weight) || a.io_max.size() > b.io_max.size();
 }
 
 std::string JoinNames(const std::vector<std::string>& v) {
@@ -99,9 +66,10 @@ Result<std::unique_ptr<JobManager>> JobManager::Create(Loop* loop, TaskRunner* r
 std::shared_ptr<TaskSupervisor> JobManager::MakeSupervisor(Job* job, const TaskSpec& spec) {
   std::string id = job->stored.spec.id;
   std::weak_ptr<bool> alive = alive_;
-  return std::make_shared<TaskSupervisor>(loop_, runner_, id, spec, [this, alive, id] {
-    if (alive.lock()) ScheduleEvaluate(id);
-  });
+  return std::make_shared<TaskSupervisor>(loop_, runner_, options_.events, id, spec,
+                                          job->stored.spec.min_healthy_time_nanos, [this, alive, id] {
+                                            if (alive.lock()) ScheduleEvaluate(id);
+                                          });
 }
 
 void JobManager::ScheduleEvaluate(const std::string& id) {
@@ -234,7 +202,7 @@ void JobManager::JobEvent(const std::string& job, const std::string& type, const
   ev.type = type;
   ev.message = message;
   log::Info(type, {{"job", job}, {"message", message}});
-  runner_->Event(ev);
+  options_.events->Publish(ev);
 }
 
 Result<SubmitResult> JobManager::Submit(const std::string& text) {
@@ -243,15 +211,20 @@ Result<SubmitResult> JobManager::Submit(const std::string& text) {
   return Apply(std::move(*spec), Source::kApi, "");
 }
 
-Status JobManager::CheckResources(const JobSpec& spec) const {
-  if (!options_.check_resources) return OkStatus();
+Status JobManager::CheckNode(const JobSpec& spec) const {
   std::vector<std::string> errors;
   auto check = [&](const cgroup::Resources& r, const std::string& path) {
-    if (!r.Any()) return;
+    if (!r.Any() || !options_.check_resources) return;
     for (const std::string& p : options_.check_resources(r)) errors.push_back(path + ": " + p);
   };
   check(spec.resources, "resources");
-  for (size_t i = 0; i < spec.tasks.size(); i++) check(spec.tasks[i].resources, Format("tasks[%zu].resources", i));
+  for (size_t i = 0; i < spec.tasks.size(); i++) {
+    if (options_.check_driver) {
+      Status st = options_.check_driver(spec.tasks[i].driver);
+      if (!st.ok()) errors.push_back(Format("tasks[%zu].driver: ", i) + st.error().message());
+    }
+    check(spec.tasks[i].resources, Format("tasks[%zu].resources", i));
+  }
   if (errors.empty()) return OkStatus();
   std::string all;
   for (const std::string& e : errors) all += (all.empty() ? "" : "\n") + e;
@@ -260,7 +233,7 @@ Status JobManager::CheckResources(const JobSpec& spec) const {
 
 Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::string& file) {
   SubmitResult result;
-  OUTPOST_RETURN_IF_ERROR(CheckResources(spec));
+  OUTPOST_RETURN_IF_ERROR(CheckNode(spec));
   auto it = jobs_.find(spec.id);
   if (it == jobs_.end()) {
     if (jobs_.size() >= options_.max_jobs) {
@@ -314,43 +287,15 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
     return Error(Code::kAlreadyExists, "job \"" + id + "\" is already defined by the file " + j.stored.file);
   }
 
-  std::map<std::string, std::string> old_prints, old_limits;
-  std::map<std::string, cgroup::Resources> old_resources;
-  for (const TaskSpec& s : j.stored.spec.tasks) {
-    old_prints[s.name] = TaskFingerprint(s);
-    old_limits[s.name] = ResourcesFingerprint(s.resources);
-    old_resources[s.name] = s.resources;
-  }
-  if (ResourcesFingerprint(j.stored.spec.resources) != ResourcesFingerprint(spec.resources)) result.job_limits = true;
+  SpecDiff diff = DiffSpecs(j.stored.spec, spec);
+  result.job_limits = diff.job_limits;
+  result.added = diff.added;
+  result.restarted = diff.restarted;
+  result.updated = diff.updated;
+  result.removed = diff.removed;
+  bool spec_changed = diff.changed;
   std::set<std::string> new_names;
-  bool spec_changed = j.stored.spec.labels != spec.labels || j.stored.spec.annotations != spec.annotations ||
-                      j.stored.spec.tasks.size() != spec.tasks.size() || result.job_limits;
-  for (size_t i = 0; i < spec.tasks.size(); i++) {
-    const TaskSpec& s = spec.tasks[i];
-    new_names.insert(s.name);
-    auto o = old_prints.find(s.name);
-    if (o == old_prints.end()) {
-      result.added.push_back(s.name);
-      spec_changed = true;
-    } else if (o->second != TaskFingerprint(s)) {
-      result.restarted.push_back(s.name);
-      spec_changed = true;
-    } else if (old_limits[s.name] != ResourcesFingerprint(s.resources)) {
-      // Limits only: applied live. A limit that is dropped altogether
-      // cannot be un-written from a running cgroup: restart then.
-      if (DropsALimit(old_resources[s.name], s.resources)) {
-        result.restarted.push_back(s.name);
-      } else {
-        result.updated.push_back(s.name);
-      }
-      spec_changed = true;
-    } else if (i < j.stored.spec.tasks.size() && j.stored.spec.tasks[i].name != s.name) {
-      spec_changed = true;  // order only
-    }
-  }
-  for (const auto& [name, print] : old_prints) {
-    if (!new_names.count(name)) result.removed.push_back(name);
-  }
+  for (const TaskSpec& s : spec.tasks) new_names.insert(s.name);
   bool was_stopped = !j.stored.running || j.restarting;
   if (!spec_changed && !was_stopped && !moved) {
     result.unchanged = true;
@@ -386,9 +331,10 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
         tasks.push_back(MakeSupervisor(&j, s));
         continue;
       }
-      if (std::find(result.restarted.begin(), result.restarted.end(), s.name) != result.restarted.end()) {
+      b->second->SetMinHealthy(next.spec.min_healthy_time_nanos);
+      if (diff.Restarts(s.name)) {
         b->second->Replace(s);
-      } else if (std::find(result.updated.begin(), result.updated.end(), s.name) != result.updated.end()) {
+      } else if (diff.Updates(s.name)) {
         (void)b->second->UpdateLimits(s);  // the outcome is an event
       }
       tasks.push_back(b->second);
@@ -505,6 +451,7 @@ JobView JobManager::ViewOf(const Job& j) const {
     tv.restarts = t->restarts();
     tv.failed = t->failed();
     tv.completed = t->completed();
+    tv.healthy = t->healthy();
     tv.reason = t->reason();
     tv.last_exit = t->last_exit();
     tv.next_start_unix_nanos = t->next_start_unix_nanos();
@@ -538,125 +485,5 @@ Result<std::string> JobManager::TaskId(const std::string& job, const std::string
   }
   return Error(Code::kNotFound, "job \"" + job + "\" has no task \"" + task + "\" (tasks: " + JoinNames(names) + ")");
 }
-
-void JobManager::Recover() {
-  std::vector<StoredJob> loaded = store_.LoadAll(&store_problems_);
-  for (const std::string& p : store_problems_) log::Error("cannot load a stored job", {{"error", p}});
-  for (StoredJob& s : loaded) {
-    auto job = std::make_unique<Job>();
-    job->stored = std::move(s);
-    std::string id = job->stored.spec.id;
-    for (const TaskSpec& t : job->stored.spec.tasks) job->tasks.push_back(MakeSupervisor(job.get(), t));
-    // Which instances survived? If none runs (a reboot, or everything died
-    // while no agent ran), the job starts afresh in lifecycle order.
-    std::vector<Result<TaskStore::Instance>> found;
-    bool any_running = false;
-    for (const auto& t : job->tasks) {
-      found.push_back(tasks_->Lookup(t->task_id()));
-      if (found.back().ok() && found.back()->running) any_running = true;
-    }
-    if (any_running) {
-      for (size_t i = 0; i < job->tasks.size(); i++) {
-        auto& t = job->tasks[i];
-        if (!found[i].ok()) continue;
-        if (IsMain(*t)) job->main_started = true;
-        if (IsPoststart(*t)) job->post_started = true;
-        if (found[i]->running) {
-          t->Adopt();
-          if (found[i]->spec_hash != TaskFingerprint(t->spec())) {
-            t->Replace(t->spec());
-          }
-        } else if (job->stored.running) {
-          t->AdoptExited(found[i]->exit);
-        }
-      }
-    }
-    if (!job->stored.file.empty()) file_jobs_[job->stored.file] = id;
-    if (job->stored.running && job->stored.spec.resources.Any()) {
-      Status js = runner_->ApplyJobResources(id, job->stored.spec.resources);
-      if (!js.ok()) log::Warn("job limits not applied", {{"job", id}, {"error", js.error().message()}});
-    }
-    jobs_[id] = std::move(job);
-    ScheduleEvaluate(id);
-  }
-  log::Info("jobs recovered", {{"count", std::to_string(jobs_.size())}});
-  recovered_ = true;
-  if (options_.jobs_dir.empty()) return;
-  JobsDir::Options o;
-  o.dir = options_.jobs_dir;
-  o.max_file_bytes = kMaxSpecBytes;
-  JobsDir::Callbacks cb;
-  cb.changed = [this](const std::string& path, const std::string& content) { OnFileChanged(path, content); };
-  cb.removed = [this](const std::string& path) { OnFileRemoved(path); };
-  cb.error = [](const std::string&, const std::string&) {};  // logged and kept by JobsDir
-  auto d = JobsDir::Create(loop_, o, cb);
-  if (!d.ok()) {
-    log::Error("cannot watch the jobs directory", {{"dir", o.dir}, {"error", d.error().message()}});
-    return;
-  }
-  dir_ = std::move(*d);
-  RescanDir();
-}
-
-void JobManager::RescanDir() {
-  if (!dir_) return;
-  std::set<std::string> known;
-  for (const auto& [path, id] : file_jobs_) known.insert(path);
-  dir_->Rescan(known);
-}
-
-void JobManager::OnFileChanged(const std::string& path, const std::string& content) {
-  auto spec = ParseJobSpec(content, path);
-  if (!spec.ok()) {
-    file_problems_[path] = spec.error().message();
-    for (const std::string& line : Split(spec.error().message(), '\n')) log::Error(line);
-    log::Error("invalid job file ignored; the running version (if any) keeps running", {{"file", path}});
-    return;
-  }
-  // The file now names another job: the old one goes.
-  auto prev = file_jobs_.find(path);
-  if (prev != file_jobs_.end() && prev->second != spec->id) {
-    std::string old = prev->second;
-    file_jobs_.erase(prev);
-    auto jt = jobs_.find(old);
-    if (jt != jobs_.end() && jt->second->stored.file == path) Remove(old, nullptr);
-  }
-  auto r = Apply(std::move(*spec), Source::kFile, path);
-  if (!r.ok()) {
-    file_problems_[path] = path + ": " + r.error().message();
-    log::Error("job file not applied", {{"file", path}, {"error", r.error().message()}});
-    return;
-  }
-  file_problems_.erase(path);
-  file_jobs_[path] = r->job.id;
-}
-
-void JobManager::OnFileRemoved(const std::string& path) {
-  file_problems_.erase(path);
-  auto it = file_jobs_.find(path);
-  if (it == file_jobs_.end()) return;
-  std::string id = it->second;
-  file_jobs_.erase(it);
-  // Not at once: a rename (a.json -> b.json) reports the removal first and
-  // the new name a moment later; then b.json takes the job over.
-  std::weak_ptr<bool> alive = alive_;
-  loop_->AddTimer(kFileMoveGraceNanos, [this, alive, id, path] {
-    if (!alive.lock()) return;
-    auto jt = jobs_.find(id);
-    if (jt == jobs_.end() || jt->second->stored.file != path || file_jobs_.count(path)) return;
-    log::Info("job file removed: removing its job", {{"file", path}, {"job", id}});
-    Remove(id, nullptr);
-  });
-}
-
-std::map<std::string, std::string> JobManager::FileProblems() const {
-  std::map<std::string, std::string> out = file_problems_;
-  if (dir_) {
-    for (const auto& [path, error] : dir_->problems()) out[path] = error;
-  }
-  return out;
-}
-
-std::string JobManager::DirProblem() const { return dir_ ? dir_->dir_problem() : std::string(); }
 
 }  // namespace outpost::job

@@ -4,8 +4,9 @@
 // (prestart -> main -> poststart; stop in reverse), updates that restart only
 // the tasks whose spec changed, the jobs.d directory (job/jobs_dir) with its
 // per-file problems, recovery after an agent restart or a reboot, and the
-// job status derived from the tasks. Tasks run through a TaskRunner; the API
-// (agent/job_api) and the CLI only see the views below.
+// job status derived from the tasks. Tasks run through a TaskRunner, events
+// go to an EventSink; the API (agent/job_api) and the CLI only see the
+// views below.
 #pragma once
 
 #include <functional>
@@ -20,6 +21,7 @@
 #include "job/spec.h"
 #include "job/store.h"
 #include "job/supervisor.h"
+#include "task/events.h"
 #include "loop/loop.h"
 
 namespace outpost::job {
@@ -47,6 +49,7 @@ struct TaskStatusView {
   uint64_t restarts = 0;
   bool failed = false;
   bool completed = false;
+  bool healthy = false;
   std::string reason;
   std::string last_exit;
   int64_t next_start_unix_nanos = 0;
@@ -85,6 +88,10 @@ class JobManager {
     // v2, a controller missing, CPUs it does not have, ...): a job that
     // sets such limits is refused at submission. Null = no check.
     std::function<std::vector<std::string>(const cgroup::Resources&)> check_resources;
+    // Whether the node has a driver of this name (NotFound naming the
+    // drivers it has, if not). Null = no check.
+    std::function<Status(const std::string& driver)> check_driver;
+    task::EventSink* events = nullptr;
   };
   using DoneCallback = std::function<void(Status)>;
 
@@ -136,7 +143,9 @@ class JobManager {
 
   JobManager(Loop* loop, TaskRunner* runner, TaskStore* tasks, Options options);
   Result<SubmitResult> Apply(JobSpec spec, Source source, const std::string& file);
-  Status CheckResources(const JobSpec& spec) const;
+  // What this node cannot do for spec (unknown drivers, limits it cannot
+  // enforce), one line per problem with its path; the job is refused.
+  Status CheckNode(const JobSpec& spec) const;
   std::shared_ptr<TaskSupervisor> MakeSupervisor(Job* job, const TaskSpec& spec);
   void ScheduleEvaluate(const std::string& id);
   void Evaluate(const std::string& id);

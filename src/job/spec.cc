@@ -21,10 +21,9 @@ constexpr int64_t kMaxRestartDelay = kHour;
 constexpr int64_t kMinRestartInterval = kSecond;
 constexpr int64_t kMaxRestartInterval = 24 * kHour;
 constexpr int64_t kMaxRestartAttempts = 1000000;
+constexpr int64_t kMaxMinHealthyTime = kHour;
 constexpr int64_t kMaxLogFiles = 1000;
 constexpr uint64_t kMinLogFileSize = 4096;
-// An rlimit of "unlimited": RLIM_INFINITY once cast to the (64-bit) rlim_t.
-constexpr uint64_t kUnlimited = ~uint64_t{0};
 
 const char* const kNotYet = "not supported yet by this version of outpost";
 
@@ -163,7 +162,7 @@ void ReadEnv(ObjectReader& r, Errors* errors, std::map<std::string, std::string>
 bool ReadRlimitValue(const picojson::value& v, const std::string& path, const char* expected, uint64_t* out,
                      Errors* errors) {
   if (v.is<std::string>() && v.get<std::string>() == "unlimited") {
-    *out = kUnlimited;
+    *out = kRlimitUnlimited;
     return true;
   }
   if (v.is<int64_t>()) {
@@ -180,7 +179,7 @@ bool ReadRlimitValue(const picojson::value& v, const std::string& path, const ch
 }
 
 std::string RlimitValueText(uint64_t v) {
-  return v == kUnlimited ? "unlimited" : Format("%llu", static_cast<unsigned long long>(v));
+  return v == kRlimitUnlimited ? "unlimited" : Format("%llu", static_cast<unsigned long long>(v));
 }
 
 // "NOFILE", "rlimit_nofile" -> "nofile" (the name proc::Rlimit carries).
@@ -343,9 +342,11 @@ TaskSpec ReadTask(const picojson::value& v, const std::string& path, const Resta
     Status st = ValidateName(t.name, "task name");
     if (!st.ok()) r.Fail("name", st.error().message());
   }
-  std::string driver;
-  if (ReadString(r, errors, "driver", &driver) && driver != "exec") {
-    r.Fail("driver", "unknown driver " + Quote(driver) + "; available: exec");
+  // Whether the node has this driver is decided at submission (job/manager),
+  // against the drivers registered then.
+  if (ReadString(r, errors, "driver", &t.driver)) {
+    Status st = ValidateName(t.driver, "driver name");
+    if (!st.ok()) r.Fail("driver", st.error().message());
   }
   if (Required(r, "command")) ReadString(r, errors, "command", &t.command, false);
 
@@ -441,46 +442,22 @@ void ReadJob(ObjectReader& r, Errors* errors, JobSpec* spec) {
   if (r.Get("network")) r.Fail("network", kNotYet);
   if (r.Get("hooks")) r.Fail("hooks", kNotYet);
   ReadResources(r, errors, &spec->resources);
+  if (r.Has("min_healthy_time")) {
+    int64_t d = spec->min_healthy_time_nanos;
+    size_t before = errors->size();
+    r.Duration("min_healthy_time", &d);
+    if (errors->size() == before && (d < 0 || d > kMaxMinHealthyTime)) {
+      r.Fail("min_healthy_time", "must be between 0s and 1h");
+    } else if (errors->size() == before) {
+      spec->min_healthy_time_nanos = d;
+    }
+  }
   RestartInput job_restart;
   if (const picojson::value* v = r.Get("restart")) ReadRestart(*v, "restart", &job_restart, errors);
   const picojson::value* tasks = r.Get("tasks");
   if (!tasks) r.Fail("tasks", "required");
   r.RejectUnknown();
   if (tasks) ReadTasks(*tasks, job_restart, errors, spec);
-}
-
-// Exact text for a duration: FormatDuration's short form when it reads back
-// to the same value ("1m30s", "1.5s"), else whole nanoseconds.
-std::string CanonicalDuration(int64_t ns) {
-  std::string s = FormatDuration(ns);
-  auto back = ParseDuration(s);
-  if (back.ok() && *back == ns) return s;
-  return Format("%lldns", static_cast<long long>(ns));
-}
-
-picojson::value Int(int64_t n) { return picojson::value(n); }
-
-picojson::value RlimitValueJson(uint64_t v) {
-  if (v == kUnlimited) return picojson::value("unlimited");
-  return Int(static_cast<int64_t>(v));
-}
-
-picojson::value StringMap(const std::map<std::string, std::string>& m) {
-  picojson::object o;
-  for (const auto& [k, v] : m) o[k] = picojson::value(v);
-  return picojson::value(std::move(o));
-}
-
-// FNV-1a 64 of the serialisation: picojson writes object keys in sorted
-// order, so the text depends only on the values.
-std::string Fnv64Hex(const picojson::value& v) {
-  std::string text = v.serialize();
-  uint64_t h = 14695981039346656037ULL;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return Format("%016llx", static_cast<unsigned long long>(h));
 }
 
 }  // namespace
@@ -543,72 +520,5 @@ Result<JobSpec> JobSpecFromJson(const picojson::value& doc, const std::string& s
   }
   return Error(Code::kInvalidArgument, json::JoinErrors(errors));
 }
-
-picojson::value TaskSpecToJson(const TaskSpec& t) {
-  picojson::object o;
-  o["name"] = picojson::value(t.name);
-  o["driver"] = picojson::value(t.driver);
-  o["command"] = picojson::value(t.command);
-  picojson::array args;
-  for (const std::string& a : t.args) args.emplace_back(a);
-  o["args"] = picojson::value(std::move(args));
-  o["env"] = StringMap(t.env);
-  o["user"] = picojson::value(t.user);
-  o["group"] = picojson::value(t.group);
-  o["workdir"] = picojson::value(t.workdir);
-  picojson::object rlimits;
-  for (const proc::Rlimit& l : t.rlimits) {
-    picojson::object lim;
-    lim["soft"] = RlimitValueJson(l.soft);
-    lim["hard"] = RlimitValueJson(l.hard);
-    rlimits[l.name] = picojson::value(std::move(lim));
-  }
-  o["rlimits"] = picojson::value(std::move(rlimits));
-  picojson::object logs;
-  logs["max_files"] = Int(t.log_max_files);
-  logs["max_file_size"] = Int(static_cast<int64_t>(t.log_max_file_size));
-  o["logs"] = picojson::value(std::move(logs));
-  o["kill_signal"] = picojson::value(t.kill_signal);
-  o["kill_timeout"] = picojson::value(CanonicalDuration(t.kill_timeout_nanos));
-  picojson::object restart;
-  restart["policy"] = picojson::value(RestartPolicyName(t.restart.policy));
-  restart["delay"] = picojson::value(CanonicalDuration(t.restart.delay_nanos));
-  restart["max_delay"] = picojson::value(CanonicalDuration(t.restart.max_delay_nanos));
-  restart["attempts"] = Int(t.restart.attempts);
-  restart["interval"] = picojson::value(CanonicalDuration(t.restart.interval_nanos));
-  o["restart"] = picojson::value(std::move(restart));
-  picojson::object lifecycle;
-  lifecycle["hook"] = picojson::value(HookName(t.lifecycle.hook));
-  lifecycle["sidecar"] = picojson::value(t.lifecycle.sidecar);
-  o["lifecycle"] = picojson::value(std::move(lifecycle));
-  o["resources"] = ResourcesToJson(t.resources);
-  return picojson::value(std::move(o));
-}
-
-picojson::value JobSpecToJson(const JobSpec& spec) {
-  picojson::object o;
-  o["id"] = picojson::value(spec.id);
-  o["labels"] = StringMap(spec.labels);
-  o["annotations"] = StringMap(spec.annotations);
-  // Left out when unset, so the canonical form of jobs without job-level
-  // limits is what it was before they existed.
-  if (spec.resources.Any()) o["resources"] = ResourcesToJson(spec.resources);
-  picojson::array tasks;
-  for (const TaskSpec& t : spec.tasks) tasks.push_back(TaskSpecToJson(t));
-  o["tasks"] = picojson::value(std::move(tasks));
-  return picojson::value(std::move(o));
-}
-
-std::string TaskFingerprint(const TaskSpec& spec) {
-  // The canonical encoding with `resources` as if none were set: limits
-  // change live, and a task without limits keeps the fingerprint it had
-  // before they existed (no restart of every task when the agent is
-  // upgraded).
-  picojson::value v = TaskSpecToJson(spec);
-  v.get<picojson::object>()["resources"] = picojson::value(picojson::object());
-  return Fnv64Hex(v);
-}
-
-std::string ResourcesFingerprint(const cgroup::Resources& r) { return Fnv64Hex(ResourcesToJson(r)); }
 
 }  // namespace outpost::job

@@ -37,6 +37,9 @@ constexpr size_t kMaxEnvBytes = 64 << 10;     // sum of name=value over a task's
 constexpr size_t kMaxLabels = 64;             // labels, and annotations, per job
 constexpr size_t kMaxLabelBytes = 1024;       // each label / annotation key or value
 
+// An rlimit of "unlimited": RLIM_INFINITY once cast to the (64-bit) rlim_t.
+constexpr uint64_t kRlimitUnlimited = ~uint64_t{0};
+
 enum class RestartPolicy { kAlways, kOnFailure, kNever };
 const char* RestartPolicyName(RestartPolicy p);  // "always", "on-failure", "never"
 
@@ -84,6 +87,10 @@ struct JobSpec {
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
   cgroup::Resources resources;  // the job's cgroup (parent of its tasks' cgroups)
+  // How long a task must stay up to count as healthy (`outpost run` waits
+  // for that). Not part of any task's fingerprint: changing it restarts
+  // nothing.
+  int64_t min_healthy_time_nanos = 1000000000;
   std::vector<TaskSpec> tasks;  // in document order; names unique
 };
 

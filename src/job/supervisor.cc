@@ -82,14 +82,6 @@ Transition NextStep(RunState state, RunEvent event) {
   return kTable[static_cast<int>(state)][static_cast<int>(event)];
 }
 
-std::string DescribeExit(const driver::ExitResult& e) {
-  if (!e.error.empty()) return e.error;
-  if (e.oom_killed) return "OOM killed";
-  // The same words as the driver's "signalled" event.
-  if (e.signal != 0) return Format("killed by %s", proc::SignalName(e.signal));
-  return Format("exit code %d", e.exit_code);
-}
-
 RestartDecision DecideRestart(const TaskSpec& spec, bool success, const std::string& exit_text,
                               const RestartHistory& history, int64_t now_mono) {
   RestartDecision d;
@@ -153,12 +145,44 @@ driver::TaskConfig TaskConfigFor(const std::string& job, const TaskSpec& s) {
   return c;
 }
 
-TaskSupervisor::TaskSupervisor(Loop* loop, TaskRunner* runner, std::string job, TaskSpec spec,
-                               std::function<void()> on_change)
-    : loop_(loop), runner_(runner), job_(std::move(job)), spec_(std::move(spec)), on_change_(std::move(on_change)) {}
+TaskSupervisor::TaskSupervisor(Loop* loop, TaskRunner* runner, task::EventSink* events, std::string job,
+                               TaskSpec spec, int64_t min_healthy_nanos, std::function<void()> on_change)
+    : loop_(loop),
+      runner_(runner),
+      events_(events),
+      job_(std::move(job)),
+      spec_(std::move(spec)),
+      on_change_(std::move(on_change)),
+      min_healthy_nanos_(min_healthy_nanos) {}
 
 TaskSupervisor::~TaskSupervisor() {
   if (timer_) loop_->CancelTimer(timer_);
+  CancelHealthCheck();
+}
+
+void TaskSupervisor::ScheduleHealthCheck() {
+  CancelHealthCheck();
+  uint64_t gen = generation_;
+  std::weak_ptr<TaskSupervisor> weak = shared_from_this();
+  health_timer_ = loop_->AddTimer(min_healthy_nanos_, [weak, gen] {
+    auto self = weak.lock();
+    if (!self || self->generation_ != gen) return;
+    self->health_timer_ = 0;
+    // Up for min_healthy_time by the clock; alive now by the driver (an
+    // exit that is not reported yet must not count as healthy).
+    self->runner_->CheckAlive(self->task_id(), [weak, gen](bool alive) {
+      auto s = weak.lock();
+      if (!s || s->generation_ != gen || s->state_ != RunState::kRunning || !alive || s->healthy_) return;
+      s->healthy_ = true;
+      s->Emit("healthy", "running for " + FormatDuration(s->min_healthy_nanos_));
+      if (s->on_change_) s->on_change_();
+    });
+  });
+}
+
+void TaskSupervisor::CancelHealthCheck() {
+  if (health_timer_) loop_->CancelTimer(health_timer_);
+  health_timer_ = 0;
 }
 
 void TaskSupervisor::Stop(int64_t timeout_nanos) {
@@ -190,8 +214,9 @@ void TaskSupervisor::Adopt() {
   uint64_t gen = ++generation_;
   ever_running_ = true;
   SetState(RunState::kRunning);
+  ScheduleHealthCheck();
   std::weak_ptr<TaskSupervisor> weak = shared_from_this();
-  Status st = runner_->Wait(task_id(), [weak, gen](const driver::ExitResult& exit) {
+  Status st = runner_->Watch(task_id(), [weak, gen](const driver::ExitResult& exit) {
     auto self = weak.lock();
     if (self && self->generation_ == gen) self->Handle(RunEvent::kExited, &exit);
   });
@@ -212,6 +237,10 @@ void TaskSupervisor::AdoptExited(const driver::ExitResult& exit) {
 void TaskSupervisor::SetState(RunState s) {
   state_ = s;
   if (s != RunState::kBackoff) next_start_wall_ = 0;
+  if (s != RunState::kRunning) {
+    healthy_ = false;
+    CancelHealthCheck();
+  }
 }
 
 void TaskSupervisor::Handle(RunEvent ev, const driver::ExitResult* exit, const Status* status) {
@@ -230,7 +259,7 @@ void TaskSupervisor::Handle(RunEvent ev, const driver::ExitResult* exit, const S
       // Requests that change nothing (go while running, stop while
       // stopping) do not wake the owner: it re-evaluates on changes only.
       if (t.next == before && ev != RunEvent::kExited && ev != RunEvent::kStopped) return;
-      if (ev == RunEvent::kExited && exit) last_exit_ = DescribeExit(*exit);
+      if (ev == RunEvent::kExited && exit) last_exit_ = driver::DescribeExit(*exit);
       if (ev == RunEvent::kStop && state_ == RunState::kPending) {
         reason_ = "stopped before it started";
       }
@@ -244,6 +273,7 @@ void TaskSupervisor::Handle(RunEvent ev, const driver::ExitResult* exit, const S
         reason_.clear();
       }
       SetState(t.next);
+      if (ev == RunEvent::kStarted) ScheduleHealthCheck();
       break;
     case RunAction::kStart:
       SetState(t.next);
@@ -279,7 +309,7 @@ void TaskSupervisor::Handle(RunEvent ev, const driver::ExitResult* exit, const S
       if (ev == RunEvent::kStartFailed) {
         text = "start failed: " + (status && !status->ok() ? status->error().message() : std::string("unknown error"));
       } else {
-        text = exit ? DescribeExit(*exit) : "exit status unknown";
+        text = exit ? driver::DescribeExit(*exit) : "exit status unknown";
         success = exit && exit->Successful();
       }
       last_exit_ = text;
@@ -302,31 +332,34 @@ void TaskSupervisor::DoStart() {
   uint64_t gen = ++generation_;
   history_.last_start_mono = MonotonicNanos();
   std::weak_ptr<TaskSupervisor> weak = shared_from_this();
-  if (on_change_) on_change_();
-  runner_->Start(TaskConfigFor(job_, spec_), [weak, gen](Status st) {
-    auto self = weak.lock();
-    if (!self || self->generation_ != gen) return;
-    if (!st.ok()) {
-      self->Handle(RunEvent::kStartFailed, nullptr, &st);
-      return;
-    }
-    Status w = self->runner_->Wait(self->task_id(), [weak, gen](const driver::ExitResult& exit) {
-      auto s = weak.lock();
-      if (s && s->generation_ == gen) s->Handle(RunEvent::kExited, &exit);
-    });
-    self->Handle(RunEvent::kStarted);
-    if (!w.ok()) {
-      driver::ExitResult lost;
-      lost.error = "cannot watch the task: " + w.error().message();
-      self->Handle(RunEvent::kExited, &lost);
-    }
-  });
+  // An exit can only follow a successful start; if the runner reports it
+  // before the start's own callback (both from one step), it waits here.
+  auto early_exit = std::make_shared<std::unique_ptr<driver::ExitResult>>();
+  auto started = std::make_shared<bool>(false);
+  runner_->Start(
+      TaskConfigFor(job_, spec_),
+      [weak, gen, early_exit, started](Status st) {
+        auto self = weak.lock();
+        if (!self || self->generation_ != gen) return;
+        if (!st.ok()) return self->Handle(RunEvent::kStartFailed, nullptr, &st);
+        *started = true;
+        self->Handle(RunEvent::kStarted);
+        if (*early_exit && self->generation_ == gen) self->Handle(RunEvent::kExited, early_exit->get());
+      },
+      [weak, gen, early_exit, started](const driver::ExitResult& exit) {
+        auto self = weak.lock();
+        if (!self || self->generation_ != gen) return;
+        if (!*started) {
+          *early_exit = std::make_unique<driver::ExitResult>(exit);
+          return;
+        }
+        self->Handle(RunEvent::kExited, &exit);
+      });
 }
 
 void TaskSupervisor::DoStop() {
   uint64_t gen = generation_;
   std::weak_ptr<TaskSupervisor> weak = shared_from_this();
-  if (on_change_) on_change_();
   runner_->Stop(task_id(), stop_timeout_, [weak, gen](Status st) {
     auto self = weak.lock();
     if (!self || self->generation_ != gen) return;
@@ -375,7 +408,7 @@ void TaskSupervisor::Emit(const std::string& type, const std::string& message) {
   ev.type = type;
   ev.message = message;
   log::Info("task " + type, {{"task", task_id()}, {"reason", message}});
-  runner_->Event(ev);
+  events_->Publish(ev);
 }
 
 }  // namespace outpost::job

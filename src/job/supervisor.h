@@ -17,6 +17,7 @@
 #include "job/spec.h"
 #include "loop/loop.h"
 #include "driver/driver.h"
+#include "task/events.h"
 
 namespace outpost::job {
 
@@ -78,22 +79,23 @@ constexpr int64_t kMinRestartSpacingNanos = 1000000000;  // never more than one 
 RestartDecision DecideRestart(const TaskSpec& spec, bool success, const std::string& exit_text,
                               const RestartHistory& history, int64_t now_mono);
 
-// "exit code 0", "exit code 3", "killed by SIGKILL", "OOM killed",
-// "exit status unknown (...)".
-std::string DescribeExit(const driver::ExitResult& exit);
 
 // What the supervisor needs from whoever runs tasks.
 class TaskRunner {
  public:
+  using ExitCallback = std::function<void(const driver::ExitResult&)>;
   virtual ~TaskRunner() = default;
-  // Starts config.id, replacing an earlier, ended instance with the same id
-  // (its logs and task dir are kept).
-  virtual void Start(const driver::TaskConfig& config, std::function<void(Status)> done) = 0;
-  // done runs once when the current instance ends (at once if it has).
-  virtual Status Wait(const std::string& id, std::function<void(const driver::ExitResult&)> done) = 0;
+  // Starts config.id; an ended instance with the same id makes way (its
+  // logs and task dir are kept). started runs once with the outcome; after
+  // a successful start, exited runs once when the instance ends.
+  virtual void Start(const driver::TaskConfig& config, std::function<void(Status)> started, ExitCallback exited) = 0;
+  // Follows an instance recovered after an agent restart: exited runs once
+  // when it ends (at once if it has). Error when there is no instance.
+  virtual Status Watch(const std::string& id, ExitCallback exited) = 0;
   // timeout_nanos < 0: the task's own kill_timeout.
   virtual void Stop(const std::string& id, int64_t timeout_nanos, std::function<void(Status)> done) = 0;
-  virtual void Event(const driver::TaskEvent& ev) = 0;
+  // Whether the instance's process is alive right now.
+  virtual void CheckAlive(const std::string& id, std::function<void(bool)> done) = 0;
   // Limits of a running task's cgroup, changed live (no restart).
   virtual Status UpdateResources(const std::string& id, const cgroup::Resources& r) = 0;
   // The job's own cgroup (parent of its tasks') and its limits.
@@ -110,7 +112,10 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   // on_change runs after every state change (the owner re-evaluates the
   // job). The driver config is built from (job, spec) at each start, not
   // kept: with a thousand tasks every kept byte counts.
-  TaskSupervisor(Loop* loop, TaskRunner* runner, std::string job, TaskSpec spec, std::function<void()> on_change);
+  // min_healthy_nanos: how long an instance must stay up (and be alive when
+  // that time has passed) to count as healthy.
+  TaskSupervisor(Loop* loop, TaskRunner* runner, task::EventSink* events, std::string job, TaskSpec spec,
+                 int64_t min_healthy_nanos, std::function<void()> on_change);
   ~TaskSupervisor();
 
   // Event inputs (the owner's requests).
@@ -127,7 +132,13 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   // gets the new limits (and a later start uses them).
   Status UpdateLimits(TaskSpec spec);
 
+  void SetMinHealthy(int64_t nanos) { min_healthy_nanos_ = nanos; }
+
   RunState state() const { return state_; }
+  // Running, and has stayed up for min_healthy_time (checked with the
+  // driver when that time has passed). Emits a "healthy" event once per
+  // instance.
+  bool healthy() const { return healthy_; }
   const TaskSpec& spec() const { return spec_; }
   std::string task_id() const { return JobTaskId(job_, spec_.name); }
   bool failed() const { return failed_; }
@@ -145,13 +156,19 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   void ApplyPolicy(bool success, const std::string& text);
   void Emit(const std::string& type, const std::string& message);
   void SetState(RunState s);
+  void ScheduleHealthCheck();
+  void CancelHealthCheck();
 
   Loop* loop_;
   TaskRunner* runner_;
+  task::EventSink* events_;
   std::string job_;
   TaskSpec spec_;
   std::function<void()> on_change_;
+  int64_t min_healthy_nanos_;
   RunState state_ = RunState::kPending;
+  bool healthy_ = false;
+  uint64_t health_timer_ = 0;
   RestartHistory history_;
   uint64_t generation_ = 0;   // bumps at every start: late callbacks of an older instance are ignored
   uint64_t timer_ = 0;

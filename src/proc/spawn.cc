@@ -329,6 +329,23 @@ bool TaskDefaultNofile(rlimit* out) {
   return g_task_nofile_set;
 }
 
+Result<std::vector<std::pair<int, rlimit>>> TaskRlimits(const std::vector<Rlimit>& limits) {
+  std::vector<std::pair<int, rlimit>> out;
+  bool has_nofile = false;
+  for (const Rlimit& r : limits) {
+    auto res = ParseRlimitName(r.name);
+    if (!res.ok()) return res.error();
+    if (r.soft > r.hard) {
+      return Error(Code::kInvalidArgument, "rlimit " + r.name + ": soft limit is above the hard limit");
+    }
+    out.push_back({*res, rlimit{static_cast<rlim_t>(r.soft), static_cast<rlim_t>(r.hard)}});
+    has_nofile |= *res == RLIMIT_NOFILE;
+  }
+  rlimit nofile;
+  if (!has_nofile && TaskDefaultNofile(&nofile)) out.push_back({RLIMIT_NOFILE, nofile});
+  return out;
+}
+
 Result<int> ParseRlimitName(const std::string& raw) {
   std::string name;
   for (char c : raw) name += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);

@@ -68,6 +68,10 @@ Result<std::string> ResolveCommand(const std::string& cmd, const std::string& pa
 void SetTaskDefaultNofile(const rlimit& lim);
 bool TaskDefaultNofile(rlimit* out);
 
+// A task's rlimits for SpawnRequest::rlimits: each name resolved, soft <=
+// hard checked, and the default RLIMIT_NOFILE added unless set.
+Result<std::vector<std::pair<int, rlimit>>> TaskRlimits(const std::vector<Rlimit>& limits);
+
 // rlimit names: "nofile", "nproc", "core", "stack", "cpu", "fsize", "data",
 // "as", "memlock", "locks", "sigpending", "msgqueue", "nice", "rtprio",
 // "rttime" (with or without an RLIMIT_ prefix, any case).

@@ -1,18 +1,25 @@
-// Tasks as the agent runs them. Owns: the driver instance, each task's log
-// plumbing (two LogPipes: FIFO -> rotating files), the on-disk layout of a
-// task (task dir, log dir, FIFOs), the bounded event history behind
-// `outpost events`, and recovery of all of it when the worker starts.
+// Tasks as the agent runs them, whatever their driver. Owns: each task's
+// record (persisted under <state_dir>/tasks/<id>.json, task/record), its
+// on-disk layout (task dir, log dir, FIFOs), its log plumbing (two LogPipes:
+// FIFO -> rotating files), its cgroup and dynamic user, the start and stop
+// pipelines that put these around the driver (task/lifecycle.cc), what
+// happens when a task ends (leftovers killed, OOM told apart, exit
+// persisted, logs drained, event), and recovery of all of it when the
+// worker starts. Drivers are reached only through the Driver contract, found
+// in the registry by the name in each task's config.
 //
 // Layout:
-//   <state_dir>/tasks/<id>.json          driver handle (task/exec_driver)
+//   <state_dir>/tasks/<id>.json          the task's record (task/record)
 //   <state_dir>/task-data/<id>/          the task's private dir (default workdir)
 //   <state_dir>/logs/<id>/<name>.stdout  logs (+ .1 … .N-1), same for stderr
 //   <runtime_dir>/fifo/<id>.stdout       FIFOs and their cursor records
 //
-// Does not own restart policy or jobs (job/ in a later issue).
+// Does not own restart policy or jobs (job/), the event history (it
+// publishes to an EventSink), or the cgroup tree itself (cgroup/).
 #pragma once
 
-#include <deque>
+#include <sys/types.h>
+
 #include <functional>
 #include <map>
 #include <memory>
@@ -20,14 +27,18 @@
 #include <vector>
 
 #include "base/error.h"
-#include "loop/loop.h"
 #include "driver/driver.h"
-#include "driver/exec/exec_driver.h"
+#include "driver/registry.h"
+#include "loop/loop.h"
+#include "proc/users.h"
+#include "task/events.h"
+#include "task/record.h"
 
 namespace outpost {
-namespace logs {
-class LogPipe;
-}
+namespace cgroup {
+class Cgroups;
+class OomWatcher;
+}  // namespace cgroup
 namespace proc {
 class UidPool;
 }
@@ -43,19 +54,16 @@ struct TaskView {
   std::string log_error;
 };
 
-struct EventRecord {
-  uint64_t seq = 0;
-  driver::TaskEvent event;
-};
+// Task ids become file names: 1-128 of [A-Za-z0-9_.-], not starting with '.'.
+Status ValidateTaskId(const std::string& id);
 
 class TaskManager {
  public:
   struct Options {
     std::string state_dir;
     std::string runtime_dir;
-    bool keeper_is_parent = false;
-    pid_t keeper_pid = 0;
-    size_t event_history = 1000;
+    driver::Registry* drivers = nullptr;
+    EventSink* events = nullptr;
     cgroup::Cgroups* cgroups = nullptr;  // may be unavailable (see Cgroups::reason)
     cgroup::OomWatcher* oom = nullptr;
     bool allow_without_limits = false;
@@ -63,62 +71,69 @@ class TaskManager {
     // with the reason in dynamic_users_problem.
     proc::UidPool* uids = nullptr;
     std::string dynamic_users_problem;
+    proc::UserDb users;  // where user and group names are looked up
   };
+  using DoneCallback = std::function<void(Status)>;
+  using StartedCallback = std::function<void(Result<TaskView>)>;
+  using ExitCallback = std::function<void(const driver::ExitResult&)>;
 
   static Result<std::unique_ptr<TaskManager>> Create(Loop* loop, Options options);
   ~TaskManager();
 
-  // Recovers every persisted task and reopens its logs. Without a keeper,
-  // tasks whose process is gone are reported "exit status unknown" at once;
-  // with one, after JournalReplayed().
+  // Loads every persisted task, reopens its logs and recovers the running
+  // ones through their drivers. A task whose process is gone learns how it
+  // ended from its driver (for exec: after the keeper's journal replay).
   Status Recover();
-  void JournalReplayed() { driver_->JournalReplayed(); }
-  // A process exited (from the keeper). Persisted before it returns.
-  void OnProcessExit(pid_t pid, int wait_status, int64_t unix_nanos);
 
-  using StartCallback = std::function<void(Result<TaskView>)>;
-  void Start(driver::TaskConfig config, StartCallback done);
-  void Stop(const std::string& id, int64_t timeout_nanos, const std::string& signal, driver::Driver::DoneCallback done);
-  void Destroy(const std::string& id, bool force, driver::Driver::DoneCallback done);
-  Result<TaskView> Inspect(const std::string& id);
-  std::vector<TaskView> List();
-  Status Signal(const std::string& id, const std::string& signal) { return driver_->SignalTask(id, signal); }
+  // The start pipeline (task/lifecycle.cc). An ended instance with the same
+  // id makes way (its logs and task dir stay). started runs once with the
+  // outcome; after a successful start, exited runs once when the task ends.
+  void Start(driver::TaskConfig config, StartedCallback started, ExitCallback exited = nullptr);
+  // exited runs once when the current instance ends (at once if it has).
+  // NotFound when there is no instance.
+  Status Watch(const std::string& id, ExitCallback exited);
+  // The stop pipeline: signal, wait up to timeout (< 0: the task's own
+  // kill_timeout), kill, and everything left in its cgroup. The task stays
+  // (exited) until destroyed.
+  void Stop(const std::string& id, int64_t timeout_nanos, const std::string& signal, DoneCallback done);
+  // The destroy pipeline: the driver forgets it (a running task only with
+  // force: it is killed first), its dynamic user is released, its cgroup
+  // removed, its logs closed (files stay) and its record removed.
+  void Destroy(const std::string& id, bool force, DoneCallback done);
+  // Destroy (forced), and the task dir and log files go too. A task that
+  // does not exist is not an error.
+  void Purge(const std::string& id, DoneCallback done);
+
+  Result<TaskView> Inspect(const std::string& id) const;
+  std::vector<TaskView> List() const;
+  void Signal(const std::string& id, const std::string& signal, DoneCallback done);
   void Exec(const std::string& id, const std::vector<std::string>& cmd, int64_t timeout_nanos,
-            driver::Driver::ExecCallback done) {
-    driver_->ExecTask(id, cmd, timeout_nanos, std::move(done));
-  }
-  Result<driver::TaskStats> Stats(const std::string& id) { return driver_->GetTaskStats(id); }
+            driver::Driver::ExecCallback done);
+  // From the task's cgroup where it has one (outpost owns it, whatever the
+  // driver), else from its driver.
+  void Stats(const std::string& id, driver::Driver::StatsCallback done);
+  // Whether the task's process is alive right now, asked of its driver (an
+  // exit not reported yet counts as not alive).
+  void CheckAlive(const std::string& id, std::function<void(bool)> done);
   // Live limits: a task's cgroup, and a job's cgroup (created if missing).
   Status UpdateResources(const std::string& id, const cgroup::Resources& r);
   Status ApplyJobResources(const std::string& job, const cgroup::Resources& r);
-  driver::Fingerprint Fingerprint() { return driver_->GetFingerprint(); }
-  driver::Driver* driver() { return driver_.get(); }
+  // The named driver's fingerprint (NotFound for an unknown driver).
+  Result<driver::Fingerprint> Fingerprint(const std::string& driver_name) const;
 
   // Path of a task's active log file for stream "stdout" / "stderr".
-  Result<std::string> LogPath(const std::string& id, bool stderr_stream);
-  int LogMaxFiles(const std::string& id);
-
-  // Removes an ended (or force-destroys a running) task together with its
-  // task dir and log files. A task that does not exist is not an error.
-  void Purge(const std::string& id, driver::Driver::DoneCallback done);
-
-  // Events with seq > after_seq (task_id / job "" = all).
-  std::vector<EventRecord> EventsAfter(uint64_t after_seq, const std::string& task_id,
-                                       const std::string& job = "") const;
-  // Events from above the driver (job supervision) join the same history.
-  void RecordEvent(const driver::TaskEvent& ev) { Record(ev); }
+  Result<std::string> LogPath(const std::string& id, bool stderr_stream) const;
+  int LogMaxFiles(const std::string& id) const;
+  // Log problems of all tasks, for `outpost status`.
+  std::vector<std::string> LogProblems() const;
 
   // Maps "JOB/TASK" to a task id for the task API (set by the job layer).
   using IdResolver = std::function<Result<std::string>(const std::string& job, const std::string& task)>;
   void SetIdResolver(IdResolver r) { resolver_ = std::move(r); }
   // id unchanged unless it has the form JOB/TASK.
   Result<std::string> ResolveId(const std::string& id) const;
-  uint64_t last_seq() const { return next_seq_ - 1; }
-  // Runs cb once when an event newer than after_seq arrives (long-poll).
-  uint64_t NotifyOnEvent(std::function<void()> cb);
-  void CancelNotify(uint64_t id) { notify_.erase(id); }
 
-  size_t task_count() const { return logs_.size(); }
+  size_t task_count() const { return tasks_.size(); }
 
   // Hands a task's FIFOs (opened O_RDWR) to whoever keeps them open across
   // worker restarts (the keeper), and takes them back. Set once a keeper is
@@ -127,32 +142,57 @@ class TaskManager {
   using ReleaseFifosFn = std::function<void(const std::string& id)>;
   void SetFifoHolder(HoldFifosFn hold, ReleaseFifosFn release);
   void HoldAllFifos();
-  // Log problems of all tasks, for `outpost status`.
-  std::vector<std::string> LogProblems() const;
 
  private:
+  struct Task;
+  struct StartOp;
   struct Logs;
 
   TaskManager(Loop* loop, Options options);
-  Status OpenLogs(const driver::TaskConfig& config, uid_t uid, gid_t gid, Logs* out);
-  void CloseLogs(const std::string& id, bool remove_fifos);
-  void Record(const driver::TaskEvent& ev);
+  Task* Find(const std::string& id) const;
+  driver::Driver* DriverOf(const Task& t) const;
   std::string FifoPath(const std::string& id, const char* stream) const;
-  void HoldFifos(const std::string& id);
+  std::string RecordPath(const std::string& id) const;
+  Status OpenLogs(const driver::TaskConfig& config, uid_t uid, gid_t gid, Task* t);
+  void CloseLogs(Task* t, bool remove_fifos);
+  void HoldFifos(const Task& t);
+  void Persist(const Task& t);
+  void Emit(const driver::TaskConfig& c, const std::string& type, const std::string& message);
+  void WatchOom(const Task& t);
+  void WaitForExit(const std::string& id);
+
+  // ---- task/lifecycle.cc: the pipelines, one function per step ----
+  // Start: Prepare -> CreateCgroup -> SpawnThroughDriver -> RecordStarted.
+  void RunStart(std::shared_ptr<StartOp> op, size_t step);
+  void Prepare(StartOp* op, DoneCallback done);
+  void UndoPrepare(StartOp* op);
+  void CreateCgroup(StartOp* op, DoneCallback done);
+  void UndoCreateCgroup(StartOp* op);
+  void SpawnThroughDriver(StartOp* op, DoneCallback done);
+  void UndoSpawn(StartOp* op);
+  void RecordStarted(StartOp* op, DoneCallback done);
+  // When a task has ended (by itself or stopped): KillCgroup -> TellOom ->
+  // persist the exit -> drain logs -> event -> exit callbacks.
+  void OnExit(const std::string& id, const driver::ExitResult& exit);
+  // Stop: StopThroughDriver -> KillCgroup. Destroy: DestroyThroughDriver ->
+  // ReleaseUser -> RemoveCgroup -> Forget.
+  void StopThroughDriver(const std::string& id, int64_t timeout_nanos, const std::string& signal,
+                         DoneCallback done);
+  void KillCgroup(const Task& t);
+  void DestroyThroughDriver(const std::string& id, bool force, DoneCallback done);
+  void ReleaseUser(const std::string& id);
+  void RemoveCgroup(const driver::TaskConfig& c);
+  void Forget(const std::string& id);
 
   Loop* loop_;
   Options options_;
-  std::unique_ptr<driver::ExecDriver> driver_;
-  std::map<std::string, std::unique_ptr<Logs>> logs_;
-  std::deque<EventRecord> events_;
-  uint64_t next_seq_ = 1;
-  std::map<uint64_t, std::function<void()>> notify_;
-  uint64_t next_notify_ = 1;
-  uint64_t subscription_ = 0;
+  std::map<std::string, std::unique_ptr<Task>> tasks_;
+  std::map<driver::Driver*, uint64_t> subscriptions_;
   uint64_t generated_ids_ = 0;
   IdResolver resolver_;
   HoldFifosFn hold_fifos_;
   ReleaseFifosFn release_fifos_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace task

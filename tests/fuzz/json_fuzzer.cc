@@ -11,6 +11,7 @@
 #include "job/spec.h"
 #include "job/store.h"
 #include "driver/exec/exec_driver.h"
+#include "task/record.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
@@ -26,9 +27,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // A stored job record (<state_dir>/jobs/<id>.json) read back at start.
   auto stored = outpost::job::JobStore::Decode(text, "fuzz.json");
   if (stored.ok()) (void)outpost::job::JobStore::Encode(*stored);
-  outpost::driver::ExitResult exit;
-  int64_t completed = 0;
-  bool has_exit = false;
-  (void)outpost::driver::ExecDriver::DecodeHandle(text, &exit, &completed, &has_exit);
+  // A task record (<state_dir>/tasks/<id>.json) and the exec driver's state.
+  auto record = outpost::task::DecodeTaskRecord(text);
+  if (record.ok()) (void)outpost::task::EncodeTaskRecord(*record);
+  (void)outpost::driver::ExecDriver::DecodeState(0, text);
+  (void)outpost::driver::ExecDriver::DecodeState(outpost::driver::ExecDriver::kStateVersion, text);
   return 0;
 }

@@ -271,9 +271,11 @@ TEST_F(CgroupTest, CheckWithoutCgroupV2) {
   Resources r;
   EXPECT_TRUE(cg->Check(r).empty());  // no limits: fine anywhere
   r.pids_max = 10;
-  EXPECT_EQ(cg->Check(r), (std::vector<std::string>{"resource limits need cgroup v2, which is not usable here: "
-                                                    "cgroup2 at " +
-                                                    mount_ + " has no controllers"}));
+  EXPECT_EQ(cg->Check(r), (std::vector<std::string>{"resource limits need cgroup v2, which is not usable on this node "
+                                                    "(cgroup2 at " + mount_ + " has no controllers); set "
+                                                    "cgroup_allow_without_limits in the agent config to run such "
+                                                    "jobs without limits"}));
+  EXPECT_TRUE(cg->Check(r, /*allow_without_limits=*/true).empty());
 }
 
 TEST_F(CgroupTest, CheckValues) {

@@ -1,17 +1,19 @@
+// The exec driver through the Driver contract alone (what the task layer
+// and the driver conformance checks use), plus its keeper-facing calls.
+#include "driver/exec/exec_driver.h"
+
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "base/strings.h"
 #include "base/sys.h"
-#include "driver/exec/exec_driver.h"
 #include "proc/procfs.h"
-#include "proc/spawn.h"
 #include "test_util.h"
 
 namespace outpost::driver {
@@ -32,7 +34,7 @@ std::string HelperPath() {
 bool SignalMaskHas(pid_t pid, const char* field, int signo) {
   auto st = sys::ReadFile(Format("/proc/%d/status", pid));
   if (!st.ok()) return false;
-  size_t at = st->find(std::string(field) + ":\t");
+  size_t at = st->find(std::string(field) + ":");
   if (at == std::string::npos) return false;
   unsigned long long mask = std::strtoull(st->c_str() + at + std::strlen(field) + 2, nullptr, 16);
   return (mask >> (signo - 1)) & 1;
@@ -58,12 +60,8 @@ class ExecDriverTest : public ::testing::Test {
     }
   }
   void TearDown() override {
-    if (driver_) {
-      for (const std::string& id : driver_->ListTasks()) {
-        bool done = false;
-        driver_->DestroyTask(id, true, [&](Status) { done = true; });
-        RunUntil(loop_.get(), [&] { return done; });
-      }
+    for (const std::string& id : started_) {
+      if (driver_) (void)Destroy(id, true);
     }
     driver_.reset();
     std::string cmd = "rm -rf " + dir_;
@@ -71,7 +69,6 @@ class ExecDriverTest : public ::testing::Test {
   }
   std::unique_ptr<ExecDriver> NewDriver(bool keeper_is_parent) {
     ExecDriver::Options o;
-    o.state_dir = dir_ + "/state";
     o.keeper_is_parent = keeper_is_parent;
     o.keeper_pid = ::getpid();
     auto d = ExecDriver::Create(loop_.get(), o);
@@ -99,41 +96,58 @@ class ExecDriverTest : public ::testing::Test {
       called = true;
     });
     EXPECT_TRUE(called) << "exec driver answers StartTask synchronously";
+    if (out.ok()) started_.push_back(c.id);
     return out;
   }
   ExitResult Wait(const std::string& id) {
     ExitResult r;
     bool done = false;
-    EXPECT_TRUE(driver_->WaitTask(id, [&](const ExitResult& e) {
+    driver_->WaitTask(id, [&](const ExitResult& e) {
       r = e;
       done = true;
-    }).ok());
+    });
     EXPECT_TRUE(RunUntil(loop_.get(), [&] { return done; }, 10 * kNanosPerSecond));
     return r;
   }
-  Status Stop(const std::string& id, int64_t timeout, const std::string& sig) {
+  Result<TaskStatus> Inspect(const std::string& id) {
+    Result<TaskStatus> out = Error(Code::kUnknown, "no callback");
+    driver_->InspectTask(id, [&](Result<TaskStatus> s) { out = std::move(s); });
+    return out;
+  }
+  template <typename Fn>
+  Status Call(Fn fn) {
     Status out = Error(Code::kUnknown, "pending");
     bool done = false;
-    driver_->StopTask(id, timeout, sig, [&](Status st) {
+    fn([&](Status st) {
       out = st;
       done = true;
     });
     EXPECT_TRUE(RunUntil(loop_.get(), [&] { return done; }, 10 * kNanosPerSecond));
     return out;
   }
+  Status Stop(const std::string& id, int64_t timeout, const std::string& sig) {
+    return Call([&](Driver::DoneCallback cb) { driver_->StopTask(id, timeout, sig, cb); });
+  }
   Status Destroy(const std::string& id, bool force) {
-    Status out = Error(Code::kUnknown, "pending");
+    return Call([&](Driver::DoneCallback cb) { driver_->DestroyTask(id, force, cb); });
+  }
+  Status Signal(const std::string& id, const std::string& sig) {
+    return Call([&](Driver::DoneCallback cb) { driver_->SignalTask(id, sig, cb); });
+  }
+  Result<ExecResult> Exec(const std::string& id, std::vector<std::string> cmd, int64_t timeout) {
+    Result<ExecResult> r = Error(Code::kUnknown, "pending");
     bool done = false;
-    driver_->DestroyTask(id, force, [&](Status st) {
-      out = st;
+    driver_->ExecTask(id, cmd, timeout, [&](Result<ExecResult> res) {
+      r = std::move(res);
       done = true;
     });
     EXPECT_TRUE(RunUntil(loop_.get(), [&] { return done; }, 10 * kNanosPerSecond));
-    return out;
+    return r;
   }
 
   std::string dir_;
   std::string helper_;
+  std::vector<std::string> started_;
   std::unique_ptr<Loop> loop_;
   std::unique_ptr<ExecDriver> driver_;
 };
@@ -141,25 +155,29 @@ class ExecDriverTest : public ::testing::Test {
 TEST_F(ExecDriverTest, ExitCodeIsReportedAndWaitWorksBeforeAndAfterExit) {
   auto started = Start(Config("t1", {"exit", "3"}));
   ASSERT_TRUE(started.ok()) << started.error().message();
+  EXPECT_GT(started->pid, 0);
+  EXPECT_EQ(started->config.id, "t1");
   ExitResult r = Wait("t1");
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_EQ(r.signal, 0);
   EXPECT_FALSE(r.Successful());
   ExitResult again = Wait("t1");  // after the exit too
   EXPECT_EQ(again.exit_code, 3);
-  auto st = driver_->InspectTask("t1");
+  auto st = Inspect("t1");
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->state, TaskState::kExited);
   EXPECT_GT(st->completed_at_unix_nanos, 0);
   EXPECT_GE(st->completed_at_unix_nanos, st->started_at_unix_nanos);
+  EXPECT_EQ(Wait("nope").error, "wait: task not found for given id");
 }
 
 TEST_F(ExecDriverTest, SignalDeathReports128PlusSigno) {
   ASSERT_TRUE(Start(Config("t1", {"sleep", "30"})).ok());
-  ASSERT_TRUE(driver_->SignalTask("t1", "SIGKILL").ok());
+  ASSERT_TRUE(Signal("t1", "SIGKILL").ok());
   ExitResult r = Wait("t1");
   EXPECT_EQ(r.exit_code, 128 + SIGKILL);
   EXPECT_EQ(r.signal, SIGKILL);
+  EXPECT_EQ(Signal("t1", "TERM").error().message(), "task t1 is not running");
 }
 
 TEST_F(ExecDriverTest, StartErrors) {
@@ -168,20 +186,14 @@ TEST_F(ExecDriverTest, StartErrors) {
   ASSERT_FALSE(dup.ok());
   EXPECT_EQ(dup.error().message(), "start task dup: task with ID \"dup\" already started");
 
-  TaskConfig c = Config("u", {"exit", "0"});
-  c.user = "no-such-user-xyz";
-  auto u = Start(c);
-  ASSERT_FALSE(u.ok());
-  EXPECT_EQ(u.error().message(), "start task u: user \"no-such-user-xyz\" not found in /etc/passwd");
-  EXPECT_TRUE(driver_->InspectTask("u").error().code() == Code::kNotFound) << "no handle after a failed start";
-
-  c = Config("nf", {});
+  TaskConfig c = Config("nf", {});
   c.command = "definitely-not-a-command-xyz";
   auto nf = Start(c);
   ASSERT_FALSE(nf.ok());
   EXPECT_NE(nf.error().message().find("command \"definitely-not-a-command-xyz\" not found in PATH="),
             std::string::npos);
   EXPECT_NE(nf.error().message().find("(exit status 127)"), std::string::npos);
+  EXPECT_EQ(Inspect("nf").error().code(), Code::kNotFound) << "nothing tracked after a failed start";
 
   std::string noexec = dir_ + "/noexec";
   ASSERT_TRUE(sys::WriteFileAtomic(noexec, "#!/bin/sh\n", 0644).ok());
@@ -205,8 +217,12 @@ TEST_F(ExecDriverTest, StartErrors) {
             std::string::npos)
       << cd.error().message();
 
-  c = Config("bad/id", {"exit", "0"});
-  EXPECT_FALSE(Start(c).ok());
+  c = Config("cg", {"exit", "0"});
+  c.cgroup = dir_ + "/no-such-cgroup";
+  auto cg = Start(c);
+  ASSERT_FALSE(cg.ok());
+  EXPECT_NE(cg.error().message().find("task cgroup: open '" + dir_ + "/no-such-cgroup'"), std::string::npos)
+      << cg.error().message();
 }
 
 TEST_F(ExecDriverTest, NoFdLeaksIntoTheTask) {
@@ -224,8 +240,9 @@ TEST_F(ExecDriverTest, EnvironmentHasDocumentedDefaultsAndExplicitValues) {
   ASSERT_TRUE(Start(c).ok());
   EXPECT_EQ(Wait("env").exit_code, 0);
   std::string out = ReadAll(dir_ + "/env.out");
-  for (const std::string& want : std::vector<std::string>{"GREETING=hello world", "PATH=/bin:/usr/bin", "OUTPOST_JOB=web", "OUTPOST_TASK=api",
-                                  "OUTPOST_TASK_ID=env", "OUTPOST_TASK_DIR=" + dir_, "HOME="}) {
+  for (const std::string& want : std::vector<std::string>{"GREETING=hello world", "PATH=/bin:/usr/bin",
+                                                          "OUTPOST_JOB=web", "OUTPOST_TASK=api", "OUTPOST_TASK_ID=env",
+                                                          "OUTPOST_TASK_DIR=" + dir_, "HOME="}) {
     EXPECT_NE(out.find(want), std::string::npos) << want << " missing in:\n" << out;
   }
 }
@@ -252,7 +269,7 @@ TEST_F(ExecDriverTest, StopEscalatesToSigkillAfterTimeout) {
   ASSERT_TRUE(Start(Config("stubborn", {"ignore-term", "30"})).ok());
   // Let the helper install its SIG_IGN before we signal it: wait until its
   // signal mask in /proc shows SIGTERM ignored.
-  pid_t pid = driver_->InspectTask("stubborn")->pid;
+  pid_t pid = Inspect("stubborn")->pid;
   ASSERT_TRUE(RunUntil(loop_.get(), [&] { return SignalMaskHas(pid, "SigIgn", SIGTERM); }));
   int64_t start = MonotonicNanos();
   ASSERT_TRUE(Stop("stubborn", 200 * kNanosPerMilli, "SIGTERM").ok());
@@ -264,7 +281,7 @@ TEST_F(ExecDriverTest, StopEscalatesToSigkillAfterTimeout) {
 
 TEST_F(ExecDriverTest, StopWithTrappedSignalReportsTheTasksOwnExitCode) {
   ASSERT_TRUE(Start(Config("trap", {"trap", "USR1", "42"})).ok());
-  pid_t pid = driver_->InspectTask("trap")->pid;
+  pid_t pid = Inspect("trap")->pid;
   ASSERT_TRUE(RunUntil(loop_.get(), [&] { return SignalMaskHas(pid, "SigCgt", SIGUSR1); }));
   ASSERT_TRUE(Stop("trap", 5 * kNanosPerSecond, "USR1").ok());
   ExitResult r = Wait("trap");
@@ -276,10 +293,30 @@ TEST_F(ExecDriverTest, StopTimeoutZeroKillsAtOnceAndUnknownSignalIsAnError) {
   ASSERT_TRUE(Start(Config("t", {"sleep", "30"})).ok());
   Status bad = Stop("t", kNanosPerSecond, "SIGNOPE");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().message(), "unknown signal \"SIGNOPE\" (use a name such as TERM, HUP, USR1, KILL, or a number)");
+  EXPECT_EQ(bad.error().message(),
+            "unknown signal \"SIGNOPE\" (use a name such as TERM, HUP, USR1, KILL, or a number)");
   ASSERT_TRUE(Stop("t", 0, "").ok());
   EXPECT_EQ(Wait("t").signal, SIGKILL);
   EXPECT_EQ(Stop("nope", 0, "").error().message(), "task not found for given id");
+}
+
+TEST_F(ExecDriverTest, InspectTellsAnUnreportedExitFromARunningTask) {
+  // With a keeper the driver learns of exits from it; until then the pidfd
+  // already shows the process is gone, and running must not be claimed.
+  // Started by a driver without a keeper (we are the parent), recovered by
+  // one that has us as its keeper.
+  auto h = Start(Config("q", {"sleep", "30"}));
+  ASSERT_TRUE(h.ok());
+  driver_ = NewDriver(true);
+  ASSERT_TRUE(Call([&](Driver::DoneCallback cb) { driver_->RecoverTask(*h, cb); }).ok());
+  EXPECT_EQ(Inspect("q")->state, TaskState::kRunning);
+  ::kill(h->pid, SIGKILL);  // not reaped yet: the keeper has not reported it
+  ASSERT_TRUE(RunUntil(loop_.get(), [&] { return Inspect("q")->state == TaskState::kUnknown; }));
+  int st = 0;
+  ASSERT_EQ(h->pid, ::waitpid(h->pid, &st, 0));
+  driver_->OnProcessExit(h->pid, st, WallNanos());
+  EXPECT_EQ(Inspect("q")->state, TaskState::kExited);
+  EXPECT_EQ(Wait("q").signal, SIGKILL);
 }
 
 TEST_F(ExecDriverTest, DestroyRefusesRunningTaskAndForceKillsBackgroundChildren) {
@@ -298,8 +335,7 @@ TEST_F(ExecDriverTest, DestroyRefusesRunningTaskAndForceKillsBackgroundChildren)
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error().message(), "cannot destroy running task");
   EXPECT_TRUE(Destroy("run", true).ok());
-  EXPECT_EQ(driver_->InspectTask("run").error().message(), "task not found for given id");
-  EXPECT_NE(0, ::access((dir_ + "/state/tasks/run.json").c_str(), F_OK)) << "state removed";
+  EXPECT_EQ(Inspect("run").error().message(), "task not found for given id");
 
   EXPECT_TRUE(Destroy("bg", true).ok());
   EXPECT_EQ(Destroy("bg", true).error().code(), Code::kNotFound);
@@ -308,47 +344,31 @@ TEST_F(ExecDriverTest, DestroyRefusesRunningTaskAndForceKillsBackgroundChildren)
 TEST_F(ExecDriverTest, ExecRunsInTaskContextWithBoundedOutputAndTimeout) {
   TaskConfig c = Config("ex", {"sleep", "30"});
   c.env["MARK"] = "from-task";
+  c.rlimits.push_back({"core", 0, 0});
   ASSERT_TRUE(Start(c).ok());
-  Result<ExecResult> r = Error(Code::kUnknown, "pending");
-  bool done = false;
-  driver_->ExecTask("ex", {helper_, "env"}, 5 * kNanosPerSecond, [&](Result<ExecResult> res) {
-    r = std::move(res);
-    done = true;
-  });
-  ASSERT_TRUE(RunUntil(loop_.get(), [&] { return done; }));
+  auto r = Exec("ex", {helper_, "env"}, 5 * kNanosPerSecond);
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(r->exit_code, 0);
   EXPECT_NE(r->output.find("MARK=from-task"), std::string::npos);
 
-  done = false;
-  driver_->ExecTask("ex", {helper_, "huge-line", "200000"}, 5 * kNanosPerSecond, [&](Result<ExecResult> res) {
-    r = std::move(res);
-    done = true;
-  });
-  ASSERT_TRUE(RunUntil(loop_.get(), [&] { return done; }));
+  r = Exec("ex", {helper_, "pwd"}, 5 * kNanosPerSecond);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->output, dir_ + "\n") << "the task's working dir";
+
+  r = Exec("ex", {helper_, "huge-line", "200000"}, 5 * kNanosPerSecond);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->truncated) << "exit code " << r->exit_code << ", " << r->output.size() << " bytes";
   EXPECT_EQ(r->exit_code, 0);
-  EXPECT_EQ(r->output.size(), driver_->options().exec_output_limit);
+  EXPECT_EQ(r->output.size(), ExecDriver::Options().exec_output_limit);
 
-  done = false;
-  driver_->ExecTask("ex", {helper_, "exit", "9"}, 5 * kNanosPerSecond, [&](Result<ExecResult> res) {
-    r = std::move(res);
-    done = true;
-  });
-  ASSERT_TRUE(RunUntil(loop_.get(), [&] { return done; }));
+  r = Exec("ex", {helper_, "exit", "9"}, 5 * kNanosPerSecond);
   EXPECT_EQ(r->exit_code, 9);
 
-  done = false;
-  driver_->ExecTask("ex", {helper_, "sleep", "30"}, 100 * kNanosPerMilli, [&](Result<ExecResult> res) {
-    r = std::move(res);
-    done = true;
-  });
-  ASSERT_TRUE(RunUntil(loop_.get(), [&] { return done; }));
+  r = Exec("ex", {helper_, "sleep", "30"}, 100 * kNanosPerMilli);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), Code::kDeadlineExceeded);
 
-  done = false;
+  bool done = false;
   driver_->ExecTask("ex", {}, kNanosPerSecond, [&](Result<ExecResult> res) {
     r = std::move(res);
     done = true;
@@ -359,92 +379,92 @@ TEST_F(ExecDriverTest, ExecRunsInTaskContextWithBoundedOutputAndTimeout) {
 
 TEST_F(ExecDriverTest, StatsFromProcWithFirstPercentZero) {
   ASSERT_TRUE(Start(Config("st", {"sleep", "30"})).ok());
-  auto s1 = driver_->GetTaskStats("st");
+  Result<TaskStats> s1 = Error(Code::kUnknown, "none");
+  driver_->TaskStats("st", [&](Result<TaskStats> s) { s1 = std::move(s); });
   ASSERT_TRUE(s1.ok());
   EXPECT_EQ(s1->cpu_percent, 0.0);
   EXPECT_GT(s1->rss_bytes, 0u);
   EXPECT_FALSE(s1->measured.empty());
-  EXPECT_EQ(driver_->GetTaskStats("zzz").error().code(), Code::kNotFound);
+  driver_->TaskStats("zzz", [&](Result<TaskStats> s) { s1 = std::move(s); });
+  EXPECT_EQ(s1.error().code(), Code::kNotFound);
 }
 
 TEST_F(ExecDriverTest, EventsFanOutToEverySubscriber) {
   std::vector<std::string> a, b;
   uint64_t sa = driver_->SubscribeEvents([&](const TaskEvent& e) { a.push_back(e.type); });
   driver_->SubscribeEvents([&](const TaskEvent& e) { b.push_back(e.type + ":" + e.task_id); });
-  ASSERT_TRUE(Start(Config("ev", {"exit", "4"})).ok());
-  Wait("ev");
-  EXPECT_EQ(a, (std::vector<std::string>{"started", "exited"}));
-  EXPECT_EQ(b, (std::vector<std::string>{"started:ev", "exited:ev"}));
+  ASSERT_TRUE(Start(Config("ev", {"sleep", "30"})).ok());
+  ASSERT_TRUE(Stop("ev", kNanosPerSecond, "").ok());
+  EXPECT_EQ(a, (std::vector<std::string>{"started", "stopping"}));
+  EXPECT_EQ(b, (std::vector<std::string>{"started:ev", "stopping:ev"}));
   driver_->UnsubscribeEvents(sa);
   ASSERT_TRUE(Start(Config("ev2", {"exit", "0"})).ok());
   Wait("ev2");
   EXPECT_EQ(a.size(), 2u);
-  EXPECT_EQ(b.size(), 4u);
+  EXPECT_EQ(b.size(), 3u);
 }
 
-TEST_F(ExecDriverTest, HandleRoundTrip) {
-  TaskHandle h;
-  h.config = Config("rt", {"a", "b c"});
-  h.config.env["K"] = "V";
-  h.config.rlimits.push_back({"nofile", 10, 20});
-  h.pid = 1234;
-  h.start_ticks = 99;
-  ExitResult e;
-  e.exit_code = 137;
-  e.signal = 9;
-  std::string text = ExecDriver::EncodeHandle(h, &e, 555);
-  ExitResult e2;
-  int64_t completed = 0;
-  bool has_exit = false;
-  auto h2 = ExecDriver::DecodeHandle(text, &e2, &completed, &has_exit);
-  ASSERT_TRUE(h2.ok()) << h2.error().message();
-  EXPECT_EQ(h2->config.args, h.config.args);
-  EXPECT_EQ(h2->config.env, h.config.env);
-  EXPECT_EQ(h2->config.rlimits[0].hard, 20u);
-  EXPECT_EQ(h2->pid, 1234);
-  EXPECT_EQ(h2->start_ticks, 99u);
-  EXPECT_TRUE(has_exit);
-  EXPECT_EQ(e2.exit_code, 137);
-  EXPECT_EQ(completed, 555);
-  EXPECT_FALSE(ExecDriver::DecodeHandle("{\"version\": 99, \"config\": {\"id\": \"x\"}}", &e2, &completed,
-                                        &has_exit).ok());
-  EXPECT_FALSE(ExecDriver::DecodeHandle("not json", &e2, &completed, &has_exit).ok());
+TEST_F(ExecDriverTest, StateRoundTripAndTheFirstOnDiskFormat) {
+  ExecDriver::State s;
+  s.pid = 1234;
+  s.start_ticks = 99;
+  s.instance = "t@1.2";
+  s.boot_id = "b";
+  s.parent = "keeper";
+  auto back = ExecDriver::DecodeState(ExecDriver::kStateVersion, ExecDriver::EncodeState(s));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->pid, 1234);
+  EXPECT_EQ(back->start_ticks, 99u);
+  EXPECT_EQ(back->instance, "t@1.2");
+  EXPECT_EQ(back->parent, "keeper");
+  // Version 0: a whole handle file of the first format.
+  auto v0 = ExecDriver::DecodeState(
+      0, R"({"version": 1, "driver": "exec", "pid": 77, "start_ticks": 5, "driver_state": "agent",
+             "instance": "x@1", "config": {"id": "x"}})");
+  ASSERT_TRUE(v0.ok()) << v0.error().message();
+  EXPECT_EQ(v0->pid, 77);
+  EXPECT_EQ(v0->parent, "agent");
+  EXPECT_FALSE(ExecDriver::DecodeState(9, "{}").ok());
+  EXPECT_FALSE(ExecDriver::DecodeState(2, "not json").ok());
+  EXPECT_EQ(ExecDriver::DecodeState(2, "{}").error().message(), "pid: missing");
 }
 
 // The test process plays the keeper: it is the tasks' parent, reaps them and
 // reports exits to a second driver instance that recovered the handles.
 TEST_F(ExecDriverTest, RecoveryReattachesAndReportsJournaledOrUnknownExits) {
-  ASSERT_TRUE(Start(Config("live", {"sleep", "30"})).ok());
-  ASSERT_TRUE(Start(Config("dies", {"sleep", "30"})).ok());
-  ASSERT_TRUE(Start(Config("lost", {"sleep", "30"})).ok());
-  ASSERT_TRUE(Start(Config("done", {"exit", "5"})).ok());
-  EXPECT_EQ(Wait("done").exit_code, 5);
-  pid_t live = driver_->InspectTask("live")->pid;
-  pid_t dies = driver_->InspectTask("dies")->pid;
-  pid_t lost = driver_->InspectTask("lost")->pid;
+  std::map<std::string, TaskHandle> handles;
+  for (const char* id : {"live", "dies", "lost"}) {
+    auto h = Start(Config(id, {"sleep", "30"}));
+    ASSERT_TRUE(h.ok());
+    handles[id] = *h;
+  }
+  pid_t live = handles["live"].pid, dies = handles["dies"].pid, lost = handles["lost"].pid;
   // Simulate the worker dying: forget the driver without cleaning up.
-  for (pid_t p : {live, dies, lost}) loop_->UnwatchChild(p);
   driver_.reset();
+  started_.clear();
   // While "no worker" runs: two tasks end. We (the keeper) reap them.
   ::kill(dies, SIGUSR2);
   ::kill(lost, SIGTERM);
   int st_dies = 0, st_lost = 0;
   ASSERT_EQ(dies, ::waitpid(dies, &st_dies, 0));
   ASSERT_EQ(lost, ::waitpid(lost, &st_lost, 0));
-  // A corrupt handle must not stop the others from coming back.
-  ASSERT_TRUE(sys::WriteFileAtomic(dir_ + "/state/tasks/corrupt.json", "{oops", 0600).ok());
 
   driver_ = NewDriver(true);
-  ASSERT_TRUE(driver_->RecoverAll().ok());
-  EXPECT_EQ(driver_->InspectTask("live")->state, TaskState::kRunning);
-  EXPECT_EQ(driver_->InspectTask("done")->state, TaskState::kExited);
-  EXPECT_EQ(driver_->InspectTask("done")->exit.exit_code, 5);
-  EXPECT_EQ(driver_->InspectTask("corrupt").error().code(), Code::kNotFound);
+  for (auto& [id, h] : handles) {
+    ASSERT_TRUE(Call([&](Driver::DoneCallback cb) { driver_->RecoverTask(h, cb); }).ok());
+    started_.push_back(id);
+  }
+  EXPECT_EQ(Inspect("live")->state, TaskState::kRunning);
   // Recovering a tracked task again is a no-op.
-  TaskHandle h;
-  h.config.id = "live";
-  EXPECT_TRUE(driver_->RecoverTask(h).ok());
-  EXPECT_EQ(driver_->InspectTask("live")->pid, live);
+  EXPECT_TRUE(Call([&](Driver::DoneCallback cb) { driver_->RecoverTask(handles["live"], cb); }).ok());
+  EXPECT_EQ(Inspect("live")->pid, live);
+  // A handle whose state cannot be read is refused with the reason.
+  TaskHandle broken = handles["live"];
+  broken.config.id = "broken";
+  broken.driver_state = "{oops";
+  Status bs = Call([&](Driver::DoneCallback cb) { driver_->RecoverTask(broken, cb); });
+  ASSERT_FALSE(bs.ok());
+  EXPECT_NE(bs.error().message().find("recover task broken: driver state"), std::string::npos);
   // The journal has the exit of "dies" but not of "lost".
   driver_->OnProcessExit(dies, st_dies, WallNanos());
   driver_->JournalReplayed();
@@ -464,100 +484,17 @@ TEST_F(ExecDriverTest, RecoveryReattachesAndReportsJournaledOrUnknownExits) {
 
 TEST_F(ExecDriverTest, RecoveryDetectsPidReuseByStartTime) {
   TaskHandle h;
+  h.version = ExecDriver::kStateVersion;
   h.config = Config("reused", {"sleep", "1"});
-  h.pid = ::getpid();      // alive, but a different process than the handle says
-  h.start_ticks = 1;       // not our start time
-  ASSERT_TRUE(sys::WriteFileAtomic(dir_ + "/state/tasks/reused.json", ExecDriver::EncodeHandle(h, nullptr, 0), 0600)
-                  .ok());
-  driver_ = NewDriver(false);
-  ASSERT_TRUE(driver_->RecoverAll().ok());
-  driver_->JournalReplayed();
-  auto st = driver_->InspectTask("reused");
-  ASSERT_TRUE(st.ok());
-  EXPECT_EQ(st->state, TaskState::kExited);
-  EXPECT_NE(st->exit.error.find("exit status unknown"), std::string::npos);
-}
-
-TEST(Spawn, ResolveCommandLikeAShell) {
-  int code = 0;
-  auto p = proc::ResolveCommand("sh", "/nonexistent:/bin:/usr/bin", &code);
-  ASSERT_TRUE(p.ok());
-  EXPECT_EQ(code, 0);
-  auto nf = proc::ResolveCommand("no-such-cmd-xyz", "/bin", &code);
-  EXPECT_FALSE(nf.ok());
-  EXPECT_EQ(code, 127);
-  EXPECT_EQ(nf.error().message(), "command \"no-such-cmd-xyz\" not found in PATH=/bin (exit status 127)");
-  auto dir = proc::ResolveCommand("/tmp", "", &code);
-  EXPECT_FALSE(dir.ok());
-  EXPECT_EQ(code, 126);
-}
-
-TEST(Spawn, SignalAndRlimitNames) {
-  EXPECT_EQ(*proc::ParseSignal("SIGTERM"), SIGTERM);
-  EXPECT_EQ(*proc::ParseSignal("term"), SIGTERM);
-  EXPECT_EQ(*proc::ParseSignal("9"), 9);
-  EXPECT_FALSE(proc::ParseSignal("").ok());
-  EXPECT_FALSE(proc::ParseSignal("SIGFOO").ok());
-  EXPECT_FALSE(proc::ParseSignal("999").ok());
-  EXPECT_STREQ(proc::SignalName(SIGINT), "SIGINT");
-  EXPECT_EQ(*proc::ParseRlimitName("RLIMIT_NOFILE"), RLIMIT_NOFILE);
-  EXPECT_EQ(*proc::ParseRlimitName("core"), RLIMIT_CORE);
-  EXPECT_FALSE(proc::ParseRlimitName("files").ok());
-}
-
-TEST(Proc, ParsesStatWithAwkwardComm) {
-  proc::ProcStat ps;
-  std::string line = "42 (a b) c)) S 1 42 42 0 -1 4194560 100 0 0 0 7 3 0 0 20 0 1 0 12345 1000000 256 rest";
-  ASSERT_TRUE(proc::ParseProcStat(line, &ps));
-  EXPECT_EQ(ps.pid, 42);
-  EXPECT_EQ(ps.state, 'S');
-  EXPECT_EQ(ps.ppid, 1);
-  EXPECT_EQ(ps.pgrp, 42);
-  EXPECT_EQ(ps.utime_ticks, 7u);
-  EXPECT_EQ(ps.stime_ticks, 3u);
-  EXPECT_EQ(ps.start_ticks, 12345u);
-  EXPECT_EQ(ps.rss_pages, 256u);
-  EXPECT_FALSE(proc::ParseProcStat("garbage", &ps));
-  EXPECT_FALSE(proc::ParseProcStat("1 (x) S 1", &ps));
-}
-
-TEST(Users, ResolvesNamesNumbersAndGroupsFromFiles) {
-  char tmpl[] = "/tmp/outpost-users.XXXXXX";
-  std::string dir = ::mkdtemp(tmpl);
-  proc::UserDb db{dir + "/passwd", dir + "/group"};
-  ASSERT_TRUE(sys::WriteFileAtomic(db.passwd_path,
-                                   "root:x:0:0:root:/root:/bin/sh\n"
-                                   "# comment\n"
-                                   "broken line\n"
-                                   "app:x:1001:1001:App:/home/app:/bin/false\n",
-                                   0644)
-                  .ok());
-  ASSERT_TRUE(sys::WriteFileAtomic(db.group_path, "root:x:0:\napp:x:1001:\naudio:x:29:app,other\nvideo:x:44:other\n",
-                                   0644)
-                  .ok());
-  auto app = proc::ResolveCredentials("app", "", db);
-  ASSERT_TRUE(app.ok());
-  EXPECT_EQ(app->uid, 1001u);
-  EXPECT_EQ(app->gid, 1001u);
-  EXPECT_EQ(app->home, "/home/app");
-  EXPECT_EQ(app->groups, (std::vector<gid_t>{1001, 29}));
-  auto num = proc::ResolveCredentials("1001", "audio", db);
-  ASSERT_TRUE(num.ok());
-  EXPECT_EQ(num->name, "app");
-  EXPECT_EQ(num->gid, 29u);
-  auto anon = proc::ResolveCredentials("5000", "", db);
-  ASSERT_TRUE(anon.ok());
-  EXPECT_EQ(anon->uid, 5000u);
-  EXPECT_EQ(anon->gid, 5000u);
-  EXPECT_EQ(anon->home, "/");
-  auto bad = proc::ResolveCredentials("bob", "", db);
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().message(), "user \"bob\" not found in " + db.passwd_path);
-  auto badg = proc::ResolveCredentials("app", "wheel", db);
-  ASSERT_FALSE(badg.ok());
-  EXPECT_EQ(badg.error().message(), "group \"wheel\" not found in " + db.group_path);
-  std::string cmd = "rm -rf " + dir;
-  (void)::system(cmd.c_str());
+  ExecDriver::State s;
+  s.pid = ::getpid();  // alive, but a different process than the handle says
+  s.start_ticks = 1;   // not our start time
+  s.parent = "agent";
+  h.driver_state = ExecDriver::EncodeState(s);
+  ASSERT_TRUE(Call([&](Driver::DoneCallback cb) { driver_->RecoverTask(h, cb); }).ok());
+  ExitResult r = Wait("reused");  // no keeper: the journal counts as replayed
+  EXPECT_EQ(r.exit_code, -1);
+  EXPECT_NE(r.error.find("exit status unknown"), std::string::npos);
 }
 
 }  // namespace

@@ -122,7 +122,10 @@ std::vector<BadSpec> BadSpecs() {
       {Job(R"("colour": "blue")"), "colour: unknown field"},
       {Job(R"("task": [])"), "task: unknown field (did you mean \"tasks\"?)"},
       // Driver, args, env, user, workdir.
-      {Task(R"("driver": "docker")"), "tasks[0].driver: unknown driver \"docker\"; available: exec"},
+      {Task(R"("driver": "a b")"),
+       "tasks[0].driver: driver name \"a b\" may only contain letters, digits, '-' and '_'"},
+      {Job(R"("min_healthy_time": "2h")"), "min_healthy_time: must be between 0s and 1h"},
+      {Job(R"("min_healthy_time": 5)"), "min_healthy_time: expected a duration like \"5s\", got number 5"},
       {Task(R"("driver": 1)"), "tasks[0].driver: expected a string, got number"},
       {Task(R"("args": "-c true")"), "tasks[0].args: expected an array of strings, got string"},
       {Task(R"("args": ["-c", 1, null])"),
@@ -328,7 +331,7 @@ std::vector<BadSpec> BadSpecs() {
       // Several errors at once: every one, in document order per object.
       {R"({"id": "a.b", "labels": {"x": 1}, "restart": {"policy": "sometimes"}, "extra": true,
           "tasks": [{"name": "web", "command": "", "kill_timeout": "soon", "workdir": "rel"},
-                    {"name": "web", "driver": "docker", "command": "x", "restart": {"attempts": -2}}]})",
+                    {"name": "web", "driver": "do.cker", "command": "x", "restart": {"attempts": -2}}]})",
        "id: job id \"a.b\" may only contain letters, digits, '-' and '_'\n"
        "labels.x: expected a string, got number\n"
        "restart.policy: expected one of always, on-failure, never, got \"sometimes\"\n"
@@ -336,7 +339,7 @@ std::vector<BadSpec> BadSpecs() {
        "tasks[0].command: must not be empty\n"
        "tasks[0].workdir: must be an absolute path, got \"rel\"\n"
        "tasks[0].kill_timeout: expected a duration like \"5s\", got \"soon\"\n"
-       "tasks[1].driver: unknown driver \"docker\"; available: exec\n"
+       "tasks[1].driver: driver name \"do.cker\" may only contain letters, digits, '-' and '_'\n"
        "tasks[1].restart.attempts: must be between 0 and 1000000, got -2\n"
        "tasks[1].name: duplicate task name \"web\" (also tasks[0])"},
   };
@@ -602,7 +605,8 @@ TEST(JobSpec, CanonicalFormOfAMinimalJob) {
   auto spec = ParseJobSpec(R"({"id": "j", "tasks": [{"name": "a", "command": "/bin/true"}]})");
   ASSERT_TRUE(spec.ok()) << spec.error().message();
   EXPECT_EQ(JobSpecToJson(*spec).serialize(),
-            R"({"annotations":{},"id":"j","labels":{},"tasks":[{"args":[],"command":"\/bin\/true","driver":"exec",)"
+            R"({"annotations":{},"id":"j","labels":{},"min_healthy_time":"1s","tasks":[{"args":[],)"
+            R"("command":"\/bin\/true","driver":"exec",)"
             R"("env":{},"group":"","kill_signal":"SIGTERM","kill_timeout":"5s","lifecycle":{"hook":"main",)"
             R"("sidecar":false},"logs":{"max_file_size":10485760,"max_files":10},"name":"a","resources":{},)"
             R"("restart":{"attempts":5,"delay":"1s","interval":"5m","max_delay":"1m","policy":"on-failure"},)"

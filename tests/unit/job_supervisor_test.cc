@@ -159,14 +159,14 @@ TEST(JobRestartPolicy, NeverMoreThanOneStartPerSecond) {
 
 TEST(JobRestartPolicy, DescribeExit) {
   driver::ExitResult e;
-  EXPECT_EQ(DescribeExit(e), "exit code 0");
+  EXPECT_EQ(driver::DescribeExit(e), "exit code 0");
   e.exit_code = 137;
   e.signal = 9;
-  EXPECT_EQ(DescribeExit(e), "killed by SIGKILL");
+  EXPECT_EQ(driver::DescribeExit(e), "killed by SIGKILL");
   e.oom_killed = true;
-  EXPECT_EQ(DescribeExit(e), "OOM killed");
+  EXPECT_EQ(driver::DescribeExit(e), "OOM killed");
   e.error = "exit status unknown";
-  EXPECT_EQ(DescribeExit(e), "exit status unknown");
+  EXPECT_EQ(driver::DescribeExit(e), "exit status unknown");
 }
 
 // ---- job status ----------------------------------------------------------------------
@@ -200,7 +200,7 @@ TEST(JobStatus, Derived) {
 
 // ---- orchestration with a fake runner --------------------------------------------------
 
-class FakeTasks : public TaskRunner, public TaskStore {
+class FakeTasks : public TaskRunner, public TaskStore, public task::EventSink {
  public:
   struct Inst {
     bool running = false;
@@ -213,27 +213,32 @@ class FakeTasks : public TaskRunner, public TaskStore {
   std::vector<driver::TaskEvent> events;
   std::set<std::string> fail_start;
 
-  void Start(const driver::TaskConfig& c, std::function<void(Status)> done) override {
+  void Start(const driver::TaskConfig& c, std::function<void(Status)> started, ExitCallback exited) override {
     log.push_back("start " + c.id);
-    if (fail_start.count(c.id)) return done(Error(Code::kNotFound, "no such file"));
+    if (fail_start.count(c.id)) return started(Error(Code::kNotFound, "no such file"));
     Inst& i = inst[c.id];
     i.running = true;
     i.starts++;
     i.spec_hash = c.spec_hash;
-    done(OkStatus());
+    i.wait = std::move(exited);
+    started(OkStatus());
   }
-  Status Wait(const std::string& id, std::function<void(const driver::ExitResult&)> done) override {
+  Status Watch(const std::string& id, ExitCallback exited) override {
     auto it = inst.find(id);
     if (it == inst.end()) return Error(Code::kNotFound, "no task " + id);
-    it->second.wait = std::move(done);
+    it->second.wait = std::move(exited);
     return OkStatus();
+  }
+  void CheckAlive(const std::string& id, std::function<void(bool)> done) override {
+    auto it = inst.find(id);
+    done(it != inst.end() && it->second.running);
   }
   void Stop(const std::string& id, int64_t, std::function<void(Status)> done) override {
     log.push_back("stop " + id);
     Exit(id, 143);
     done(OkStatus());
   }
-  void Event(const driver::TaskEvent& ev) override { events.push_back(ev); }
+  void Publish(const driver::TaskEvent& ev) override { events.push_back(ev); }
   Status UpdateResources(const std::string& id, const cgroup::Resources& r) override {
     log.push_back("limits " + id + " " + std::to_string(r.memory_max));
     return OkStatus();
@@ -295,6 +300,7 @@ class JobManagerTest : public ::testing::Test {
     JobManager::Options o;
     o.state_dir = dir_;
     o.max_jobs = 3;
+    o.events = &fake_;
     auto m = JobManager::Create(loop_.get(), &fake_, &fake_, o);
     ASSERT_TRUE(m.ok()) << m.error().message();
     jobs_ = std::move(*m);

@@ -67,7 +67,6 @@ class Bench {
   Bench(std::string helper, std::string dir) : helper_(std::move(helper)), dir_(std::move(dir)) {
     loop_ = OrDie(Loop::Create(), "loop");
     driver::ExecDriver::Options o;
-    o.state_dir = dir_ + "/state";
     driver_ = OrDie(driver::ExecDriver::Create(loop_.get(), o), "exec driver");
     if (::mkdir((dir_ + "/task").c_str(), 0700) != 0) Die("mkdir", dir_ + "/task");
     if (::mkdir((dir_ + "/logs").c_str(), 0700) != 0) Die("mkdir", dir_ + "/logs");
@@ -129,11 +128,10 @@ class Bench {
       started = true;
     });
     if (!started) Die("StartTask", "did not complete synchronously");
-    Status st = driver_->WaitTask(id, [&](const driver::ExitResult& r) {
+    driver_->WaitTask(id, [&](const driver::ExitResult& r) {
       if (!r.Successful()) Die("task", "did not exit 0: " + r.error);
       exited = true;
     });
-    if (!st.ok()) Die("WaitTask", st.error().message());
     while (!exited) {
       Status s = loop_->RunOnce(-1);
       if (!s.ok()) Die("loop", s.error().message());

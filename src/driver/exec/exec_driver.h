@@ -1,17 +1,20 @@
 // The built-in `exec` driver. Owns: every task process it started or
 // recovered (pid, pidfd, process group), their exit results, stop/kill
-// escalation, exec sessions, /proc-based stats, fingerprinting, and the
-// persisted task handles under <state_dir>/tasks/<id>.json.
+// escalation, `outpost exec` sessions (proc/child_run), /proc-based stats,
+// fingerprinting, and the format of its driver state (pid, start time,
+// instance marker, boot id, who reaps).
 //
 // Who reaps: with a keeper (the normal case) tasks are spawned with
-// CLONE_PARENT, the keeper reaps them and reports exits through
-// OnProcessExit; without one the driver reaps its own children through the
+// CLONE_PARENT, the keeper reaps them and the agent wires its reports to
+// OnProcessExit / JournalReplayed (the only calls from outside the Driver
+// contract); without one the driver reaps its own children through the
 // loop. A recovered task whose parent is neither (the whole agent died and
 // init adopted it) is watched through a pidfd and ends with "exit status
 // unknown".
 //
-// Does not own log FIFOs or log files (task/log_pipe), nor restart policy
-// (the job supervisor).
+// Does not own: the task's cgroup (created by the task layer, given as
+// TaskConfig::cgroup: tasks are cloned straight into it), log FIFOs, task
+// dirs, persisting handles, OOM detection, restart policy.
 #pragma once
 
 #include <map>
@@ -19,29 +22,42 @@
 #include <string>
 #include <vector>
 
-#include "loop/loop.h"
 #include "driver/driver.h"
-#include "cgroup/cgroup.h"
-#include "proc/users.h"
+#include "loop/loop.h"
+#include "proc/child_run.h"
 
 namespace outpost::driver {
 
 class ExecDriver : public Driver {
  public:
   struct Options {
-    std::string state_dir;     // handles live in <state_dir>/tasks
     bool keeper_is_parent = false;
     pid_t keeper_pid = 0;
     int64_t fingerprint_period_nanos = 30LL * 1000000000;
     size_t exec_output_limit = 64 << 10;
-    proc::UserDb users;
-    // cgroup v2 (may be null, or unavailable): tasks get a cgroup each.
-    cgroup::Cgroups* cgroups = nullptr;
-    cgroup::OomWatcher* oom = nullptr;
-    // Where cgroup v2 is unusable: start tasks with limits anyway (config
-    // cgroup_allow_without_limits) instead of refusing them.
-    bool allow_without_limits = false;
+    // For the fingerprint (Nomad's resources attributes): the cgroup v2
+    // controllers tasks get, or why there are none.
+    std::string cgroup_controllers;
+    std::string cgroup_root;
+    std::string cgroup_unavailable;
   };
+
+  // The driver state of a task, as persisted in TaskHandle::driver_state.
+  struct State {
+    pid_t pid = 0;
+    uint64_t start_ticks = 0;  // field 22 of /proc/<pid>/stat: detects pid reuse
+    // Unique per start, in the task's environment: finds its processes (no
+    // cgroup) without confusing them with another agent's same-named task.
+    std::string instance;
+    // The boot it started in: after a reboot the pid is someone else's.
+    std::string boot_id;
+    std::string parent;  // "keeper" or "agent": who reaps it
+  };
+  static constexpr int kStateVersion = 2;
+  static std::string EncodeState(const State& s);
+  // version 2: EncodeState's format; version 0: a whole handle file of the
+  // first on-disk format, which kept these fields at its top level.
+  static Result<State> DecodeState(int version, const std::string& text);
 
   static Result<std::unique_ptr<ExecDriver>> Create(Loop* loop, Options options);
   ~ExecDriver() override;
@@ -50,60 +66,39 @@ class ExecDriver : public Driver {
   Capabilities GetCapabilities() const override;
   Fingerprint GetFingerprint() override;
   void StartTask(const TaskConfig& config, StartCallback done) override;
-  Status RecoverTask(const TaskHandle& handle) override;
-  Status WaitTask(const std::string& id, WaitCallback done) override;
+  void RecoverTask(const TaskHandle& handle, DoneCallback done) override;
+  void WaitTask(const std::string& id, WaitCallback done) override;
   void StopTask(const std::string& id, int64_t timeout_nanos, const std::string& signal, DoneCallback done) override;
   void DestroyTask(const std::string& id, bool force, DoneCallback done) override;
-  Result<TaskStatus> InspectTask(const std::string& id) override;
-  Status SignalTask(const std::string& id, const std::string& signal) override;
+  void InspectTask(const std::string& id, InspectCallback done) override;
+  void SignalTask(const std::string& id, const std::string& signal, DoneCallback done) override;
   void ExecTask(const std::string& id, const std::vector<std::string>& cmd, int64_t timeout_nanos,
                 ExecCallback done) override;
-  Result<TaskStats> GetTaskStats(const std::string& id) override;
-  std::vector<std::string> ListTasks() override;
+  void TaskStats(const std::string& id, StatsCallback done) override;
   uint64_t SubscribeEvents(EventCallback cb) override;
   void UnsubscribeEvents(uint64_t id) override;
 
-  // A process exited (reported by the keeper). Returns after the result is
-  // persisted, so the caller may then acknowledge it to the keeper.
+  // A process exited (reported by the keeper). Waiters have run when it
+  // returns, so the caller may then acknowledge the exit to the keeper.
   void OnProcessExit(pid_t pid, int wait_status, int64_t unix_nanos);
-  // Loads every persisted handle and recovers it. Tasks whose process is
-  // gone wait for the keeper's journal; call JournalReplayed() once the
-  // keeper has resent it (or at once without a keeper).
-  Status RecoverAll();
+  // The keeper has resent every exit it held: a recovered task whose
+  // process was gone and whose exit did not come ended while no keeper ran.
+  // Without a keeper this holds from the start.
   void JournalReplayed();
-
-  const Options& options() const { return options_; }
-  // The config a tracked task was started with (also after recovery).
-  Result<TaskConfig> ConfigOf(const std::string& id);
-
-  // Persisted handle encoding (exposed for tests).
-  static std::string EncodeHandle(const TaskHandle& h, const ExitResult* exit, int64_t completed_at);
-  static Result<TaskHandle> DecodeHandle(const std::string& text, ExitResult* exit, int64_t* completed_at,
-                                         bool* has_exit);
 
  private:
   struct Task;
-  struct ExecSession;
 
   ExecDriver(Loop* loop, Options options);
 
   Task* Find(const std::string& id);
   Task* FindByPid(pid_t pid);
   void Finish(Task* t, const ExitResult& result, int64_t unix_nanos);
-  void Persist(Task* t);
   void KillEverything(Task* t);
   void Emit(const Task& t, const std::string& type, const std::string& message);
-  std::string HandlePath(const std::string& id) const;
   void RefreshFingerprint();
   void WatchForeignProcess(Task* t);
-  // cgroup side of a start (task/cgroup): creates the task's cgroup and
-  // returns its fd for CLONE_INTO_CGROUP (invalid fd: no cgroup).
-  Result<UniqueFd> PrepareCgroup(const TaskConfig& cfg, std::string* path, uint64_t* oom_base);
-  void WatchOom(Task* t);
-  TaskStats CgroupTaskStats(Task* t, const cgroup::CgroupStats& c, int64_t now, TaskStats s);
-  cgroup::Cgroups* usable_cgroups() const {
-    return options_.cgroups && options_.cgroups->available() ? options_.cgroups : nullptr;
-  }
+  TaskHandle HandleOf(const Task& t) const;
 
   Loop* loop_;
   Options options_;
@@ -113,10 +108,8 @@ class ExecDriver : public Driver {
   Fingerprint fingerprint_;
   Loop::TimerId fingerprint_timer_ = 0;
   bool journal_replayed_ = false;
-  std::vector<std::unique_ptr<ExecSession>> sessions_;
+  std::map<uint64_t, std::unique_ptr<proc::ChildRun>> sessions_;  // `outpost exec` runs
+  uint64_t next_session_ = 1;
 };
-
-// Task ids become file names: 1-128 of [A-Za-z0-9_.-], not starting with '.'.
-Status ValidateTaskId(const std::string& id);
 
 }  // namespace outpost::driver

@@ -1,23 +1,25 @@
-// Encoding of persisted task handles (<state_dir>/tasks/<id>.json).
-// Versioned JSON so a newer binary can read what an older one wrote.
+#include "task/record.h"
+
 #include <picojson.h>
 
 #include "base/json.h"
-#include "driver/exec/exec_driver.h"
 
-namespace outpost::driver {
+namespace outpost::task {
 
 namespace {
 
-constexpr int kHandleVersion = 1;
+// 1: the exec driver's own handle file (pid, start time, ... at the top).
+// 2: the task layer's record; the driver's state is opaque.
+constexpr int kRecordVersion = 2;
 
 picojson::value Str(const std::string& s) { return picojson::value(s); }
 picojson::value Num(int64_t n) { return picojson::value(n); }
 
 }  // namespace
 
-std::string ExecDriver::EncodeHandle(const TaskHandle& h, const ExitResult* exit, int64_t completed_at) {
-  const TaskConfig& c = h.config;
+std::string EncodeTaskRecord(const TaskRecord& rec) {
+  const driver::TaskHandle& h = rec.handle;
+  const driver::TaskConfig& c = h.config;
   picojson::object cfg;
   cfg["id"] = Str(c.id);
   cfg["job"] = Str(c.job);
@@ -50,62 +52,81 @@ std::string ExecDriver::EncodeHandle(const TaskHandle& h, const ExitResult* exit
   cfg["log_max_files"] = Num(c.log_max_files);
   cfg["log_max_file_size"] = Num(static_cast<int64_t>(c.log_max_file_size));
   if (!c.spec_hash.empty()) cfg["spec_hash"] = Str(c.spec_hash);
+  cfg["driver"] = Str(c.driver);
+  if (!c.driver_config.empty()) cfg["driver_config"] = Str(c.driver_config);
+  if (!c.cgroup.empty()) cfg["cgroup"] = Str(c.cgroup);
+  if (c.identity.switch_user) {
+    picojson::object who;
+    who["uid"] = Num(c.identity.uid);
+    who["gid"] = Num(c.identity.gid);
+    picojson::array groups;
+    for (gid_t g : c.identity.groups) groups.push_back(Num(g));
+    who["groups"] = picojson::value(groups);
+    who["name"] = Str(c.identity.name);
+    who["home"] = Str(c.identity.home);
+    cfg["identity"] = picojson::value(who);
+  }
 
   picojson::object o;
-  o["version"] = Num(kHandleVersion);
-  o["driver"] = Str("exec");
-  o["pid"] = Num(h.pid);
-  o["start_ticks"] = Num(static_cast<int64_t>(h.start_ticks));
-  o["started_at_ns"] = Num(h.started_at_unix_nanos);
-  o["driver_state"] = Str(h.driver_state);
-  o["instance"] = Str(h.instance);
-  if (!h.boot_id.empty()) o["boot_id"] = Str(h.boot_id);
-  if (!h.cgroup.empty()) {
-    o["cgroup"] = Str(h.cgroup);
-    o["oom_kills_at_start"] = Num(static_cast<int64_t>(h.oom_kills_at_start));
-  }
+  o["version"] = Num(kRecordVersion);
+  o["driver"] = Str(rec.driver);
+  picojson::object handle;
+  handle["version"] = Num(h.version);
+  handle["pid"] = Num(h.pid);
+  handle["started_at_ns"] = Num(h.started_at_unix_nanos);
+  handle["driver_state"] = Str(h.driver_state);
+  o["handle"] = picojson::value(handle);
+  if (!c.cgroup.empty()) o["oom_kills_at_start"] = Num(static_cast<int64_t>(rec.oom_kills_at_start));
   o["config"] = picojson::value(cfg);
-  if (exit) {
+  if (rec.exited) {
     picojson::object e;
-    e["exit_code"] = Num(exit->exit_code);
-    e["signal"] = Num(exit->signal);
-    e["oom_killed"] = picojson::value(exit->oom_killed);
-    e["error"] = Str(exit->error);
-    e["completed_at_ns"] = Num(completed_at);
+    e["exit_code"] = Num(rec.exit.exit_code);
+    e["signal"] = Num(rec.exit.signal);
+    e["oom_killed"] = picojson::value(rec.exit.oom_killed);
+    e["error"] = Str(rec.exit.error);
+    e["completed_at_ns"] = Num(rec.completed_at_unix_nanos);
     o["exit"] = picojson::value(e);
   }
   return picojson::value(o).serialize(true);
 }
 
-Result<TaskHandle> ExecDriver::DecodeHandle(const std::string& text, ExitResult* exit, int64_t* completed_at,
-                                            bool* has_exit) {
+Result<TaskRecord> DecodeTaskRecord(const std::string& text) {
   auto doc = json::Parse(text, json::ParseLimits{4 << 20, 16});
   if (!doc.ok()) return doc.error();
   json::Errors errors;
   json::ObjectReader r(*doc, "", &errors);
-  TaskHandle h;
-  int64_t version = 0, pid = 0, ticks = 0;
+  TaskRecord rec;
+  driver::TaskHandle& h = rec.handle;
+  int64_t version = 0, pid = 0, oom_base = 0;
   r.Int("version", 1, 1000, &version);
-  std::string driver;
-  r.String("driver", &driver);
-  r.Int("pid", 0, INT32_MAX, &pid);
-  r.Int("start_ticks", 0, INT64_MAX, &ticks);
-  r.Int("started_at_ns", 0, INT64_MAX, &h.started_at_unix_nanos);
-  r.String("driver_state", &h.driver_state);
-  r.String("instance", &h.instance);
-  r.String("boot_id", &h.boot_id);
-  r.String("cgroup", &h.cgroup);
-  int64_t oom_base = 0;
-  r.Int("oom_kills_at_start", 0, INT64_MAX, &oom_base);
-  h.oom_kills_at_start = static_cast<uint64_t>(oom_base);
-  if (version > kHandleVersion) {
+  if (version > kRecordVersion) {
     return Error(Code::kFailedPrecondition,
-                 "handle version " + std::to_string(version) + " is newer than this binary understands");
+                 "task record version " + std::to_string(version) + " is newer than this binary understands");
   }
-  h.version = static_cast<int>(version);
+  r.String("driver", &rec.driver, false);
+  r.Int("oom_kills_at_start", 0, INT64_MAX, &oom_base);
+  rec.oom_kills_at_start = static_cast<uint64_t>(oom_base);
+  std::string legacy_cgroup;
+  if (version == 1) {
+    // The exec driver's own file: its state is what it kept at the top.
+    r.Int("pid", 0, INT32_MAX, &pid);
+    r.Int("started_at_ns", 0, INT64_MAX, &h.started_at_unix_nanos);
+    r.String("cgroup", &legacy_cgroup);
+    h.version = 0;
+    h.driver_state = text;
+  } else if (const picojson::value* hv = r.Get("handle")) {
+    json::ObjectReader hr(*hv, "handle", &errors);
+    int64_t hversion = 0;
+    hr.Int("version", 0, 1000, &hversion);
+    hr.Int("pid", 0, INT32_MAX, &pid);
+    hr.Int("started_at_ns", 0, INT64_MAX, &h.started_at_unix_nanos);
+    hr.String("driver_state", &h.driver_state);
+    h.version = static_cast<int>(hversion);
+  } else {
+    errors.push_back("handle: missing");
+  }
   h.pid = static_cast<pid_t>(pid);
-  h.start_ticks = static_cast<uint64_t>(ticks);
-  TaskConfig& c = h.config;
+  driver::TaskConfig& c = h.config;
   if (const picojson::value* cv = r.Get("config")) {
     json::ObjectReader cr(*cv, "config", &errors);
     cr.String("id", &c.id);
@@ -145,6 +166,23 @@ Result<TaskHandle> ExecDriver::DecodeHandle(const std::string& text, ExitResult*
     cr.String("stderr", &c.stderr_path);
     cr.String("log_dir", &c.log_dir);
     cr.String("spec_hash", &c.spec_hash);
+    cr.String("driver", &c.driver, false);
+    cr.String("driver_config", &c.driver_config);
+    cr.String("cgroup", &c.cgroup);
+    if (const picojson::value* wv = cr.Get("identity")) {
+      json::ObjectReader wr(*wv, "config.identity", &errors);
+      int64_t uid = 0, gid = 0;
+      std::vector<int64_t> groups;
+      wr.Int("uid", 0, UINT32_MAX, &uid);
+      wr.Int("gid", 0, UINT32_MAX, &gid);
+      wr.IntList("groups", 0, UINT32_MAX, &groups);
+      wr.String("name", &c.identity.name);
+      wr.String("home", &c.identity.home);
+      c.identity.switch_user = true;
+      c.identity.uid = static_cast<uid_t>(uid);
+      c.identity.gid = static_cast<gid_t>(gid);
+      for (int64_t g : groups) c.identity.groups.push_back(static_cast<gid_t>(g));
+    }
     int64_t max_files = c.log_max_files, max_size = static_cast<int64_t>(c.log_max_file_size);
     cr.Int("log_max_files", 1, 1000, &max_files);
     cr.Int("log_max_file_size", 1, INT64_MAX, &max_size);
@@ -153,22 +191,23 @@ Result<TaskHandle> ExecDriver::DecodeHandle(const std::string& text, ExitResult*
   } else {
     errors.push_back("config: missing");
   }
-  *has_exit = false;
   if (const picojson::value* ev = r.Get("exit")) {
     json::ObjectReader er(*ev, "exit", &errors);
     int64_t code = 0, sig = 0;
     er.Int("exit_code", INT32_MIN, INT32_MAX, &code);
     er.Int("signal", 0, 128, &sig);
-    er.Bool("oom_killed", &exit->oom_killed);
-    er.String("error", &exit->error);
-    er.Int("completed_at_ns", 0, INT64_MAX, completed_at);
-    exit->exit_code = static_cast<int>(code);
-    exit->signal = static_cast<int>(sig);
-    *has_exit = true;
+    er.Bool("oom_killed", &rec.exit.oom_killed);
+    er.String("error", &rec.exit.error);
+    er.Int("completed_at_ns", 0, INT64_MAX, &rec.completed_at_unix_nanos);
+    rec.exit.exit_code = static_cast<int>(code);
+    rec.exit.signal = static_cast<int>(sig);
+    rec.exited = true;
   }
   if (!errors.empty()) return Error(Code::kInvalidArgument, json::JoinErrors(errors));
   if (c.id.empty()) return Error(Code::kInvalidArgument, "config.id: missing");
-  return h;
+  if (version == 1) c.cgroup = legacy_cgroup;
+  c.driver = rec.driver;
+  return rec;
 }
 
-}  // namespace outpost::driver
+}  // namespace outpost::task

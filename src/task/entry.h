@@ -1,0 +1,43 @@
+// Internal to the task layer (task/manager.cc and task/lifecycle.cc): what
+// the TaskManager keeps per task, and the state of one start on its way
+// through the start pipeline.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "logs/log_pipe.h"
+#include "task/manager.h"
+
+namespace outpost::task {
+
+struct TaskManager::Task {
+  TaskRecord record;           // what is persisted; record.exited once it ended
+  bool starting = false;       // in the start pipeline: no process (yet)
+  bool stop_requested = false; // the exit was asked for (event "stopped")
+  bool has_user = false;       // holds a dynamic user
+  std::vector<ExitCallback> on_exit;
+  std::unique_ptr<logs::LogPipe> out;
+  std::unique_ptr<logs::LogPipe> err;
+  // CPU percent from the cgroup's usage deltas.
+  uint64_t last_cg_usage_ns = 0;
+  int64_t last_cg_sample_mono = 0;
+
+  const driver::TaskConfig& config() const { return record.handle.config; }
+  const std::string& id() const { return record.handle.config.id; }
+};
+
+struct TaskManager::StartOp {
+  driver::TaskConfig config;
+  StartedCallback started;
+  ExitCallback exited;
+  bool replaced = false;  // an ended instance with this id made way
+  bool inserted = false;  // Prepare added the entry (and so may remove it)
+  std::string cgroup;     // created by CreateCgroup
+  uint64_t oom_base = 0;
+  driver::TaskHandle handle;
+  driver::Driver* driver = nullptr;
+};
+
+}  // namespace outpost::task

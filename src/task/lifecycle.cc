@@ -1,0 +1,362 @@
+// The start and stop pipelines of a task: one function per step, in the
+// order they run. Every driver gets the same steps around it; what a later
+// step needs from an earlier one travels in the StartOp.
+//
+// Start (TaskManager::Start):
+//   1. Prepare             ids, an ended instance making way, dynamic user,
+//                          credentials (resolved once), task dir, FIFOs, logs
+//   2. CreateCgroup        admission check of the limits, the task's cgroup
+//                          with its limits written (before anything runs)
+//   3. SpawnThroughDriver  the driver starts the task in that cgroup
+//   4. RecordStarted       the record persisted, FIFOs handed to the keeper,
+//                          OOM watch, wait for the exit
+// A failed step is undone with the completed ones, in reverse; the error
+// names the task and the step's reason.
+//
+// Exit (OnExit, whether the task ended by itself or was stopped):
+//   KillCgroup -> tell OOM apart -> persist the exit -> drain logs -> event
+//   -> exit callbacks.
+// Stop (TaskManager::Stop):       StopThroughDriver -> KillCgroup.
+// Destroy (TaskManager::Destroy): DestroyThroughDriver -> KillCgroup ->
+//   ReleaseUser -> RemoveCgroup -> Forget (logs closed, record removed).
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/strings.h"
+#include "base/sys.h"
+#include "cgroup/cgroup.h"
+#include "proc/uid_pool.h"
+#include "task/entry.h"
+
+namespace outpost::task {
+
+void TaskManager::Start(driver::TaskConfig config, StartedCallback started, ExitCallback exited) {
+  auto op = std::make_shared<StartOp>();
+  op->config = std::move(config);
+  op->started = std::move(started);
+  op->exited = std::move(exited);
+  RunStart(std::move(op), 0);
+}
+
+void TaskManager::RunStart(std::shared_ptr<StartOp> op, size_t step) {
+  struct StartStep {
+    const char* name;
+    void (TaskManager::*run)(StartOp*, DoneCallback);
+    void (TaskManager::*undo)(StartOp*);
+  };
+  // The start pipeline, in order.
+  static const StartStep kSteps[] = {
+      {"prepare", &TaskManager::Prepare, &TaskManager::UndoPrepare},
+      {"create cgroup", &TaskManager::CreateCgroup, &TaskManager::UndoCreateCgroup},
+      {"spawn", &TaskManager::SpawnThroughDriver, &TaskManager::UndoSpawn},
+      {"record", &TaskManager::RecordStarted, nullptr},
+  };
+  constexpr size_t kCount = sizeof kSteps / sizeof kSteps[0];
+  if (step == kCount) {
+    auto view = Inspect(op->config.id);
+    StartedCallback cb = std::move(op->started);
+    return cb(view);
+  }
+  std::weak_ptr<bool> alive = alive_;
+  (this->*kSteps[step].run)(op.get(), [this, alive, op, step](Status st) {
+    if (!alive.lock()) return;
+    if (st.ok()) return RunStart(op, step + 1);
+    // Undo in reverse: the failed step's own partial work, then the steps
+    // before it (an undo copes with a step that did only part of its work).
+    for (size_t i = step + 1; i-- > 0;) {
+      if (kSteps[i].undo) (this->*kSteps[i].undo)(op.get());
+    }
+    const std::string prefix = "start task " + op->config.id;
+    const Error& e = st.error();
+    StartedCallback cb = std::move(op->started);
+    cb(e.message().compare(0, prefix.size(), prefix) == 0 ? e : e.Wrap(prefix));
+  });
+}
+
+// ---- 1. Prepare ---------------------------------------------------------
+
+void TaskManager::Prepare(StartOp* op, DoneCallback done) {
+  driver::TaskConfig& c = op->config;
+  if (c.id.empty()) {
+    // Short, sortable, unique enough for one node: time + counter.
+    c.id = Format("t%llx%llx", static_cast<unsigned long long>(WallNanos() / 1000000),
+                  static_cast<unsigned long long>(++generated_ids_));
+  }
+  OUTPOST_RETURN_IF_ERROR_CB(ValidateTaskId(c.id), done);
+  if (c.name.empty()) c.name = c.id;
+  Status namest = ValidateTaskId(c.name);
+  if (!namest.ok()) return done(Error(Code::kInvalidArgument, "task name: " + namest.error().message()));
+  if (Task* old = Find(c.id)) {
+    if (old->starting || !old->record.exited) {
+      return done(Error(Code::kAlreadyExists, "task with ID \"" + c.id + "\" already started"));
+    }
+    // The ended instance makes way; its logs and task dir stay for this one.
+    if (driver::Driver* d = DriverOf(*old)) d->DestroyTask(c.id, false, [](Status) {});
+    CloseLogs(old, false);
+    tasks_.erase(c.id);
+    op->replaced = true;
+  }
+  auto d = options_.drivers->Get(c.driver);
+  if (!d.ok()) return done(d.error());
+  op->driver = *d;
+
+  auto t = std::make_unique<Task>();
+  t->starting = true;
+  t->record.driver = c.driver;
+  Task* raw = t.get();
+  tasks_[c.id] = std::move(t);
+  op->inserted = true;
+  if (c.user == "dynamic") {
+    // A uid of its own from the pool, released when the task is destroyed.
+    if (!options_.uids) {
+      return done(Error(Code::kFailedPrecondition, "dynamic users are unavailable: " + options_.dynamic_users_problem));
+    }
+    auto uid = options_.uids->Acquire(c.id);
+    if (!uid.ok()) return done(uid.error());
+    raw->has_user = true;
+    c.user = std::to_string(*uid);
+    c.group = c.user;
+  }
+  auto creds = proc::ResolveCredentials(c.user, c.group, options_.users);
+  if (!creds.ok()) return done(creds.error());
+  driver::Identity& who = c.identity;
+  bool named = !c.user.empty() || !c.group.empty();
+  if (named && ::geteuid() != 0 && (creds->uid != ::geteuid() || creds->gid != ::getegid())) {
+    return done(Error(Code::kPermissionDenied, "running as user \"" + c.user + "\" needs a root agent"));
+  }
+  who.switch_user = named || ::geteuid() == 0;
+  who.uid = creds->uid;
+  who.gid = creds->gid;
+  who.groups = creds->groups;
+  who.name = creds->name;
+  who.home = creds->home;
+  if (!who.switch_user) who = driver::Identity{false, 0, 0, {}, creds->name, creds->home};
+
+  c.task_dir = options_.state_dir + "/task-data/" + c.id;
+  c.log_dir = options_.state_dir + "/logs/" + c.id;
+  c.stdout_path = FifoPath(c.id, "stdout");
+  c.stderr_path = FifoPath(c.id, "stderr");
+  OUTPOST_RETURN_IF_ERROR_CB(sys::MkdirAll(c.task_dir, 0700), done);
+  if (::chown(c.task_dir.c_str(), creds->uid, creds->gid) != 0 && ::geteuid() == 0) {
+    return done(ErrnoError("chown '" + c.task_dir + "'"));
+  }
+  raw->record.handle.config = c;
+  done(OpenLogs(c, creds->uid, creds->gid, raw));
+}
+
+void TaskManager::UndoPrepare(StartOp* op) {
+  Task* t = op->inserted ? Find(op->config.id) : nullptr;
+  if (!t) return;
+  CloseLogs(t, true);
+  ReleaseUser(op->config.id);
+  tasks_.erase(op->config.id);
+  // The ended instance this start replaced is gone with it.
+  if (op->replaced) ::unlink(RecordPath(op->config.id).c_str());
+}
+
+// ---- 2. CreateCgroup ----------------------------------------------------
+
+void TaskManager::CreateCgroup(StartOp* op, DoneCallback done) {
+  driver::TaskConfig& c = op->config;
+  cgroup::Cgroups* cg = options_.cgroups;
+  if (!cg) return done(OkStatus());
+  std::vector<std::string> problems = cg->Check(c.resources, options_.allow_without_limits);
+  if (!problems.empty()) {
+    std::string all;
+    for (const std::string& p : problems) all += (all.empty() ? "" : "; ") + p;
+    return done(Error(Code::kFailedPrecondition, all));
+  }
+  if (!cg->available()) return done(OkStatus());
+  OUTPOST_RETURN_IF_ERROR_CB(cg->EnsureJob(c.job, cgroup::Resources()), done);
+  auto fd = cg->CreateTask(c.job, c.id, c.resources);
+  if (!fd.ok()) return done(fd.error());
+  op->cgroup = cg->TaskPath(c.job, c.id);
+  c.cgroup = op->cgroup;
+  auto stats = cg->Stats(op->cgroup);
+  if (stats.ok()) op->oom_base = stats->memory_events["oom_kill"];
+  if (Task* t = Find(c.id)) t->record.handle.config.cgroup = c.cgroup;
+  done(OkStatus());
+}
+
+void TaskManager::UndoCreateCgroup(StartOp* op) {
+  if (!op->cgroup.empty()) RemoveCgroup(op->config);
+}
+
+// ---- 3. SpawnThroughDriver ----------------------------------------------
+
+void TaskManager::SpawnThroughDriver(StartOp* op, DoneCallback done) {
+  std::weak_ptr<bool> alive = alive_;
+  op->driver->StartTask(op->config, [op, alive, done](Result<driver::TaskHandle> h) {
+    if (!alive.lock()) return;
+    if (!h.ok()) return done(h.error());
+    op->handle = std::move(*h);
+    done(OkStatus());
+  });
+}
+
+void TaskManager::UndoSpawn(StartOp* op) { op->driver->DestroyTask(op->config.id, true, [](Status) {}); }
+
+// ---- 4. RecordStarted ---------------------------------------------------
+
+void TaskManager::RecordStarted(StartOp* op, DoneCallback done) {
+  Task* t = Find(op->config.id);
+  if (!t) return done(Error(Code::kAborted, "the task was removed while it started"));
+  t->starting = false;
+  t->record.handle = op->handle;
+  t->record.handle.config = op->config;
+  if (t->record.handle.started_at_unix_nanos == 0) t->record.handle.started_at_unix_nanos = WallNanos();
+  t->record.oom_kills_at_start = op->oom_base;
+  if (op->exited) t->on_exit.push_back(std::move(op->exited));
+  Persist(*t);
+  HoldFifos(*t);
+  WatchOom(*t);
+  WaitForExit(t->id());
+  done(OkStatus());
+}
+
+// ---- exit ---------------------------------------------------------------
+
+void TaskManager::OnExit(const std::string& id, const driver::ExitResult& result) {
+  Task* t = Find(id);
+  if (!t || t->record.exited) return;
+  const driver::TaskConfig& c = t->config();
+  driver::ExitResult exit = result;
+  // The task is its main process: whatever it left in its cgroup dies with
+  // it, as in a container's PID namespace, so nothing outlives supervision.
+  KillCgroup(*t);
+  cgroup::Cgroups* cg = options_.cgroups;
+  if (cg && cg->available() && !c.cgroup.empty()) {
+    if (options_.oom) options_.oom->Unwatch(c.cgroup);
+    auto stats = cg->Stats(c.cgroup);
+    if (stats.ok() && stats->memory_events["oom_kill"] > t->record.oom_kills_at_start && exit.signal == SIGKILL) {
+      exit.oom_killed = true;
+    }
+  }
+  t->record.exited = true;
+  t->record.exit = exit;
+  t->record.completed_at_unix_nanos = WallNanos();
+  Persist(*t);
+  if (t->out) t->out->Drain();  // whatever it wrote is in the pipe now
+  if (t->err) t->err->Drain();
+  std::string msg;
+  if (!exit.error.empty()) {
+    msg = "exited: " + exit.error;
+  } else if (exit.oom_killed) {
+    msg = "OOM killed (memory limit reached)";
+  } else if (exit.signal) {
+    msg = driver::DescribeExit(exit) + Format(" (exit code %d)", exit.exit_code);
+  } else {
+    msg = Format("exited with code %d", exit.exit_code);
+  }
+  log::Info("task exited", {{"task", id}, {"exit_code", std::to_string(exit.exit_code)},
+                            {"signal", std::to_string(exit.signal)}, {"error", exit.error}});
+  Emit(c, t->stop_requested ? "stopped" : exit.signal ? "signalled" : "exited", msg);
+  std::vector<ExitCallback> callbacks = std::move(t->on_exit);
+  t->on_exit.clear();
+  for (auto& cb : callbacks) cb(exit);
+}
+
+// ---- stop ---------------------------------------------------------------
+
+void TaskManager::Stop(const std::string& id, int64_t timeout_nanos, const std::string& signal,
+                       DoneCallback done) {
+  StopThroughDriver(id, timeout_nanos, signal, [this, id, done](Status st) {
+    if (Task* t = Find(id)) KillCgroup(*t);
+    done(st);
+  });
+}
+
+void TaskManager::StopThroughDriver(const std::string& id, int64_t timeout_nanos, const std::string& signal,
+                                    DoneCallback done) {
+  Task* t = Find(id);
+  driver::Driver* d = t ? DriverOf(*t) : nullptr;
+  if (!d || t->starting) return done(Error(Code::kNotFound, "task not found for given id"));
+  if (t->record.exited) return done(OkStatus());
+  if (timeout_nanos < 0) timeout_nanos = t->config().kill_timeout_nanos;
+  t->stop_requested = true;
+  d->StopTask(id, timeout_nanos, signal, std::move(done));
+}
+
+void TaskManager::KillCgroup(const Task& t) {
+  cgroup::Cgroups* cg = options_.cgroups;
+  if (!cg || !cg->available() || t.config().cgroup.empty()) return;
+  // Everything the task started is in its cgroup, whatever session or
+  // process group it moved to.
+  log::WarnIfError(cg->Kill(t.config().cgroup), "cannot kill what is left in the task's cgroup", {{"task", t.id()}});
+}
+
+// ---- destroy ------------------------------------------------------------
+
+void TaskManager::Destroy(const std::string& id, bool force, DoneCallback done) {
+  DestroyThroughDriver(id, force, [this, id, done](Status st) {
+    if (!st.ok()) return done(st);
+    Task* t = Find(id);
+    if (t) {
+      KillCgroup(*t);
+      ReleaseUser(id);
+      RemoveCgroup(t->config());
+      Forget(id);
+    }
+    done(OkStatus());
+  });
+}
+
+void TaskManager::DestroyThroughDriver(const std::string& id, bool force, DoneCallback done) {
+  Task* t = Find(id);
+  if (!t || t->starting) return done(Error(Code::kNotFound, "task not found for given id"));
+  driver::Driver* d = DriverOf(*t);
+  if (!t->record.exited && !force) return done(Error(Code::kFailedPrecondition, "cannot destroy running task"));
+  if (!d) return done(OkStatus());  // its driver is gone: nothing to tell it
+  if (!t->record.exited) t->stop_requested = true;
+  d->DestroyTask(id, force, [done](Status st) {
+    // A driver that no longer knows the task (an ended one it forgot) is
+    // no reason to keep it.
+    done(st.ok() || st.error().code() == Code::kNotFound ? OkStatus() : st);
+  });
+}
+
+void TaskManager::ReleaseUser(const std::string& id) {
+  Task* t = Find(id);
+  if (!t || !t->has_user || !options_.uids) return;
+  options_.uids->Release(id);
+  t->has_user = false;
+}
+
+void TaskManager::RemoveCgroup(const driver::TaskConfig& c) {
+  cgroup::Cgroups* cg = options_.cgroups;
+  if (!cg || !cg->available() || c.cgroup.empty()) return;
+  // rmdir only: the kernel refuses (EBUSY) while anything is left in it.
+  log::WarnIfError(cg->Remove(c.cgroup), "cannot remove task cgroup", {{"task", c.id}});
+  (void)cg->RemoveJobIfEmpty(c.job);
+}
+
+void TaskManager::Forget(const std::string& id) {
+  Task* t = Find(id);
+  if (!t) return;
+  CloseLogs(t, true);
+  // Durable, so a power cut right after `rm` does not bring it back.
+  Status rm = sys::RemoveFileDurable(RecordPath(id));
+  if (!rm.ok() && rm.error().sys_errno() != ENOENT) log::WarnIfError(rm, "cannot remove task record", {{"task", id}});
+  tasks_.erase(id);
+}
+
+void TaskManager::Purge(const std::string& id, DoneCallback done) {
+  std::string task_dir = options_.state_dir + "/task-data/" + id;
+  std::string log_dir = options_.state_dir + "/logs/" + id;
+  auto remove_dirs = [task_dir, log_dir, done](Status st) {
+    if (!st.ok() && st.error().code() != Code::kNotFound) return done(st);
+    Status a = sys::RemoveTree(task_dir);
+    Status b = sys::RemoveTree(log_dir);
+    done(!a.ok() ? a : b);
+  };
+  if (!Find(id)) {
+    if (options_.uids) options_.uids->Release(id);
+    return remove_dirs(OkStatus());
+  }
+  Destroy(id, true, remove_dirs);
+}
+
+}  // namespace outpost::task

@@ -1,0 +1,137 @@
+// proc/: command resolution, signal and rlimit names, /proc parsing, users.
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/sys.h"
+#include "proc/exit_status.h"
+#include "proc/procfs.h"
+#include "proc/spawn.h"
+#include "proc/users.h"
+
+namespace outpost {
+namespace {
+
+TEST(Spawn, ResolveCommandLikeAShell) {
+  int code = 0;
+  auto p = proc::ResolveCommand("sh", "/nonexistent:/bin:/usr/bin", &code);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(code, 0);
+  auto nf = proc::ResolveCommand("no-such-cmd-xyz", "/bin", &code);
+  EXPECT_FALSE(nf.ok());
+  EXPECT_EQ(code, 127);
+  EXPECT_EQ(nf.error().message(), "command \"no-such-cmd-xyz\" not found in PATH=/bin (exit status 127)");
+  auto dir = proc::ResolveCommand("/tmp", "", &code);
+  EXPECT_FALSE(dir.ok());
+  EXPECT_EQ(code, 126);
+}
+
+TEST(Spawn, SignalAndRlimitNames) {
+  EXPECT_EQ(*proc::ParseSignal("SIGTERM"), SIGTERM);
+  EXPECT_EQ(*proc::ParseSignal("term"), SIGTERM);
+  EXPECT_EQ(*proc::ParseSignal("9"), 9);
+  EXPECT_FALSE(proc::ParseSignal("").ok());
+  EXPECT_FALSE(proc::ParseSignal("SIGFOO").ok());
+  EXPECT_FALSE(proc::ParseSignal("999").ok());
+  EXPECT_STREQ(proc::SignalName(SIGINT), "SIGINT");
+  EXPECT_EQ(*proc::ParseRlimitName("RLIMIT_NOFILE"), RLIMIT_NOFILE);
+  EXPECT_EQ(*proc::ParseRlimitName("core"), RLIMIT_CORE);
+  EXPECT_FALSE(proc::ParseRlimitName("files").ok());
+}
+
+TEST(Proc, ParsesStatWithAwkwardComm) {
+  proc::ProcStat ps;
+  std::string line = "42 (a b) c)) S 1 42 42 0 -1 4194560 100 0 0 0 7 3 0 0 20 0 1 0 12345 1000000 256 rest";
+  ASSERT_TRUE(proc::ParseProcStat(line, &ps));
+  EXPECT_EQ(ps.pid, 42);
+  EXPECT_EQ(ps.state, 'S');
+  EXPECT_EQ(ps.ppid, 1);
+  EXPECT_EQ(ps.pgrp, 42);
+  EXPECT_EQ(ps.utime_ticks, 7u);
+  EXPECT_EQ(ps.stime_ticks, 3u);
+  EXPECT_EQ(ps.start_ticks, 12345u);
+  EXPECT_EQ(ps.rss_pages, 256u);
+  EXPECT_FALSE(proc::ParseProcStat("garbage", &ps));
+  EXPECT_FALSE(proc::ParseProcStat("1 (x) S 1", &ps));
+}
+
+TEST(Users, ResolvesNamesNumbersAndGroupsFromFiles) {
+  char tmpl[] = "/tmp/outpost-users.XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  proc::UserDb db{dir + "/passwd", dir + "/group"};
+  ASSERT_TRUE(sys::WriteFileAtomic(db.passwd_path,
+                                   "root:x:0:0:root:/root:/bin/sh\n"
+                                   "# comment\n"
+                                   "broken line\n"
+                                   "app:x:1001:1001:App:/home/app:/bin/false\n",
+                                   0644)
+                  .ok());
+  ASSERT_TRUE(sys::WriteFileAtomic(db.group_path, "root:x:0:\napp:x:1001:\naudio:x:29:app,other\nvideo:x:44:other\n",
+                                   0644)
+                  .ok());
+  auto app = proc::ResolveCredentials("app", "", db);
+  ASSERT_TRUE(app.ok());
+  EXPECT_EQ(app->uid, 1001u);
+  EXPECT_EQ(app->gid, 1001u);
+  EXPECT_EQ(app->home, "/home/app");
+  EXPECT_EQ(app->groups, (std::vector<gid_t>{1001, 29}));
+  auto num = proc::ResolveCredentials("1001", "audio", db);
+  ASSERT_TRUE(num.ok());
+  EXPECT_EQ(num->name, "app");
+  EXPECT_EQ(num->gid, 29u);
+  auto anon = proc::ResolveCredentials("5000", "", db);
+  ASSERT_TRUE(anon.ok());
+  EXPECT_EQ(anon->uid, 5000u);
+  EXPECT_EQ(anon->gid, 5000u);
+  EXPECT_EQ(anon->home, "/");
+  auto bad = proc::ResolveCredentials("bob", "", db);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message(), "user \"bob\" not found in " + db.passwd_path);
+  auto badg = proc::ResolveCredentials("app", "wheel", db);
+  ASSERT_FALSE(badg.ok());
+  EXPECT_EQ(badg.error().message(), "group \"wheel\" not found in " + db.group_path);
+  std::string cmd = "rm -rf " + dir;
+  (void)::system(cmd.c_str());
+}
+
+TEST(ExitStatus, OneWordingOfAWaitStatus) {
+  proc::ExitStatus s = proc::DecodeWaitStatus(3 << 8);
+  EXPECT_EQ(s.exit_code, 3);
+  EXPECT_EQ(s.signal, 0);
+  EXPECT_EQ(proc::DescribeExitStatus(s), "exit code 3");
+  s = proc::DecodeWaitStatus(SIGKILL);
+  EXPECT_EQ(s.exit_code, 128 + SIGKILL);
+  EXPECT_EQ(s.signal, SIGKILL);
+  EXPECT_EQ(proc::DescribeExitStatus(s), "killed by SIGKILL");
+  s = proc::DecodeWaitStatus(SIGSEGV | 0x80);
+  EXPECT_EQ(proc::DescribeExitStatus(s), "killed by SIGSEGV, core dumped");
+  char small[8];
+  EXPECT_STREQ(proc::DescribeExitStatus(s, small, sizeof small), "killed ");  // truncated, terminated
+}
+
+TEST(Spawn, TaskRlimitsResolveNamesCheckOrderAndAddTheDefaultNofile) {
+  rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit lim{100, 200};
+  proc::SetTaskDefaultNofile(lim);
+  auto r = proc::TaskRlimits({{"core", 0, 0}});
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[1].first, RLIMIT_NOFILE);
+  EXPECT_EQ((*r)[1].second.rlim_cur, 100u);
+  r = proc::TaskRlimits({{"nofile", 5, 6}});
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ(proc::TaskRlimits({{"nofile", 7, 6}}).error().message(),
+            "rlimit nofile: soft limit is above the hard limit");
+  EXPECT_FALSE(proc::TaskRlimits({{"nofiles", 1, 1}}).ok());
+  proc::SetTaskDefaultNofile(saved);  // what a task inherits anyway
+}
+
+}  // namespace
+}  // namespace outpost

@@ -1,0 +1,384 @@
+// The task layer's pipelines around a driver, with a fake driver: what is
+// prepared, persisted, undone and recovered, whatever the driver.
+#include "task/manager.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/sys.h"
+#include "proc/uid_pool.h"
+#include "test_util.h"
+
+namespace outpost::task {
+namespace {
+
+using outpost::testing::MakeLoop;
+using outpost::testing::RunUntil;
+
+// A driver that runs nothing: it records calls and ends tasks when told.
+class FakeDriver : public driver::Driver {
+ public:
+  explicit FakeDriver(std::string name = "fake") : name_(std::move(name)) {}
+  struct Task {
+    driver::TaskConfig config;
+    bool running = true;
+    driver::ExitResult exit;
+    std::vector<WaitCallback> waiters;
+  };
+  std::map<std::string, Task> tasks;
+  std::vector<std::string> calls;
+  std::string fail_start;  // error message for the next StartTask
+  std::vector<driver::TaskHandle> recovered;
+
+  std::string Name() const override { return name_; }
+  driver::Capabilities GetCapabilities() const override { return {}; }
+  driver::Fingerprint GetFingerprint() override { return {}; }
+  void StartTask(const driver::TaskConfig& c, StartCallback done) override {
+    calls.push_back("start " + c.id);
+    if (!fail_start.empty()) return done(Error(Code::kInternal, std::exchange(fail_start, "")));
+    tasks[c.id].config = c;
+    driver::TaskHandle h;
+    h.version = 7;
+    h.config = c;
+    h.pid = 4242;
+    h.driver_state = "state-of-" + c.id;
+    done(h);
+  }
+  void RecoverTask(const driver::TaskHandle& h, DoneCallback done) override {
+    calls.push_back("recover " + h.config.id);
+    recovered.push_back(h);
+    tasks[h.config.id].config = h.config;
+    done(OkStatus());
+  }
+  void WaitTask(const std::string& id, WaitCallback done) override {
+    auto it = tasks.find(id);
+    if (it == tasks.end()) return done(driver::ExitResult{-1, 0, false, "unknown"});
+    if (!it->second.running) return done(it->second.exit);
+    it->second.waiters.push_back(std::move(done));
+  }
+  void StopTask(const std::string& id, int64_t timeout, const std::string& sig, DoneCallback done) override {
+    calls.push_back("stop " + id + " " + std::to_string(timeout) + " " + sig);
+    End(id, 143, 15);
+    done(OkStatus());
+  }
+  void DestroyTask(const std::string& id, bool force, DoneCallback done) override {
+    calls.push_back(std::string("destroy ") + id + (force ? " force" : ""));
+    if (!tasks.count(id)) return done(Error(Code::kNotFound, "task not found for given id"));
+    if (tasks[id].running) End(id, 137, 9);
+    tasks.erase(id);
+    done(OkStatus());
+  }
+  void InspectTask(const std::string& id, InspectCallback done) override {
+    driver::TaskStatus s;
+    s.state = tasks.count(id) && tasks[id].running ? driver::TaskState::kRunning : driver::TaskState::kExited;
+    done(s);
+  }
+  void SignalTask(const std::string&, const std::string&, DoneCallback done) override { done(OkStatus()); }
+  void ExecTask(const std::string&, const std::vector<std::string>&, int64_t, ExecCallback done) override {
+    done(Error(Code::kUnimplemented, "no"));
+  }
+  void TaskStats(const std::string&, StatsCallback done) override { done(driver::TaskStats{}); }
+  uint64_t SubscribeEvents(EventCallback cb) override {
+    event_cb_ = std::move(cb);
+    return 1;
+  }
+  void UnsubscribeEvents(uint64_t) override { event_cb_ = nullptr; }
+
+  void End(const std::string& id, int code, int sig = 0) {
+    Task& t = tasks[id];
+    if (!t.running) return;
+    t.running = false;
+    t.exit.exit_code = code;
+    t.exit.signal = sig;
+    auto waiters = std::move(t.waiters);
+    for (auto& w : waiters) w(t.exit);
+  }
+
+ private:
+  std::string name_;
+  EventCallback event_cb_;
+};
+
+class TaskManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/outpost-tm.XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    loop_ = MakeLoop();
+    auto pool = proc::UidPool::Open(dir_ + "/uids.json", 90000, 90001);
+    ASSERT_TRUE(pool.ok());
+    uids_ = std::move(*pool);
+    ASSERT_TRUE(drivers_.Add(&fake_).ok());
+    Reopen();
+  }
+  void TearDown() override {
+    tm_.reset();
+    (void)sys::RemoveTree(dir_);
+  }
+  void Reopen() {
+    tm_.reset();
+    TaskManager::Options o;
+    o.state_dir = dir_ + "/state";
+    o.runtime_dir = dir_ + "/run";
+    o.drivers = &drivers_;
+    o.events = &events_;
+    o.uids = uids_.get();
+    // A user database with the agent's own uid under a name, and one other.
+    o.users.passwd_path = dir_ + "/passwd";
+    o.users.group_path = dir_ + "/group";
+    ASSERT_TRUE(sys::WriteFileAtomic(o.users.passwd_path,
+                                     "me:x:" + std::to_string(::getuid()) + ":" + std::to_string(::getgid()) +
+                                         "::/home/me:/bin/sh\n",
+                                     0644)
+                    .ok());
+    ASSERT_TRUE(sys::WriteFileAtomic(o.users.group_path, "me:x:" + std::to_string(::getgid()) + ":\n", 0644).ok());
+    auto m = TaskManager::Create(loop_.get(), o);
+    ASSERT_TRUE(m.ok()) << m.error().message();
+    tm_ = std::move(*m);
+  }
+  driver::TaskConfig Config(const std::string& id) {
+    driver::TaskConfig c;
+    c.id = id;
+    c.job = "j";
+    c.name = id;
+    c.driver = "fake";
+    c.command = "/bin/true";
+    return c;
+  }
+  Result<TaskView> Start(driver::TaskConfig c, TaskManager::ExitCallback exited = nullptr) {
+    Result<TaskView> out = Error(Code::kUnknown, "no callback");
+    bool done = false;
+    tm_->Start(
+        c,
+        [&](Result<TaskView> v) {
+          out = std::move(v);
+          done = true;
+        },
+        std::move(exited));
+    EXPECT_TRUE(RunUntil(loop_.get(), [&] { return done; }));
+    return out;
+  }
+  Status Call(const std::function<void(TaskManager::DoneCallback)>& fn) {
+    Status out = Error(Code::kUnknown, "pending");
+    bool done = false;
+    fn([&](Status st) {
+      out = st;
+      done = true;
+    });
+    EXPECT_TRUE(RunUntil(loop_.get(), [&] { return done; }));
+    return out;
+  }
+  std::string Record(const std::string& id) {
+    auto r = sys::ReadFile(dir_ + "/state/tasks/" + id + ".json");
+    return r.ok() ? *r : "";
+  }
+  std::vector<std::string> EventTypes(const std::string& id) {
+    std::vector<std::string> out;
+    for (const EventRecord& r : events_.After(0, id)) out.push_back(r.event.type);
+    return out;
+  }
+  bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+  std::string dir_;
+  std::unique_ptr<Loop> loop_;
+  FakeDriver fake_;
+  driver::Registry drivers_;
+  EventLog events_;
+  std::unique_ptr<proc::UidPool> uids_;
+  std::unique_ptr<TaskManager> tm_;
+};
+
+TEST_F(TaskManagerTest, StartPreparesAroundTheDriverAndPersistsItsHandle) {
+  auto v = Start(Config("a"));
+  ASSERT_TRUE(v.ok()) << v.error().message();
+  EXPECT_EQ(v->status.state, driver::TaskState::kRunning);
+  EXPECT_EQ(v->status.pid, 4242);
+  const driver::TaskConfig& given = fake_.tasks["a"].config;
+  EXPECT_EQ(given.task_dir, dir_ + "/state/task-data/a");
+  EXPECT_EQ(given.stdout_path, dir_ + "/run/fifo/a.stdout");
+  EXPECT_TRUE(Exists(given.task_dir));
+  struct stat st;
+  ASSERT_EQ(::stat(given.stdout_path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  auto back = DecodeTaskRecord(Record("a"));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->driver, "fake");
+  EXPECT_EQ(back->handle.driver_state, "state-of-a");
+  EXPECT_EQ(back->handle.version, 7);
+  EXPECT_GT(back->handle.started_at_unix_nanos, 0) << "filled in where the driver gives none";
+  EXPECT_FALSE(back->exited);
+
+  auto dup = Start(Config("a"));
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.error().message(), "start task a: task with ID \"a\" already started");
+  EXPECT_TRUE(tm_->Inspect("a").ok()) << "a refused duplicate leaves the running task alone";
+}
+
+TEST_F(TaskManagerTest, CredentialsAreResolvedOnceFromTheConfiguredUserDatabase) {
+  driver::TaskConfig c = Config("u");
+  c.user = "me";
+  ASSERT_TRUE(Start(c).ok());
+  const driver::Identity& who = fake_.tasks["u"].config.identity;
+  EXPECT_TRUE(who.switch_user);
+  EXPECT_EQ(who.uid, ::getuid());
+  EXPECT_EQ(who.home, "/home/me");
+  c = Config("nobody");
+  c.user = "no-such-user";
+  auto bad = Start(c);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message(), "start task nobody: user \"no-such-user\" not found in " + dir_ + "/passwd");
+  EXPECT_FALSE(tm_->Inspect("nobody").ok());
+  EXPECT_EQ(fake_.calls, (std::vector<std::string>{"start u"})) << "the driver never saw the failed one";
+}
+
+TEST_F(TaskManagerTest, AFailedStartUndoesEveryStepBeforeIt) {
+  if (::geteuid() != 0) GTEST_SKIP() << "dynamic users need root (chown of the task dir)";
+  driver::TaskConfig c = Config("f");
+  c.user = "dynamic";
+  fake_.fail_start = "no such image";
+  auto r = Start(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "start task f: no such image");
+  EXPECT_FALSE(tm_->Inspect("f").ok());
+  EXPECT_FALSE(Exists(dir_ + "/run/fifo/f.stdout")) << "FIFOs removed";
+  EXPECT_FALSE(uids_->Lookup("f").has_value()) << "dynamic user released";
+  EXPECT_FALSE(Exists(dir_ + "/state/tasks/f.json"));
+  // And it starts fine afterwards, with the same lowest uid.
+  auto ok = Start(c);
+  ASSERT_TRUE(ok.ok()) << ok.error().message();
+  EXPECT_EQ(*uids_->Lookup("f"), 90000u);
+}
+
+TEST_F(TaskManagerTest, UnknownDriverIsRefusedWithTheKnownOnes) {
+  driver::TaskConfig c = Config("x");
+  c.driver = "docker";
+  auto r = Start(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "start task x: unknown driver \"docker\"; available: fake");
+}
+
+TEST_F(TaskManagerTest, ExitIsPersistedPublishedAndCalledBack) {
+  driver::ExitResult seen;
+  int calls = 0;
+  ASSERT_TRUE(Start(Config("e"), [&](const driver::ExitResult& e) {
+                seen = e;
+                calls++;
+              }).ok());
+  fake_.End("e", 3);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(seen.exit_code, 3);
+  auto v = tm_->Inspect("e");
+  EXPECT_EQ(v->status.state, driver::TaskState::kExited);
+  auto rec = DecodeTaskRecord(Record("e"));
+  ASSERT_TRUE(rec.ok());
+  EXPECT_TRUE(rec->exited);
+  EXPECT_EQ(rec->exit.exit_code, 3);
+  EXPECT_EQ(EventTypes("e"), (std::vector<std::string>{"exited"}));
+  // Watch after the end: at once.
+  int late = 0;
+  ASSERT_TRUE(tm_->Watch("e", [&](const driver::ExitResult&) { late++; }).ok());
+  EXPECT_EQ(late, 1);
+  EXPECT_EQ(tm_->Watch("nope", [](const driver::ExitResult&) {}).error().code(), Code::kNotFound);
+}
+
+TEST_F(TaskManagerTest, AnEndedInstanceMakesWayForTheNextStartAndKeepsItsTaskDir) {
+  ASSERT_TRUE(Start(Config("r")).ok());
+  ASSERT_TRUE(sys::WriteFileAtomic(dir_ + "/state/task-data/r/kept", "x", 0600).ok());
+  fake_.End("r", 0);
+  ASSERT_TRUE(Start(Config("r")).ok());
+  EXPECT_EQ(tm_->Inspect("r")->status.state, driver::TaskState::kRunning);
+  EXPECT_TRUE(Exists(dir_ + "/state/task-data/r/kept"));
+  EXPECT_EQ(fake_.calls, (std::vector<std::string>{"start r", "destroy r", "start r"}));
+}
+
+TEST_F(TaskManagerTest, StopUsesTheTasksKillTimeoutAndDestroyForgetsEverything) {
+  driver::TaskConfig c = Config("s");
+  c.kill_timeout_nanos = 7;
+  ASSERT_TRUE(Start(c).ok());
+  ASSERT_TRUE(Call([&](TaskManager::DoneCallback cb) { tm_->Stop("s", -1, "", cb); }).ok());
+  EXPECT_EQ(fake_.calls.back(), "stop s 7 ");
+  EXPECT_EQ(EventTypes("s"), (std::vector<std::string>{"stopped"}));
+  EXPECT_TRUE(Call([&](TaskManager::DoneCallback cb) { tm_->Stop("s", -1, "", cb); }).ok()) << "again: fine";
+  ASSERT_TRUE(Call([&](TaskManager::DoneCallback cb) { tm_->Destroy("s", false, cb); }).ok());
+  EXPECT_FALSE(tm_->Inspect("s").ok());
+  EXPECT_FALSE(Exists(dir_ + "/state/tasks/s.json"));
+  EXPECT_FALSE(Exists(dir_ + "/run/fifo/s.stdout"));
+  EXPECT_TRUE(Exists(dir_ + "/state/task-data/s")) << "Destroy keeps the task dir; Purge removes it";
+  ASSERT_TRUE(Call([&](TaskManager::DoneCallback cb) { tm_->Purge("s", cb); }).ok());
+  EXPECT_FALSE(Exists(dir_ + "/state/task-data/s"));
+
+  ASSERT_TRUE(Start(Config("run")).ok());
+  Status st = Call([&](TaskManager::DoneCallback cb) { tm_->Destroy("run", false, cb); });
+  EXPECT_EQ(st.error().message(), "cannot destroy running task");
+  EXPECT_TRUE(Call([&](TaskManager::DoneCallback cb) { tm_->Destroy("run", true, cb); }).ok());
+}
+
+TEST_F(TaskManagerTest, RecoveryHandsEachRunningRecordToItsDriver) {
+  ASSERT_TRUE(Start(Config("live")).ok());
+  ASSERT_TRUE(Start(Config("done")).ok());
+  fake_.End("done", 4);
+  driver::TaskConfig gone = Config("gone");
+  gone.driver = "vanished";
+  TaskRecord rec;
+  rec.driver = "vanished";
+  rec.handle.config = gone;
+  rec.handle.config.id = "gone";
+  ASSERT_TRUE(sys::WriteFileAtomic(dir_ + "/state/tasks/gone.json", EncodeTaskRecord(rec), 0600).ok());
+  ASSERT_TRUE(sys::WriteFileAtomic(dir_ + "/state/tasks/corrupt.json", "{oops", 0600).ok());
+  fake_.calls.clear();
+  Reopen();
+  ASSERT_TRUE(tm_->Recover().ok());
+  EXPECT_EQ(fake_.calls, (std::vector<std::string>{"recover live"})) << "ended tasks are not the driver's";
+  EXPECT_EQ(fake_.recovered[0].driver_state, "state-of-live");
+  EXPECT_EQ(tm_->Inspect("live")->status.state, driver::TaskState::kRunning);
+  EXPECT_EQ(tm_->Inspect("done")->status.exit.exit_code, 4);
+  auto g = tm_->Inspect("gone");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->status.exit.error, "exit status unknown: its driver \"vanished\" is not available");
+  EXPECT_FALSE(tm_->Inspect("corrupt").ok());
+  EXPECT_TRUE(Exists(dir_ + "/state/tasks/corrupt.json")) << "kept for inspection";
+  int ended = 0;
+  ASSERT_TRUE(tm_->Watch("live", [&](const driver::ExitResult&) { ended++; }).ok());
+  fake_.End("live", 0);
+  EXPECT_EQ(ended, 1);
+}
+
+TEST_F(TaskManagerTest, RecordsOfTheFirstOnDiskFormatAreRecovered) {
+  // What the exec driver wrote itself before the task layer kept records.
+  std::string v1 = R"({"version": 1, "driver": "exec", "pid": 99, "start_ticks": 5, "started_at_ns": 10,
+    "driver_state": "keeper", "instance": "old@1", "cgroup": "/sys/fs/cgroup/x/old",
+    "config": {"id": "old", "job": "j", "name": "old", "command": "/bin/true", "args": ["a"], "env": {},
+               "workdir": "", "user": "", "group": "", "rlimits": [], "kill_signal": "SIGTERM",
+               "kill_timeout_ns": 5000000000, "task_dir": "/t", "stdout": "", "stderr": "", "log_dir": "",
+               "log_max_files": 10, "log_max_file_size": 10485760}})";
+  auto rec = DecodeTaskRecord(v1);
+  ASSERT_TRUE(rec.ok()) << rec.error().message();
+  EXPECT_EQ(rec->driver, "exec");
+  EXPECT_EQ(rec->handle.version, 0);
+  EXPECT_EQ(rec->handle.driver_state, v1) << "the exec driver reads its old fields from the whole file";
+  EXPECT_EQ(rec->handle.pid, 99);
+  EXPECT_EQ(rec->config().cgroup, "/sys/fs/cgroup/x/old");
+  EXPECT_EQ(rec->config().args, std::vector<std::string>{"a"});
+  EXPECT_FALSE(DecodeTaskRecord(R"({"version": 3, "config": {"id": "x"}})").ok());
+  EXPECT_EQ(DecodeTaskRecord(R"({"version": 2, "handle": {}, "config": {}})").error().message(),
+            "config.id: missing");
+}
+
+TEST_F(TaskManagerTest, TaskIdsBecomeFileNames) {
+  EXPECT_TRUE(ValidateTaskId("web.api-1_x").ok());
+  EXPECT_FALSE(ValidateTaskId("").ok());
+  EXPECT_FALSE(ValidateTaskId(".hidden").ok());
+  EXPECT_FALSE(ValidateTaskId("a/b").ok());
+  EXPECT_FALSE(ValidateTaskId(std::string(129, 'a')).ok());
+  auto r = Start(Config("bad/id"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(fake_.calls.size(), 0u);
+}
+
+}  // namespace
+}  // namespace outpost::task
