@@ -55,13 +55,18 @@ fi
 mounts_under() { awk -v r="$1" '$2 == r || index($2, r "/") == 1 {print $2}' /proc/mounts; }
 
 # Signals the processes whose root directory is inside $1 (agents and tasks
-# a phase left), optionally only those whose command line contains $3.
+# a phase left), optionally only those whose command line ends with $3 (so
+# the keeper "outpost agent --config X" is matched, not its worker, whose
+# command line goes on with --worker).
 kill_inside() {
-  local r=$1 sig=${2:-KILL} match=${3:-} p link
+  local r=$1 sig=${2:-KILL} match=${3:-} p link cmd
   for p in /proc/[0-9]*; do
     link=$(readlink "$p/root" 2>/dev/null) || continue
     [[ $link == "$r" || $link == "$r"/* ]] || continue
-    [[ -z $match || $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) == *"$match"* ]] || continue
+    if [[ -n $match ]]; then
+      cmd=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)
+      [[ ${cmd% } == *"$match" ]] || continue
+    fi
     kill "-$sig" "${p#/proc/}" 2>/dev/null
   done
   return 0
