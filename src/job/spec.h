@@ -6,11 +6,10 @@
 // job is updated, or only has its limits changed. Does not run anything
 // (job/supervisor, job/manager do).
 //
-// `resources` (cgroup v2 limits, task and job level, issue #6) is parsed in
-// spec_resources.cc. Room for later issues: `network` (job level) and
-// `hooks` (job and task level) are recognised keys that are refused as "not
-// supported yet" until their issues land, so adding them changes no
-// existing field.
+// `resources` (cgroup v2 limits, task and job level) is parsed in
+// spec_resources.cc, the canonical form in spec_json.cc. `network` (job
+// level) and `hooks` (job and task level) are recognised keys refused as
+// "not supported yet", so supporting them changes no existing field.
 #pragma once
 
 #include <picojson.h>

@@ -1,4 +1,4 @@
-// The `resources` section of job specs (cgroup v2 limits, issue #6): parsing
+// The `resources` section of job specs (cgroup v2 limits): parsing
 // into cgroup::Resources with every error by JSON path, and the canonical
 // encoding. Part of job/spec (declared in spec.h); whether the node can
 // honour the limits (controllers, CPUs, devices) is checked by the agent
