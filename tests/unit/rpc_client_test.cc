@@ -8,6 +8,7 @@
 #include <atomic>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "base/clock.h"
 #include "base/fd.h"
@@ -21,10 +22,8 @@
 namespace outpost::wire {
 namespace {
 
-using rpctest::Bytes;
 using rpctest::GotFrame;
 using rpctest::kWait;
-using rpctest::RequestFrame;
 using rpctest::RpcTest;
 
 // ---- RpcClient ------------------------------------------------------------------

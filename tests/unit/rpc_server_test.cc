@@ -2,11 +2,9 @@
 // with a raw peer, and through an RpcClient where bytes do not matter
 // (fixture in rpc_test_util.h).
 #include <gtest/gtest.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <string>
 #include <vector>
 
