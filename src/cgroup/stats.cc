@@ -117,7 +117,7 @@ struct OomWatcher::Impl {
     uint64_t last = 0;
     std::function<void(uint64_t)> cb;
   };
-  UniqueFd fd;
+  LoopFd fd;  // the inotify instance, registered with the loop
   std::map<int, Watch> by_wd;
   std::map<std::string, int> wd_by_path;
   // Cleared by the destructor so a callback that destroys the watcher does
@@ -181,14 +181,15 @@ Result<std::unique_ptr<OomWatcher>> OomWatcher::Create(Loop* loop) {
   int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (fd < 0) return ErrnoError("inotify_init1");
   std::unique_ptr<OomWatcher> w(new OomWatcher(loop));
-  w->impl_->fd.Reset(fd);
   Impl* impl = w->impl_.get();
-  OUTPOST_RETURN_IF_ERROR(loop->AddFd(fd, EPOLLIN, [impl](uint32_t) { impl->OnReadable(); }));
+  auto watched = LoopFd::Watch(loop, UniqueFd(fd), EPOLLIN, [impl](uint32_t) { impl->OnReadable(); });
+  if (!watched.ok()) return watched.error();
+  impl->fd = std::move(*watched);
   return w;
 }
 
 OomWatcher::~OomWatcher() {
-  loop_->RemoveFd(impl_->fd.get());
+  impl_->fd.Reset();
   impl_->alive.reset();
 }
 

@@ -23,20 +23,10 @@
 // move cut short by a kill are still at the head of the FIFO and the next
 // worker moves them into the same file (they fitted there before).
 //
-// Rotation is the one multi-step change, so it is the one thing recorded.
-// Before each step the cursor file gets {rotating, keep, step}, and each step
-// is idempotent given only whether its source still exists:
-//   step 0             unlink .keep (the active file when keep == 0)
-//   step s in 1..keep  rename .(keep-s) -> .(keep-s+1)          (.0 = active)
-//   step keep+1        create the active file (open it if it exists)
-// then {idle}. Recovery re-runs the recorded step and the rest. A step whose
-// source is gone has already happened; a rename never replaces a file that
-// must survive, because the previous step vacated its target. A rotation
-// starts at the first step whose source exists (fewer files than max_files:
-// at the rename of the highest index), which changes none of this.
-//
-// The record is one 64-byte pwrite at offset 0, inside one page: a killed
-// writer leaves the old record or the new one (a checksum double-checks).
+// Rotation is the one multi-step change, so it is the one thing recorded in
+// the cursor file, step by step; see the comment at the top of rotator.cc.
+// The record is one 64-byte pwrite: a killed writer leaves the old record or
+// the new one.
 //
 // Copy mode is the fallback where the log file's filesystem cannot take a
 // splice (EINVAL). Per chunk: record {pending, inode, off, len}; pwrite;
@@ -49,7 +39,6 @@
 // one syscall duplicates one chunk instead of losing it.
 #include "logs/log_pipe.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -57,95 +46,32 @@
 
 #include <algorithm>
 #include <cstring>
-#include <string_view>
-#include <vector>
 
 #include "base/log.h"
 #include "base/sys.h"
-#include "logs/log_files.h"
 
 namespace outpost::logs {
 
 namespace {
 
 constexpr int kPipeSize = 1 << 20;
-constexpr size_t kRecordSize = 64;
-constexpr size_t kChecksumAt = kRecordSize - 4;
-constexpr char kMagic[8] = {'O', 'P', 'L', 'O', 'G', 'C', 'R', '1'};
 // Work per readiness event before yielding to other fds.
 constexpr uint64_t kPumpBudget = 4 << 20;
 constexpr size_t kDiscardSize = 64 << 10;
 constexpr uint32_t kEvents = EPOLLIN | EPOLLET;
 
-enum RecordState : uint32_t { kIdle = 0, kRotating = 1, kCopyPending = 2, kCopyWritten = 3 };
-
-uint32_t Fnv1a(const unsigned char* p, size_t n) {
-  uint32_t h = 2166136261u;
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 16777619u;
-  return h;
-}
-
-template <typename T>
-void Put(unsigned char* out, size_t at, T v) {
-  std::memcpy(out + at, &v, sizeof v);
-}
-
-template <typename T>
-T Get(const unsigned char* in, size_t at) {
-  T v;
-  std::memcpy(&v, in + at, sizeof v);
-  return v;
-}
-
 }  // namespace
-
-// The cursor file's one record; native byte order (the file never leaves the
-// machine).
-struct LogPipe::Record {
-  uint32_t state = kIdle;
-  uint32_t keep = 0;  // rotated files kept, at the time of the rotation
-  uint32_t step = 0;
-  uint64_t inode = 0;
-  uint64_t offset = 0;
-  uint64_t length = 0;
-
-  void Encode(unsigned char* out) const {
-    std::memset(out, 0, kRecordSize);
-    std::memcpy(out, kMagic, sizeof kMagic);
-    Put(out, 8, state);
-    Put(out, 12, keep);
-    Put(out, 16, step);
-    Put(out, 24, inode);
-    Put(out, 32, offset);
-    Put(out, 40, length);
-    Put(out, kChecksumAt, Fnv1a(out, kChecksumAt));
-  }
-  bool Decode(const unsigned char* in) {
-    if (std::memcmp(in, kMagic, sizeof kMagic) != 0) return false;
-    if (Get<uint32_t>(in, kChecksumAt) != Fnv1a(in, kChecksumAt)) return false;
-    state = Get<uint32_t>(in, 8);
-    keep = Get<uint32_t>(in, 12);
-    step = Get<uint32_t>(in, 16);
-    inode = Get<uint64_t>(in, 24);
-    offset = Get<uint64_t>(in, 32);
-    length = Get<uint64_t>(in, 40);
-    return state <= kCopyWritten && step <= keep + 1;
-  }
-};
 
 LogPipe::LogPipe(Loop* loop, std::string fifo_path, std::string log_path, std::string cursor_path,
                  RotationPolicy policy, ErrorCallback on_error, TestHooks hooks)
     : loop_(loop),
       fifo_path_(std::move(fifo_path)),
-      log_path_(std::move(log_path)),
-      cursor_path_(std::move(cursor_path)),
-      policy_(policy),
       on_error_(std::move(on_error)),
       hooks_(std::move(hooks)),
-      alive_(std::make_shared<bool>(true)) {}
+      alive_(std::make_shared<bool>(true)),
+      files_(std::move(log_path), std::move(cursor_path), policy, [this](Step step) { return Crash(step); }) {}
 
 LogPipe::~LogPipe() {
-  if (registered_) loop_->RemoveFd(fifo_.get());
   if (hold_timer_ != 0) loop_->CancelTimer(hold_timer_);
 }
 
@@ -157,7 +83,17 @@ Result<std::unique_ptr<LogPipe>> LogPipe::Open(Loop* loop, const std::string& fi
   }
   std::unique_ptr<LogPipe> p(
       new LogPipe(loop, fifo_path, log_path, cursor_path, policy, std::move(on_error), std::move(hooks)));
-  OUTPOST_RETURN_IF_ERROR(p->OpenFifo(uid, gid));
+  auto fifo = p->OpenFifo(uid, gid);
+  if (!fifo.ok()) return fifo.error();
+  LogPipe* raw = p.get();
+  // Edge-triggered: a held partial line stays in the FIFO, and level
+  // triggering would report it forever. With EPOLLET every new write by the
+  // task wakes us (pipe_write wakes epoll readers on each write since 5.15,
+  // as before 5.5); the hold timer re-checks in any case. No callback runs
+  // before Open returns.
+  auto watched = LoopFd::Watch(loop, std::move(*fifo), kEvents, [raw](uint32_t ev) { raw->OnEvent(ev); });
+  if (!watched.ok()) return watched.error();
+  p->fifo_ = std::move(*watched);
 
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return ErrnoError("log pipe: scratch pipe");
@@ -173,19 +109,10 @@ Result<std::unique_ptr<LogPipe>> LogPipe::Open(Loop* loop, const std::string& fi
   p->hold_cap_ = std::max<size_t>(1, std::min(kMaxHold, p->buf_cap_ / 2));
 
   (void)p->EnsureSink();  // a failure is an error episode; retried on data
-  if (p->dead_) return p;
-
-  LogPipe* raw = p.get();
-  // Edge-triggered: a held partial line stays in the FIFO, and level
-  // triggering would report it forever. With EPOLLET every new write by the
-  // task wakes us (pipe_write wakes epoll readers on each write since 5.15,
-  // as before 5.5); the hold timer re-checks in any case.
-  OUTPOST_RETURN_IF_ERROR(loop->AddFd(p->fifo_.get(), kEvents, [raw](uint32_t ev) { raw->OnEvent(ev); }));
-  p->registered_ = true;
   return p;
 }
 
-Status LogPipe::OpenFifo(uid_t uid, gid_t gid) {
+Result<UniqueFd> LogPipe::OpenFifo(uid_t uid, gid_t gid) {
   struct stat st;
   if (::lstat(fifo_path_.c_str(), &st) == 0) {
     if (!S_ISFIFO(st.st_mode)) {
@@ -209,8 +136,7 @@ Status LogPipe::OpenFifo(uid_t uid, gid_t gid) {
   // Bigger chunks, fewer syscalls, more room while no worker reads. Beyond
   // /proc/sys/fs/pipe-max-size (unprivileged) it fails: keep the default.
   (void)::fcntl(fd->get(), F_SETPIPE_SZ, kPipeSize);
-  fifo_ = std::move(*fd);
-  return OkStatus();
+  return std::move(*fd);
 }
 
 Result<UniqueFd> LogPipe::OpenWriteEnd() {
@@ -254,7 +180,7 @@ void LogPipe::Pump(bool flush, uint64_t budget) {
     if (done >= budget) {
       // More may be waiting: an edge-triggered MOD re-checks readiness and
       // reports it on the next turn, after other fds had theirs.
-      (void)loop_->ModifyFd(fifo_.get(), kEvents);
+      (void)fifo_.Modify(kEvents);
       break;
     }
     char* buf = PeekBuffer(buf_cap_);
@@ -341,13 +267,14 @@ size_t LogPipe::Peek(char* buf) {
 // Moves len bytes from the head of the FIFO (a copy is at data) into the
 // files, rotating as needed, or drops them when the files cannot be written.
 void LogPipe::Emit(const char* data, size_t len) {
-  const uint64_t max = policy_.max_file_size;
+  const uint64_t max = files_.policy().max_file_size;
+  Rotator::Active& file = files_.active();
   while (len > 0 && !dead_) {
     if (!EnsureSink()) {
       if (!dead_) Drop(len);
       return;
     }
-    uint64_t room = size_ >= max ? 0 : max - size_;
+    uint64_t room = file.size >= max ? 0 : max - file.size;
     size_t take;
     if (len <= room) {
       take = len;
@@ -360,7 +287,7 @@ void LogPipe::Emit(const char* data, size_t len) {
       const void* nl = room > 0 ? ::memrchr(data, '\n', static_cast<size_t>(room)) : nullptr;
       if (nl) {
         take = static_cast<size_t>(static_cast<const char*>(nl) - data) + 1;
-      } else if (room > 0 && (size_ == 0 || mid_line_)) {
+      } else if (room > 0 && (file.size == 0 || file.mid_line)) {
         take = static_cast<size_t>(room);
       } else {
         if (!Rotate()) {
@@ -372,7 +299,7 @@ void LogPipe::Emit(const char* data, size_t len) {
     }
     bool failed = false;
     size_t moved = Move(data, take, &failed);
-    if (moved > 0) mid_line_ = data[moved - 1] != '\n';
+    if (moved > 0) file.mid_line = data[moved - 1] != '\n';
     data += moved;
     len -= moved;
     if (moved < take) {
@@ -387,20 +314,21 @@ void LogPipe::Emit(const char* data, size_t len) {
 size_t LogPipe::Move(const char* data, size_t len, bool* failed) {
   *failed = false;
   if (copy_mode_ || hooks_.force_copy) return MoveCopy(data, len, failed);
+  Rotator::Active& file = files_.active();
   size_t moved = 0;
   while (moved < len) {
     size_t want = len - moved;
     if (hooks_.max_move > 0) want = std::min(want, hooks_.max_move);
     if (Crash(Step::kBeforeMove)) return moved;
     int injected = hooks_.fail_write ? hooks_.fail_write() : 0;
-    loff_t off = static_cast<loff_t>(size_);
+    loff_t off = static_cast<loff_t>(file.size);
     ssize_t n;
     if (injected != 0) {
       errno = injected;
       n = -1;
     } else {
       n = sys::RetryEintr(
-          [&] { return ::splice(fifo_.get(), nullptr, active_.get(), &off, want, SPLICE_F_NONBLOCK); });
+          [&] { return ::splice(fifo_.get(), nullptr, file.fd.get(), &off, want, SPLICE_F_NONBLOCK); });
     }
     if (n < 0) {
       int err = errno;
@@ -408,16 +336,16 @@ size_t LogPipe::Move(const char* data, size_t len, bool* failed) {
       if (err == EINVAL && injected == 0) {
         // This filesystem has no splice_write (kernels >= 5.10 refuse then).
         log::Warn("log files: splice not supported, using the pwrite fallback (at-least-once on a crash)",
-                  {{"log", log_path_}});
+                  {{"log", files_.log_path()}});
         copy_mode_ = true;
         return moved + MoveCopy(data + moved, len - moved, failed);
       }
-      Fail(ErrnoError("write '" + log_path_ + "'", err));
+      Fail(ErrnoError("write '" + files_.log_path() + "'", err));
       *failed = true;
       return moved;
     }
     if (n == 0) return moved;  // empty and no writer: nothing to move
-    size_ += static_cast<uint64_t>(n);
+    file.size += static_cast<uint64_t>(n);
     moved += static_cast<size_t>(n);
     stats_.bytes_written += static_cast<uint64_t>(n);
   }
@@ -427,20 +355,21 @@ size_t LogPipe::Move(const char* data, size_t len, bool* failed) {
 }
 
 size_t LogPipe::MoveCopy(const char* data, size_t len, bool* failed) {
-  Record r;
-  r.state = kCopyPending;
-  r.inode = active_inode_;
-  r.offset = size_;
+  Rotator::Active& file = files_.active();
+  CursorRecord r;
+  r.state = CursorRecord::kCopyPending;
+  r.inode = file.inode;
+  r.offset = file.size;
   r.length = len;
   // Undoes a write that cannot be completed, so the file matches the FIFO.
   auto give_up = [&](const Error& e) {
-    (void)::ftruncate(active_.get(), static_cast<off_t>(size_));
-    (void)WriteRecord(Record{});
+    (void)::ftruncate(file.fd.get(), static_cast<off_t>(file.size));
+    (void)files_.WriteRecord(CursorRecord{});
     Fail(e);
     *failed = true;
     return size_t{0};
   };
-  Status st = WriteRecord(r);
+  Status st = files_.WriteRecord(r);
   if (!st.ok()) {
     Fail(st.error());
     *failed = true;
@@ -459,21 +388,21 @@ size_t LogPipe::MoveCopy(const char* data, size_t len, bool* failed) {
       n = -1;
     } else {
       n = sys::RetryEintr(
-          [&] { return ::pwrite(active_.get(), data + written, want, static_cast<off_t>(size_ + written)); });
+          [&] { return ::pwrite(file.fd.get(), data + written, want, static_cast<off_t>(file.size + written)); });
     }
-    if (n <= 0) return give_up(ErrnoError("write '" + log_path_ + "'", n < 0 ? errno : ENOSPC));
+    if (n <= 0) return give_up(ErrnoError("write '" + files_.log_path() + "'", n < 0 ? errno : ENOSPC));
     written += static_cast<size_t>(n);
   }
   if (Crash(Step::kCopyWritten)) return 0;
-  r.state = kCopyWritten;
-  st = WriteRecord(r);
+  r.state = CursorRecord::kCopyWritten;
+  st = files_.WriteRecord(r);
   if (!st.ok()) return give_up(st.error());
   if (Crash(Step::kCopyMarked)) return 0;
   (void)Consume(len);
   if (Crash(Step::kCopyConsumed)) return 0;
-  size_ += len;
+  file.size += len;
   stats_.bytes_written += len;
-  st = WriteRecord(Record{});
+  st = files_.WriteRecord(CursorRecord{});
   if (!st.ok()) {
     Fail(st.error());  // the bytes are written; {written} makes recovery keep them
   } else {
@@ -518,163 +447,51 @@ bool LogPipe::Crash(Step step) {
 // ---- files, recovery, rotation ---------------------------------------------
 
 bool LogPipe::EnsureSink() {
-  if (active_) return true;
+  if (files_.ready()) return true;
   Status st = Recover();
   if (dead_) return false;
   if (!st.ok()) {
-    active_.Reset();
+    files_.active().fd.Reset();
     Fail(st.error());
     return false;
   }
   return true;
 }
 
-Status LogPipe::WriteRecord(const Record& r) {
-  unsigned char b[kRecordSize];
-  r.Encode(b);
-  ssize_t n = sys::RetryEintr([&] { return ::pwrite(cursor_fd_.get(), b, sizeof b, 0); });
-  if (n != static_cast<ssize_t>(sizeof b)) return ErrnoError("write '" + cursor_path_ + "'", n < 0 ? errno : EIO);
-  return OkStatus();
-}
-
-Status LogPipe::OpenActive() {
-  // O_RDWR: LoadTail reads the last byte back. Never O_APPEND: splice
-  // refuses it, and every write goes to an explicit offset anyway.
-  auto fd = sys::Open(log_path_, O_RDWR | O_CREAT | O_NONBLOCK | O_NOFOLLOW, 0640);
-  if (!fd.ok()) return fd.error();
-  struct stat st;
-  if (::fstat(fd->get(), &st) != 0) return ErrnoError("stat '" + log_path_ + "'");
-  if (!S_ISREG(st.st_mode)) return Error(Code::kFailedPrecondition, "'" + log_path_ + "' is not a regular file");
-  active_ = std::move(*fd);
-  active_inode_ = static_cast<uint64_t>(st.st_ino);
-  size_ = static_cast<uint64_t>(st.st_size);
-  return LoadTail();
-}
-
-Status LogPipe::LoadTail() {
-  mid_line_ = false;
-  if (size_ == 0) return OkStatus();
-  char last;
-  ssize_t n = sys::RetryEintr([&] { return ::pread(active_.get(), &last, 1, static_cast<off_t>(size_ - 1)); });
-  if (n != 1) return ErrnoError("read '" + log_path_ + "'", n < 0 ? errno : EIO);
-  mid_line_ = last != '\n';
-  return OkStatus();
-}
-
 Status LogPipe::Recover() {
-  if (!cursor_fd_) {
-    auto fd = sys::Open(cursor_path_, O_RDWR | O_CREAT | O_NONBLOCK | O_NOFOLLOW, 0600);
-    if (!fd.ok()) return fd.error();
-    cursor_fd_ = std::move(*fd);
+  auto record = files_.ReadRecord();
+  if (!record.ok()) return record.error();
+  CursorRecord r = *record;
+  if (r.state == CursorRecord::kRotating) {
+    Status st = files_.Resume(r);
+    stats_.rotations = files_.rotations();
+    return st;
   }
-  unsigned char b[kRecordSize];
-  ssize_t n = sys::RetryEintr([&] { return ::pread(cursor_fd_.get(), b, sizeof b, 0); });
-  if (n < 0) return ErrnoError("read '" + cursor_path_ + "'");
-  Record r;
-  if (n == static_cast<ssize_t>(kRecordSize)) {
-    if (!r.Decode(b)) {
-      log::Warn("log files: ignoring a damaged cursor record", {{"cursor", cursor_path_}});
-      r = Record{};
-    }
-  } else if (n != 0) {
-    log::Warn("log files: ignoring a short cursor record", {{"cursor", cursor_path_}});
-  }
-
-  if (r.state == kRotating) {
-    highest_rotated_ = -1;  // rescan at the next rotation
-    return RunRotation(static_cast<int>(r.keep), static_cast<int>(r.step));
-  }
-  OUTPOST_RETURN_IF_ERROR(OpenActive());
-  if (r.state == kIdle) return OkStatus();
-  if (r.inode == active_inode_) {
-    if (r.state == kCopyPending && size_ >= r.offset + r.length) {
+  OUTPOST_RETURN_IF_ERROR(files_.OpenActive());
+  if (r.state == CursorRecord::kIdle) return OkStatus();
+  const Rotator::Active& file = files_.active();
+  if (r.inode == file.inode) {
+    if (r.state == CursorRecord::kCopyPending && file.size >= r.offset + r.length) {
       // Written in full, FIFO untouched: finish the way a live run would.
-      r.state = kCopyWritten;
-      OUTPOST_RETURN_IF_ERROR(WriteRecord(r));
+      r.state = CursorRecord::kCopyWritten;
+      OUTPOST_RETURN_IF_ERROR(files_.WriteRecord(r));
       if (Consume(r.length) != r.length) return Error(Code::kInternal, "log FIFO '" + fifo_path_ + "' is short");
-    } else if (r.state == kCopyPending) {
-      if (::ftruncate(active_.get(), static_cast<off_t>(r.offset)) != 0) {
-        return ErrnoError("truncate '" + log_path_ + "'");
-      }
-      size_ = r.offset;
-      OUTPOST_RETURN_IF_ERROR(LoadTail());
+    } else if (r.state == CursorRecord::kCopyPending) {
+      OUTPOST_RETURN_IF_ERROR(files_.Truncate(r.offset));
     }
   }
-  return WriteRecord(Record{});
-}
-
-// Lists the rotated files once per LogPipe (at its first rotation, or after
-// a rotation resumed by recovery): deletes those with an index above keep
-// (left by a run with a larger max_files) and notes the highest index left,
-// so a rotation only renames files that exist.
-void LogPipe::ScanRotated(int keep) {
-  std::string dir = sys::Dirname(log_path_);
-  std::string prefix = sys::Basename(log_path_) + ".";
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return;  // the rotation reports the real error
-  std::vector<std::string> victims;
-  int highest = 0;
-  while (struct dirent* e = ::readdir(d)) {
-    std::string_view name(e->d_name);
-    if (name.size() <= prefix.size() || name.substr(0, prefix.size()) != prefix) continue;
-    std::string_view digits = name.substr(prefix.size());
-    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string_view::npos) continue;
-    int index = std::stoi(std::string(digits));
-    if (index > keep) {
-      victims.push_back(dir + "/" + std::string(name));
-    } else {
-      highest = std::max(highest, index);
-    }
-  }
-  ::closedir(d);
-  for (const auto& v : victims) (void)::unlink(v.c_str());
-  highest_rotated_ = highest;
+  return files_.WriteRecord(CursorRecord{});
 }
 
 bool LogPipe::Rotate() {
-  active_.Reset();  // not ready again until the rotation is complete
-  int keep = policy_.max_files - 1;
-  if (highest_rotated_ < 0) ScanRotated(keep);
-  // Steps whose source cannot exist are skipped: start with the rename of
-  // the highest existing index, or with the unlink when all slots are used.
-  int first = highest_rotated_ >= keep ? 0 : keep - std::max(highest_rotated_, 0);
-  Status st = RunRotation(keep, first);
+  Status st = files_.Rotate();
+  stats_.rotations = files_.rotations();
   if (dead_) return false;
   if (!st.ok()) {
-    active_.Reset();
-    highest_rotated_ = -1;
-    Fail(st.error().Wrap("rotate '" + log_path_ + "'"));
+    Fail(st.error().Wrap("rotate '" + files_.log_path() + "'"));
     return false;
   }
-  highest_rotated_ = std::min(std::max(highest_rotated_, 0) + 1, keep);
   return true;
-}
-
-Status LogPipe::RunRotation(int keep, int first_step) {
-  for (int s = first_step; s <= keep + 1; ++s) {
-    Record r;
-    r.state = kRotating;
-    r.keep = static_cast<uint32_t>(keep);
-    r.step = static_cast<uint32_t>(s);
-    OUTPOST_RETURN_IF_ERROR(WriteRecord(r));
-    if (Crash(Step::kRotateRecorded)) return OkStatus();
-    if (s == 0) {
-      std::string victim = logfiles::RotatedPath(log_path_, keep);
-      if (::unlink(victim.c_str()) != 0 && errno != ENOENT) return ErrnoError("unlink '" + victim + "'");
-    } else if (s <= keep) {
-      std::string from = logfiles::RotatedPath(log_path_, keep - s);
-      std::string to = logfiles::RotatedPath(log_path_, keep - s + 1);
-      if (::rename(from.c_str(), to.c_str()) != 0 && errno != ENOENT) {
-        return ErrnoError("rename '" + from + "' to '" + to + "'");
-      }
-    } else {
-      OUTPOST_RETURN_IF_ERROR(OpenActive());
-    }
-    if (Crash(Step::kRotateStepDone)) return OkStatus();
-  }
-  OUTPOST_RETURN_IF_ERROR(WriteRecord(Record{}));
-  ++stats_.rotations;
-  return OkStatus();
 }
 
 }  // namespace outpost::logs

@@ -1,8 +1,9 @@
 // One task output stream (stdout or stderr) from its FIFO into rotating log
-// files. Owns: the FIFO's read end, a private scratch pipe, the active log
-// file's fd, the cursor file (a small crash-recovery record) and the hold
-// timer. Does not own: the task's end of the FIFO (OpenWriteEnd hands it to
-// the spawner), the log directory, reading the logs back (task/log_files), or
+// files. Owns: the FIFO's read end (and its loop registration), a private
+// scratch pipe, the hold timer and a Rotator (logs/rotator), which holds the
+// active log file's fd and the cursor file (a small crash-recovery record)
+// and does the rotation. Does not own: the task's end of the FIFO (OpenWriteEnd hands it to
+// the spawner), the log directory, reading the logs back (logs/log_files), or
 // deleting files when a job goes away.
 //
 // The hard requirement: the agent worker can be killed (-9) at any instant,
@@ -12,7 +13,8 @@
 // O_RDWR, so its buffer outlives the worker and the task never sees EPIPE.
 // A byte leaves the FIFO only in the same kernel operation that puts it in a
 // log file (splice), so a crash can never separate "consumed" from
-// "written"; see the comment at the top of log_pipe.cc for the whole argument.
+// "written"; see the comments at the top of log_pipe.cc and rotator.cc for
+// the whole argument.
 //
 // Behaviour in brief (users' view in docs/logs.md):
 //  - Rotation: the active file keeps its name (<task>.stdout), older files
@@ -38,14 +40,10 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/fd.h"
+#include "logs/rotator.h"
 #include "loop/loop.h"
 
 namespace outpost::logs {
-
-struct RotationPolicy {
-  uint64_t max_file_size = 10 << 20;
-  int max_files = 10;  // counts the active file too; 1 = no rotated files kept
-};
 
 struct LogPipeStats {
   uint64_t bytes_written = 0;
@@ -117,12 +115,10 @@ class LogPipe {
   bool crashed() const { return dead_; }
 
  private:
-  struct Record;
-
   LogPipe(Loop* loop, std::string fifo_path, std::string log_path, std::string cursor_path, RotationPolicy policy,
           ErrorCallback on_error, TestHooks hooks);
 
-  Status OpenFifo(uid_t uid, gid_t gid);
+  Result<UniqueFd> OpenFifo(uid_t uid, gid_t gid);
   void OnEvent(uint32_t events);
   void OnHoldTimer();
   void Pump(bool flush, uint64_t budget);
@@ -135,36 +131,22 @@ class LogPipe {
   size_t Consume(size_t len);
   bool EnsureSink();
   Status Recover();
-  Status OpenActive();
-  Status LoadTail();
   bool Rotate();
-  Status RunRotation(int keep, int first_step);
-  void ScanRotated(int keep);
-  Status WriteRecord(const Record& r);
   void Fail(const Error& e);
   bool Crash(Step step);
   uint64_t FifoBytes() const;
 
   Loop* loop_;
   std::string fifo_path_;
-  std::string log_path_;
-  std::string cursor_path_;
-  RotationPolicy policy_;
   ErrorCallback on_error_;
   TestHooks hooks_;
   std::shared_ptr<bool> alive_;  // guards deferred on_error calls
 
-  UniqueFd fifo_;       // read end, O_RDONLY|O_NONBLOCK
+  LoopFd fifo_;         // read end, O_RDONLY|O_NONBLOCK
   UniqueFd scratch_r_;  // private pipe: tee target for peeking
   UniqueFd scratch_w_;
-  UniqueFd cursor_fd_;  // the recovery record
-  UniqueFd active_;     // valid only when the sink is ready (no pending recovery)
-  uint64_t active_inode_ = 0;
-  uint64_t size_ = 0;      // of the active file
-  bool mid_line_ = false;  // the active file ends inside a line
+  Rotator files_;       // the active file, rotated files, cursor file
   bool copy_mode_ = false;
-  int highest_rotated_ = -1;  // highest existing .N (-1: not known, ScanRotated)
-  bool registered_ = false;
 
   std::unique_ptr<char[]> discard_;  // target of consuming reads (copy mode, drops)
   size_t buf_cap_ = 0;

@@ -1,0 +1,242 @@
+// ROTATION ACROSS A KILL AT ANY INSTANT
+//
+// Rotation is the one multi-step change to the log files, so it is the one
+// thing recorded. Before each step the cursor file gets {rotating, keep,
+// step}, and each step is idempotent given only whether its source still
+// exists:
+//   step 0             unlink .keep (the active file when keep == 0)
+//   step s in 1..keep  rename .(keep-s) -> .(keep-s+1)          (.0 = active)
+//   step keep+1        create the active file (open it if it exists)
+// then {idle}. Recovery re-runs the recorded step and the rest. A step whose
+// source is gone has already happened; a rename never replaces a file that
+// must survive, because the previous step vacated its target. A rotation
+// starts at the first step whose source exists (fewer files than max_files:
+// at the rename of the highest index), which changes none of this.
+//
+// The record is one 64-byte pwrite at offset 0, inside one page: a killed
+// writer leaves the old record or the new one (a checksum double-checks).
+// Nothing is fsync'd: this protects against process death, not power loss.
+#include "logs/rotator.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/log.h"
+#include "base/sys.h"
+#include "logs/log_files.h"
+#include "logs/log_pipe.h"
+
+namespace outpost::logs {
+
+namespace {
+
+constexpr size_t kRecordSize = 64;
+constexpr size_t kChecksumAt = kRecordSize - 4;
+constexpr char kMagic[8] = {'O', 'P', 'L', 'O', 'G', 'C', 'R', '1'};
+
+uint32_t Fnv1a(const unsigned char* p, size_t n) {
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 16777619u;
+  return h;
+}
+
+template <typename T>
+void Put(unsigned char* out, size_t at, T v) {
+  std::memcpy(out + at, &v, sizeof v);
+}
+
+template <typename T>
+T Get(const unsigned char* in, size_t at) {
+  T v;
+  std::memcpy(&v, in + at, sizeof v);
+  return v;
+}
+
+// Native byte order: the file never leaves the machine.
+void Encode(const CursorRecord& r, unsigned char* out) {
+  std::memset(out, 0, kRecordSize);
+  std::memcpy(out, kMagic, sizeof kMagic);
+  Put(out, 8, r.state);
+  Put(out, 12, r.keep);
+  Put(out, 16, r.step);
+  Put(out, 24, r.inode);
+  Put(out, 32, r.offset);
+  Put(out, 40, r.length);
+  Put(out, kChecksumAt, Fnv1a(out, kChecksumAt));
+}
+
+bool Decode(const unsigned char* in, CursorRecord* r) {
+  if (std::memcmp(in, kMagic, sizeof kMagic) != 0) return false;
+  if (Get<uint32_t>(in, kChecksumAt) != Fnv1a(in, kChecksumAt)) return false;
+  r->state = Get<uint32_t>(in, 8);
+  r->keep = Get<uint32_t>(in, 12);
+  r->step = Get<uint32_t>(in, 16);
+  r->inode = Get<uint64_t>(in, 24);
+  r->offset = Get<uint64_t>(in, 32);
+  r->length = Get<uint64_t>(in, 40);
+  return r->state <= CursorRecord::kCopyWritten && r->step <= r->keep + 1;
+}
+
+}  // namespace
+
+Rotator::Rotator(std::string log_path, std::string cursor_path, RotationPolicy policy,
+                 std::function<bool(LogPipeStep)> crash)
+    : log_path_(std::move(log_path)),
+      cursor_path_(std::move(cursor_path)),
+      policy_(policy),
+      crash_(std::move(crash)) {}
+
+bool Rotator::Crash(LogPipeStep step) {
+  if (!stopped_ && crash_ && crash_(step)) stopped_ = true;
+  return stopped_;
+}
+
+Result<CursorRecord> Rotator::ReadRecord() {
+  if (!cursor_fd_) {
+    auto fd = sys::Open(cursor_path_, O_RDWR | O_CREAT | O_NONBLOCK | O_NOFOLLOW, 0600);
+    if (!fd.ok()) return fd.error();
+    cursor_fd_ = std::move(*fd);
+  }
+  unsigned char b[kRecordSize];
+  ssize_t n = sys::RetryEintr([&] { return ::pread(cursor_fd_.get(), b, sizeof b, 0); });
+  if (n < 0) return ErrnoError("read '" + cursor_path_ + "'");
+  CursorRecord r;
+  if (n == static_cast<ssize_t>(kRecordSize)) {
+    if (!Decode(b, &r)) {
+      log::Warn("log files: ignoring a damaged cursor record", {{"cursor", cursor_path_}});
+      r = CursorRecord{};
+    }
+  } else if (n != 0) {
+    log::Warn("log files: ignoring a short cursor record", {{"cursor", cursor_path_}});
+  }
+  return r;
+}
+
+Status Rotator::WriteRecord(const CursorRecord& r) {
+  unsigned char b[kRecordSize];
+  Encode(r, b);
+  ssize_t n = sys::RetryEintr([&] { return ::pwrite(cursor_fd_.get(), b, sizeof b, 0); });
+  if (n != static_cast<ssize_t>(sizeof b)) return ErrnoError("write '" + cursor_path_ + "'", n < 0 ? errno : EIO);
+  return OkStatus();
+}
+
+Status Rotator::OpenActive() {
+  // O_RDWR: LoadTail reads the last byte back. Never O_APPEND: splice
+  // refuses it, and every write goes to an explicit offset anyway.
+  auto fd = sys::Open(log_path_, O_RDWR | O_CREAT | O_NONBLOCK | O_NOFOLLOW, 0640);
+  if (!fd.ok()) return fd.error();
+  struct stat st;
+  if (::fstat(fd->get(), &st) != 0) return ErrnoError("stat '" + log_path_ + "'");
+  if (!S_ISREG(st.st_mode)) return Error(Code::kFailedPrecondition, "'" + log_path_ + "' is not a regular file");
+  active_.fd = std::move(*fd);
+  active_.inode = static_cast<uint64_t>(st.st_ino);
+  active_.size = static_cast<uint64_t>(st.st_size);
+  return LoadTail();
+}
+
+Status Rotator::LoadTail() {
+  active_.mid_line = false;
+  if (active_.size == 0) return OkStatus();
+  char last;
+  ssize_t n = sys::RetryEintr(
+      [&] { return ::pread(active_.fd.get(), &last, 1, static_cast<off_t>(active_.size - 1)); });
+  if (n != 1) return ErrnoError("read '" + log_path_ + "'", n < 0 ? errno : EIO);
+  active_.mid_line = last != '\n';
+  return OkStatus();
+}
+
+Status Rotator::Truncate(uint64_t size) {
+  if (::ftruncate(active_.fd.get(), static_cast<off_t>(size)) != 0) {
+    return ErrnoError("truncate '" + log_path_ + "'");
+  }
+  active_.size = size;
+  return LoadTail();
+}
+
+Status Rotator::Resume(const CursorRecord& r) {
+  highest_rotated_ = -1;  // rescan at the next rotation
+  return Run(static_cast<int>(r.keep), static_cast<int>(r.step));
+}
+
+// Lists the rotated files once per Rotator (at its first rotation, or after
+// a rotation resumed by recovery): deletes those with an index above keep
+// (left by a run with a larger max_files) and notes the highest index left,
+// so a rotation only renames files that exist.
+void Rotator::ScanRotated(int keep) {
+  std::string dir = sys::Dirname(log_path_);
+  std::string prefix = sys::Basename(log_path_) + ".";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;  // the rotation reports the real error
+  std::vector<std::string> victims;
+  int highest = 0;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string_view name(e->d_name);
+    if (name.size() <= prefix.size() || name.substr(0, prefix.size()) != prefix) continue;
+    std::string_view digits = name.substr(prefix.size());
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string_view::npos) continue;
+    int index = std::stoi(std::string(digits));
+    if (index > keep) {
+      victims.push_back(dir + "/" + std::string(name));
+    } else {
+      highest = std::max(highest, index);
+    }
+  }
+  ::closedir(d);
+  for (const auto& v : victims) (void)::unlink(v.c_str());
+  highest_rotated_ = highest;
+}
+
+Status Rotator::Rotate() {
+  active_.fd.Reset();  // not ready again until the rotation is complete
+  int keep = policy_.max_files - 1;
+  if (highest_rotated_ < 0) ScanRotated(keep);
+  // Steps whose source cannot exist are skipped: start with the rename of
+  // the highest existing index, or with the unlink when all slots are used.
+  int first = highest_rotated_ >= keep ? 0 : keep - std::max(highest_rotated_, 0);
+  Status st = Run(keep, first);
+  if (stopped_) return OkStatus();
+  if (!st.ok()) {
+    active_.fd.Reset();
+    highest_rotated_ = -1;
+    return st;
+  }
+  highest_rotated_ = std::min(std::max(highest_rotated_, 0) + 1, keep);
+  return OkStatus();
+}
+
+Status Rotator::Run(int keep, int first_step) {
+  for (int s = first_step; s <= keep + 1; ++s) {
+    CursorRecord r;
+    r.state = CursorRecord::kRotating;
+    r.keep = static_cast<uint32_t>(keep);
+    r.step = static_cast<uint32_t>(s);
+    OUTPOST_RETURN_IF_ERROR(WriteRecord(r));
+    if (Crash(LogPipeStep::kRotateRecorded)) return OkStatus();
+    if (s == 0) {
+      std::string victim = logfiles::RotatedPath(log_path_, keep);
+      if (::unlink(victim.c_str()) != 0 && errno != ENOENT) return ErrnoError("unlink '" + victim + "'");
+    } else if (s <= keep) {
+      std::string from = logfiles::RotatedPath(log_path_, keep - s);
+      std::string to = logfiles::RotatedPath(log_path_, keep - s + 1);
+      if (::rename(from.c_str(), to.c_str()) != 0 && errno != ENOENT) {
+        return ErrnoError("rename '" + from + "' to '" + to + "'");
+      }
+    } else {
+      OUTPOST_RETURN_IF_ERROR(OpenActive());
+    }
+    if (Crash(LogPipeStep::kRotateStepDone)) return OkStatus();
+  }
+  OUTPOST_RETURN_IF_ERROR(WriteRecord(CursorRecord{}));
+  ++rotations_;
+  return OkStatus();
+}
+
+}  // namespace outpost::logs

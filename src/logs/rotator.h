@@ -1,0 +1,94 @@
+// The file side of one log stream (logs/log_pipe): the active log file, its
+// rotated predecessors (<log>.1 newest .. <log>.N-1) and the cursor file,
+// whose one record lets a new worker finish what a killed one was doing (a
+// rotation step, or a copy-mode write). Owns the active file's fd and the
+// cursor file's fd. Does not own the FIFO or decide what goes into the files:
+// LogPipe writes through active() and records its copy-mode writes with
+// WriteRecord. How a rotation survives a kill at any instant: see the comment
+// at the top of rotator.cc.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "base/error.h"
+#include "base/fd.h"
+
+namespace outpost::logs {
+
+struct RotationPolicy {
+  uint64_t max_file_size = 10 << 20;
+  int max_files = 10;  // counts the active file too; 1 = no rotated files kept
+};
+
+enum class LogPipeStep;  // logs/log_pipe.h: the test seams' crash points
+
+// The cursor file's record.
+struct CursorRecord {
+  enum State : uint32_t { kIdle = 0, kRotating = 1, kCopyPending = 2, kCopyWritten = 3 };
+  uint32_t state = kIdle;
+  uint32_t keep = 0;  // rotated files kept, at the time of the rotation
+  uint32_t step = 0;
+  uint64_t inode = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+class Rotator {
+ public:
+  // The active file. fd is valid only when the files are ready for writing
+  // (no rotation or recovery pending); the writer advances size and mid_line.
+  struct Active {
+    UniqueFd fd;
+    uint64_t inode = 0;
+    uint64_t size = 0;
+    bool mid_line = false;  // the file ends inside a line
+  };
+
+  // crash: the owner's crash-point check; once it returns true the rotator
+  // stops where it is, as if the process had been killed.
+  Rotator(std::string log_path, std::string cursor_path, RotationPolicy policy,
+          std::function<bool(LogPipeStep)> crash);
+
+  Active& active() { return active_; }
+  bool ready() const { return active_.fd.valid(); }
+  const std::string& log_path() const { return log_path_; }
+  const RotationPolicy& policy() const { return policy_; }
+  uint64_t rotations() const { return rotations_; }  // completed ones
+
+  // Opens (or creates) the cursor file on first use and reads its record. A
+  // damaged or short record reads as idle (with a warning).
+  Result<CursorRecord> ReadRecord();
+  Status WriteRecord(const CursorRecord& r);
+  // Opens or creates the active file; its size counts toward the limit.
+  Status OpenActive();
+  // Cuts the active file back to size bytes.
+  Status Truncate(uint64_t size);
+  // Finishes the rotation r (state kRotating) from its recorded step.
+  Status Resume(const CursorRecord& r);
+  // The active file becomes .1, .1 becomes .2 and so on, the oldest beyond
+  // max_files is deleted and a new active file is created. Not ready() until
+  // it completes; after a failure the record still names the step, so
+  // recovery (ReadRecord, Resume) finishes it.
+  Status Rotate();
+
+ private:
+  Status LoadTail();
+  void ScanRotated(int keep);
+  Status Run(int keep, int first_step);
+  bool Crash(LogPipeStep step);
+
+  std::string log_path_;
+  std::string cursor_path_;
+  RotationPolicy policy_;
+  std::function<bool(LogPipeStep)> crash_;
+  bool stopped_ = false;
+
+  UniqueFd cursor_fd_;
+  Active active_;
+  int highest_rotated_ = -1;  // highest existing .N (-1: not known, ScanRotated)
+  uint64_t rotations_ = 0;
+};
+
+}  // namespace outpost::logs

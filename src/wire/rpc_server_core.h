@@ -1,0 +1,146 @@
+// The ttRPC server's internals (wire/rpc_server), shared by its two halves:
+// rpc_server.cc (listener, admission, timeouts, options, the public classes)
+// and rpc_server_conn.cc (per-connection I/O, framing and dispatch of calls).
+// Not for use outside wire/rpc_server*.
+#pragma once
+
+#include <sys/types.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/error.h"
+#include "base/fd.h"
+#include "base/log.h"
+#include "base/sys.h"
+#include "loop/loop.h"
+#include "wire/codec.h"
+#include "wire/deadline_queue.h"
+#include "wire/frame.h"
+#include "wire/rpc_server.h"
+
+namespace outpost::wire {
+
+constexpr int64_t kNever = INT64_MAX;
+
+inline int64_t AddSaturating(int64_t a, int64_t b) {
+  if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
+  if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
+  return a + b;
+}
+
+struct ServerConn {
+  uint64_t id = 0;
+  LoopFd fd;  // registered with the loop while the connection is open
+  sys::PeerCred peer{};
+  FrameReader reader;
+  WriteQueue out;
+  std::unordered_map<uint32_t, int64_t> pending;  // stream id -> deadline (0 = none)
+  uint32_t last_stream = 0;
+  uint32_t events = 0;        // epoll interest currently registered
+  int64_t last_activity = 0;  // last time bytes moved either way
+  int64_t frame_started = 0;  // a partial frame has been waiting since; 0 = none
+  bool write_paused = false;  // backpressure, with hysteresis
+  bool read_eof = false;
+  bool closed = false;
+  bool dispatching = false;     // replies queue up; ProcessFrames flushes them
+  bool has_unprocessed = false; // frames left in the reader while paused
+  bool resume_scheduled = false;
+};
+
+// The server's state, shared with Responders through weak_ptrs so a reply
+// can outlive the server (it is then dropped).
+class RpcServerCore : public std::enable_shared_from_this<RpcServerCore> {
+ public:
+  RpcServerCore(Loop* loop, ServerOptions options)
+      : loop_(loop),
+        opts_(std::move(options)),
+        deadlines_(loop, [this](const DeadlineEntry& e) { OnDeadline(e); }) {}
+
+  // Watches listen_fd (none: an invalid fd) for connections to accept.
+  Status Start(UniqueFd listen_fd);
+  void Shutdown();
+  void Register(std::string service, std::string method, Handler handler) {
+    services_[std::move(service)][std::move(method)] = std::make_shared<Handler>(std::move(handler));
+  }
+  Result<uint64_t> Admit(UniqueFd fd);
+  void SetOptions(ServerOptions options);
+  const ServerOptions& options() const { return opts_; }
+  size_t connection_count() const { return conns_.size(); }
+  ServerStats stats() const;
+
+  // From Responder.
+  void Reply(uint64_t conn_id, uint32_t stream, const Response& resp);
+  bool IsPending(uint64_t conn_id, uint32_t stream) const;
+
+ private:
+  // Keeps the core alive and closed connections' memory valid until the
+  // outermost entry point returns: handlers may close connections (even
+  // destroy the server) while frames of that connection are being handled.
+  class Scope {
+   public:
+    explicit Scope(RpcServerCore* core) : core_(core->shared_from_this()) { ++core_->depth_; }
+    ~Scope() {
+      if (--core_->depth_ == 0) core_->graveyard_.clear();
+    }
+
+   private:
+    std::shared_ptr<RpcServerCore> core_;
+  };
+
+  ServerConn* Find(uint64_t id) const {
+    auto it = conns_.find(id);
+    return it == conns_.end() ? nullptr : it->second.get();
+  }
+  bool Allowed(uid_t uid) const {
+    return opts_.allow_any_uid || std::find(opts_.allowed_uids.begin(), opts_.allowed_uids.end(), uid) !=
+                                      opts_.allowed_uids.end();
+  }
+
+  // rpc_server.cc
+  void OnAcceptable();
+  void CloseConn(ServerConn* c, log::Level level, const std::string& reason);
+  int64_t Expiry(const ServerConn* c) const;
+  void ArmSweep(int64_t at);
+  void Sweep();
+
+  // rpc_server_conn.cc
+  void OnConnEvent(uint64_t id, uint32_t events);
+  void ReadOnce(ServerConn* c);
+  void ProcessFrames(ServerConn* c);
+  void HandleFrame(ServerConn* c, const Frame& f, Request* req);
+  void HandleRequest(ServerConn* c, const Frame& f, Request* req);
+  void SendError(ServerConn* c, uint32_t stream, const Error& err);
+  void Send(ServerConn* c, uint32_t stream, const Response& resp);
+  void AfterIo(ServerConn* c);
+  bool Flush(ServerConn* c);
+  void UpdateInterest(ServerConn* c);
+  void OnDeadline(const DeadlineEntry& e);
+
+  Loop* loop_;
+  LoopFd listen_;
+  ServerOptions opts_;
+  std::map<std::string, std::map<std::string, std::shared_ptr<Handler>, std::less<>>, std::less<>> services_;
+  std::unordered_map<uint64_t, std::unique_ptr<ServerConn>> conns_;
+  std::vector<std::unique_ptr<ServerConn>> graveyard_;
+  uint64_t next_conn_id_ = 1;
+  size_t total_pending_ = 0;
+  DeadlineQueue deadlines_;
+  Loop::TimerId sweep_timer_ = 0;
+  int64_t sweep_at_ = 0;
+  Loop::TimerId accept_timer_ = 0;
+  int depth_ = 0;
+  bool shut_down_ = false;
+  uint64_t accepted_ = 0;
+  uint64_t refused_ = 0;
+  uint64_t calls_ = 0;
+};
+
+}  // namespace outpost::wire
