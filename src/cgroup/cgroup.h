@@ -149,8 +149,7 @@ class OomWatcher {
 
  private:
   struct Impl;
-  explicit OomWatcher(Loop* loop);
-  Loop* loop_;
+  OomWatcher();
   std::unique_ptr<Impl> impl_;
 };
 

@@ -175,12 +175,12 @@ void OomWatcher::Impl::OnReadable() {
   }
 }
 
-OomWatcher::OomWatcher(Loop* loop) : loop_(loop), impl_(std::make_unique<Impl>()) {}
+OomWatcher::OomWatcher() : impl_(std::make_unique<Impl>()) {}
 
 Result<std::unique_ptr<OomWatcher>> OomWatcher::Create(Loop* loop) {
   int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (fd < 0) return ErrnoError("inotify_init1");
-  std::unique_ptr<OomWatcher> w(new OomWatcher(loop));
+  std::unique_ptr<OomWatcher> w(new OomWatcher());
   Impl* impl = w->impl_.get();
   auto watched = LoopFd::Watch(loop, UniqueFd(fd), EPOLLIN, [impl](uint32_t) { impl->OnReadable(); });
   if (!watched.ok()) return watched.error();
