@@ -38,6 +38,7 @@ picojson::value TaskJson(const outpost_v1_JobTaskInfo& t) {
   o["restarts"] = picojson::value(static_cast<int64_t>(t.restarts));
   o["failed"] = picojson::value(t.failed);
   o["completed"] = picojson::value(t.completed);
+  o["healthy"] = picojson::value(t.healthy);
   o["reason"] = picojson::value(PbString(t.reason));
   o["last_exit"] = picojson::value(PbString(t.last_exit));
   o["next_start_at"] = picojson::value(Time(t.next_start_unix_nanos));

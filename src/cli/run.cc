@@ -1,12 +1,12 @@
 // `outpost run` (submit a job spec and wait for its tasks) and
 // `outpost update` (change live limits through the job's spec).
-#include <unistd.h>
-
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "base/clock.h"
+#include "base/json.h"
 #include "base/pb.h"
 #include "base/strings.h"
 #include "base/sys.h"
@@ -16,22 +16,28 @@
 #include "cli/util.h"
 #include "job.pb.h"
 #include "job/spec.h"
+#include "task.pb.h"
 
 namespace outpost::cli {
 
 const char kRunHelp[] =
-    "Usage: outpost run -f FILE|- [--detach] [--timeout DUR]\n"
+    "Usage: outpost run -f FILE|- [--detach] [--timeout DUR] [--min-healthy-time DUR]\n"
     "\n"
     "Submits a job spec (JSON, docs/job-spec.md) to the agent: a new job is\n"
     "started; an existing one (same id) is updated, restarting only the tasks\n"
     "whose spec changed. The spec is validated first: every problem is listed\n"
-    "with its JSON path and nothing changes. Then waits until the job's tasks\n"
-    "run (or it completes or fails) and prints them.\n"
+    "with its JSON path and nothing changes. Then follows the job's events\n"
+    "until it is running with every main task and sidecar healthy (up for the\n"
+    "job's min_healthy_time), or it completes or fails, and prints its tasks.\n"
+    "A task that exits right away is never reported as running.\n"
     "\n"
     "Options:\n"
     "  -f FILE         the job spec; - reads it from stdin\n"
     "  --detach, -d    return once the spec is accepted\n"
     "  --timeout DUR   how long to wait for the tasks (default 60s)\n"
+    "  --min-healthy-time DUR\n"
+    "                  sets the spec's min_healthy_time: how long a task must\n"
+    "                  stay up to count as healthy (default 1s; 0s: once started)\n"
     "\n"
     "Exit codes: 0 running/complete; 1 a task failed, not running in time,\n"
     "or refused (max_jobs reached, the id belongs to a jobs.d file); 2 invalid\n"
@@ -40,6 +46,7 @@ const char kRunHelp[] =
     "Examples:\n"
     "  outpost run -f examples/hello.json\n"
     "  outpost run -f web.json --detach\n"
+    "  outpost run -f web.json --min-healthy-time 10s\n"
     "  generate-spec | outpost run -f -\n";
 
 const char kUpdateHelp[] =
@@ -83,18 +90,96 @@ Result<std::string> ReadSpec(const std::string& path) {
   return text;
 }
 
-// No task is on its way to another state: each runs or has ended for good.
-bool Settled(const JobInfo& j) {
-  for (pb_size_t i = 0; i < j.tasks_count; i++) {
-    std::string st = PbString(j.tasks[i].state);
-    if (st != "running" && st != "dead") return false;
-  }
-  return j.tasks_count > 0;
+// The spec text with the job's min_healthy_time set to value. A text that
+// is not a JSON object goes to the agent unchanged: its error names the
+// problem the way it does without the flag.
+std::string WithMinHealthyTime(const std::string& text, const std::string& value) {
+  auto doc = json::Parse(text);
+  if (!doc.ok() || !doc->is<picojson::object>()) return text;
+  doc->get<picojson::object>()["min_healthy_time"] = picojson::value(value);
+  return doc->serialize();
 }
 
+enum class Outcome { kWaiting, kUp, kFailed };
+
+// A task that is meant to keep running: a main task or a sidecar.
+bool LongRunning(const outpost_v1_JobTaskInfo& t) {
+  return t.sidecar || std::strcmp(t.lifecycle ? t.lifecycle : "", "main") == 0;
+}
+
+// Up: the job completed, or it runs and each long-running task is healthy
+// (up for min_healthy_time; a main task that completed counts too). A task
+// that exits at once is never healthy, so it is never taken as running.
+// Failed: the job failed, a task failed for good, or the job was stopped.
+Outcome Judge(const JobInfo& j, bool saw_failed) {
+  std::string status = PbString(j.status);
+  if (status == "complete") return Outcome::kUp;
+  if (status == "failed" || saw_failed || PbString(j.desired) == "stopped") return Outcome::kFailed;
+  for (pb_size_t i = 0; i < j.tasks_count; i++) {
+    if (j.tasks[i].failed) return Outcome::kFailed;
+  }
+  if (status != "running") return Outcome::kWaiting;
+  for (pb_size_t i = 0; i < j.tasks_count; i++) {
+    const outpost_v1_JobTaskInfo& t = j.tasks[i];
+    if (LongRunning(t) && !t.healthy && !(t.completed && !t.sidecar)) return Outcome::kWaiting;
+  }
+  return Outcome::kUp;
+}
+
+// Waits for the job to be up or to fail, deciding after each batch of its
+// events (long-polled from events_seq, the last event before the
+// submission) from the job's state; prints the job and returns the exit code.
+int WaitForJob(const GlobalOptions& g, const std::string& id, uint64_t events_seq, int64_t timeout) {
+  int64_t deadline = MonotonicNanos() + timeout;
+  uint64_t after = events_seq;
+  std::string failed_event;  // "task t failed: ...", from the first `failed` event
+  for (;;) {
+    int code = 0;
+    PbOwned<JobInfo> j(outpost_v1_JobInfo_fields);
+    if (!InspectJob(g, id, &j, &code)) return code;
+    Outcome outcome = Judge(*j, !failed_event.empty());
+    int64_t left = deadline - MonotonicNanos();
+    if (outcome != Outcome::kWaiting || left <= 0) {
+      std::string status = PbString(j->status);
+      if (g.json) {
+        PrintJson(JobJson(*j));
+      } else {
+        std::printf("job %s %s %s\n", id.c_str(), status == "failed" ? "has" : "is", status.c_str());
+        PrintTaskTable(*j, "  ");
+      }
+      if (outcome == Outcome::kUp) return kExitOk;
+      std::string see = "; see `outpost inspect " + id + "` and `outpost events " + id + "`";
+      std::string failed = FailedTasks(*j);
+      if (failed.empty()) failed = failed_event;
+      if (!failed.empty()) return Fail(kExitFailure, "job " + id + " " + status + ": " + failed + see);
+      if (outcome == Outcome::kFailed) return Fail(kExitFailure, "job " + id + " was stopped while waiting" + see);
+      return Fail(kExitFailure, "job " + id + " is not running after " + FormatDuration(timeout) + " (status " +
+                                    status + ")" + see);
+    }
+    // Nothing changes without an event of the job: wait for the next ones.
+    outpost_v1_WatchEventsRequest req = outpost_v1_WatchEventsRequest_init_zero;
+    req.after_seq = after;
+    req.job = PbStr(id);
+    req.wait_nanos = std::min<int64_t>(left, 30 * kNanosPerSecond);
+    auto reply = CallAgent(g, "WatchEvents", *PbEncode(outpost_v1_WatchEventsRequest_fields, &req, "WatchEventsRequest"),
+                           &code, req.wait_nanos + kDefaultCallTimeoutNanos);
+    if (!reply.ok()) return code;
+    PbOwned<outpost_v1_WatchEventsResponse> resp(outpost_v1_WatchEventsResponse_fields);
+    if (!resp.Decode(*reply, "WatchEventsResponse").ok()) return Fail(kExitFailure, "bad reply from the agent");
+    for (pb_size_t i = 0; i < resp->events_count; i++) {
+      const outpost_v1_TaskEvent& e = resp->events[i];
+      if (failed_event.empty() && PbString(e.type) == "failed") {
+        failed_event = "task " + PbString(e.task_name) + " " + PbString(e.message);
+      }
+      after = std::max(after, e.seq);
+    }
+    // No event of this job up to last_seq: the next wait starts there.
+    if (resp->events_count == 0) after = std::max(after, resp->last_seq);
+  }
+}
 
 int Run(const GlobalOptions& g, const std::vector<std::string>& in) {
-  auto a = ParseArgs(in, {"-f", "--file", "--timeout"}, {"--detach", "-d"});
+  auto a = ParseArgs(in, {"-f", "--file", "--timeout", "--min-healthy-time"}, {"--detach", "-d"});
   if (!a.ok()) return UsageError(a.error().message(), "run");
   const std::string* file = a->Get("-f") ? a->Get("-f") : a->Get("--file");
   if (!file && a->pos.size() == 1) file = &a->pos[0];
@@ -106,8 +191,15 @@ int Run(const GlobalOptions& g, const std::vector<std::string>& in) {
     if (!d.ok()) return UsageError("--timeout: " + d.error().message(), "run");
     timeout = *d;
   }
+  const std::string* min_healthy = a->Get("--min-healthy-time");
+  if (min_healthy) {
+    auto d = ParseDuration(*min_healthy);
+    if (!d.ok()) return UsageError("--min-healthy-time: " + d.error().message(), "run");
+    if (*d < 0 || *d > 3600 * kNanosPerSecond) return UsageError("--min-healthy-time: must be between 0s and 1h", "run");
+  }
   auto text = ReadSpec(*file);
   if (!text.ok()) return Fail(kExitUsage, text.error().message());
+  if (min_healthy) *text = WithMinHealthyTime(*text, *min_healthy);
   outpost_v1_SubmitJobRequest req = outpost_v1_SubmitJobRequest_init_zero;
   req.spec_json = PbStr(*text);
   int code = 0;
@@ -149,29 +241,8 @@ int Run(const GlobalOptions& g, const std::vector<std::string>& in) {
     if (g.json) PrintJson(JobJson(resp->job));
     return kExitOk;
   }
-  // Wait until the job runs (or completes), fails, or the timeout passes.
-  int64_t deadline = MonotonicNanos() + timeout;
-  for (;;) {
-    PbOwned<JobInfo> j(outpost_v1_JobInfo_fields);
-    if (!InspectJob(g, id, &j, &code)) return code;
-    std::string status = PbString(j->status);
-    bool ok = status == "running" || status == "complete";
-    if (ok || status == "failed" || Settled(*j) || MonotonicNanos() >= deadline) {
-      if (g.json) {
-        PrintJson(JobJson(*j));
-      } else {
-        std::printf("job %s %s %s\n", id.c_str(), status == "failed" ? "has" : "is", status.c_str());
-        PrintTaskTable(*j, "  ");
-      }
-      if (ok) return kExitOk;
-      std::string see = "; see `outpost inspect " + id + "` and `outpost events " + id + "`";
-      std::string failed = FailedTasks(*j);
-      if (!failed.empty()) return Fail(kExitFailure, "job " + id + " " + status + ": " + failed + see);
-      return Fail(kExitFailure, "job " + id + " is not running after " + FormatDuration(timeout) + " (status " +
-                                    status + ")" + see);
-    }
-    usleep(100000);
-  }
+  std::fflush(stdout);
+  return WaitForJob(g, id, resp->events_seq, timeout);
 }
 
 // ---- update (live limits) -----------------------------------------------------
