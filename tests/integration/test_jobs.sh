@@ -359,10 +359,12 @@ test_job_events_filtering() {
 
 test_job_agent_kill_recovers_jobs() {
   jt_start
+  # short exits after 2s, again and again; with min_healthy_time 0s run
+  # returns once the tasks started, so short is found running in its first 2s.
   jt_job p "$(jt_sleeper live)" \
-    "$(JT_EXTRA='"restart": {"policy": "on-failure", "delay": "1s"}' jt_task short /bin/sh -c 'sleep 1; exit 1')" \
-    | op run -f - >/dev/null || fail "run p"
-  jt_job s "$(jt_sleeper t)" | op run -f - >/dev/null || fail "run s"
+    "$(JT_EXTRA='"restart": {"policy": "on-failure", "delay": "1s"}' jt_task short /bin/sh -c 'sleep 2; exit 1')" \
+    | op run --min-healthy-time 0s -f - >/dev/null || fail "run p"
+  jt_job s "$(jt_sleeper t)" | op run --min-healthy-time 0s -f - >/dev/null || fail "run s"
   expect_exit 0 op stop s --timeout 1s
   local live short k w
   wait_for 5 jt_running_pid p/short >/dev/null
