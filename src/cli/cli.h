@@ -1,5 +1,6 @@
 // Command-line front end of the multi-call binary. Owns: global options,
-// the command table, help texts and exit codes. `outpost agent` runs the
+// the command table, `outpost help` and exit codes; each command family's
+// file owns its commands' help texts. `outpost agent` runs the
 // agent (agent/agent.h); every other command is a client of the API socket.
 //
 // Exit codes (README "Exit codes"): 0 success, 1 the operation failed,
@@ -32,6 +33,13 @@ struct Command {
 };
 
 int Main(int argc, char** argv);
+
+// Help texts, each defined by the file of its command family.
+extern const char kRunHelp[], kUpdateHelp[];                                           // run.cc
+extern const char kPsHelp[], kInspectHelp[], kStopHelp[], kRmHelp[], kRestartHelp[];  // jobs.cc
+extern const char kTaskHelp[], kExecHelp[], kSignalHelp[];                             // task_cmds.cc
+extern const char kLogsHelp[], kEventsHelp[], kStatsHelp[];                            // observe.cc
+extern const char kStatusHelp[], kVersionHelp[];                                       // status.cc
 
 // Commands (one file per family).
 int RunStatus(const GlobalOptions& opts, const std::vector<std::string>& args);

@@ -11,6 +11,23 @@
 
 namespace outpost::cli {
 
+const char kStatusHelp[] =
+    "Usage: outpost status [--json] [--socket PATH]\n"
+    "\n"
+    "Asks the running agent for its version, pid, uptime, configuration and\n"
+    "which features are enabled. Exits 3 when no agent answers on the socket.\n"
+    "\n"
+    "Examples:\n"
+    "  outpost status\n"
+    "  outpost status --json | jq .pid\n"
+    "  outpost --socket ./run/outpost.sock status\n";
+
+const char kVersionHelp[] =
+    "Usage: outpost version [--json]\n"
+    "\n"
+    "Prints the version of this binary (it does not contact the agent;\n"
+    "`outpost status` shows the running agent's version).\n";
+
 namespace {
 
 std::string HumanUptime(int64_t nanos) {

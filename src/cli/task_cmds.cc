@@ -1,7 +1,5 @@
-// `outpost task ...`, `outpost logs`, `outpost events`: bare tasks by id.
-// (Jobs, a later layer, name tasks JOB/TASK.)
-#include <unistd.h>
-
+// `outpost task ...`: bare tasks by id; `outpost exec` and `outpost signal`,
+// which address a job's task as JOB/TASK through the same task API.
 #include <cstdio>
 
 #include "base/clock.h"
@@ -11,10 +9,66 @@
 #include "cli/cli.h"
 #include "cli/client.h"
 #include "cli/util.h"
-#include "job.pb.h"
 #include "task.pb.h"
 
 namespace outpost::cli {
+
+const char kTaskHelp[] =
+    "Usage: outpost task COMMAND [ARGS...]\n"
+    "\n"
+    "Bare tasks, addressed by id, outside any job (no restart policy; see\n"
+    "`outpost help run` for jobs).\n"
+    "\n"
+    "Commands:\n"
+    "  run [OPTIONS] [--] CMD [ARGS...]   start a task; prints its id\n"
+    "      --id ID             task id (default: generated)\n"
+    "      --name NAME         task name, used for log file names (default: the id)\n"
+    "      --user USER         user name or uid (default: the agent's user)\n"
+    "      --group GROUP       group name or gid (default: the user's group)\n"
+    "      --workdir DIR       absolute working dir (default: the task's private dir)\n"
+    "      --env NAME=VALUE    environment variable (repeatable)\n"
+    "      --rlimit NAME=SOFT[:HARD]  resource limit, e.g. nofile=1024 (repeatable)\n"
+    "      --kill-signal SIG   signal sent by stop (default SIGTERM)\n"
+    "      --kill-timeout DUR  wait before SIGKILL on stop (default 5s)\n"
+    "      --max-files N       log files kept per stream (default 10)\n"
+    "      --max-file-size SZ  size of one log file (default 10MiB)\n"
+    "  ls                                  list tasks\n"
+    "  inspect ID                          details and exit result\n"
+    "  stop ID [--timeout DUR] [--signal SIG]   signal, wait, then SIGKILL\n"
+    "  rm ID [--force]                     forget a task (--force kills a running one)\n"
+    "  signal ID SIG                       send a signal to the task's process group\n"
+    "  exec ID [--timeout DUR] [--] CMD... run a command as the task (same user, env, dir);\n"
+    "                                      exits with the command's exit code\n"
+    "  stats ID                            memory and CPU use\n"
+    "\n"
+    "Examples:\n"
+    "  outpost task run --id web -- /usr/bin/httpd -f -p 8080\n"
+    "  outpost task stop web --timeout 10s\n"
+    "  outpost task exec web -- cat /proc/self/status\n"
+    "  outpost --json task ls\n";
+
+const char kExecHelp[] =
+    "Usage: outpost exec [--timeout DUR] JOB/TASK -- CMD [ARGS...]\n"
+    "\n"
+    "Runs a command as the task runs (same user, environment and working\n"
+    "dir) and prints its output; exits with the command's exit code. With\n"
+    "--json it prints {exit_code, output, truncated} and exits 0 once the\n"
+    "command ran.\n"
+    "\n"
+    "Examples:\n"
+    "  outpost exec web/api -- cat /proc/self/status\n"
+    "  outpost exec --timeout 5s web/api -- /bin/sh -c 'ls -l'\n";
+
+const char kSignalHelp[] =
+    "Usage: outpost signal JOB/TASK SIGNAL\n"
+    "\n"
+    "Sends a signal (a name such as HUP or SIGHUP, or a number) to the\n"
+    "task's process group. What the task does then is up to it (and to its\n"
+    "restart policy if it exits).\n"
+    "\n"
+    "Examples:\n"
+    "  outpost signal web/api HUP\n"
+    "  outpost signal web/api SIGUSR1\n";
 
 namespace {
 
@@ -218,7 +272,6 @@ int TaskRemove(const GlobalOptions& g, const std::vector<std::string>& in) {
   return kExitOk;
 }
 
-}  // namespace
 
 int TaskSignal(const GlobalOptions& g, const std::vector<std::string>& in, const char* name) {
   if (in.size() != 2) return UsageError(std::string(name) + " needs a task and a signal", name);
@@ -273,8 +326,6 @@ int TaskExec(const GlobalOptions& g, const std::vector<std::string>& in, const c
   return resp->exit_code;
 }
 
-namespace {
-
 int TaskStatsCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
   if (in.size() != 1) return UsageError("task stats needs exactly one task id", "task");
   int code = 0;
@@ -317,107 +368,15 @@ int RunTask(const GlobalOptions& g, const std::vector<std::string>& args) {
   return UsageError("unknown task subcommand \"" + sub + "\"", "task");
 }
 
-int RunLogs(const GlobalOptions& g, const std::vector<std::string>& in) {
-  auto a = ParseArgs(in, {"--tail", "-n"}, {"-f", "--follow", "--stderr"});
-  if (!a.ok()) return UsageError(a.error().message(), "logs");
-  if (a->pos.size() != 1) return UsageError("logs needs one JOB/TASK (or the id of a bare task)", "logs");
-  bool follow = a->Has("-f") || a->Has("--follow");
-  int32_t tail = follow ? 10 : -1;
-  const std::string* t = a->Get("--tail") ? a->Get("--tail") : a->Get("-n");
-  if (t) {
-    auto n = ParseInt(*t, 0, 1000000);
-    if (!n.ok()) return UsageError("--tail: " + n.error().message(), "logs");
-    tail = static_cast<int32_t>(*n);
+int RunExec(const GlobalOptions& g, const std::vector<std::string>& a) { return TaskExec(g, a, "exec"); }
+int RunSignal(const GlobalOptions& g, const std::vector<std::string>& a) {
+  int code = TaskSignal(g, a, "signal");
+  if (code == kExitOk && a.size() == 2) {
+    if (g.json) PrintJson(picojson::value(picojson::object{{"signalled", picojson::value(a[0])},
+                                                           {"signal", picojson::value(a[1])}}));
+    else std::printf("sent %s to %s\n", a[1].c_str(), a[0].c_str());
   }
-  std::string id = a->pos[0];
-  outpost_v1_ReadLogsRequest req = outpost_v1_ReadLogsRequest_init_zero;
-  req.id = PbStr(id);
-  req.stderr = a->Has("--stderr");
-  req.tail_lines = tail;
-  for (;;) {
-    int code = 0;
-    auto reply = CallAgent(g, "ReadLogs", *PbEncode(outpost_v1_ReadLogsRequest_fields, &req, "ReadLogsRequest"), &code,
-                           40 * kNanosPerSecond);
-    if (!reply.ok()) return code;
-    PbOwned<outpost_v1_ReadLogsResponse> resp(outpost_v1_ReadLogsResponse_fields);
-    if (!resp.Decode(*reply, "ReadLogsResponse").ok()) return Fail(kExitFailure, "bad reply from the agent");
-    if (resp->data) {
-      if (std::fwrite(resp->data->bytes, 1, resp->data->size, stdout) != resp->data->size) return kExitFailure;
-      std::fflush(stdout);
-    }
-    bool more = resp->data && resp->data->size > 0;
-    if (!follow && !more) return kExitOk;
-    if (!follow && !req.has_cursor) {
-      // Without -f: keep reading until the end of what is there now.
-      req.has_cursor = true;
-      req.cursor = resp->cursor;
-      req.wait_nanos = 0;
-      continue;
-    }
-    if (follow && resp->task_exited && !more && req.has_cursor) return kExitOk;
-    req.has_cursor = true;
-    req.cursor = resp->cursor;
-    req.wait_nanos = follow ? 30 * kNanosPerSecond : 0;
-  }
-}
-
-int RunEvents(const GlobalOptions& g, const std::vector<std::string>& in) {
-  auto a = ParseArgs(in, {}, {"-f", "--follow"});
-  if (!a.ok()) return UsageError(a.error().message(), "events");
-  if (a->pos.size() > 1) return UsageError("events takes at most one JOB, JOB/TASK or task id", "events");
-  bool follow = a->Has("-f") || a->Has("--follow");
-  std::string task = a->pos.empty() ? "" : a->pos[0], job;
-  if (!task.empty() && task.find('/') == std::string::npos) {
-    // A job's events, if there is such a job; else a bare task's.
-    outpost_v1_JobIdRequest jr = outpost_v1_JobIdRequest_init_zero;
-    jr.id = PbStr(task);
-    int code = 0;
-    GlobalOptions quiet = g;
-    auto reply = CallAgentQuiet(quiet, "InspectJob", *PbEncode(outpost_v1_JobIdRequest_fields, &jr, "JobIdRequest"),
-                                &code);
-    if (reply.ok()) {
-      job = task;
-      task.clear();
-    } else if (code == kExitNoAgent) {
-      return code;
-    }
-  }
-  outpost_v1_WatchEventsRequest req = outpost_v1_WatchEventsRequest_init_zero;
-  req.task_id = PbStr(task);
-  req.job = PbStr(job);
-  for (;;) {
-    int code = 0;
-    auto reply = CallAgent(g, "WatchEvents",
-                           *PbEncode(outpost_v1_WatchEventsRequest_fields, &req, "WatchEventsRequest"), &code,
-                           40 * kNanosPerSecond);
-    if (!reply.ok()) return code;
-    PbOwned<outpost_v1_WatchEventsResponse> resp(outpost_v1_WatchEventsResponse_fields);
-    if (!resp.Decode(*reply, "WatchEventsResponse").ok()) return Fail(kExitFailure, "bad reply from the agent");
-    for (pb_size_t i = 0; i < resp->events_count; ++i) {
-      const outpost_v1_TaskEvent& e = resp->events[i];
-      if (g.json) {
-        picojson::object o;
-        o["seq"] = picojson::value(static_cast<int64_t>(e.seq));
-        o["time"] = picojson::value(FormatWallTime(e.time_unix_nanos));
-        o["task_id"] = picojson::value(PbString(e.task_id));
-        o["job"] = picojson::value(PbString(e.job));
-        o["task"] = picojson::value(PbString(e.task_name));
-        o["type"] = picojson::value(PbString(e.type));
-        o["message"] = picojson::value(PbString(e.message));
-        std::printf("%s\n", picojson::value(o).serialize().c_str());
-      } else {
-        std::string who = e.task_name && *e.task_name && e.job && *e.job
-                              ? PbString(e.job) + "/" + PbString(e.task_name)
-                              : (e.task_id && *e.task_id ? PbString(e.task_id) : PbString(e.job));
-        std::printf("%s %-20s %-14s %s\n", FormatWallTime(e.time_unix_nanos).c_str(), who.c_str(),
-                    PbString(e.type).c_str(), PbString(e.message).c_str());
-      }
-      if (e.seq > req.after_seq) req.after_seq = e.seq;
-    }
-    std::fflush(stdout);
-    if (!follow) return kExitOk;
-    req.wait_nanos = 30 * kNanosPerSecond;
-  }
+  return code;
 }
 
 }  // namespace outpost::cli

@@ -85,8 +85,4 @@ void PrintJson(const picojson::value& v);
 int UsageError(const std::string& msg, const char* cmd);
 picojson::value InfoJson(const outpost_v1_TaskInfo& t);
 
-// Commands shared between `task ...` and the job-level commands.
-int TaskExec(const struct GlobalOptions& g, const std::vector<std::string>& in, const char* cmd_name);
-int TaskSignal(const struct GlobalOptions& g, const std::vector<std::string>& in, const char* cmd_name);
-
 }  // namespace outpost::cli

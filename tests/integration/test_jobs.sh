@@ -41,6 +41,10 @@ jt_pid_changed() { local p; p="$(jt_running_pid "$1")" && [ "$p" != "$2" ]; }
 # (monotone, unlike "the pid now differs", which a task in backoff flips).
 jt_started_again() { op events "$1" 2>/dev/null | grep 'started with pid' | grep -qv "pid $2\$"; }
 jt_events_contain() { op events "$1" 2>/dev/null | grep -qF -- "$2"; }
+# jt_healthy_count JOB[/TASK]: how many `healthy` events there are;
+# jt_healthy_is JOB[/TASK] N: exactly N (a predicate for wait_for).
+jt_healthy_count() { op events "$1" 2>/dev/null | grep -c ' healthy '; }
+jt_healthy_is() { [ "$(jt_healthy_count "$1")" = "$2" ]; }
 # jt_job_ids: sorted ids of every job, one line.
 jt_job_ids() { op --json ps | python3 -c 'import json,sys; print(" ".join(sorted(j["id"] for j in json.load(sys.stdin)["jobs"])))'; }
 jt_alive() { [ -e "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
@@ -90,6 +94,56 @@ test_job_run_of_a_failing_job_exits_1() {
   # Re-running a failed job that did not change says so and fails at once.
   expect_exit 1 op run -f "$T/bad.json"
   expect_contains "$OUT" "job bad unchanged" "unchanged"
+}
+
+# A task that stays up half a second and then fails: a run that polled the
+# job could see it running; run waits for healthy (up for 2s) instead.
+test_job_run_never_reports_a_task_that_exits_as_running() {
+  jt_start
+  jt_job quick "$(JT_EXTRA='"restart": {"policy": "never"}' jt_task t /bin/sh -c 'sleep 0.5; exit 3')" >"$T/quick.json"
+  expect_exit 1 op run --min-healthy-time 2s -f "$T/quick.json"
+  expect_not_contains "$OUT" "is running" "never said running"
+  expect_contains "$OUT" "job quick has failed" "status line"
+  expect_contains "$OUT" "task t failed (exit code 3)" "says which task and why"
+  expect_eq "$(jt_jfield quick spec.min_healthy_time)" "2s" "the flag is stored in the spec"
+  expect_exit 0 op events quick
+  expect_not_contains "$OUT" "healthy" "no healthy event"
+  # Restarted for ever, never up for min_healthy_time: not running in time.
+  jt_job flap "$(JT_EXTRA='"restart": {"policy": "always", "attempts": 0}' jt_task t /bin/sh -c 'exit 0')" >"$T/flap.json"
+  expect_exit 1 op run --timeout 2s -f "$T/flap.json"
+  expect_not_contains "$OUT" "is running" "flapping task never said running"
+  expect_contains "$OUT" "job flap is not running after 2s" "timeout message"
+  expect_exit 2 op run --min-healthy-time 2h -f "$T/quick.json"
+  expect_contains "$OUT" "--min-healthy-time: must be between 0s and 1h" "range checked"
+  expect_exit 2 op run --min-healthy-time soon -f "$T/quick.json"
+  expect_contains "$OUT" "--min-healthy-time" "bad duration named"
+}
+
+test_job_run_returns_once_every_task_is_healthy() {
+  jt_start
+  jt_job web "$(jt_sleeper api)" "$(jt_sleeper db)" >"$T/web.json"
+  local t0 t1
+  t0="$(date +%s%N)"
+  expect_exit 0 op run --min-healthy-time 1500ms -f "$T/web.json"
+  t1="$(date +%s%N)"
+  expect_contains "$OUT" "job web is running" "running"
+  # Healthy before run returned: the events are there at once, and no task
+  # can be healthy before it has been up for min_healthy_time.
+  expect_eq "$(jt_healthy_count web/api)" "1" "api healthy when run returned"
+  expect_eq "$(jt_healthy_count web/db)" "1" "db healthy when run returned"
+  expect_contains "$(op events web/api)" "running for 1.5s" "healthy after min_healthy_time"
+  [ $(((t1 - t0) / 1000000)) -ge 1500 ] || fail "run returned before min_healthy_time: $(((t1 - t0) / 1000000))ms"
+  expect_eq "$(jt_tfield web/api healthy)" "True" "inspect --json shows healthy"
+  expect_eq "$(jt_jfield web spec.min_healthy_time)" "1.5s" "stored"
+  # 0s: healthy as soon as started (and found alive).
+  jt_job zero "$(jt_sleeper t)" >"$T/zero.json"
+  expect_exit 0 op run --min-healthy-time 0s -f "$T/zero.json"
+  expect_contains "$OUT" "job zero is running" "running with 0s"
+  expect_contains "$(op events zero/t)" "running for 0s" "healthy at once"
+  # A batch job: complete is success, no healthy needed.
+  jt_job batch "$(jt_task t /bin/sh -c 'exit 0')" >"$T/batch.json"
+  expect_exit 0 op run -f "$T/batch.json"
+  expect_contains "$OUT" "job batch is complete" "complete"
 }
 
 test_job_invalid_spec_changes_nothing() {
@@ -305,10 +359,12 @@ test_job_events_filtering() {
 
 test_job_agent_kill_recovers_jobs() {
   jt_start
+  # short exits after 2s, again and again; with min_healthy_time 0s run
+  # returns once the tasks started, so short is found running in its first 2s.
   jt_job p "$(jt_sleeper live)" \
-    "$(JT_EXTRA='"restart": {"policy": "on-failure", "delay": "1s"}' jt_task short /bin/sh -c 'sleep 1; exit 1')" \
-    | op run -f - >/dev/null || fail "run p"
-  jt_job s "$(jt_sleeper t)" | op run -f - >/dev/null || fail "run s"
+    "$(JT_EXTRA='"restart": {"policy": "on-failure", "delay": "1s"}' jt_task short /bin/sh -c 'sleep 2; exit 1')" \
+    | op run --min-healthy-time 0s -f - >/dev/null || fail "run p"
+  jt_job s "$(jt_sleeper t)" | op run --min-healthy-time 0s -f - >/dev/null || fail "run s"
   expect_exit 0 op stop s --timeout 1s
   local live short k w
   wait_for 5 jt_running_pid p/short >/dev/null

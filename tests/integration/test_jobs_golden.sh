@@ -33,11 +33,15 @@ test_golden_job_commands() {
   wait_for 10 jt_started_again web/db "$(op events web/db | grep -m1 -o 'pid [0-9]*' | cut -d' ' -f2)" \
     || fail "db not restarted after HUP"
   wait_for 10 jt_status_is web running || fail "web not running again"
+  # The restarted db's healthy event comes min_healthy_time after its start:
+  # wait for it, so its place in the events below is fixed.
+  wait_for 10 jt_healthy_is web/db 2 || fail "db not healthy again: $(op events web/db)"
   golden stats txt op stats web/db
   golden stats json op --json stats web/db
   local api; api="$(jt_running_pid web/api)"
   golden restart_task txt op restart web/api
   wait_for 10 jt_started_again web/api "$api" || fail "api not restarted"
+  wait_for 10 jt_healthy_is web/api 2 || fail "api not healthy again: $(op events web/api)"
   # Before the stop: the order in which a job's tasks finish stopping is not fixed.
   golden events txt op events web
   golden events json op --json events web
@@ -75,6 +79,9 @@ test_golden_errors() {
   golden run_file_job txt op run -f "$T/jobs.d/f.json"
   printf '{"id": "g", "tasks": [{"name": "t"}]}' >"$T/jobs.d/g.json"
   wait_for 10 jt_invalid_listed g.json || fail "invalid file not listed"
+  # Whether a task is healthy yet shows in --json: wait until both are.
+  wait_for 10 jt_healthy_is f/t 1 || fail "f/t not healthy"
+  wait_for 10 jt_healthy_is w/a 1 || fail "w/a not healthy"
   golden ps_invalid_files txt op ps
   golden ps_invalid_files json op --json ps
   golden status txt op status

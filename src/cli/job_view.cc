@@ -1,0 +1,116 @@
+// See job_view.h.
+#include "cli/job_view.h"
+
+#include <cstdio>
+
+#include "base/pb.h"
+#include "cli/cli.h"
+#include "cli/client.h"
+#include "cli/util.h"
+
+namespace outpost::cli {
+
+namespace {
+
+picojson::value Pairs(const outpost_v1_EnvVar* v, pb_size_t n) {
+  picojson::object o;
+  for (pb_size_t i = 0; i < n; i++) o[PbString(v[i].name)] = picojson::value(PbString(v[i].value));
+  return picojson::value(o);
+}
+
+std::string TaskNote(const outpost_v1_JobTaskInfo& t) {
+  std::string r = PbString(t.reason);
+  if (r.empty() && t.last_exit && *t.last_exit) r = "last: " + PbString(t.last_exit);
+  return r.empty() ? "-" : r;
+}
+
+}  // namespace
+
+picojson::value TaskJson(const outpost_v1_JobTaskInfo& t) {
+  picojson::object o;
+  o["name"] = picojson::value(PbString(t.name));
+  o["task_id"] = picojson::value(PbString(t.task_id));
+  o["state"] = picojson::value(PbString(t.state));
+  o["lifecycle"] = picojson::value(PbString(t.lifecycle));
+  o["sidecar"] = picojson::value(t.sidecar);
+  o["pid"] = picojson::value(static_cast<int64_t>(t.pid));
+  o["started_at"] = picojson::value(Time(t.started_at_unix_nanos));
+  o["restarts"] = picojson::value(static_cast<int64_t>(t.restarts));
+  o["failed"] = picojson::value(t.failed);
+  o["completed"] = picojson::value(t.completed);
+  o["healthy"] = picojson::value(t.healthy);
+  o["reason"] = picojson::value(PbString(t.reason));
+  o["last_exit"] = picojson::value(PbString(t.last_exit));
+  o["next_start_at"] = picojson::value(Time(t.next_start_unix_nanos));
+  if (t.has_task) o["task"] = InfoJson(t.task);
+  return picojson::value(o);
+}
+
+picojson::value JobJson(const JobInfo& j) {
+  picojson::object o;
+  o["id"] = picojson::value(PbString(j.id));
+  o["status"] = picojson::value(PbString(j.status));
+  o["desired"] = picojson::value(PbString(j.desired));
+  o["source"] = picojson::value(PbString(j.source));
+  o["file"] = picojson::value(PbString(j.file));
+  o["version"] = picojson::value(j.version);
+  o["submitted_at"] = picojson::value(Time(j.submitted_at_unix_nanos));
+  o["labels"] = Pairs(j.labels, j.labels_count);
+  o["annotations"] = Pairs(j.annotations, j.annotations_count);
+  picojson::array tasks;
+  for (pb_size_t i = 0; i < j.tasks_count; i++) tasks.push_back(TaskJson(j.tasks[i]));
+  o["tasks"] = picojson::value(tasks);
+  if (j.spec_json && *j.spec_json) {
+    picojson::value spec;
+    std::string err = picojson::parse(spec, std::string(j.spec_json));
+    if (err.empty()) o["spec"] = spec;
+  }
+  return picojson::value(o);
+}
+
+void SplitRef(const std::string& ref, std::string* job, std::string* task) {
+  size_t slash = ref.find('/');
+  *job = ref.substr(0, slash);
+  *task = slash == std::string::npos ? "" : ref.substr(slash + 1);
+}
+
+Result<std::string> EncodeJobId(const std::string& id) {
+  outpost_v1_JobIdRequest req = outpost_v1_JobIdRequest_init_zero;
+  req.id = PbStr(id);
+  return PbEncode(outpost_v1_JobIdRequest_fields, &req, "JobIdRequest");
+}
+
+bool InspectJob(const GlobalOptions& g, const std::string& id, PbOwned<JobInfo>* out, int* code) {
+  auto reply = CallAgent(g, "InspectJob", *EncodeJobId(id), code);
+  if (!reply.ok()) return false;
+  if (!out->Decode(*reply, "JobInfo").ok()) {
+    *code = Fail(kExitFailure, "bad reply from the agent");
+    return false;
+  }
+  return true;
+}
+
+void PrintTaskTable(const JobInfo& j, const char* indent) {
+  std::printf("%s%-16s %-9s %-7s %-8s %-10s %s\n", indent, "TASK", "STATE", "PID", "RESTARTS", "LIFECYCLE", "NOTE");
+  for (pb_size_t i = 0; i < j.tasks_count; i++) {
+    const outpost_v1_JobTaskInfo& t = j.tasks[i];
+    std::string life = PbString(t.lifecycle) + (t.sidecar ? "+sidecar" : "");
+    std::string pid = t.pid ? std::to_string(t.pid) : "-";
+    std::printf("%s%-16s %-9s %-7s %-8llu %-10s %s\n", indent, PbString(t.name).c_str(), PbString(t.state).c_str(),
+                pid.c_str(), static_cast<unsigned long long>(t.restarts), life.c_str(), TaskNote(t).c_str());
+  }
+}
+
+std::string FailedTasks(const JobInfo& j) {
+  std::string out;
+  for (pb_size_t i = 0; i < j.tasks_count; i++) {
+    const outpost_v1_JobTaskInfo& t = j.tasks[i];
+    if (!t.failed) continue;
+    if (!out.empty()) out += ", ";
+    out += "task " + PbString(t.name) + " failed";
+    if (t.last_exit && *t.last_exit) out += " (" + PbString(t.last_exit) + ")";
+  }
+  return out;
+}
+
+}  // namespace outpost::cli

@@ -1,0 +1,38 @@
+// How the CLI shows jobs, shared by the job commands: the JSON form of a
+// job and its tasks, the task table, the failed-task summary, JOB/TASK
+// references, and the InspectJob call.
+#pragma once
+
+#include <picojson.h>
+
+#include <string>
+
+#include "base/error.h"
+#include "base/pb.h"
+#include "job.pb.h"
+
+namespace outpost::cli {
+
+struct GlobalOptions;
+using JobInfo = outpost_v1_JobInfo;
+
+picojson::value TaskJson(const outpost_v1_JobTaskInfo& t);
+// With the canonical spec when the reply carries it (InspectJob).
+picojson::value JobJson(const JobInfo& j);
+
+// Splits JOB/TASK; task is "" for JOB.
+void SplitRef(const std::string& ref, std::string* job, std::string* task);
+
+// An encoded JobIdRequest.
+Result<std::string> EncodeJobId(const std::string& id);
+
+// InspectJob; on failure the error is printed and *code set.
+bool InspectJob(const GlobalOptions& g, const std::string& id, PbOwned<JobInfo>* out, int* code);
+
+// TASK STATE PID RESTARTS LIFECYCLE NOTE, one row per task.
+void PrintTaskTable(const JobInfo& j, const char* indent);
+
+// "task b failed (exit code 3; ...)", for each task that failed for good.
+std::string FailedTasks(const JobInfo& j);
+
+}  // namespace outpost::cli

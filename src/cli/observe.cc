@@ -1,0 +1,301 @@
+// Watching what tasks do: `outpost logs`, `outpost events`, `outpost stats`.
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+
+#include "base/clock.h"
+#include "base/pb.h"
+#include "base/strings.h"
+#include "cli/cli.h"
+#include "cli/client.h"
+#include "cli/job_view.h"
+#include "cli/util.h"
+#include "job.pb.h"
+#include "task.pb.h"
+
+namespace outpost::cli {
+
+const char kLogsHelp[] =
+    "Usage: outpost logs [-f] [--stderr] [--tail N] JOB/TASK|TASK_ID\n"
+    "\n"
+    "Prints a task's output from its log files (stdout unless --stderr).\n"
+    "A job's task keeps one log across its restarts.\n"
+    "Without options: the whole active log file. --tail N: the last N lines\n"
+    "(across rotated files). -f: keep printing new output until the task\n"
+    "exits (starts with the last 10 lines unless --tail is given).\n"
+    "\n"
+    "Examples:\n"
+    "  outpost logs web/api\n"
+    "  outpost logs -f --tail 100 web/api\n"
+    "  outpost logs --stderr mytask\n";
+
+const char kEventsHelp[] =
+    "Usage: outpost events [-f] [JOB | JOB/TASK | TASK_ID]\n"
+    "\n"
+    "Prints recent events, oldest first; -f keeps printing new ones. Task\n"
+    "events: started, healthy (up for the job's min_healthy_time), exited,\n"
+    "signalled, restarting (with the reason and the backoff), failed (restart\n"
+    "limit reached), stopping, stopped, recovered, error. Job events:\n"
+    "job-submitted, job-updated, job-stopping, job-restarting, job-removed.\n"
+    "With --json, one JSON object per line.\n"
+    "\n"
+    "Examples:\n"
+    "  outpost events\n"
+    "  outpost events -f web\n"
+    "  outpost events web/api\n";
+
+const char kStatsHelp[] =
+    "Usage: outpost stats [-f] [--interval DUR] [JOB[/TASK]]\n"
+    "\n"
+    "Shows CPU and memory use of running tasks (all jobs, one job or one\n"
+    "task) as one table. -f keeps sampling every --interval (default 1s): on\n"
+    "a terminal the table is redrawn in place; otherwise one line per task\n"
+    "per sample: TIME JOB/TASK pid=N cpu=N% rss=BYTES.\n"
+    "--json prints one JSON object per task per sample.\n"
+    "\n"
+    "Examples:\n"
+    "  outpost stats\n"
+    "  outpost stats -f web\n"
+    "  outpost stats --json -f --interval 5s > stats.jsonl\n";
+
+namespace {
+
+struct Sample {
+  std::string ref;  // JOB/TASK
+  int pid = 0;
+  bool ok = false;
+  uint64_t rss = 0;
+  double cpu = 0;
+  double user_s = 0, system_s = 0;
+  std::string measured;
+  std::map<std::string, uint64_t> cgroup;
+};
+
+Result<std::vector<Sample>> SampleAll(const GlobalOptions& g, const std::string& only_job,
+                                      const std::string& only_task, int* code) {
+  std::vector<std::pair<std::string, JobInfo>> jobs;
+  PbOwned<outpost_v1_ListJobsResponse> list(outpost_v1_ListJobsResponse_fields);
+  auto reply = CallAgent(g, "ListJobs", "", code);
+  if (!reply.ok()) return Error(Code::kUnavailable, "");
+  if (!list.Decode(*reply, "ListJobsResponse").ok()) return Error(Code::kInternal, "bad reply from the agent");
+  std::vector<Sample> out;
+  bool found = only_job.empty();
+  for (pb_size_t i = 0; i < list->jobs_count; i++) {
+    const JobInfo& j = list->jobs[i];
+    if (!only_job.empty() && PbString(j.id) != only_job) continue;
+    found = true;
+    for (pb_size_t k = 0; k < j.tasks_count; k++) {
+      const outpost_v1_JobTaskInfo& t = j.tasks[k];
+      if (!only_task.empty() && PbString(t.name) != only_task) continue;
+      Sample s;
+      s.ref = PbString(j.id) + "/" + PbString(t.name);
+      s.pid = t.pid;
+      if (t.pid) {
+        outpost_v1_TaskIdRequest req = outpost_v1_TaskIdRequest_init_zero;
+        std::string tid = PbString(t.task_id);
+        req.id = PbStr(tid);
+        int c = 0;
+        auto r = CallAgent(g, "TaskStats", *PbEncode(outpost_v1_TaskIdRequest_fields, &req, "TaskIdRequest"), &c);
+        PbOwned<outpost_v1_TaskStatsResponse> st(outpost_v1_TaskStatsResponse_fields);
+        if (r.ok() && st.Decode(*r, "TaskStatsResponse").ok()) {
+          s.ok = true;
+          s.rss = st->rss_bytes;
+          s.cpu = st->cpu_percent;
+          s.user_s = static_cast<double>(st->cpu_user_nanos) / 1e9;
+          s.system_s = static_cast<double>(st->cpu_system_nanos) / 1e9;
+          for (pb_size_t m = 0; m < st->measured_count; m++) s.measured += (m ? "," : "") + PbString(st->measured[m]);
+          for (pb_size_t m = 0; m < st->cgroup_count; m++) s.cgroup[PbString(st->cgroup[m].name)] = st->cgroup[m].value;
+        }
+      }
+      out.push_back(std::move(s));
+    }
+  }
+  if (!found) {
+    *code = Fail(kExitFailure, "job \"" + only_job + "\" not found");
+    return Error(Code::kNotFound, "");
+  }
+  return out;
+}
+
+void PrintStatsTable(const std::vector<Sample>& v) {
+  std::printf("%-28s %-7s %6s %10s %9s %9s\n", "TASK", "PID", "CPU%", "MEMORY", "USER", "SYSTEM");
+  for (const Sample& s : v) {
+    if (!s.ok) {
+      std::printf("%-28s %-7s %6s %10s %9s %9s\n", s.ref.c_str(), "-", "-", "-", "-", "-");
+      continue;
+    }
+    std::printf("%-28s %-7d %6.1f %10s %8.2fs %8.2fs\n", s.ref.c_str(), s.pid, s.cpu,
+                Format("%.1fMiB", static_cast<double>(s.rss) / (1 << 20)).c_str(), s.user_s, s.system_s);
+  }
+}
+
+int StatsCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
+  auto a = ParseArgs(in, {"--interval"}, {"-f", "--follow"});
+  if (!a.ok()) return UsageError(a.error().message(), "stats");
+  if (a->pos.size() > 1) return UsageError("stats takes at most one JOB or JOB/TASK", "stats");
+  bool follow = a->Has("-f") || a->Has("--follow");
+  int64_t interval = kNanosPerSecond;
+  if (const std::string* t = a->Get("--interval")) {
+    auto d = ParseDuration(*t);
+    if (!d.ok() || *d < 100 * kNanosPerMilli) return UsageError("--interval: expected a duration of at least 100ms", "stats");
+    interval = *d;
+  }
+  std::string job, task;
+  if (!a->pos.empty()) SplitRef(a->pos[0], &job, &task);
+  bool tty = ::isatty(1) == 1 && !g.json;
+  int code = kExitFailure;
+  // CPU percent comes from the difference to the previous sample: the first
+  // sample primes it.
+  auto first = SampleAll(g, job, task, &code);
+  if (!first.ok()) return code;
+  for (int n = 0;; n++) {
+    usleep(static_cast<useconds_t>(std::min<int64_t>(interval, 500 * kNanosPerMilli) / 1000));
+    if (n > 0) usleep(static_cast<useconds_t>((interval - std::min<int64_t>(interval, 500 * kNanosPerMilli)) / 1000));
+    auto v = SampleAll(g, job, task, &code);
+    if (!v.ok()) return code;
+    if (g.json) {
+      for (const Sample& s : *v) {
+        picojson::object o;
+        o["time"] = picojson::value(FormatWallTime(WallNanos()));
+        o["task"] = picojson::value(s.ref);
+        o["pid"] = picojson::value(static_cast<int64_t>(s.pid));
+        o["measured"] = picojson::value(s.ok);
+        o["cpu_percent"] = picojson::value(s.cpu);
+        o["rss_bytes"] = picojson::value(static_cast<int64_t>(s.rss));
+        o["cpu_user_seconds"] = picojson::value(s.user_s);
+        o["cpu_system_seconds"] = picojson::value(s.system_s);
+        o["fields"] = picojson::value(s.measured);
+        if (!s.cgroup.empty()) {
+          picojson::object cg;
+          for (const auto& [name, value] : s.cgroup) cg[name] = picojson::value(static_cast<int64_t>(value));
+          o["cgroup"] = picojson::value(cg);
+        }
+        std::printf("%s\n", picojson::value(o).serialize().c_str());
+      }
+    } else if (follow && tty) {
+      std::printf("\033[H\033[2J%s  (every %s; Ctrl-C to quit)\n\n", FormatWallTime(WallNanos()).c_str(),
+                  FormatDuration(interval).c_str());
+      PrintStatsTable(*v);
+    } else if (follow) {
+      std::string t = FormatWallTime(WallNanos());
+      for (const Sample& s : *v) {
+        std::printf("%s %s pid=%d cpu=%.1f%% rss=%llu\n", t.c_str(), s.ref.c_str(), s.pid, s.cpu,
+                    static_cast<unsigned long long>(s.rss));
+      }
+    } else {
+      PrintStatsTable(*v);
+    }
+    std::fflush(stdout);
+    if (!follow) return kExitOk;
+  }
+}
+
+}  // namespace
+
+int RunStats(const GlobalOptions& g, const std::vector<std::string>& a) { return StatsCmd(g, a); }
+
+int RunLogs(const GlobalOptions& g, const std::vector<std::string>& in) {
+  auto a = ParseArgs(in, {"--tail", "-n"}, {"-f", "--follow", "--stderr"});
+  if (!a.ok()) return UsageError(a.error().message(), "logs");
+  if (a->pos.size() != 1) return UsageError("logs needs one JOB/TASK (or the id of a bare task)", "logs");
+  bool follow = a->Has("-f") || a->Has("--follow");
+  int32_t tail = follow ? 10 : -1;
+  const std::string* t = a->Get("--tail") ? a->Get("--tail") : a->Get("-n");
+  if (t) {
+    auto n = ParseInt(*t, 0, 1000000);
+    if (!n.ok()) return UsageError("--tail: " + n.error().message(), "logs");
+    tail = static_cast<int32_t>(*n);
+  }
+  std::string id = a->pos[0];
+  outpost_v1_ReadLogsRequest req = outpost_v1_ReadLogsRequest_init_zero;
+  req.id = PbStr(id);
+  req.stderr = a->Has("--stderr");
+  req.tail_lines = tail;
+  for (;;) {
+    int code = 0;
+    auto reply = CallAgent(g, "ReadLogs", *PbEncode(outpost_v1_ReadLogsRequest_fields, &req, "ReadLogsRequest"), &code,
+                           40 * kNanosPerSecond);
+    if (!reply.ok()) return code;
+    PbOwned<outpost_v1_ReadLogsResponse> resp(outpost_v1_ReadLogsResponse_fields);
+    if (!resp.Decode(*reply, "ReadLogsResponse").ok()) return Fail(kExitFailure, "bad reply from the agent");
+    if (resp->data) {
+      if (std::fwrite(resp->data->bytes, 1, resp->data->size, stdout) != resp->data->size) return kExitFailure;
+      std::fflush(stdout);
+    }
+    bool more = resp->data && resp->data->size > 0;
+    if (!follow && !more) return kExitOk;
+    if (!follow && !req.has_cursor) {
+      // Without -f: keep reading until the end of what is there now.
+      req.has_cursor = true;
+      req.cursor = resp->cursor;
+      req.wait_nanos = 0;
+      continue;
+    }
+    if (follow && resp->task_exited && !more && req.has_cursor) return kExitOk;
+    req.has_cursor = true;
+    req.cursor = resp->cursor;
+    req.wait_nanos = follow ? 30 * kNanosPerSecond : 0;
+  }
+}
+
+int RunEvents(const GlobalOptions& g, const std::vector<std::string>& in) {
+  auto a = ParseArgs(in, {}, {"-f", "--follow"});
+  if (!a.ok()) return UsageError(a.error().message(), "events");
+  if (a->pos.size() > 1) return UsageError("events takes at most one JOB, JOB/TASK or task id", "events");
+  bool follow = a->Has("-f") || a->Has("--follow");
+  std::string task = a->pos.empty() ? "" : a->pos[0], job;
+  if (!task.empty() && task.find('/') == std::string::npos) {
+    // A job's events, if there is such a job; else a bare task's.
+    outpost_v1_JobIdRequest jr = outpost_v1_JobIdRequest_init_zero;
+    jr.id = PbStr(task);
+    int code = 0;
+    GlobalOptions quiet = g;
+    auto reply = CallAgentQuiet(quiet, "InspectJob", *PbEncode(outpost_v1_JobIdRequest_fields, &jr, "JobIdRequest"),
+                                &code);
+    if (reply.ok()) {
+      job = task;
+      task.clear();
+    } else if (code == kExitNoAgent) {
+      return code;
+    }
+  }
+  outpost_v1_WatchEventsRequest req = outpost_v1_WatchEventsRequest_init_zero;
+  req.task_id = PbStr(task);
+  req.job = PbStr(job);
+  for (;;) {
+    int code = 0;
+    auto reply = CallAgent(g, "WatchEvents",
+                           *PbEncode(outpost_v1_WatchEventsRequest_fields, &req, "WatchEventsRequest"), &code,
+                           40 * kNanosPerSecond);
+    if (!reply.ok()) return code;
+    PbOwned<outpost_v1_WatchEventsResponse> resp(outpost_v1_WatchEventsResponse_fields);
+    if (!resp.Decode(*reply, "WatchEventsResponse").ok()) return Fail(kExitFailure, "bad reply from the agent");
+    for (pb_size_t i = 0; i < resp->events_count; ++i) {
+      const outpost_v1_TaskEvent& e = resp->events[i];
+      if (g.json) {
+        picojson::object o;
+        o["seq"] = picojson::value(static_cast<int64_t>(e.seq));
+        o["time"] = picojson::value(FormatWallTime(e.time_unix_nanos));
+        o["task_id"] = picojson::value(PbString(e.task_id));
+        o["job"] = picojson::value(PbString(e.job));
+        o["task"] = picojson::value(PbString(e.task_name));
+        o["type"] = picojson::value(PbString(e.type));
+        o["message"] = picojson::value(PbString(e.message));
+        std::printf("%s\n", picojson::value(o).serialize().c_str());
+      } else {
+        std::string who = e.task_name && *e.task_name && e.job && *e.job
+                              ? PbString(e.job) + "/" + PbString(e.task_name)
+                              : (e.task_id && *e.task_id ? PbString(e.task_id) : PbString(e.job));
+        std::printf("%s %-20s %-14s %s\n", FormatWallTime(e.time_unix_nanos).c_str(), who.c_str(),
+                    PbString(e.type).c_str(), PbString(e.message).c_str());
+      }
+      if (e.seq > req.after_seq) req.after_seq = e.seq;
+    }
+    std::fflush(stdout);
+    if (!follow) return kExitOk;
+    req.wait_nanos = 30 * kNanosPerSecond;
+  }
+}
+
+}  // namespace outpost::cli
