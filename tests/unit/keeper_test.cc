@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "base/fd.h"
+#include "keeper/channel.h"
+#include "keeper/journal.h"
 #include "keeper/keeper.h"
 #include "keeper/link.h"
 #include "keeper/proto.h"
