@@ -24,6 +24,7 @@
 #include "base/sys.h"
 #include "keeper/channel.h"
 #include "keeper/journal.h"
+#include "proc/exit_status.h"
 
 extern char** environ;
 
@@ -89,24 +90,11 @@ WorkerExitDecision DecideOnWorkerExit(StopRequest stop, bool may_have_tasks, int
   }
   if (stop == StopRequest::kUpgrade) return {WorkerExitDecision::kExecUpgrade, 0};
   if (!may_have_tasks) {
-    int code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status)
-               : WIFSIGNALED(wait_status) ? 128 + WTERMSIG(wait_status)
-                                          : 1;
+    // 128+signo for a signal death; 0 (nothing to report) becomes 1.
+    const int code = proc::DecodeWaitStatus(wait_status).exit_code;
     return {WorkerExitDecision::kExitKeeper, code == 0 ? 1 : code};
   }
   return {WorkerExitDecision::kRestart, 0};
-}
-
-const char* DescribeWaitStatus(int wait_status, char* buf, size_t len) {
-  if (WIFEXITED(wait_status)) {
-    std::snprintf(buf, len, "exit:%d", WEXITSTATUS(wait_status));
-  } else if (WIFSIGNALED(wait_status)) {
-    const char* abbrev = sigabbrev_np(WTERMSIG(wait_status));
-    std::snprintf(buf, len, "signal:SIG%s%s", abbrev ? abbrev : "?", WCOREDUMP(wait_status) ? "+core" : "");
-  } else {
-    std::snprintf(buf, len, "status:0x%x", static_cast<unsigned>(wait_status));
-  }
-  return buf;
 }
 
 // ---- the keeper process ----------------------------------------------------
@@ -434,7 +422,8 @@ void Keeper::OnTaskExit(pid_t pid, int status) {
   channel_.OnTaskExit(ExitRecord{pid, status, WallNanos()});
   if (log::GetLevel() <= log::Level::kDebug) {
     char buf[48];
-    log::Debug("task exited", {{"pid", Str(pid)}, {"status", DescribeWaitStatus(status, buf, sizeof buf)}});
+    proc::DescribeExitStatus(proc::DecodeWaitStatus(status), buf, sizeof buf);
+    log::Debug("task exited", {{"pid", Str(pid)}, {"status", buf}});
   }
   uint64_t now = journal_.dropped();
   if (now != dropped && (now & (now - 1)) == 0) {  // 1, 2, 4, 8...: a flood stays a few lines
@@ -452,9 +441,8 @@ void Keeper::OnWorkerExit(int status) {
   worker_pid_ = 0;
   kill_at_ = -1;
   char buf[48];
-  log::Info("worker exited", {{"pid", Str(pid)},
-                              {"status", DescribeWaitStatus(status, buf, sizeof buf)},
-                              {"uptime", FormatDuration(uptime)}});
+  proc::DescribeExitStatus(proc::DecodeWaitStatus(status), buf, sizeof buf);
+  log::Info("worker exited", {{"pid", Str(pid)}, {"status", buf}, {"uptime", FormatDuration(uptime)}});
   // Exiting is only for a first start that failed with nothing to look
   // after: no live children (tasks a worker may have spawned before its
   // hello) and no journaled exits.

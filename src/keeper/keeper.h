@@ -102,8 +102,4 @@ struct WorkerExitDecision {
 //   their parent, so it never gives up on its own.
 WorkerExitDecision DecideOnWorkerExit(StopRequest stop, bool may_have_tasks, int wait_status);
 
-// "exit=3" / "signal=9" style fields for log lines, without allocation.
-// Writes e.g. "exit 3" or "signal 9 (SIGKILL)" into buf.
-const char* DescribeWaitStatus(int wait_status, char* buf, size_t len);
-
 }  // namespace outpost::keeper

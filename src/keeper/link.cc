@@ -10,7 +10,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/sys.h"
-#include "keeper/keeper.h"
+#include "proc/exit_status.h"
 
 namespace outpost::keeper {
 
@@ -110,8 +110,9 @@ void KeeperLink::Handle(const kp::Message& m) {
       } else {
         if (log::GetLevel() <= log::Level::kDebug) {
           char st[48];
+          proc::DescribeExitStatus(proc::DecodeWaitStatus(m.status), st, sizeof st);
           log::Debug("task exit from the keeper (no exit handler installed; acknowledged)",
-                     {{"pid", std::to_string(m.pid)}, {"status", DescribeWaitStatus(m.status, st, sizeof st)}});
+                     {{"pid", std::to_string(m.pid)}, {"status", st}});
         }
         Ack(static_cast<pid_t>(m.pid));
       }

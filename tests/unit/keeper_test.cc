@@ -356,14 +356,6 @@ TEST(WorkerExit, DecisionTable) {
   }
 }
 
-TEST(WorkerExit, WaitStatusDescriptions) {
-  char buf[48];
-  EXPECT_STREQ(DescribeWaitStatus(Exited(0), buf, sizeof buf), "exit:0");
-  EXPECT_STREQ(DescribeWaitStatus(Exited(3), buf, sizeof buf), "exit:3");
-  EXPECT_STREQ(DescribeWaitStatus(Killed(SIGKILL), buf, sizeof buf), "signal:SIGKILL");
-  EXPECT_STREQ(DescribeWaitStatus(Killed(SIGSEGV) | 0x80, buf, sizeof buf), "signal:SIGSEGV+core");
-}
-
 // ---- both ends over a socketpair ---------------------------------------------
 
 struct Exit {
