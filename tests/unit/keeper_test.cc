@@ -651,6 +651,26 @@ TEST_F(KeeperLinkTest, TheKeeperSeesTheWorkerGoAway) {
   EXPECT_FALSE(channel_->ready());
 }
 
+TEST_F(KeeperLinkTest, TheSocketLeavesTheLoopWhenTheKeeperGoesAwayAndWhenTheLinkEnds) {
+  for (bool keeper_goes_away : {true, false}) {
+    int sv[2];
+    ASSERT_EQ(0, ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, sv));
+    UniqueFd keeper_end(sv[0]);
+    const int worker_fd = sv[1];
+    auto link = KeeperLink::Attach(loop_.get(), UniqueFd(worker_fd), nullptr);
+    ASSERT_TRUE(link.ok()) << link.error().message();
+    EXPECT_TRUE(loop_->HasFd(worker_fd));
+    if (keeper_goes_away) {
+      keeper_end.Reset();
+      ASSERT_TRUE(RunUntil(loop_.get(), [&] { return (*link)->lost(); }));
+    } else {
+      link->reset();
+    }
+    EXPECT_FALSE(loop_->HasFd(worker_fd)) << keeper_goes_away;
+    EXPECT_EQ(-1, ::fcntl(worker_fd, F_GETFD)) << keeper_goes_away;  // closed, after leaving the loop
+  }
+}
+
 TEST_F(KeeperLinkTest, AttachRejectsWhatIsNotTheKeeperSocketAndClosesOnExec) {
   int p[2];
   ASSERT_EQ(0, ::pipe(p));
