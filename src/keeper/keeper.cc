@@ -22,12 +22,13 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/sys.h"
+#include "keeper/channel.h"
+#include "keeper/journal.h"
+#include "proc/exit_status.h"
 
 extern char** environ;
 
 namespace outpost::keeper {
-
-namespace kp = proto;
 
 // ---- command-line roles ------------------------------------------------------
 
@@ -73,331 +74,6 @@ Result<KeeperFlags> TakeKeeperFlags(std::vector<std::string>* args) {
   return f;
 }
 
-// ---- the exit journal ------------------------------------------------------
-
-void ExitJournal::Push(const ExitRecord& r) {
-  if (size_ == kCapacity) {
-    head_ = (head_ + 1) % kCapacity;
-    --size_;
-    ++dropped_;
-    if (sent_ > 0) --sent_;
-  }
-  ring_[(head_ + size_) % kCapacity] = r;
-  ++size_;
-}
-
-bool ExitJournal::Ack(int32_t pid, size_t* index) {
-  size_t i = 0;
-  while (i < size_ && at(i).pid != pid) ++i;
-  if (i == size_) return false;
-  if (index) *index = i;
-  if (i == 0) {
-    head_ = (head_ + 1) % kCapacity;  // the usual case: acks come in order
-  } else {
-    for (size_t k = i; k + 1 < size_; ++k) ring_[(head_ + k) % kCapacity] = ring_[(head_ + k + 1) % kCapacity];
-  }
-  --size_;
-  if (i < sent_) --sent_;
-  return true;
-}
-
-void ExitJournal::Clear() {
-  head_ = size_ = sent_ = 0;
-}
-
-namespace {
-
-// Reads exactly len bytes; false on EOF or error (errno set, 0 for EOF).
-bool ReadFull(int fd, uint8_t* buf, size_t len) {
-  while (len > 0) {
-    ssize_t n = sys::Read(fd, buf, len);
-    if (n <= 0) {
-      if (n == 0) errno = 0;
-      return false;
-    }
-    buf += n;
-    len -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-}  // namespace
-
-Status SaveJournal(const ExitJournal& journal, int fd, const KeeperChannel* channel) {
-  constexpr size_t kBatch = 64;
-  uint8_t buf[kBatch][kp::kMessageSize];
-  size_t used = 0;
-  auto put = [&](const kp::Message& m) -> Status {
-    kp::Encode(m, buf[used++]);
-    if (used < kBatch) return OkStatus();
-    used = 0;
-    return sys::WriteAll(fd, buf, sizeof buf, "write exit journal");
-  };
-  const size_t held = channel ? channel->held_count() : 0;
-  kp::Message header;
-  header.type = kp::Type::kJournalHeader;
-  header.pid = static_cast<int32_t>(journal.size());
-  header.status = static_cast<int32_t>(held);
-  header.value = static_cast<int64_t>(journal.dropped());
-  OUTPOST_RETURN_IF_ERROR(put(header));
-  for (size_t i = 0; i < journal.size(); ++i) {
-    const ExitRecord& r = journal.at(i);
-    kp::Message m;
-    m.type = kp::Type::kExit;
-    m.pid = r.pid;
-    m.status = r.status;
-    m.value = r.unix_nanos;
-    OUTPOST_RETURN_IF_ERROR(put(m));
-  }
-  for (size_t i = 0; i < held; ++i) {
-    kp::Message m;
-    m.type = kp::Type::kHoldFifos;
-    m.value = channel->held_key(i);
-    m.pid = channel->held_fds(i)[0];
-    m.status = channel->held_fds(i)[1];
-    OUTPOST_RETURN_IF_ERROR(put(m));
-  }
-  if (used > 0) OUTPOST_RETURN_IF_ERROR(sys::WriteAll(fd, buf, used * kp::kMessageSize, "write exit journal"));
-  return OkStatus();
-}
-
-Status LoadJournal(int fd, ExitJournal* journal, KeeperChannel* channel) {
-  uint8_t buf[kp::kMessageSize];
-  kp::Message m;
-  if (!ReadFull(fd, buf, sizeof buf)) {
-    return errno ? ErrnoError("read exit journal") : Error(Code::kInvalidArgument, "exit journal: empty");
-  }
-  kp::DecodeError e = kp::Decode(buf, sizeof buf, &m);
-  if (e != kp::DecodeError::kNone || m.type != kp::Type::kJournalHeader || m.pid < 0 || m.status < 0 ||
-      static_cast<size_t>(m.status) > KeeperChannel::kMaxHeld) {
-    return Error(Code::kInvalidArgument, "exit journal: bad header");
-  }
-  journal->set_dropped(journal->dropped() + static_cast<uint64_t>(m.value));
-  const int32_t count = m.pid;
-  const int32_t held = m.status;
-  for (int32_t i = 0; i < count; ++i) {
-    if (!ReadFull(fd, buf, sizeof buf)) {
-      return Error(Code::kInvalidArgument, Format("exit journal: truncated after %d of %d records", i, count));
-    }
-    e = kp::Decode(buf, sizeof buf, &m);
-    if (e != kp::DecodeError::kNone || m.type != kp::Type::kExit) {
-      return Error(Code::kInvalidArgument, Format("exit journal: record %d is not an exit", i));
-    }
-    journal->Push(ExitRecord{m.pid, m.status, m.value});
-  }
-  for (int32_t i = 0; i < held; ++i) {
-    if (!ReadFull(fd, buf, sizeof buf)) {
-      return Error(Code::kInvalidArgument, Format("exit journal: truncated after %d of %d held FIFOs", i, held));
-    }
-    e = kp::Decode(buf, sizeof buf, &m);
-    if (e != kp::DecodeError::kNone || m.type != kp::Type::kHoldFifos) {
-      return Error(Code::kInvalidArgument, Format("exit journal: held FIFO record %d is not one", i));
-    }
-    if (channel) {
-      channel->AdoptHeld(m.value, m.pid, m.status);
-    } else {
-      for (int held_fd : {m.pid, m.status}) {
-        if (held_fd > STDERR_FILENO) ::close(held_fd);
-      }
-    }
-  }
-  return OkStatus();
-}
-
-// ---- the keeper's end of one worker connection ----------------------------
-
-void KeeperChannel::Attach(UniqueFd sock) {
-  Detach();
-  sock_ = std::move(sock);
-}
-
-void KeeperChannel::Detach() {
-  sock_.Reset();
-  hello_ = false;
-  want_write_ = false;
-  replay_left_ = replay_total_ = 0;
-  replay_marker_pending_ = false;
-  journal_->ResetSent();
-}
-
-int KeeperChannel::Send(const kp::Message& m) {
-  uint8_t buf[kp::kMessageSize];
-  kp::Encode(m, buf);
-  ssize_t n = sys::RetryEintr([&] { return ::send(sock_.get(), buf, sizeof buf, MSG_NOSIGNAL | MSG_DONTWAIT); });
-  if (n == static_cast<ssize_t>(sizeof buf)) return 1;
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-  return -1;
-}
-
-void KeeperChannel::Flush() {
-  want_write_ = false;
-  if (!sock_ || !hello_) return;
-  for (;;) {
-    kp::Message m;
-    const bool marker = replay_marker_pending_ && replay_left_ == 0;
-    if (marker) {
-      m.type = kp::Type::kReplayDone;
-      m.pid = static_cast<int32_t>(replay_total_);
-    } else if (journal_->sent() < journal_->size()) {
-      const ExitRecord& r = journal_->at(journal_->sent());
-      m.type = kp::Type::kExit;
-      m.pid = r.pid;
-      m.status = r.status;
-      m.value = r.unix_nanos;
-    } else {
-      return;
-    }
-    int s = Send(m);
-    if (s == 0) {
-      want_write_ = true;  // resume on POLLOUT
-      return;
-    }
-    // A broken socket means the worker is going away: its SIGCHLD follows and
-    // the entries stay in the journal for the next worker.
-    if (s < 0) return;
-    if (marker) {
-      replay_marker_pending_ = false;
-    } else {
-      journal_->MarkNextSent();
-      if (replay_left_ > 0) --replay_left_;
-    }
-  }
-}
-
-KeeperChannel::ReadResult KeeperChannel::OnReadable() {
-  ReadResult res;
-  // Bounded so a chatty worker cannot starve signal handling; the socket stays
-  // readable and poll comes back at once.
-  for (int i = 0; i < 1024 && sock_; ++i) {
-    uint8_t buf[2 * kp::kMessageSize];
-    // Room for the fds of a kHoldFifos; fds arriving with any other message
-    // are closed below.
-    alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))];
-    iovec iov{buf, sizeof buf};
-    msghdr mh{};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = control;
-    mh.msg_controllen = sizeof control;
-    ssize_t n = sys::RetryEintr([&] { return ::recvmsg(sock_.get(), &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC); });
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    if (n <= 0) {  // EOF (we never send empty datagrams) or a reset
-      Detach();
-      res.eof = true;
-      break;
-    }
-    int fds[2] = {-1, -1};
-    size_t nfds = 0;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t k = 0; k < count; ++k) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(c) + k * sizeof(int), sizeof fd);
-        if (nfds < 2) fds[nfds++] = fd;
-        else ::close(fd);
-      }
-    }
-    kp::Message m;
-    kp::DecodeError e = kp::Decode(buf, static_cast<size_t>(n), &m);
-    if (e == kp::DecodeError::kNone && m.type == kp::Type::kHoldFifos) {
-      Hold(m.value, fds, nfds);
-      continue;
-    }
-    for (size_t k = 0; k < nfds; ++k) ::close(fds[k]);
-    if (e == kp::DecodeError::kNone && m.type == kp::Type::kReleaseFifos) {
-      Release(m.value);
-      continue;
-    }
-    if (e == kp::DecodeError::kNone && m.type == kp::Type::kHello) {
-      hello_ = true;
-      journal_->ResetSent();  // a (re)connected worker gets everything unacknowledged
-      replay_left_ = replay_total_ = journal_->size();
-      replay_marker_pending_ = true;
-      kp::Message reply;
-      reply.type = kp::Type::kHelloReply;
-      reply.pid = static_cast<int32_t>(::getpid());
-      reply.status = static_cast<int32_t>(replay_left_);
-      reply.value = static_cast<int64_t>(journal_->dropped());
-      if (Send(reply) == 1) Flush();
-      res.hello = true;
-      res.worker_pid = m.pid;
-      res.replay = replay_total_;
-    } else if (e == kp::DecodeError::kNone && m.type == kp::Type::kAck) {
-      // An ack for a replayed entry not sent yet (the worker knew it from an
-      // earlier connection) shortens the replay.
-      const size_t unsent_from = journal_->sent();
-      size_t index = 0;
-      if (journal_->Ack(m.pid, &index) && index >= unsent_from && index < unsent_from + replay_left_) {
-        --replay_left_;
-        if (replay_left_ == 0 && !want_write_) Flush();
-      }
-    } else if (!warned_bad_message_) {
-      warned_bad_message_ = true;
-      log::Warn("ignoring an unexpected message from the worker (reported once)",
-                {{"error", e == kp::DecodeError::kNone ? "unexpected type" : kp::DecodeErrorName(e)},
-                 {"bytes", std::to_string(n)}});
-    }
-  }
-  return res;
-}
-
-void KeeperChannel::Hold(int64_t key, const int* fds, size_t n) {
-  Release(key);  // a new worker re-holds what an earlier one held
-  if (n == 0) return;
-  if (held_count_ == kMaxHeld) {
-    for (size_t k = 0; k < n; ++k) ::close(fds[k]);
-    if (!warned_hold_full_) {
-      warned_hold_full_ = true;
-      log::Warn("keeper: too many tasks to hold their log FIFOs; output of a task that exits while no worker "
-                "runs may be lost (reported once)");
-    }
-    return;
-  }
-  Held& h = held_[held_count_++];
-  h.key = key;
-  h.fds[0] = fds[0];
-  h.fds[1] = n > 1 ? fds[1] : -1;
-}
-
-void KeeperChannel::SetHeldCloseOnExec(bool on) {
-  for (size_t i = 0; i < held_count_; ++i) {
-    for (int fd : held_[i].fds) {
-      if (fd >= 0) ::fcntl(fd, F_SETFD, on ? FD_CLOEXEC : 0);
-    }
-  }
-}
-
-void KeeperChannel::AdoptHeld(int64_t key, int fd0, int fd1) {
-  int fds[2];
-  size_t n = 0;
-  for (int fd : {fd0, fd1}) {
-    // Only fds we can see open, and never stdio (a damaged record must not
-    // make us close those later).
-    if (fd > STDERR_FILENO && ::fcntl(fd, F_SETFD, FD_CLOEXEC) == 0) fds[n++] = fd;
-  }
-  Hold(key, fds, n);
-}
-
-void KeeperChannel::Release(int64_t key) {
-  for (size_t i = 0; i < held_count_; ++i) {
-    if (held_[i].key != key) continue;
-    for (int fd : held_[i].fds) {
-      if (fd >= 0) ::close(fd);
-    }
-    held_[i] = held_[--held_count_];  // order does not matter
-    return;
-  }
-}
-
-void KeeperChannel::OnTaskExit(const ExitRecord& r) {
-  // A full journal drops its oldest entry; if that one was an unsent part of
-  // the replay, the replay is one shorter.
-  if (journal_->size() == ExitJournal::kCapacity && journal_->sent() == 0 && replay_left_ > 0) --replay_left_;
-  journal_->Push(r);
-  if (!want_write_) Flush();
-}
-
 // ---- restart policy --------------------------------------------------------
 
 int64_t RestartBackoff::NextDelay(int64_t uptime_nanos) {
@@ -414,24 +90,11 @@ WorkerExitDecision DecideOnWorkerExit(StopRequest stop, bool may_have_tasks, int
   }
   if (stop == StopRequest::kUpgrade) return {WorkerExitDecision::kExecUpgrade, 0};
   if (!may_have_tasks) {
-    int code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status)
-               : WIFSIGNALED(wait_status) ? 128 + WTERMSIG(wait_status)
-                                          : 1;
+    // 128+signo for a signal death; 0 (nothing to report) becomes 1.
+    const int code = proc::DecodeWaitStatus(wait_status).exit_code;
     return {WorkerExitDecision::kExitKeeper, code == 0 ? 1 : code};
   }
   return {WorkerExitDecision::kRestart, 0};
-}
-
-const char* DescribeWaitStatus(int wait_status, char* buf, size_t len) {
-  if (WIFEXITED(wait_status)) {
-    std::snprintf(buf, len, "exit:%d", WEXITSTATUS(wait_status));
-  } else if (WIFSIGNALED(wait_status)) {
-    const char* abbrev = sigabbrev_np(WTERMSIG(wait_status));
-    std::snprintf(buf, len, "signal:SIG%s%s", abbrev ? abbrev : "?", WCOREDUMP(wait_status) ? "+core" : "");
-  } else {
-    std::snprintf(buf, len, "status:0x%x", static_cast<unsigned>(wait_status));
-  }
-  return buf;
 }
 
 // ---- the keeper process ----------------------------------------------------
@@ -759,7 +422,8 @@ void Keeper::OnTaskExit(pid_t pid, int status) {
   channel_.OnTaskExit(ExitRecord{pid, status, WallNanos()});
   if (log::GetLevel() <= log::Level::kDebug) {
     char buf[48];
-    log::Debug("task exited", {{"pid", Str(pid)}, {"status", DescribeWaitStatus(status, buf, sizeof buf)}});
+    proc::DescribeExitStatus(proc::DecodeWaitStatus(status), buf, sizeof buf);
+    log::Debug("task exited", {{"pid", Str(pid)}, {"status", buf}});
   }
   uint64_t now = journal_.dropped();
   if (now != dropped && (now & (now - 1)) == 0) {  // 1, 2, 4, 8...: a flood stays a few lines
@@ -777,9 +441,8 @@ void Keeper::OnWorkerExit(int status) {
   worker_pid_ = 0;
   kill_at_ = -1;
   char buf[48];
-  log::Info("worker exited", {{"pid", Str(pid)},
-                              {"status", DescribeWaitStatus(status, buf, sizeof buf)},
-                              {"uptime", FormatDuration(uptime)}});
+  proc::DescribeExitStatus(proc::DecodeWaitStatus(status), buf, sizeof buf);
+  log::Info("worker exited", {{"pid", Str(pid)}, {"status", buf}, {"uptime", FormatDuration(uptime)}});
   // Exiting is only for a first start that failed with nothing to look
   // after: no live children (tasks a worker may have spawned before its
   // hello) and no journaled exits.

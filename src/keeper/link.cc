@@ -10,7 +10,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/sys.h"
-#include "keeper/keeper.h"
+#include "proc/exit_status.h"
 
 namespace outpost::keeper {
 
@@ -28,20 +28,18 @@ Result<std::unique_ptr<KeeperLink>> KeeperLink::Attach(Loop* loop, UniqueFd fd, 
     return Error(Code::kInvalidArgument, Format("fd %d is not the keeper's socket (a SOCK_SEQPACKET socket)", raw));
   }
   OUTPOST_RETURN_IF_ERROR(sys::SetNonBlocking(raw, true));
-  std::unique_ptr<KeeperLink> link(new KeeperLink(loop, std::move(fd), std::move(on_exit)));
+  std::unique_ptr<KeeperLink> link(new KeeperLink(loop, std::move(on_exit)));
   link->keeper_pid_ = ::getppid();
   KeeperLink* l = link.get();
-  OUTPOST_RETURN_IF_ERROR(loop->AddFd(raw, EPOLLIN, [l](uint32_t events) { l->OnEvents(events); }));
+  auto w = LoopFd::Watch(loop, std::move(fd), EPOLLIN, [l](uint32_t events) { l->OnEvents(events); });
+  if (!w.ok()) return w.error();
+  link->fd_ = std::move(*w);
   kp::Message hello;
   hello.type = kp::Type::kHello;
   hello.pid = static_cast<int32_t>(::getpid());
   link->Send(hello);
   if (link->lost_) return Error(Code::kUnavailable, "keeper socket: the keeper is gone");
   return link;
-}
-
-KeeperLink::~KeeperLink() {
-  if (fd_) loop_->RemoveFd(fd_.get());
 }
 
 void KeeperLink::SetOnJournalReplayed(std::function<void()> cb) {
@@ -110,8 +108,9 @@ void KeeperLink::Handle(const kp::Message& m) {
       } else {
         if (log::GetLevel() <= log::Level::kDebug) {
           char st[48];
+          proc::DescribeExitStatus(proc::DecodeWaitStatus(m.status), st, sizeof st);
           log::Debug("task exit from the keeper (no exit handler installed; acknowledged)",
-                     {{"pid", std::to_string(m.pid)}, {"status", DescribeWaitStatus(m.status, st, sizeof st)}});
+                     {{"pid", std::to_string(m.pid)}, {"status", st}});
         }
         Ack(static_cast<pid_t>(m.pid));
       }
@@ -178,7 +177,7 @@ void KeeperLink::Send(const kp::Message& m) {
   if (n == static_cast<ssize_t>(sizeof b.data)) return;
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
     queue_.push_back(b);
-    (void)loop_->ModifyFd(fd_.get(), EPOLLIN | EPOLLOUT);
+    (void)fd_.Modify(EPOLLIN | EPOLLOUT);
     return;
   }
   Lose(n < 0 ? ErrnoError("send to the keeper").message() : "short send to the keeper");
@@ -194,7 +193,7 @@ void KeeperLink::FlushQueue() {
     }
     queue_.pop_front();
   }
-  if (!lost_) (void)loop_->ModifyFd(fd_.get(), EPOLLIN);
+  if (!lost_) (void)fd_.Modify(EPOLLIN);
 }
 
 void KeeperLink::Lose(const std::string& why) {
@@ -202,7 +201,6 @@ void KeeperLink::Lose(const std::string& why) {
   lost_ = true;
   connected_ = false;
   queue_.clear();
-  loop_->RemoveFd(fd_.get());
   fd_.Reset();
   log::Error("the keeper went away; stopping the worker (its tasks lost their parent; a new agent recovers them)",
              {{"reason", why}, {"keeper_pid", std::to_string(keeper_pid_)}});

@@ -36,7 +36,6 @@ class KeeperLink {
   // Registers fd on loop and says hello. With a null on_exit every exit is
   // logged (debug) and acknowledged at once, until SetExitHandler.
   static Result<std::unique_ptr<KeeperLink>> Attach(Loop* loop, UniqueFd fd, ExitHandler on_exit);
-  ~KeeperLink();
   KeeperLink(const KeeperLink&) = delete;
   KeeperLink& operator=(const KeeperLink&) = delete;
 
@@ -74,8 +73,7 @@ class KeeperLink {
     uint8_t data[proto::kMessageSize];
   };
 
-  KeeperLink(Loop* loop, UniqueFd fd, ExitHandler on_exit)
-      : loop_(loop), fd_(std::move(fd)), on_exit_(std::move(on_exit)) {}
+  KeeperLink(Loop* loop, ExitHandler on_exit) : loop_(loop), on_exit_(std::move(on_exit)) {}
   void OnEvents(uint32_t events);
   void ReadMessages();
   void Handle(const proto::Message& m);
@@ -84,7 +82,7 @@ class KeeperLink {
   void Lose(const std::string& why);
 
   Loop* loop_;
-  UniqueFd fd_;
+  LoopFd fd_;  // the socket and its registration; invalid once lost
   ExitHandler on_exit_;
   std::function<void()> on_replayed_;
   std::function<void()> on_lost_;

@@ -82,7 +82,7 @@ test_killed_worker_is_restarted_and_the_keeper_stays() {
   expect_eq "$(echo "$OUT" | json_get keeper_pid)" "$AGENT_PID" "same keeper"
   kill -0 "$AGENT_PID" || fail "keeper gone"
   local log; log="$(cat "$T/agent.log")"
-  expect_contains "$log" "worker exited pid=$w status=signal:SIGKILL" "exit logged"
+  expect_contains "$log" "worker exited pid=$w status=\"killed by SIGKILL\"" "exit logged"
   expect_contains "$log" "restarting the worker in=500ms" "first restart delay"
   expect_contains "$log" "replacing stale API socket" "the new worker took over the socket"
 }
@@ -136,7 +136,7 @@ test_sigterm_stops_keeper_and_worker_even_a_stopped_worker() {
   [ -e "$SOCK" ] && fail "socket left behind"
   local log; log="$(cat "$T/agent.log")"
   expect_contains "$log" "stopping on SIGTERM; tasks keep running" "keeper log"
-  expect_contains "$log" "worker exited pid=$w status=exit:0" "worker stopped cleanly"
+  expect_contains "$log" "worker exited pid=$w status=\"exit code 0\"" "worker stopped cleanly"
   expect_contains "$log" "keeper stopped exit_code=0" "keeper log"
 }
 
@@ -200,7 +200,7 @@ test_sigusr2_upgrade_keeps_the_keeper_pid_and_runs_the_replaced_binary() {
   expect_not_contains "$(readlink "/proc/$k/exe")" "(deleted)" "keeper exe"
   local log; log="$(cat "$T/agent.log")"
   expect_contains "$log" "SIGUSR2: upgrade: stopping the worker" "log"
-  expect_contains "$log" "worker exited pid=$w status=exit:0" "old worker stopped cleanly"
+  expect_contains "$log" "worker exited pid=$w status=\"exit code 0\"" "old worker stopped cleanly"
   expect_contains "$log" "keeper re-executed after an upgrade pid=$k" "log"
   # Still a working keeper: SIGTERM stops everything with status 0.
   kill -TERM "$k"
@@ -215,7 +215,7 @@ test_adopted_process_survives_the_worker_and_its_exit_is_resent_until_acked() {
   # This worker will never read its socket: the exit stays unacknowledged.
   kill -STOP "$w"
   kill -TERM "$ORPHAN"
-  wait_for 5 grep -q "task exited pid=$ORPHAN status=exit:7" "$T/agent.log" ||
+  wait_for 5 grep -q "task exited pid=$ORPHAN status=\"exit code 7\"" "$T/agent.log" ||
     fail "keeper did not reap $ORPHAN: $(tail -n 3 "$T/agent.log")"
   kill -9 "$w"
   wait_for 10 new_worker_answers "$w" || fail "no new worker"
@@ -240,7 +240,7 @@ test_exit_journaled_without_a_worker_crosses_an_upgrade() {
   kill -9 "$w"
   wait_for 10 grep -q "test wrapper: worker fails at start" "$T/agent.log" || fail "wrapper did not fail"
   kill -TERM "$ORPHAN"
-  wait_for 5 grep -q "task exited pid=$ORPHAN status=exit:7" "$T/agent.log" || fail "keeper did not reap $ORPHAN"
+  wait_for 5 grep -q "task exited pid=$ORPHAN status=\"exit code 7\"" "$T/agent.log" || fail "keeper did not reap $ORPHAN"
   # The upgrade runs the script as the keeper, which execs outpost.real.
   kill -USR2 "$k"
   wait_for 10 grep -q "keeper re-executed after an upgrade pid=$k .*unacked_exits=1" "$T/agent.log" ||
@@ -264,7 +264,7 @@ test_output_and_exit_of_a_task_ending_while_no_worker_runs_cross_an_upgrade() {
   wait_for 10 grep -q "test wrapper: worker fails at start" "$T/agent.log" || fail "wrapper did not fail"
   # No worker runs: the task prints into its FIFO (held by the keeper) and exits.
   touch "$T/go"
-  wait_for 10 grep -q "task exited pid=[0-9]* status=exit:3" "$T/agent.log" || fail "keeper did not reap the task"
+  wait_for 10 grep -q "task exited pid=[0-9]* status=\"exit code 3\"" "$T/agent.log" || fail "keeper did not reap the task"
   kill -USR2 "$k"
   wait_for 10 grep -q "keeper re-executed after an upgrade pid=$k .*unacked_exits=1 held_fifos=1" "$T/agent.log" ||
     fail "exit and FIFOs not carried: $(grep -E 'upgrade|re-executed' "$T/agent.log")"

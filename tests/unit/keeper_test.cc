@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "base/fd.h"
+#include "keeper/channel.h"
+#include "keeper/journal.h"
 #include "keeper/keeper.h"
 #include "keeper/link.h"
 #include "keeper/proto.h"
@@ -354,14 +356,6 @@ TEST(WorkerExit, DecisionTable) {
   }
 }
 
-TEST(WorkerExit, WaitStatusDescriptions) {
-  char buf[48];
-  EXPECT_STREQ(DescribeWaitStatus(Exited(0), buf, sizeof buf), "exit:0");
-  EXPECT_STREQ(DescribeWaitStatus(Exited(3), buf, sizeof buf), "exit:3");
-  EXPECT_STREQ(DescribeWaitStatus(Killed(SIGKILL), buf, sizeof buf), "signal:SIGKILL");
-  EXPECT_STREQ(DescribeWaitStatus(Killed(SIGSEGV) | 0x80, buf, sizeof buf), "signal:SIGSEGV+core");
-}
-
 // ---- both ends over a socketpair ---------------------------------------------
 
 struct Exit {
@@ -655,6 +649,26 @@ TEST_F(KeeperLinkTest, TheKeeperSeesTheWorkerGoAway) {
   EXPECT_TRUE(r.eof);
   EXPECT_FALSE(channel_->attached());
   EXPECT_FALSE(channel_->ready());
+}
+
+TEST_F(KeeperLinkTest, TheSocketLeavesTheLoopWhenTheKeeperGoesAwayAndWhenTheLinkEnds) {
+  for (bool keeper_goes_away : {true, false}) {
+    int sv[2];
+    ASSERT_EQ(0, ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, sv));
+    UniqueFd keeper_end(sv[0]);
+    const int worker_fd = sv[1];
+    auto link = KeeperLink::Attach(loop_.get(), UniqueFd(worker_fd), nullptr);
+    ASSERT_TRUE(link.ok()) << link.error().message();
+    EXPECT_TRUE(loop_->HasFd(worker_fd));
+    if (keeper_goes_away) {
+      keeper_end.Reset();
+      ASSERT_TRUE(RunUntil(loop_.get(), [&] { return (*link)->lost(); }));
+    } else {
+      link->reset();
+    }
+    EXPECT_FALSE(loop_->HasFd(worker_fd)) << keeper_goes_away;
+    EXPECT_EQ(-1, ::fcntl(worker_fd, F_GETFD)) << keeper_goes_away;  // closed, after leaving the loop
+  }
 }
 
 TEST_F(KeeperLinkTest, AttachRejectsWhatIsNotTheKeeperSocketAndClosesOnExec) {
