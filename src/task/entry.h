@@ -32,6 +32,7 @@ struct TaskManager::StartOp {
   driver::TaskConfig config;
   StartedCallback started;
   ExitCallback exited;
+  size_t step = 0;        // the pipeline step running now
   bool replaced = false;  // an ended instance with this id made way
   bool inserted = false;  // Prepare added the entry (and so may remove it)
   std::string cgroup;     // created by CreateCgroup

@@ -38,42 +38,55 @@ void TaskManager::Start(driver::TaskConfig config, StartedCallback started, Exit
   op->config = std::move(config);
   op->started = std::move(started);
   op->exited = std::move(exited);
-  RunStart(std::move(op), 0);
+  RunStart(std::move(op));
 }
 
-void TaskManager::RunStart(std::shared_ptr<StartOp> op, size_t step) {
-  struct StartStep {
-    const char* name;
-    void (TaskManager::*run)(StartOp*, DoneCallback);
-    void (TaskManager::*undo)(StartOp*);
-  };
-  // The start pipeline, in order.
+struct TaskManager::StartStep {
+  const char* name;
+  void (TaskManager::*run)(StartOp*, DoneCallback);
+  void (TaskManager::*undo)(StartOp*);
+};
+
+// The start pipeline, in order.
+const TaskManager::StartStep* TaskManager::StartSteps(size_t* count) {
   static const StartStep kSteps[] = {
       {"prepare", &TaskManager::Prepare, &TaskManager::UndoPrepare},
       {"create cgroup", &TaskManager::CreateCgroup, &TaskManager::UndoCreateCgroup},
       {"spawn", &TaskManager::SpawnThroughDriver, &TaskManager::UndoSpawn},
       {"record", &TaskManager::RecordStarted, nullptr},
   };
-  constexpr size_t kCount = sizeof kSteps / sizeof kSteps[0];
-  if (step == kCount) {
+  *count = sizeof kSteps / sizeof kSteps[0];
+  return kSteps;
+}
+
+void TaskManager::RunStart(std::shared_ptr<StartOp> op) {
+  size_t count = 0;
+  const StartStep* steps = StartSteps(&count);
+  if (op->step == count) {
     auto view = Inspect(op->config.id);
     StartedCallback cb = std::move(op->started);
     return cb(view);
   }
   std::weak_ptr<bool> alive = alive_;
-  (this->*kSteps[step].run)(op.get(), [this, alive, op, step](Status st) {
+  (this->*steps[op->step].run)(op.get(), [this, alive, op](Status st) {
     if (!alive.lock()) return;
-    if (st.ok()) return RunStart(op, step + 1);
-    // Undo in reverse: the failed step's own partial work, then the steps
-    // before it (an undo copes with a step that did only part of its work).
-    for (size_t i = step + 1; i-- > 0;) {
-      if (kSteps[i].undo) (this->*kSteps[i].undo)(op.get());
-    }
-    const std::string prefix = "start task " + op->config.id;
-    const Error& e = st.error();
-    StartedCallback cb = std::move(op->started);
-    cb(e.message().compare(0, prefix.size(), prefix) == 0 ? e : e.Wrap(prefix));
+    if (!st.ok()) return FailStart(op.get(), st.error());
+    op->step++;
+    RunStart(op);
   });
+}
+
+// Undoes the failed step's own partial work, then the steps before it, in
+// reverse (an undo copes with a step that did only part of its work).
+void TaskManager::FailStart(StartOp* op, const Error& e) {
+  size_t count = 0;
+  const StartStep* steps = StartSteps(&count);
+  for (size_t i = op->step + 1; i-- > 0;) {
+    if (steps[i].undo) (this->*steps[i].undo)(op);
+  }
+  const std::string prefix = "start task " + op->config.id;
+  StartedCallback cb = std::move(op->started);
+  cb(e.message().compare(0, prefix.size(), prefix) == 0 ? e : e.Wrap(prefix));
 }
 
 // ---- 1. Prepare ---------------------------------------------------------

@@ -163,7 +163,10 @@ class TaskManager {
 
   // ---- task/lifecycle.cc: the pipelines, one function per step ----
   // Start: Prepare -> CreateCgroup -> SpawnThroughDriver -> RecordStarted.
-  void RunStart(std::shared_ptr<StartOp> op, size_t step);
+  struct StartStep;
+  static const StartStep* StartSteps(size_t* count);
+  void RunStart(std::shared_ptr<StartOp> op);
+  void FailStart(StartOp* op, const Error& e);
   void Prepare(StartOp* op, DoneCallback done);
   void UndoPrepare(StartOp* op);
   void CreateCgroup(StartOp* op, DoneCallback done);
