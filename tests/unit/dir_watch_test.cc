@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -401,9 +402,13 @@ TEST_F(DirWatchTest, QueueOverflowRescansTheTree) {
   Bind(P("a.sock"));
   Start(SocketOpts(kSettle));
   ASSERT_EQ(events_, (V{"+a.sock"}));
-  // More events than the inotify queue holds (16384 by default), without the
-  // loop reading any: alternating names so the kernel cannot merge them.
-  for (int i = 0; i < 9000; i++) {
+  // More events than the inotify queue holds, without the loop reading any:
+  // alternating names so the kernel cannot merge them.
+  int queue = 16384;
+  auto max = sys::ReadFile("/proc/sys/fs/inotify/max_queued_events");
+  if (max.ok()) queue = std::atoi(max->c_str());
+  ASSERT_LT(queue, 1 << 20) << "a queue this long takes too long to overflow";
+  for (int i = 0; i < queue / 2 + 1000; i++) {
     Write(P("x"), std::to_string(i));
     Write(P("y"), std::to_string(i));
   }
