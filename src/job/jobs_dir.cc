@@ -78,6 +78,8 @@ Result<std::unique_ptr<JobsDir>> JobsDir::Create(Loop* loop, Options options, Ca
   // the removal first.
   w.settle_nanos = d->options_.debounce_nanos;
   w.settle_all_events = true;
+  // Internal rescans read every file again (contents are compared here).
+  w.rescan_reports_unchanged = true;
   w.retry_nanos = d->options_.retry_nanos;
   w.create = d->options_.create;
   w.log_name = "jobs dir";

@@ -64,9 +64,9 @@ class JobsDir {
   // path in `known` (or reported before) that is not there. The owner calls
   // it once at start with the paths of the file jobs it already has, and on
   // SIGHUP. Internal rescans (after IN_Q_OVERFLOW, and when the directory
-  // is watched again after being missing, removed or moved) report only
-  // differences: files whose stat changed are read again, and one whose
-  // content is what was last reported gets no call.
+  // is watched again after being missing, removed or moved) use the paths
+  // reported so far and report only differences: a file whose content is
+  // what was last reported gets no call.
   void Rescan(const std::set<std::string>& known);
 
   // "" when the directory is watched; else why not (e.g. "cannot create

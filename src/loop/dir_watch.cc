@@ -482,7 +482,7 @@ bool DirWatch::Scan() {
     auto it = entries_.find(path);
     if (it == entries_.end()) {
       changes.push_back(Change{Kind::kAdded, path, e.type});
-    } else if (!it->second.SameAs(e)) {
+    } else if (options_.rescan_reports_unchanged || !it->second.SameAs(e)) {
       changes.push_back(Change{Kind::kChanged, path, e.type});
     }
     entries_[path] = e;

@@ -43,7 +43,8 @@
 // inotify queue overflowed (one settle time after the overflow) and when the
 // directory is watched again after being missing. A change made within the
 // same file-system timestamp tick as the previous look and whose events were
-// lost to an overflow is not seen by a rescan.
+// lost to an overflow is not seen by a rescan, unless
+// rescan_reports_unchanged.
 //
 // The directory itself going away (deleted, moved, unmounted): one settle
 // time later (so `mv d d.old; mv d.new d` reads as a swap, differences only)
@@ -102,6 +103,10 @@ class DirWatch {
     int64_t settle_nanos = 100LL * 1000000;
     bool settle_all_events = false;
     int64_t retry_nanos = 5LL * 1000000000;
+    // Rescans report every entry still there as kChanged, not only those
+    // whose stat differs: for owners that compare contents themselves and
+    // must not miss a change made within one timestamp tick.
+    bool rescan_reports_unchanged = false;
     // mkdir -p the dir when missing, until it has been watched once. A dir
     // removed or moved away later is not recreated: a script replacing it
     // (`rm -rf d; cp -r new d`) would race our mkdir and end up nested inside.

@@ -396,6 +396,18 @@ TEST_F(DirWatchTest, RescanReportsWhatChangedUnseen) {
   EXPECT_EQ(types_["new.sock"], DirWatch::kSocket);
 }
 
+TEST_F(DirWatchTest, RescanMayReportUnchangedEntries) {
+  Mkdir(dir_);
+  Write(P("a"), "a");
+  Write(P("b"), "b");
+  DirWatch::Options o = Opts(kLongSettle);
+  o.rescan_reports_unchanged = true;
+  Start(o);
+  ASSERT_EQ(0, ::unlink(P("b").c_str()));
+  w_->Rescan();
+  EXPECT_EQ(events_, (V{"+a", "+b", "-b", "~a"}));
+}
+
 TEST_F(DirWatchTest, QueueOverflowRescansTheTree) {
   UseTmpfs();
   Mkdir(dir_);
