@@ -122,6 +122,9 @@ class DirWatch {
   DirWatch(const DirWatch&) = delete;
   DirWatch& operator=(const DirWatch&) = delete;
 
+  // Lists the whole tree now and reports how it differs from what was
+  // reported (see "Rescans" above). Also watches subdirectories not yet
+  // watched.
   void Rescan();
 
   // What an entry was when last looked at.

@@ -229,6 +229,24 @@ TEST_F(DirWatchTest, DotNamesAndFilteredNamesAreIgnored) {
   EXPECT_EQ(events_.size(), 1u);
 }
 
+TEST_F(DirWatchTest, RegularFilesOnly) {
+  Mkdir(dir_);
+  DirWatch::Options o = Opts(kLongSettle);
+  o.types = DirWatch::kRegular;
+  Start(o);
+  ASSERT_EQ(0, ::mkfifo(P("fifo").c_str(), 0644));
+  Bind(P("s.sock"));
+  Mkdir(P("sub"));
+  ASSERT_EQ(0, ::symlink((tmp_ + "/nowhere").c_str(), P("dangling").c_str()));
+  Write(tmp_ + "/conf", "c");
+  Rename(tmp_ + "/conf", P("conf"));
+  ASSERT_TRUE(WaitEvents(1));
+  Quiet();
+  EXPECT_EQ(events_, (V{"+conf"}));
+  w_->Rescan();
+  EXPECT_EQ(events_.size(), 1u);
+}
+
 TEST_F(DirWatchTest, SocketsComeAndGoAtOnce) {
   Mkdir(dir_);
   Start(SocketOpts());
