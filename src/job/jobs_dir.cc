@@ -1,8 +1,6 @@
 #include "job/jobs_dir.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -10,27 +8,11 @@
 #include <utility>
 #include <string_view>
 
-#include "base/clock.h"
 #include "base/log.h"
 #include "base/sys.h"
 
 namespace outpost::job {
 namespace {
-
-// Events that say a directory entry may now hold something different.
-// IN_MODIFY is left out on purpose: it fires for every partial write, and the
-// file is read once the writer closes it (IN_CLOSE_WRITE) or moves it into
-// place (IN_MOVED_TO). IN_CREATE is needed for entries that never produce a
-// close-after-write: directories, FIFOs, symlinks, hard links, files linked
-// in from O_TMPFILE (see OnEvent). IN_ATTRIB makes `chmod` of an unreadable
-// file take effect without rewriting it. IN_EXCL_UNLINK: no events from files
-// still open after being unlinked (a writer's old temp file).
-constexpr uint32_t kWatchMask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE | IN_ATTRIB |
-                                IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK;
-
-// Inotify reads per wakeup; the fd is level-triggered, so a flood of events
-// is drained over several turns instead of starving other fds.
-constexpr int kMaxReadsPerWakeup = 16;
 
 bool EndsWith(const std::string& s, const char* suffix) {
   std::string_view suf(suffix);
@@ -53,13 +35,6 @@ std::string FormatSize(uint64_t bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
-std::string FormatDuration(int64_t nanos) {
-  if (nanos >= kNanosPerSecond && nanos % kNanosPerSecond == 0) {
-    return std::to_string(nanos / kNanosPerSecond) + "s";
-  }
-  return std::to_string(nanos / kNanosPerMilli) + "ms";
-}
-
 const char* FileTypeName(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO";
@@ -73,28 +48,6 @@ std::string TooBig(const std::string& path, const std::string& size, size_t limi
   return path + ": file is " + size + "; the limit is " + FormatSize(limit);
 }
 
-// Job file entries in dir, as absolute paths in name order. A missing dir
-// has none.
-Result<std::set<std::string>> ListJobFiles(const std::string& dir) {
-  std::set<std::string> out;
-  DIR* d = ::opendir(dir.c_str());  // O_CLOEXEC in glibc
-  if (!d) {
-    if (errno == ENOENT || errno == ENOTDIR) return out;
-    return ErrnoError("list '" + dir + "'");
-  }
-  for (;;) {
-    errno = 0;
-    struct dirent* e = ::readdir(d);
-    if (!e) break;
-    std::string name = e->d_name;
-    if (JobsDir::IsJobFileName(name)) out.insert(dir + "/" + name);
-  }
-  int err = errno;
-  ::closedir(d);
-  if (err != 0) return ErrnoError("list '" + dir + "'", err);
-  return out;
-}
-
 }  // namespace
 
 bool JobsDir::IsJobFileName(const std::string& name) {
@@ -106,8 +59,7 @@ bool JobsDir::IsJobFileName(const std::string& name) {
   return EndsWith(name, ".json") && name.size() > 5;
 }
 
-JobsDir::JobsDir(Loop* loop, Options options, Callbacks callbacks)
-    : loop_(loop), options_(std::move(options)), callbacks_(std::move(callbacks)) {
+JobsDir::JobsDir(Options options, Callbacks callbacks) : options_(std::move(options)), callbacks_(std::move(callbacks)) {
   while (options_.dir.size() > 1 && options_.dir.back() == '/') options_.dir.pop_back();
 }
 
@@ -116,179 +68,62 @@ Result<std::unique_ptr<JobsDir>> JobsDir::Create(Loop* loop, Options options, Ca
   if (options.debounce_nanos < 0 || options.retry_nanos <= 0) {
     return Error(Code::kInvalidArgument, "jobs dir: debounce must be >= 0 and retry > 0");
   }
-  std::unique_ptr<JobsDir> d(new JobsDir(loop, std::move(options), std::move(callbacks)));
+  std::unique_ptr<JobsDir> d(new JobsDir(std::move(options), std::move(callbacks)));
+  loop::DirWatch::Options w;
+  w.dir = d->options_.dir;
+  w.filter = IsJobFileName;
+  w.types = loop::DirWatch::kAnyType;  // anything else under a job file name is an error
+  // Every event settles: vim's save (x renamed to x~, x written anew) is one
+  // change, not a removal and an addition; a rename a.json -> b.json reports
+  // the removal first.
+  w.settle_nanos = d->options_.debounce_nanos;
+  w.settle_all_events = true;
+  // Internal rescans read every file again (contents are compared here).
+  w.rescan_reports_unchanged = true;
+  w.retry_nanos = d->options_.retry_nanos;
+  w.create = d->options_.create;
+  w.log_name = "jobs dir";
+  JobsDir* raw = d.get();
   // A jobs.d that cannot be watched is not fatal: dir_problem() says why and
   // a timer retries. No rescan here; the owner calls Rescan(known) itself.
-  d->TryWatch(/*after_loss=*/false);
+  auto watch = loop::DirWatch::Start(loop, std::move(w), [raw](const std::vector<loop::DirWatch::Change>& changes) {
+    raw->OnChanges(changes);
+  });
+  if (!watch.ok()) return watch.error();
+  d->watch_ = std::move(watch.value());
   return d;
 }
 
-JobsDir::~JobsDir() {
-  for (auto& [path, id] : pending_) loop_->CancelTimer(id);
-  if (watch_timer_) loop_->CancelTimer(watch_timer_);
-  if (rescan_timer_) loop_->CancelTimer(rescan_timer_);
-  if (inotify_) loop_->RemoveFd(inotify_.get());
-}
+JobsDir::~JobsDir() = default;
 
-Status JobsDir::AddWatch() {
-  const std::string& dir = options_.dir;
-  if (!inotify_) {
-    int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (fd < 0) return ErrnoError("cannot watch '" + dir + "': inotify_init1");
-    inotify_.Reset(fd);
-    Status st = loop_->AddFd(fd, EPOLLIN, [this](uint32_t) { OnInotify(); });
-    if (!st.ok()) {
-      inotify_.Reset();
-      return st.error().Wrap("cannot watch '" + dir + "'");
-    }
+void JobsDir::OnChanges(const std::vector<loop::DirWatch::Change>& changes) {
+  if (absorbing_) return;
+  for (const loop::DirWatch::Change& c : changes) {
+    std::string path = options_.dir + "/" + c.path;
+    bool alive = c.kind == loop::DirWatch::Kind::kRemoved ? Gone(path, /*force=*/false) : Check(path, /*force=*/false);
+    if (!alive) return;
   }
-  if (options_.create && !watched_once_) {
-    Status st = sys::MkdirAll(dir, 0755);
-    if (!st.ok()) return st.error().Wrap("cannot create '" + dir + "'");
-  }
-  int wd = ::inotify_add_watch(inotify_.get(), dir.c_str(), kWatchMask);
-  if (wd < 0) {
-    int err = errno;
-    Error e = ErrnoError("cannot watch '" + dir + "'", err);
-    // ENOSPC from inotify_add_watch is the per-user watch limit, not a full disk.
-    if (err == ENOSPC) e = Error(e.code(), e.message() + " (fs.inotify.max_user_watches reached?)");
-    return e;
-  }
-  wd_ = wd;
-  watched_once_ = true;
-  return OkStatus();
-}
-
-void JobsDir::TryWatch(bool after_loss) {
-  Status st = AddWatch();
-  if (st.ok()) {
-    if (!dir_problem_.empty()) log::Info("jobs dir watched", {{"dir", options_.dir}});
-    dir_problem_.clear();
-    if (rescan_on_watch_) {
-      rescan_on_watch_ = false;
-      Scan(ReportedPaths(), /*force=*/false);  // last use of this
-    }
-    return;
-  }
-  std::string problem = st.error().message() + "; retrying every " + FormatDuration(options_.retry_nanos);
-  // Logged when it changes, not every retry.
-  if (problem != dir_problem_) {
-    log::Warn("jobs dir not watched", {{"dir", options_.dir}, {"error", st.error().message()}});
-  }
-  dir_problem_ = problem;
-  rescan_on_watch_ = true;
-  ScheduleWatch(options_.retry_nanos, /*after_loss=*/false);
-  // The dir just went away and did not come back: the files in it are gone
-  // (Scan reports nothing removed when the dir exists but cannot be listed).
-  if (after_loss) Scan(ReportedPaths(), /*force=*/false);  // last use of this
-}
-
-void JobsDir::ScheduleWatch(int64_t delay_nanos, bool after_loss) {
-  if (watch_timer_) loop_->CancelTimer(watch_timer_);
-  watch_timer_ = loop_->AddTimer(delay_nanos, [this, after_loss] {
-    watch_timer_ = 0;
-    TryWatch(after_loss);
-  });
-}
-
-void JobsDir::OnWatchLost(const std::string& why, bool remove_watch) {
-  // After IN_MOVE_SELF the watch follows the moved directory: drop it. After
-  // IN_DELETE_SELF/IN_IGNORED the kernel has dropped it already.
-  if (remove_watch) ::inotify_rm_watch(inotify_.get(), wd_);
-  wd_ = -1;
-  rescan_on_watch_ = true;
-  dir_problem_ = "'" + options_.dir + "' was " + why + "; watching it again";
-  log::Warn("jobs dir lost", {{"dir", options_.dir}, {"reason", why}});
-  // Wait one debounce period before looking again, so `mv jobs.d jobs.old;
-  // mv jobs.new jobs.d` is seen as one swap (differences only) and not as
-  // everything removed, then everything added.
-  ScheduleWatch(options_.debounce_nanos, /*after_loss=*/true);
-}
-
-void JobsDir::OnInotify() {
-  // Large enough for many events; one event is at most sizeof + NAME_MAX + 1.
-  alignas(struct inotify_event) char buf[16384];
-  for (int i = 0; i < kMaxReadsPerWakeup && inotify_; i++) {
-    ssize_t n = sys::Read(inotify_.get(), buf, sizeof buf);
-    if (n < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        log::Warn("jobs dir: inotify read failed", {{"dir", options_.dir}, {"error", ErrnoError("read").message()}});
-      }
-      return;
-    }
-    if (n == 0) return;
-    for (char* p = buf; p < buf + n;) {
-      auto* ev = reinterpret_cast<struct inotify_event*>(p);
-      // ev->name is NUL-padded to len bytes.
-      std::string name = ev->len > 0 ? std::string(ev->name) : std::string();
-      OnEvent(ev->wd, ev->mask, name);
-      p += sizeof(struct inotify_event) + ev->len;
-    }
-  }
-}
-
-// Never calls the owner's callbacks (it only arms timers), so it may touch
-// members freely.
-void JobsDir::OnEvent(int wd, uint32_t mask, const std::string& name) {
-  if (mask & IN_Q_OVERFLOW) {
-    // Events were dropped: compare everything with what was reported, once
-    // the burst that overflowed the queue has had a debounce period to settle.
-    log::Warn("jobs dir: inotify queue overflowed; rescanning", {{"dir", options_.dir}});
-    if (rescan_timer_) loop_->CancelTimer(rescan_timer_);
-    rescan_timer_ = loop_->AddTimer(options_.debounce_nanos, [this] {
-      rescan_timer_ = 0;
-      Scan(ReportedPaths(), /*force=*/false);
-    });
-    return;
-  }
-  // Events of an earlier watch (the dir was replaced) are stale.
-  if (wd_ < 0 || wd != wd_) return;
-  if (mask & IN_MOVE_SELF) return OnWatchLost("moved away", /*remove_watch=*/true);
-  if (mask & (IN_DELETE_SELF | IN_IGNORED | IN_UNMOUNT)) return OnWatchLost("removed", /*remove_watch=*/false);
-  if (name.empty() || !IsJobFileName(name)) return;
-  std::string path = options_.dir + "/" + name;
-  if ((mask & IN_CREATE) && !(mask & IN_ISDIR)) {
-    // open(O_CREAT) of a new file: IN_CLOSE_WRITE follows when the writer is
-    // done, and reading now could see half a file. Everything else created
-    // here (FIFO, symlink, hard link, a complete file linked in from
-    // O_TMPFILE, whose close is reported under its "#<inode>" name) gets no
-    // IN_CLOSE_WRITE under this name and must be looked at on IN_CREATE.
-    struct stat st;
-    if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 && st.st_size == 0) return;
-  }
-  Arm(path);
-}
-
-void JobsDir::Arm(const std::string& path) {
-  auto it = pending_.find(path);
-  if (it != pending_.end()) loop_->CancelTimer(it->second);
-  pending_[path] = loop_->AddTimer(options_.debounce_nanos, [this, path] {
-    pending_.erase(path);
-    Check(path, /*force=*/false);
-  });
 }
 
 void JobsDir::Rescan(const std::set<std::string>& known) {
   std::set<std::string> all = known;
   for (const std::string& p : ReportedPaths()) all.insert(p);
-  Scan(std::move(all), /*force=*/true);
-}
-
-bool JobsDir::Scan(std::set<std::string> known, bool force) {
-  auto listed = ListJobFiles(options_.dir);
-  if (!listed.ok()) {
-    // Cannot tell what is there: each known path is checked on its own below.
-    log::Warn("jobs dir: cannot list", {{"dir", options_.dir}, {"error", listed.error().message()}});
-  }
-  std::set<std::string> present = listed.ok() ? std::move(listed.value()) : std::set<std::string>();
+  // Bring the watch's list up to date; what it reports is covered below,
+  // where every file is read.
+  absorbing_ = true;
+  watch_->Rescan();
+  absorbing_ = false;
+  // When the dir cannot be listed the list is what it was, and each known
+  // path is checked on its own below.
+  std::vector<std::string> present;
+  for (const auto& [name, entry] : watch_->entries()) present.push_back(options_.dir + "/" + name);
   for (const std::string& path : present) {
-    known.erase(path);
-    if (!Check(path, force)) return false;
+    all.erase(path);
+    if (!Check(path, /*force=*/true)) return;
   }
-  for (const std::string& path : known) {
-    if (!Check(path, force)) return false;
+  for (const std::string& path : all) {
+    if (!Check(path, /*force=*/true)) return;
   }
-  return true;
 }
 
 std::set<std::string> JobsDir::ReportedPaths() const {

@@ -1,11 +1,12 @@
-// The jobs.d drop-in directory (default /etc/outpost/jobs.d). Owns: the
-// inotify watch on the directory, deciding which names are job files
-// (`*.json`, not dot-files, editor backups `~`, `.swp`/`.swx`, `#…#`, temp
-// files), debouncing bursts of events per file (editors save by rename,
-// backup-then-write, truncate-then-write), reading each file whole with a
-// size limit, and recovering when the directory is missing, removed or
-// recreated, or the inotify queue overflows. It reports what files say; it
-// does not parse or apply them (job/manager does).
+// The jobs.d drop-in directory (default /etc/outpost/jobs.d). Owns:
+// deciding which names are job files (`*.json`, not dot-files, editor backups
+// `~`, `.swp`/`.swx`, `#…#`, temp files), reading each file whole with a size
+// limit, and telling real content changes from rewrites of the same content.
+// Watching is done by loop::DirWatch with every event settled for the
+// debounce time (editors save by rename, backup-then-write,
+// truncate-then-write), which also recovers when the directory is missing,
+// removed or recreated, or the inotify queue overflows. It reports what files
+// say; it does not parse or apply them (job/manager does).
 #pragma once
 
 #include <cstddef>
@@ -15,9 +16,10 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
-#include "base/fd.h"
+#include "loop/dir_watch.h"
 #include "loop/loop.h"
 
 namespace outpost::job {
@@ -69,7 +71,7 @@ class JobsDir {
 
   // "" when the directory is watched; else why not (e.g. "cannot create
   // '/etc/outpost/jobs.d': Read-only file system; retrying every 5s").
-  const std::string& dir_problem() const { return dir_problem_; }
+  const std::string& dir_problem() const { return watch_->problem(); }
   // Current per-file problems, path -> error (for `outpost status`).
   const std::map<std::string, std::string>& problems() const { return problems_; }
   const std::string& dir() const { return options_.dir; }
@@ -78,7 +80,7 @@ class JobsDir {
   static bool IsJobFileName(const std::string& name);
 
  private:
-  JobsDir(Loop* loop, Options options, Callbacks callbacks);
+  JobsDir(Options options, Callbacks callbacks);
 
   // What was last reported through `changed` for a path: a 64-bit FNV-1a of
   // the content and its size, not the content itself (a jobs.d of thousands
@@ -89,19 +91,10 @@ class JobsDir {
     size_t size;
   };
 
-  // Ensures the inotify fd exists and watches the dir (creating it when
-  // options.create). On failure sets dir_problem_ and schedules a retry.
-  void TryWatch(bool after_loss);
-  Status AddWatch();
-  void ScheduleWatch(int64_t delay_nanos, bool after_loss);
-  void OnWatchLost(const std::string& why, bool remove_watch);
-  void OnInotify();
-  void OnEvent(int wd, uint32_t mask, const std::string& name);
-  void Arm(const std::string& path);
-  // The Scan/Check/Emit functions call the owner's callbacks, which may
-  // destroy this object: they return false when it is gone, and then the
+  void OnChanges(const std::vector<loop::DirWatch::Change>& changes);
+  // The Check/Gone/Fail/Report functions call the owner's callbacks, which
+  // may destroy this object: they return false when it is gone, and then the
   // caller must return without touching members.
-  bool Scan(std::set<std::string> known, bool force);
   bool Check(const std::string& path, bool force);
   bool Gone(const std::string& path, bool force);
   bool Fail(const std::string& path, const std::string& error, bool force);
@@ -109,20 +102,13 @@ class JobsDir {
   std::set<std::string> ReportedPaths() const;
   bool OwnsPath(const std::string& path) const;
 
-  Loop* loop_;
   Options options_;
   Callbacks callbacks_;
-  UniqueFd inotify_;                                // registered on loop_ while valid
-  int wd_ = -1;                                     // watch on options_.dir, -1 when not watched
-  bool rescan_on_watch_ = false;                    // the dir was unwatched: rescan once watched
-  bool watched_once_ = false;                       // options_.create no longer applies
-  Loop::TimerId watch_timer_ = 0;                   // retry / rewatch; 0 = none
-  Loop::TimerId rescan_timer_ = 0;                  // after IN_Q_OVERFLOW; 0 = none
-  std::map<std::string, Loop::TimerId> pending_;    // path -> debounce timer
   std::map<std::string, Seen> reported_;            // path -> last content reported via changed
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // expires with this object
-  std::string dir_problem_;
   std::map<std::string, std::string> problems_;
+  bool absorbing_ = false;                          // in Rescan: the watch's reports are ignored
+  std::unique_ptr<loop::DirWatch> watch_;           // its callback points to this
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // expires with this object
 };
 
 }  // namespace outpost::job
