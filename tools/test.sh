@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs every test suite and prints one final line "N passed, N failed[, N skipped]".
 #
-#   tools/test.sh                 all suites (native build, unit, integration,
+#   tools/test.sh                 all suites (layer check of src/ and its own
+#                                 test, native build, unit, integration,
 #                                 sanitized unit, fuzz, arm64 + armhf unit under
 #                                 qemu-user, VM system test)
 #   tools/test.sh --arch arm64    only the arm64 build and its unit tests under qemu-user
-#   tools/test.sh --only NAME     one suite: build unit integration sanitize fuzz arm64 armhf vm vm-arm64
+#   tools/test.sh --only NAME     one suite: layers build unit integration sanitize fuzz arm64 armhf vm vm-arm64
 #
 # Each suite's output goes to build/test-logs/<suite>.log; failures are shown.
 set -u
@@ -121,6 +122,12 @@ if [ "$ARCH" != native ]; then
     *) echo "unknown arch $ARCH" >&2; exit 2 ;;
   esac
 else
+  if want layers; then
+    # No include from a higher layer of src/ (tools/check-layers.sh), and the
+    # check itself on fake trees with and without a wrong include.
+    step "layer check" tools/check-layers.sh src
+    tap_suite layers-test tests/scripts/check_layers_test.sh
+  fi
   built=0
   if want build || want unit || want integration || want vm; then
     if step "build native" make -j"$JOBS" all build/unit_tests build/test_helper; then

@@ -4,8 +4,9 @@
 # NAME.txt holds the human output (stdout, then stderr and the exit code),
 # NAME.json the --json output. Both sides are normalised before comparing:
 # the test dir, helper and binary paths, pids, RFC 3339 times, ages, uptimes,
-# CPU/memory figures, the version and host-dependent feature details become
-# placeholders (<T>, <PID>, <TIME>, ...), and runs of spaces are squeezed
+# CPU/memory figures, the version, the architecture the agent was built for
+# and host-dependent feature details become placeholders (<T>, <PID>, <TIME>,
+# <ARCH>, ...), and runs of spaces are squeezed
 # (column alignment is the formatter's business, not the golden's).
 #
 # To regenerate the golden files after an intended output change:
@@ -24,6 +25,9 @@ import json, re, sys
 kind, tdir, helper, outpost = sys.argv[1:5]
 RFC3339 = re.compile(r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)')
 HOST_FEATURES = ('cgroup2', 'driver.exec', 'child_exits')
+# The agent's build architectures (`status`); anything else is left as is,
+# so a wrong or missing one still shows in the diff.
+ARCHES = ('x86_64', 'aarch64', 'armhf')
 # Table columns whose values change from run to run.
 VOLATILE_COLUMNS = {'PID': '<PID>', 'AGE': '<AGE>', 'CPU%': '<CPU>', 'MEMORY': '<MEM>',
                     'USER': '<CPU>', 'SYSTEM': '<CPU>'}
@@ -37,6 +41,7 @@ def text(s):
     s = re.sub(r'\bcpu=[\d.]+%', 'cpu=<CPU>', s)
     s = re.sub(r'\bup \d+[dhms]\S*', 'up <UPTIME>', s)
     s = re.sub(r'^outpost \d+\.\d+\.\d+\S*', 'outpost <VERSION>', s, flags=re.M)
+    s = re.sub(r'^(outpost <VERSION>) \((%s)\)' % '|'.join(ARCHES), r'\1 (<ARCH>)', s, flags=re.M)
     return s
 
 def human(data):
@@ -77,6 +82,8 @@ def walk(v, key=None, parent=None):
         return VOLATILE_KEYS[key]  # a pid of 0 (not running) and "-" (no time) are not volatile
     if key == 'version' and isinstance(v, str):
         return '<VERSION>'
+    if key == 'arch' and v in ARCHES:
+        return '<ARCH>'
     if isinstance(v, str):
         return text(v)
     return v

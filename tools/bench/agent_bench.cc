@@ -40,12 +40,10 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -66,81 +64,37 @@
 #include "wire/rpc_client.h"
 #include "bench_util.h"
 
-using outpost::bench::ProcKiB;
-using outpost::bench::CountFds;
-using outpost::bench::RssKiB;
-using outpost::bench::PidsWithEnv;
-using outpost::bench::SpawnDetached;
-
 namespace outpost {
 namespace {
 
+using bench::CallOnce;
+using bench::CountFds;
+using bench::DescribeMemory;
+using bench::DestroyRequest;
 using bench::Die;
+using bench::g_interrupted;
+using bench::Info;
+using bench::kAgentService;
+using bench::kMarkerVar;
 using bench::OrDie;
+using bench::Outcome;
+using bench::PidsWithEnv;
+using bench::Pipeline;
 using bench::Print;
+using bench::ReapWithin;
+using bench::SettledRssKiB;
+using bench::SpawnDetached;
+using bench::Verdict;
+using bench::WaitForWorker;
 
-constexpr const char* kService = "outpost.v1.Agent";
-constexpr const char* kMarkerVar = "OUTPOST_BENCH_RUN";
 constexpr double kWorkerBaseKiB = 2048;  // target: worker <= 2 MiB + 8 KiB per task
 constexpr double kPerTaskKiB = 8;
 constexpr double kKeeperKiB = 256;
 constexpr double kRecoveryMs = 500;
 
-volatile sig_atomic_t g_interrupted = 0;
-void OnSignal(int) { g_interrupted = 1; }
-
-void Info(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-void Info(const char* fmt, ...) {
-  std::printf("agent_bench: ");
-  va_list ap;
-  va_start(ap, fmt);
-  std::vprintf(fmt, ap);
-  va_end(ap);
-  std::printf("\n");
-  std::fflush(stdout);
-}
-
-// ---- /proc -----------------------------------------------------------------------
-
-
-
 bool Alive(pid_t pid) {
   proc::ProcStat ps;
   return proc::ReadProcStat(pid, &ps) && ps.state != 'Z';
-}
-
-// Pids whose environment holds marker ("NAME=value").
-
-// One line of the memory split of a process, for the analysis.
-void DescribeMemory(const char* who, pid_t pid) {
-  Info("%s pid %d: VmRSS=%ld RssAnon=%ld RssFile=%ld RssShmem=%ld VmData=%ld VmPTE=%ld KiB; smaps_rollup "
-       "Pss_Anon=%ld Pss_File=%ld Private_Dirty=%ld KiB; fds=%d",
-       who, pid, RssKiB(pid), ProcKiB(pid, "status", "RssAnon"), ProcKiB(pid, "status", "RssFile"),
-       ProcKiB(pid, "status", "RssShmem"), ProcKiB(pid, "status", "VmData"), ProcKiB(pid, "status", "VmPTE"),
-       ProcKiB(pid, "smaps_rollup", "Pss_Anon"), ProcKiB(pid, "smaps_rollup", "Pss_File"),
-       ProcKiB(pid, "smaps_rollup", "Private_Dirty"), CountFds(pid));
-}
-
-// VmRSS once pid sleeps (state S) and its RSS has not changed for stable_ms
-// (at most 10 s). The keeper drops its code pages up to 1 s after its last
-// activity, so its figure needs a longer quiet period than the others.
-long SettledRssKiB(pid_t pid, int stable_ms = 300) {
-  long last = -2;
-  int64_t since = MonotonicNanos();
-  int64_t end = since + 10 * kNanosPerSecond;
-  while (MonotonicNanos() < end) {
-    ::usleep(50000);
-    proc::ProcStat ps;
-    if (!proc::ReadProcStat(pid, &ps)) return -1;
-    long now = RssKiB(pid);
-    if (now != last || ps.state != 'S') {
-      last = now;
-      since = MonotonicNanos();
-    } else if (MonotonicNanos() - since >= stable_ms * kNanosPerMilli) {
-      return now;
-    }
-  }
-  return last;
 }
 
 // ---- the agent -------------------------------------------------------------------
@@ -157,97 +111,10 @@ struct Run {
 [[noreturn]] void Fatal(Run* run, const std::string& what);
 void Cleanup(Run* run);
 
-
-Result<std::string> CallOnce(const Run& run, const char* method, const std::string& payload, int64_t timeout) {
-  auto client = wire::BlockingClient::Connect(run.socket, timeout);
-  if (!client.ok()) return client.error();
-  return client->Call(kService, method, payload, timeout);
-}
-
-// The worker's pid from the Status API, once it answers (0 on timeout).
-pid_t WaitForWorker(const Run& run, int64_t timeout_nanos) {
-  int64_t end = MonotonicNanos() + timeout_nanos;
-  while (MonotonicNanos() < end && !g_interrupted) {
-    auto reply = CallOnce(run, "Status", "", kNanosPerSecond);
-    if (reply.ok()) {
-      PbOwned<outpost_v1_StatusResponse> resp(outpost_v1_StatusResponse_fields);
-      if (resp.Decode(*reply, "StatusResponse").ok() && resp->pid > 0) return resp->pid;
-    }
-    ::usleep(20000);
-  }
-  return 0;
-}
-
 // A task running `test_helper ARG1 ARG2` (default: sleep 600).
 std::string StartRequest(const Run& run, const std::string& id, const std::string& arg1 = "sleep",
                          const std::string& arg2 = "600") {
-  std::string name = kMarkerVar, value = run.dir;
-  char* args[] = {PbStr(arg1), PbStr(arg2)};
-  outpost_v1_EnvVar env = {PbStr(name), PbStr(value)};
-  outpost_v1_StartTaskRequest req = outpost_v1_StartTaskRequest_init_zero;
-  req.has_spec = true;
-  req.spec.id = PbStr(id);
-  req.spec.command = PbStr(run.helper);
-  req.spec.args_count = 2;
-  req.spec.args = args;
-  req.spec.env_count = 1;
-  req.spec.env = &env;
-  auto out = PbEncode(outpost_v1_StartTaskRequest_fields, &req, "StartTaskRequest");
-  return out.ok() ? *out : std::string();
-}
-
-std::string DestroyRequest(const std::string& id) {
-  outpost_v1_DestroyTaskRequest req = outpost_v1_DestroyTaskRequest_init_zero;
-  req.id = PbStr(id);
-  req.force = true;
-  auto out = PbEncode(outpost_v1_DestroyTaskRequest_fields, &req, "DestroyTaskRequest");
-  return out.ok() ? *out : std::string();
-}
-
-struct Outcome {
-  bool done = false;
-  bool ok = false;
-  Code code = Code::kOk;
-  std::string reply;       // or the error message
-  int64_t done_nanos = 0;  // monotonic time of the reply
-};
-
-// Calls method once per payload on one connection, at most `window` in
-// flight. Stops issuing new calls once one fails with a deadline (the agent
-// is stuck: waiting for more would only add time), and on SIGINT/SIGTERM if
-// interruptible (not during clean-up).
-std::vector<Outcome> Pipeline(const Run& run, const char* method, const std::vector<std::string>& payloads,
-                              size_t window, int64_t call_timeout, bool interruptible) {
-  std::vector<Outcome> out(payloads.size());
-  auto loop = Loop::Create();
-  if (!loop.ok()) return out;
-  auto client = wire::RpcClient::Connect(loop->get(), run.socket);
-  if (!client.ok()) return out;
-  size_t next = 0, in_flight = 0;
-  bool stuck = false;
-  std::function<void()> issue = [&] {
-    while (!stuck && !(interruptible && g_interrupted) && in_flight < window && next < payloads.size()) {
-      size_t i = next++;
-      ++in_flight;
-      (*client)->Call(kService, method, payloads[i], call_timeout, [&, i](Result<std::string> r) {
-        --in_flight;
-        out[i].done = true;
-        out[i].done_nanos = MonotonicNanos();
-        out[i].ok = r.ok();
-        if (r.ok()) {
-          out[i].reply = std::move(*r);
-        } else {
-          out[i].code = r.error().code();
-          out[i].reply = r.error().message();
-          if (r.error().code() == Code::kDeadlineExceeded || r.error().code() == Code::kUnavailable) stuck = true;
-        }
-        issue();
-      });
-    }
-  };
-  issue();
-  while (in_flight > 0) (void)(*loop)->RunOnce(100 * kNanosPerMilli);
-  return out;
+  return bench::StartRequest(run.helper, run.dir, id, arg1, arg2);
 }
 
 // Milliseconds since the epoch of a log line's "2026-11-22T19:25:20.123Z" prefix; -1 if none.
@@ -303,25 +170,13 @@ double ProcStatMillis(const std::vector<pid_t>& pids) {
   return best;
 }
 
-// Waits for our child pid to exit, up to timeout; true if it did.
-bool ReapWithin(pid_t pid, int64_t timeout_nanos) {
-  int64_t end = MonotonicNanos() + timeout_nanos;
-  for (;;) {
-    int st = 0;
-    pid_t r = ::waitpid(pid, &st, WNOHANG);
-    if (r == pid || (r < 0 && errno == ECHILD)) return true;
-    if (MonotonicNanos() >= end) return false;
-    ::usleep(10000);
-  }
-}
-
 void Cleanup(Run* run) {
   // 1. Through the API, as a user would: force-destroy every task.
   if (run->keeper > 0 && !run->ids.empty()) {
     std::vector<std::string> reqs;
     for (const std::string& id : run->ids) reqs.push_back(DestroyRequest(id));
     int64_t t0 = MonotonicNanos();
-    std::vector<Outcome> res = Pipeline(*run, "DestroyTask", reqs, 32, 20 * kNanosPerSecond, false);
+    std::vector<Outcome> res = Pipeline(run->socket, "DestroyTask", reqs, 32, 20 * kNanosPerSecond, false);
     double secs = static_cast<double>(MonotonicNanos() - t0) / 1e9;
     size_t ok = 0, failed = 0, skipped = 0;
     std::string first_error;
@@ -410,20 +265,6 @@ void Cleanup(Run* run) {
   std::exit(1);
 }
 
-// CLOCK_MONOTONIC written by `test_helper timestamp FILE`, once FILE is complete; -1 after 10 s.
-int64_t WaitStamp(const std::string& path) {
-  int64_t end = MonotonicNanos() + 10 * kNanosPerSecond;
-  while (MonotonicNanos() < end) {
-    auto text = sys::ReadFile(path, 64);
-    if (text.ok() && !text->empty() && text->back() == '\n') {
-      ::unlink(path.c_str());
-      return std::strtoll(text->c_str(), nullptr, 10);
-    }
-    ::usleep(200);
-  }
-  return -1;
-}
-
 // Task start latency through the whole agent: StartTask sent on an open API
 // connection -> first instruction of the helper's main(), n times, each
 // alternating with a bare fork + exec of the same helper timed the same way.
@@ -441,7 +282,7 @@ void ApiStartLatency(Run* run, int n, char tag, double* api_p50, double* fork_p5
       ::execv(argv[0], const_cast<char* const*>(argv));
       ::_exit(127);
     }
-    int64_t ts = WaitStamp(stamp);
+    int64_t ts = bench::WaitStamp(stamp, 10 * kNanosPerSecond);
     ReapWithin(pid, 5 * kNanosPerSecond);
     if (ts < 0) Fatal(run, "the helper did not write its timestamp (fork + exec)");
     forked.push_back(ts - t0);
@@ -449,12 +290,12 @@ void ApiStartLatency(Run* run, int n, char tag, double* api_p50, double* fork_p5
     std::string id = Format("s%s-%c%03d", sys::Basename(run->dir).substr(20).c_str(), tag, i);
     std::string req = StartRequest(*run, id, "timestamp", stamp);
     t0 = MonotonicNanos();
-    auto reply = client->Call(kService, "StartTask", req, 30 * kNanosPerSecond);
+    auto reply = client->Call(kAgentService, "StartTask", req, 30 * kNanosPerSecond);
     if (!reply.ok()) Fatal(run, "StartTask " + id + ": " + reply.error().message());
-    ts = WaitStamp(stamp);
+    ts = bench::WaitStamp(stamp, 10 * kNanosPerSecond);
     if (ts < 0) Fatal(run, "the helper did not write its timestamp (task " + id + ")");
     api.push_back(ts - t0);
-    auto gone = client->Call(kService, "DestroyTask", DestroyRequest(id), 30 * kNanosPerSecond);
+    auto gone = client->Call(kAgentService, "DestroyTask", DestroyRequest(id), 30 * kNanosPerSecond);
     if (!gone.ok()) Fatal(run, "DestroyTask " + id + ": " + gone.error().message());
   }
   *api_p50 = bench::PercentileMicros(api, 0.5);
@@ -464,7 +305,7 @@ void ApiStartLatency(Run* run, int n, char tag, double* api_p50, double* fork_p5
 // Every task must still run: one that ended was killed from outside (the
 // figures would be wrong), and the message says which and how.
 void CheckAllRunning(Run* run, const char* when) {
-  auto list = CallOnce(*run, "ListTasks", "", 30 * kNanosPerSecond);
+  auto list = CallOnce(run->socket, "ListTasks", "", 30 * kNanosPerSecond);
   if (!list.ok()) Fatal(run, std::string("ListTasks ") + when + ": " + list.error().message());
   PbOwned<outpost_v1_ListTasksResponse> lr(outpost_v1_ListTasksResponse_fields);
   if (!lr.Decode(*list, "ListTasksResponse").ok()) Fatal(run, "bad ListTasksResponse");
@@ -486,10 +327,6 @@ void CheckAllRunning(Run* run, const char* when) {
   }
 }
 
-std::string Verdict(const char* name, double value, double limit, const char* unit) {
-  return Format("%s<=%.0f%s:%s", name, limit, unit, value <= limit ? "PASS" : "FAIL");
-}
-
 int Main(int argc, char** argv) {
   bench::Name() = "agent_bench";
   Run run;
@@ -508,48 +345,17 @@ int Main(int argc, char** argv) {
     }
   }
   if (tasks < 1) tasks = 1;
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) Fatal(&run, "readlink /proc/self/exe failed");
-  self[n] = '\0';
-  std::string build = sys::Dirname(sys::Dirname(self));
-  if (run.outpost.empty()) run.outpost = build + "/outpost";
-  if (run.helper.empty()) run.helper = build + "/test_helper";
-  for (const std::string& p : {run.outpost, run.helper}) {
-    if (::access(p.c_str(), X_OK) != 0) Fatal(&run, p + " not found (make all build/test_helper)");
-  }
-  if (run.helper[0] != '/') {
-    char cwd[4096];
-    if (::getcwd(cwd, sizeof cwd)) run.helper = std::string(cwd) + "/" + run.helper;
-  }
+  std::string missing = bench::FindBinaries(&run.outpost, &run.helper);
+  if (!missing.empty()) Fatal(&run, missing);
   log::SetLevel(log::Level::kError);
-  ::signal(SIGPIPE, SIG_IGN);
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = OnSignal;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
+  bench::CatchInterrupts();
 
   // Each task costs the worker about 11 fds (FIFO ends, scratch pipes, log
   // and cursor files, pidfd; measured below): a soft RLIMIT_NOFILE of 1024
   // stops the agent at about 90 tasks. The agent inherits our limits: raise
   // the soft one to the hard one, and the hard one too if it is short and we
   // may (root, CAP_SYS_RESOURCE).
-  rlimit nofile;
-  ::getrlimit(RLIMIT_NOFILE, &nofile);
-  const rlimit old_nofile = nofile;
-  const rlim_t want = static_cast<rlim_t>(tasks) * 16 + 1024;
-  if (nofile.rlim_max != RLIM_INFINITY && nofile.rlim_max < want) {
-    rlimit more{want, want};
-    if (::setrlimit(RLIMIT_NOFILE, &more) == 0) nofile = more;
-  }
-  nofile.rlim_cur = nofile.rlim_max;
-  ::setrlimit(RLIMIT_NOFILE, &nofile);
-  ::getrlimit(RLIMIT_NOFILE, &nofile);
-  Info("RLIMIT_NOFILE soft %llu hard %llu -> soft %llu hard %llu, inherited by the agent%s",
-       static_cast<unsigned long long>(old_nofile.rlim_cur), static_cast<unsigned long long>(old_nofile.rlim_max),
-       static_cast<unsigned long long>(nofile.rlim_cur), static_cast<unsigned long long>(nofile.rlim_max),
-       nofile.rlim_cur < want ? " (may be too low for this many tasks)" : "");
+  bench::RaiseNofile(static_cast<rlim_t>(tasks) * 16 + 1024);
 
   const char* tmp = std::getenv("TMPDIR");
   std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/outpost-agent-bench-XXXXXX";
@@ -580,7 +386,7 @@ int Main(int argc, char** argv) {
   // ---- the agent, idle ----
   run.keeper = SpawnDetached({run.outpost, "agent", "--config", run.config}, run.dir + "/agent.stderr");
   if (run.keeper < 0) Fatal(&run, "fork failed");
-  run.worker = WaitForWorker(run, 10 * kNanosPerSecond);
+  run.worker = WaitForWorker(run.socket, 10 * kNanosPerSecond);
   if (run.worker <= 0) Fatal(&run, "the agent did not answer Status within 10s");
   proc::ProcStat wps;
   if (!proc::ReadProcStat(run.worker, &wps) || wps.ppid != run.keeper) {
@@ -607,7 +413,7 @@ int Main(int argc, char** argv) {
     reqs.push_back(StartRequest(run, run.ids.back()));
   }
   int64_t t0 = MonotonicNanos();
-  std::vector<Outcome> started = Pipeline(run, "StartTask", reqs, 8, 30 * kNanosPerSecond, true);
+  std::vector<Outcome> started = Pipeline(run.socket, "StartTask", reqs, 8, 30 * kNanosPerSecond, true);
   double start_secs = static_cast<double>(MonotonicNanos() - t0) / 1e9;
   for (const Outcome& o : started) {  // every pid first, so that clean-up knows them all
     PbOwned<outpost_v1_StartTaskResponse> resp(outpost_v1_StartTaskResponse_fields);
@@ -670,7 +476,7 @@ int Main(int argc, char** argv) {
     if (!started_line.empty()) recovered_line = FindLogLine(run, offset, " tasks recovered count=");
   }
   if (recovered_line.empty()) Fatal(&run, "no \"tasks recovered\" line within 60s of killing the worker");
-  run.worker = WaitForWorker(run, 30 * kNanosPerSecond);
+  run.worker = WaitForWorker(run.socket, 30 * kNanosPerSecond);
   if (run.worker <= 0 || run.worker == old_worker) Fatal(&run, "no new worker answers the API");
   double recovery_ms = static_cast<double>(LineMillis(recovered_line) - LineMillis(started_line));
   std::string count = recovered_line.substr(recovered_line.find("count=") + 6);

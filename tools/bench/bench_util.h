@@ -1,25 +1,42 @@
-// What every benchmark under tools/bench needs: failing loudly, the BENCH
-// line (shared/design.md §7), percentiles of latency samples, and removing a
-// scratch tree. Header-only: each benchmark is one .cc file.
+// What every benchmark under tools/bench needs: failing loudly, info lines,
+// the BENCH line (shared/design.md §7), percentiles of latency samples,
+// SIGINT/SIGTERM, child processes and /proc figures, removing a scratch tree;
+// then, for the benchmarks that drive a whole agent (agent_bench, job_bench,
+// cgroup_bench), the agent's API. Header-only: each benchmark is one .cc file.
 #pragma once
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
-#include <unistd.h>
 #include <ftw.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "agent.pb.h"
+#include "job.pb.h"
+#include "base/clock.h"
 #include "base/error.h"
+#include "base/pb.h"
 #include "base/strings.h"
 #include "base/sys.h"
+#include "loop/loop.h"
+#include "proc/procfs.h"
+#include "task.pb.h"
+#include "wire/rpc_client.h"
 
 namespace outpost::bench {
 
@@ -40,11 +57,83 @@ T OrDie(Result<T> r, const char* what) {
   return std::move(*r);
 }
 
+// "<name>: <message>" on stdout, flushed: the detail next to the BENCH lines.
+inline void Info(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+inline void Info(const char* fmt, ...) {
+  std::printf("%s: ", Name());
+  va_list ap;
+  va_start(ap, fmt);
+  std::vprintf(fmt, ap);
+  va_end(ap);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+// Set by SIGINT/SIGTERM once CatchInterrupts ran: the benchmark stops
+// measuring and cleans up instead of dying with agents and tasks left behind.
+inline volatile sig_atomic_t g_interrupted = 0;
+inline void OnInterrupt(int) { g_interrupted = 1; }
+inline void CatchInterrupts() {
+  ::signal(SIGPIPE, SIG_IGN);
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = OnInterrupt;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+// Paths of outpost and test_helper: as given, or next to this binary's
+// directory (build/bench/x -> build/outpost); made absolute. An error
+// message if one is not executable.
+inline std::string FindBinaries(std::string* outpost, std::string* helper) {
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return std::string("readlink /proc/self/exe: ") + std::strerror(errno);
+  self[n] = '\0';
+  std::string build = sys::Dirname(sys::Dirname(self));
+  if (outpost->empty()) *outpost = build + "/outpost";
+  if (helper->empty()) *helper = build + "/test_helper";
+  for (std::string* p : {outpost, helper}) {
+    if (::access(p->c_str(), X_OK) != 0) return *p + " not found (make all build/test_helper)";
+    if ((*p)[0] != '/') {
+      char cwd[4096];
+      if (::getcwd(cwd, sizeof cwd)) *p = std::string(cwd) + "/" + *p;
+    }
+  }
+  return "";
+}
+
+// Raises the soft RLIMIT_NOFILE to the hard one, and the hard one to `want`
+// if it is short and we may (root, CAP_SYS_RESOURCE): an agent inherits it,
+// and each task costs its worker about 11 fds. Returns the soft limit now.
+inline rlim_t RaiseNofile(rlim_t want) {
+  rlimit nofile;
+  ::getrlimit(RLIMIT_NOFILE, &nofile);
+  const rlimit old_nofile = nofile;
+  if (nofile.rlim_max != RLIM_INFINITY && nofile.rlim_max < want) {
+    rlimit more{want, want};
+    if (::setrlimit(RLIMIT_NOFILE, &more) == 0) nofile = more;
+  }
+  nofile.rlim_cur = nofile.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &nofile);
+  ::getrlimit(RLIMIT_NOFILE, &nofile);
+  Info("RLIMIT_NOFILE soft %llu hard %llu -> soft %llu hard %llu, inherited by the agent%s",
+       static_cast<unsigned long long>(old_nofile.rlim_cur), static_cast<unsigned long long>(old_nofile.rlim_max),
+       static_cast<unsigned long long>(nofile.rlim_cur), static_cast<unsigned long long>(nofile.rlim_max),
+       nofile.rlim_cur < want ? " (may be too low for this many tasks)" : "");
+  return nofile.rlim_cur;
+}
+
 // BENCH <name> <value> <unit> baseline=<name> <baseline value> ratio=<value/baseline>
 inline void Print(const char* name, double value, const char* unit, const char* base_name, double base) {
   std::printf("BENCH %s %.1f %s baseline=%s %.1f ratio=%.2f\n", name, value, unit, base_name, base,
               base > 0 ? value / base : 0.0);
   std::fflush(stdout);
+}
+
+// "<name><=<limit><unit>:PASS" (or FAIL), for a summary line.
+inline std::string Verdict(const std::string& name, double value, double limit, const char* unit) {
+  return Format("%s<=%.0f%s:%s", name.c_str(), limit, unit, value <= limit ? "PASS" : "FAIL");
 }
 
 // The q-quantile (0..1) of nanosecond samples, in microseconds.
@@ -82,6 +171,34 @@ inline pid_t SpawnDetached(const std::vector<std::string>& args, const std::stri
     ::_exit(127);
   }
   return pid;
+}
+
+// Waits for our child pid to exit, up to timeout; true if it did.
+inline bool ReapWithin(pid_t pid, int64_t timeout_nanos) {
+  int64_t end = MonotonicNanos() + timeout_nanos;
+  for (;;) {
+    int st = 0;
+    pid_t r = ::waitpid(pid, &st, WNOHANG);
+    if (r == pid || (r < 0 && errno == ECHILD)) return true;
+    if (MonotonicNanos() >= end) return false;
+    ::usleep(5000);
+  }
+}
+
+// The CLOCK_MONOTONIC time written by `test_helper timestamp FILE` (the
+// helper's first instruction), once the file is complete; the file is
+// removed. -1 after timeout.
+inline int64_t WaitStamp(const std::string& path, int64_t timeout_nanos) {
+  int64_t end = MonotonicNanos() + timeout_nanos;
+  while (MonotonicNanos() < end) {
+    auto text = sys::ReadFile(path, 64);
+    if (text.ok() && !text->empty() && text->back() == '\n') {
+      ::unlink(path.c_str());
+      return std::strtoll(text->c_str(), nullptr, 10);
+    }
+    ::usleep(200);
+  }
+  return -1;
 }
 
 // Every process whose environment holds marker ("K=V"): the tasks a
@@ -128,6 +245,159 @@ inline int CountFds(pid_t pid) {
   }
   ::closedir(d);
   return n;
+}
+
+// One line of the memory split of a process, for the analysis.
+inline void DescribeMemory(const char* who, pid_t pid) {
+  Info("%s pid %d: VmRSS=%ld RssAnon=%ld RssFile=%ld RssShmem=%ld VmData=%ld VmPTE=%ld KiB; smaps_rollup "
+       "Pss_Anon=%ld Pss_File=%ld Private_Dirty=%ld KiB; fds=%d",
+       who, pid, RssKiB(pid), ProcKiB(pid, "status", "RssAnon"), ProcKiB(pid, "status", "RssFile"),
+       ProcKiB(pid, "status", "RssShmem"), ProcKiB(pid, "status", "VmData"), ProcKiB(pid, "status", "VmPTE"),
+       ProcKiB(pid, "smaps_rollup", "Pss_Anon"), ProcKiB(pid, "smaps_rollup", "Pss_File"),
+       ProcKiB(pid, "smaps_rollup", "Private_Dirty"), CountFds(pid));
+}
+
+// VmRSS once pid sleeps (state S) and its RSS has not changed for stable_ms
+// (at most 10 s, or until interrupted). The keeper drops its code pages up
+// to 1 s after its last activity, so its figure needs a longer quiet period
+// than the others.
+inline long SettledRssKiB(pid_t pid, int stable_ms = 300) {
+  long last = -2;
+  int64_t since = MonotonicNanos();
+  int64_t end = since + 10 * kNanosPerSecond;
+  while (MonotonicNanos() < end && !g_interrupted) {
+    ::usleep(50000);
+    proc::ProcStat ps;
+    if (!proc::ReadProcStat(pid, &ps)) return -1;
+    long now = RssKiB(pid);
+    if (now != last || ps.state != 'S') {
+      last = now;
+      since = MonotonicNanos();
+    } else if (MonotonicNanos() - since >= stable_ms * kNanosPerMilli) {
+      return now;
+    }
+  }
+  return last;
+}
+
+// ---- an agent's API ---------------------------------------------------------
+
+constexpr const char* kAgentService = "outpost.v1.Agent";
+// Every task a benchmark starts carries <kMarkerVar>=<its scratch dir> in its
+// environment, so that clean-up finds it (PidsWithEnv) whatever happened.
+constexpr const char* kMarkerVar = "OUTPOST_BENCH_RUN";
+
+// One call on a new connection to the agent's socket.
+inline Result<std::string> CallOnce(const std::string& socket, const char* method, const std::string& payload,
+                                    int64_t timeout) {
+  auto client = wire::BlockingClient::Connect(socket, timeout);
+  if (!client.ok()) return client.error();
+  return client->Call(kAgentService, method, payload, timeout);
+}
+
+// The worker's pid from the Status API, once it answers (0 on timeout or
+// when interrupted).
+inline pid_t WaitForWorker(const std::string& socket, int64_t timeout_nanos) {
+  int64_t end = MonotonicNanos() + timeout_nanos;
+  while (MonotonicNanos() < end && !g_interrupted) {
+    auto reply = CallOnce(socket, "Status", "", kNanosPerSecond);
+    if (reply.ok()) {
+      PbOwned<outpost_v1_StatusResponse> resp(outpost_v1_StatusResponse_fields);
+      if (resp.Decode(*reply, "StatusResponse").ok() && resp->pid > 0) return resp->pid;
+    }
+    ::usleep(20000);
+  }
+  return 0;
+}
+
+// DestroyTask of id, forced.
+inline std::string DestroyRequest(const std::string& id) {
+  outpost_v1_DestroyTaskRequest req = outpost_v1_DestroyTaskRequest_init_zero;
+  req.id = PbStr(id);
+  req.force = true;
+  auto out = PbEncode(outpost_v1_DestroyTaskRequest_fields, &req, "DestroyTaskRequest");
+  return out.ok() ? *out : std::string();
+}
+
+// RemoveJob / InspectJob of id.
+inline std::string JobIdRequest(const std::string& id) {
+  outpost_v1_JobIdRequest req = outpost_v1_JobIdRequest_init_zero;
+  req.id = PbStr(id);
+  auto out = PbEncode(outpost_v1_JobIdRequest_fields, &req, "JobIdRequest");
+  return out.ok() ? *out : std::string();
+}
+
+// SubmitJob of a job document.
+inline std::string SubmitJobRequest(const std::string& spec_json) {
+  outpost_v1_SubmitJobRequest req = outpost_v1_SubmitJobRequest_init_zero;
+  req.spec_json = PbStr(spec_json);
+  auto out = PbEncode(outpost_v1_SubmitJobRequest_fields, &req, "SubmitJobRequest");
+  return out.ok() ? *out : std::string();
+}
+
+// StartTask of a bare task `helper ARG1 ARG2` marked with marker_dir.
+inline std::string StartRequest(const std::string& helper, const std::string& marker_dir, const std::string& id,
+                                const std::string& arg1, const std::string& arg2) {
+  std::string name = kMarkerVar, value = marker_dir;
+  char* args[] = {PbStr(arg1), PbStr(arg2)};
+  outpost_v1_EnvVar env = {PbStr(name), PbStr(value)};
+  outpost_v1_StartTaskRequest req = outpost_v1_StartTaskRequest_init_zero;
+  req.has_spec = true;
+  req.spec.id = PbStr(id);
+  req.spec.command = PbStr(helper);
+  req.spec.args_count = 2;
+  req.spec.args = args;
+  req.spec.env_count = 1;
+  req.spec.env = &env;
+  auto out = PbEncode(outpost_v1_StartTaskRequest_fields, &req, "StartTaskRequest");
+  return out.ok() ? *out : std::string();
+}
+
+struct Outcome {
+  bool done = false;
+  bool ok = false;
+  Code code = Code::kOk;
+  std::string reply;       // or the error message
+  int64_t done_nanos = 0;  // monotonic time of the reply
+};
+
+// Calls method once per payload on one connection, at most `window` in
+// flight. Stops issuing new calls once one fails with a deadline (the agent
+// is stuck: waiting for more would only add time), and on SIGINT/SIGTERM if
+// interruptible (not during clean-up). Calls never issued stay !done.
+inline std::vector<Outcome> Pipeline(const std::string& socket, const char* method,
+                                     const std::vector<std::string>& payloads, size_t window, int64_t call_timeout,
+                                     bool interruptible) {
+  std::vector<Outcome> out(payloads.size());
+  auto loop = Loop::Create();
+  if (!loop.ok()) return out;
+  auto client = wire::RpcClient::Connect(loop->get(), socket);
+  if (!client.ok()) return out;
+  size_t next = 0, in_flight = 0;
+  bool stuck = false;
+  std::function<void()> issue = [&] {
+    while (!stuck && !(interruptible && g_interrupted) && in_flight < window && next < payloads.size()) {
+      size_t i = next++;
+      ++in_flight;
+      (*client)->Call(kAgentService, method, payloads[i], call_timeout, [&, i](Result<std::string> r) {
+        --in_flight;
+        out[i].done = true;
+        out[i].done_nanos = MonotonicNanos();
+        out[i].ok = r.ok();
+        if (r.ok()) {
+          out[i].reply = std::move(*r);
+        } else {
+          out[i].code = r.error().code();
+          out[i].reply = r.error().message();
+          if (r.error().code() == Code::kDeadlineExceeded || r.error().code() == Code::kUnavailable) stuck = true;
+        }
+        issue();
+      });
+    }
+  };
+  issue();
+  while (in_flight > 0) (void)(*loop)->RunOnce(100 * kNanosPerMilli);
+  return out;
 }
 
 }  // namespace outpost::bench

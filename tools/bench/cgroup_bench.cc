@@ -54,16 +54,13 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -83,31 +80,20 @@
 #include "proc/procfs.h"
 #include "wire/rpc_client.h"
 
-using outpost::bench::PidsWithEnv;
-
 namespace outpost {
 namespace {
 
+using bench::DestroyRequest;
 using bench::Die;
+using bench::g_interrupted;
+using bench::Info;
+using bench::JobIdRequest;
+using bench::kAgentService;
+using bench::kMarkerVar;
 using bench::Print;
+using bench::ReapWithin;
 
-constexpr const char* kService = "outpost.v1.Agent";
-constexpr const char* kMarkerVar = "OUTPOST_BENCH_RUN";
 constexpr int64_t kCallTimeout = 60 * kNanosPerSecond;
-
-volatile sig_atomic_t g_interrupted = 0;
-void OnSignal(int) { g_interrupted = 1; }
-
-void Info(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-void Info(const char* fmt, ...) {
-  std::printf("cgroup_bench: ");
-  va_list ap;
-  va_start(ap, fmt);
-  std::vprintf(fmt, ap);
-  va_end(ap);
-  std::printf("\n");
-  std::fflush(stdout);
-}
 
 struct Agent {
   const char* name = "";
@@ -146,43 +132,8 @@ void Cleanup(Run* run);
   std::exit(1);
 }
 
-pid_t SpawnDetached(const std::vector<std::string>& args, const std::string& stderr_path) {
-  std::vector<char*> argv;
-  for (const std::string& s : args) argv.push_back(const_cast<char*>(s.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = ::fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    ::setsid();
-    int null = ::open("/dev/null", O_RDWR);
-    int err = ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-    ::dup2(null, 0);
-    ::dup2(null, 1);
-    ::dup2(err < 0 ? null : err, 2);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::signal(SIGINT, SIG_DFL);
-    ::signal(SIGTERM, SIG_DFL);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-bool ReapWithin(pid_t pid, int64_t timeout_nanos) {
-  int64_t end = MonotonicNanos() + timeout_nanos;
-  for (;;) {
-    int st = 0;
-    pid_t r = ::waitpid(pid, &st, WNOHANG);
-    if (r == pid || (r < 0 && errno == ECHILD)) return true;
-    if (MonotonicNanos() >= end) return false;
-    ::usleep(10000);
-  }
-}
-
 Result<std::string> Call(Agent* ag, const char* method, const std::string& payload) {
-  return ag->client->Call(kService, method, payload, kCallTimeout);
+  return ag->client->Call(kAgentService, method, payload, kCallTimeout);
 }
 
 std::string CallOrDie(Agent* ag, const char* method, const std::string& payload, const std::string& what) {
@@ -198,36 +149,9 @@ std::string IdRequest(const std::string& id) {
   return out.ok() ? *out : std::string();
 }
 
-std::string JobIdRequest(const std::string& id) {
-  outpost_v1_JobIdRequest req = outpost_v1_JobIdRequest_init_zero;
-  req.id = PbStr(id);
-  auto out = PbEncode(outpost_v1_JobIdRequest_fields, &req, "JobIdRequest");
-  return out.ok() ? *out : std::string();
-}
-
-std::string DestroyRequest(const std::string& id) {
-  outpost_v1_DestroyTaskRequest req = outpost_v1_DestroyTaskRequest_init_zero;
-  req.id = PbStr(id);
-  req.force = true;
-  auto out = PbEncode(outpost_v1_DestroyTaskRequest_fields, &req, "DestroyTaskRequest");
-  return out.ok() ? *out : std::string();
-}
-
 // A bare task running `test_helper ARG1 ARG2`.
 std::string StartRequest(const Run& run, const std::string& id, const std::string& arg1, const std::string& arg2) {
-  std::string name = kMarkerVar, value = run.dir;
-  char* args[] = {PbStr(arg1), PbStr(arg2)};
-  outpost_v1_EnvVar env = {PbStr(name), PbStr(value)};
-  outpost_v1_StartTaskRequest req = outpost_v1_StartTaskRequest_init_zero;
-  req.has_spec = true;
-  req.spec.id = PbStr(id);
-  req.spec.command = PbStr(run.helper);
-  req.spec.args_count = 2;
-  req.spec.args = args;
-  req.spec.env_count = 1;
-  req.spec.env = &env;
-  auto out = PbEncode(outpost_v1_StartTaskRequest_fields, &req, "StartTaskRequest");
-  return out.ok() ? *out : std::string();
+  return bench::StartRequest(run.helper, run.dir, id, arg1, arg2);
 }
 
 // A one-task job `test_helper timestamp STAMP` with memory.max and pids.max.
@@ -237,10 +161,7 @@ std::string SubmitRequest(const Run& run, const std::string& job, const std::str
                      run.dir +
                      "\"}, \"restart\": {\"policy\": \"never\"}, \"resources\": {\"memory\": {\"max\": \"64MiB\"}, "
                      "\"pids\": {\"max\": 64}}}]}";
-  outpost_v1_SubmitJobRequest req = outpost_v1_SubmitJobRequest_init_zero;
-  req.spec_json = PbStr(spec);
-  auto out = PbEncode(outpost_v1_SubmitJobRequest_fields, &req, "SubmitJobRequest");
-  return out.ok() ? *out : std::string();
+  return bench::SubmitJobRequest(spec);
 }
 
 // StartTask; returns the task's pid.
@@ -274,7 +195,7 @@ void StartAgent(Run* run, Agent* ag, const char* name, bool cgroups) {
                        (cgroups ? "" : ", \"cgroup_allow_without_limits\": true") + "}\n";
   Status wst = sys::WriteFileAtomic(ag->config, config, 0600);
   if (!wst.ok()) Fatal(wst.error().message());
-  ag->keeper = SpawnDetached({run->outpost, "agent", "--config", ag->config}, ag->dir + "/agent.stderr");
+  ag->keeper = bench::SpawnDetached({run->outpost, "agent", "--config", ag->config}, ag->dir + "/agent.stderr");
   if (ag->keeper < 0) Fatal("fork failed");
   int64_t end = MonotonicNanos() + 30 * kNanosPerSecond;
   std::string detail;
@@ -282,7 +203,7 @@ void StartAgent(Run* run, Agent* ag, const char* name, bool cgroups) {
   while (MonotonicNanos() < end && !g_interrupted) {
     auto c = wire::BlockingClient::Connect(ag->socket, kNanosPerSecond);
     if (c.ok()) {
-      auto reply = c->Call(kService, "Status", "", 5 * kNanosPerSecond);
+      auto reply = c->Call(kAgentService, "Status", "", 5 * kNanosPerSecond);
       PbOwned<outpost_v1_StatusResponse> resp(outpost_v1_StatusResponse_fields);
       if (reply.ok() && resp.Decode(*reply, "StatusResponse").ok() && resp->pid > 0) {
         ag->worker = resp->pid;
@@ -308,20 +229,6 @@ void StartAgent(Run* run, Agent* ag, const char* name, bool cgroups) {
                  cgroups ? "on" : "off", detail.c_str()));
   }
   Info("agent %s: worker %d, cgroup2 %s: %s", name, ag->worker, enabled ? "on" : "off", detail.c_str());
-}
-
-// CLOCK_MONOTONIC written by `test_helper timestamp FILE`; -1 after 30 s.
-int64_t WaitStamp(const std::string& path) {
-  int64_t end = MonotonicNanos() + 30 * kNanosPerSecond;
-  while (MonotonicNanos() < end) {
-    auto text = sys::ReadFile(path, 64);
-    if (text.ok() && !text->empty() && text->back() == '\n') {
-      ::unlink(path.c_str());
-      return std::strtoll(text->c_str(), nullptr, 10);
-    }
-    ::usleep(200);
-  }
-  return -1;
 }
 
 // ---- raw reads (the physical baselines) -------------------------------------
@@ -460,7 +367,7 @@ void Cleanup(Run* run) {
   if (!run->marker.empty()) {
     size_t killed = 0;
     for (int i = 0; i < 40; ++i) {
-      std::vector<pid_t> strays = PidsWithEnv(run->marker);
+      std::vector<pid_t> strays = bench::PidsWithEnv(run->marker);
       if (strays.empty()) break;
       if (i >= 10) {
         for (pid_t p : strays) killed += ::kill(p, SIGKILL) == 0;
@@ -498,7 +405,7 @@ void OneStart(Run* run, Agent* ag, bool job, int i, StartSamples* out) {
     CallOrDie(ag, "StartTask", StartRequest(*run, id, "timestamp", stamp), id);
   }
   int64_t t1 = MonotonicNanos();
-  int64_t ts = WaitStamp(stamp);
+  int64_t ts = bench::WaitStamp(stamp, 30 * kNanosPerSecond);
   if (ts < 0) Fatal(Format("agent %s: the helper of %s did not write its timestamp", ag->name, id.c_str()));
   out->first_instr.push_back(ts - t0);
   out->reply.push_back(t1 - t0);
@@ -624,27 +531,13 @@ void StatsPerTask(Run* run, int samples) {
 // Calls method once per payload on ag's socket (a new connection), at most
 // window in flight; Fatal on any failure.
 void Pipeline(Agent* ag, const char* method, const std::vector<std::string>& payloads, size_t window) {
-  auto loop = Loop::Create();
-  if (!loop.ok()) Fatal("loop: " + loop.error().message());
-  auto client = wire::RpcClient::Connect(loop->get(), ag->socket);
-  if (!client.ok()) Fatal("connect: " + client.error().message());
-  size_t next = 0, in_flight = 0;
-  std::string error;
-  std::function<void()> issue = [&] {
-    while (error.empty() && !g_interrupted && in_flight < window && next < payloads.size()) {
-      size_t i = next++;
-      ++in_flight;
-      (*client)->Call(kService, method, payloads[i], kCallTimeout, [&, i](Result<std::string> r) {
-        --in_flight;
-        if (!r.ok() && error.empty()) error = Format("%s %zu: %s", method, i, r.error().message().c_str());
-        issue();
-      });
-    }
-  };
-  issue();
-  while (in_flight > 0) (void)(*loop)->RunOnce(100 * kNanosPerMilli);
-  if (!error.empty()) Fatal(Format("agent %s: %s", ag->name, error.c_str()));
+  std::vector<bench::Outcome> out = bench::Pipeline(ag->socket, method, payloads, window, kCallTimeout, true);
   if (g_interrupted) Fatal("interrupted");
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!out[i].ok) {
+      Fatal(Format("agent %s: %s %zu: %s", ag->name, method, i, out[i].done ? out[i].reply.c_str() : "not sent"));
+    }
+  }
 }
 
 void StatsManyTasks(Run* run, int tasks, int rounds) {
@@ -721,20 +614,8 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) Die("readlink /proc/self/exe", std::strerror(errno));
-  self[n] = '\0';
-  std::string build = sys::Dirname(sys::Dirname(self));
-  if (run.outpost.empty()) run.outpost = build + "/outpost";
-  if (run.helper.empty()) run.helper = build + "/test_helper";
-  for (std::string* p : {&run.outpost, &run.helper}) {
-    if (::access(p->c_str(), X_OK) != 0) Die("not found", *p + " (make all build/test_helper)");
-    if ((*p)[0] != '/') {
-      char cwd[4096];
-      if (::getcwd(cwd, sizeof cwd)) *p = std::string(cwd) + "/" + *p;
-    }
-  }
+  std::string missing = bench::FindBinaries(&run.outpost, &run.helper);
+  if (!missing.empty()) Die("binaries", missing);
 
   // Without usable cgroup v2 (and root) there is nothing to measure.
   auto mi = sys::ReadFile("/proc/self/mountinfo", 4 << 20);
@@ -749,28 +630,9 @@ int Main(int argc, char** argv) {
   }
 
   log::SetLevel(log::Level::kError);
-  ::signal(SIGPIPE, SIG_IGN);
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = OnSignal;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-
-  // About 11 fds per task in the worker (see agent_bench): raise the limit
-  // the agents inherit.
-  rlimit nofile;
-  ::getrlimit(RLIMIT_NOFILE, &nofile);
-  const rlim_t want = static_cast<rlim_t>(tasks) * 16 + 1024;
-  if (nofile.rlim_max != RLIM_INFINITY && nofile.rlim_max < want) {
-    rlimit more{want, want};
-    if (::setrlimit(RLIMIT_NOFILE, &more) == 0) nofile = more;
-  }
-  nofile.rlim_cur = nofile.rlim_max;
-  ::setrlimit(RLIMIT_NOFILE, &nofile);
-  ::getrlimit(RLIMIT_NOFILE, &nofile);
-  if (nofile.rlim_cur < want) {
-    Info("RLIMIT_NOFILE %llu may be too low for %d tasks", static_cast<unsigned long long>(nofile.rlim_cur), tasks);
-  }
+  bench::CatchInterrupts();
+  // About 11 fds per task in each worker (see agent_bench).
+  bench::RaiseNofile(static_cast<rlim_t>(tasks) * 16 + 1024);
 
   const char* tmp = std::getenv("TMPDIR");
   std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/outpost-cgroup-bench-XXXXXX";

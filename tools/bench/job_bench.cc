@@ -42,18 +42,15 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <picojson.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -73,87 +70,34 @@
 #include "wire/rpc_client.h"
 #include "bench_util.h"
 
-using outpost::bench::ProcKiB;
-using outpost::bench::CountFds;
-using outpost::bench::RssKiB;
-using outpost::bench::PidsWithEnv;
-using outpost::bench::SpawnDetached;
 
 extern char** environ;
 
 namespace outpost {
 namespace {
 
+using bench::CallOnce;
+using bench::CountFds;
+using bench::DescribeMemory;
+using bench::g_interrupted;
+using bench::Info;
+using bench::JobIdRequest;
+using bench::kAgentService;
+using bench::kMarkerVar;
+using bench::Outcome;
+using bench::PidsWithEnv;
+using bench::Pipeline;
 using bench::Print;
+using bench::ReapWithin;
+using bench::SettledRssKiB;
+using bench::SpawnDetached;
+using bench::Verdict;
+using bench::WaitForWorker;
 
-constexpr const char* kService = "outpost.v1.Agent";
-constexpr const char* kMarkerVar = "OUTPOST_BENCH_RUN";
 constexpr int kTasksPerJob = 10;
 constexpr double kWorkerBaseKiB = 2048;  // target: worker <= 2 MiB + 8 KiB per task (issue #3)
 constexpr double kPerTaskKiB = 8;
 constexpr double kKeeperKiB = 256;
-
-volatile sig_atomic_t g_interrupted = 0;
-void OnSignal(int) { g_interrupted = 1; }
-
-void Info(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-void Info(const char* fmt, ...) {
-  std::printf("job_bench: ");
-  va_list ap;
-  va_start(ap, fmt);
-  std::vprintf(fmt, ap);
-  va_end(ap);
-  std::printf("\n");
-  std::fflush(stdout);
-}
-
-// ---- /proc -----------------------------------------------------------------------
-
-
-
-// Pids whose environment holds marker ("NAME=value").
-
-void DescribeMemory(const char* who, pid_t pid) {
-  Info("%s pid %d: VmRSS=%ld RssAnon=%ld RssFile=%ld VmData=%ld VmPTE=%ld KiB; smaps_rollup Pss_Anon=%ld "
-       "Pss_File=%ld Private_Dirty=%ld KiB; fds=%d",
-       who, pid, RssKiB(pid), ProcKiB(pid, "status", "RssAnon"), ProcKiB(pid, "status", "RssFile"),
-       ProcKiB(pid, "status", "VmData"), ProcKiB(pid, "status", "VmPTE"), ProcKiB(pid, "smaps_rollup", "Pss_Anon"),
-       ProcKiB(pid, "smaps_rollup", "Pss_File"), ProcKiB(pid, "smaps_rollup", "Private_Dirty"), CountFds(pid));
-}
-
-// VmRSS once pid sleeps (state S) and its RSS has not changed for stable_ms
-// (at most 10 s). The keeper drops its code pages up to 1 s after its last
-// activity, so its figure needs a longer quiet period (as in agent_bench).
-long SettledRssKiB(pid_t pid, int stable_ms = 300) {
-  long last = -2;
-  int64_t since = MonotonicNanos();
-  int64_t end = since + 10 * kNanosPerSecond;
-  while (MonotonicNanos() < end && !g_interrupted) {
-    ::usleep(50000);
-    proc::ProcStat ps;
-    if (!proc::ReadProcStat(pid, &ps)) return -1;
-    long now = RssKiB(pid);
-    if (now != last || ps.state != 'S') {
-      last = now;
-      since = MonotonicNanos();
-    } else if (MonotonicNanos() - since >= stable_ms * kNanosPerMilli) {
-      return now;
-    }
-  }
-  return last;
-}
-
-// Waits for our child pid to exit, up to timeout; true if it did.
-bool ReapWithin(pid_t pid, int64_t timeout_nanos) {
-  int64_t end = MonotonicNanos() + timeout_nanos;
-  for (;;) {
-    int st = 0;
-    pid_t r = ::waitpid(pid, &st, WNOHANG);
-    if (r == pid || (r < 0 && errno == ECHILD)) return true;
-    if (MonotonicNanos() >= end) return false;
-    ::usleep(5000);
-  }
-}
 
 // ---- the agent -------------------------------------------------------------------
 
@@ -189,27 +133,6 @@ void Cleanup(Run* run);
   std::exit(1);
 }
 
-
-Result<std::string> CallOnce(const Run& run, const char* method, const std::string& payload, int64_t timeout) {
-  auto client = wire::BlockingClient::Connect(run.socket, timeout);
-  if (!client.ok()) return client.error();
-  return client->Call(kService, method, payload, timeout);
-}
-
-// The worker's pid from the Status API, once it answers (0 on timeout).
-pid_t WaitForWorker(const Run& run, int64_t timeout_nanos) {
-  int64_t end = MonotonicNanos() + timeout_nanos;
-  while (MonotonicNanos() < end && !g_interrupted) {
-    auto reply = CallOnce(run, "Status", "", kNanosPerSecond);
-    if (reply.ok()) {
-      PbOwned<outpost_v1_StatusResponse> resp(outpost_v1_StatusResponse_fields);
-      if (resp.Decode(*reply, "StatusResponse").ok() && resp->pid > 0) return resp->pid;
-    }
-    ::usleep(20000);
-  }
-  return 0;
-}
-
 std::string JsonString(const std::string& s) { return picojson::value(s).serialize(); }
 
 // A job of `tasks` tasks t0..tN-1, each `test_helper sleep 1000` with the marker.
@@ -224,18 +147,7 @@ std::string JobSpec(const Run& run, const std::string& id, int tasks) {
 }
 
 std::string SubmitRequest(const Run& run, const std::string& id, int tasks) {
-  std::string spec = JobSpec(run, id, tasks);
-  outpost_v1_SubmitJobRequest req = outpost_v1_SubmitJobRequest_init_zero;
-  req.spec_json = PbStr(spec);
-  auto out = PbEncode(outpost_v1_SubmitJobRequest_fields, &req, "SubmitJobRequest");
-  return out.ok() ? *out : std::string();
-}
-
-std::string IdRequest(const std::string& id) {
-  outpost_v1_JobIdRequest req = outpost_v1_JobIdRequest_init_zero;
-  req.id = PbStr(id);
-  auto out = PbEncode(outpost_v1_JobIdRequest_fields, &req, "JobIdRequest");
-  return out.ok() ? *out : std::string();
+  return bench::SubmitJobRequest(JobSpec(run, id, tasks));
 }
 
 std::string WatchRequest(uint64_t after, int64_t wait_nanos, const std::string& job) {
@@ -245,51 +157,6 @@ std::string WatchRequest(uint64_t after, int64_t wait_nanos, const std::string& 
   req.job = PbStr(job);
   auto out = PbEncode(outpost_v1_WatchEventsRequest_fields, &req, "WatchEventsRequest");
   return out.ok() ? *out : std::string();
-}
-
-struct Outcome {
-  bool done = false;
-  bool ok = false;
-  Code code = Code::kOk;
-  std::string reply;  // or the error message
-  int64_t done_nanos = 0;
-};
-
-// Calls method once per payload on one connection, at most `window` in
-// flight. Stops issuing once a call times out or the connection is gone,
-// and on SIGINT/SIGTERM if interruptible (not during clean-up).
-std::vector<Outcome> Pipeline(const Run& run, const char* method, const std::vector<std::string>& payloads,
-                              size_t window, int64_t call_timeout, bool interruptible) {
-  std::vector<Outcome> out(payloads.size());
-  auto loop = Loop::Create();
-  if (!loop.ok()) return out;
-  auto client = wire::RpcClient::Connect(loop->get(), run.socket);
-  if (!client.ok()) return out;
-  size_t next = 0, in_flight = 0;
-  bool stuck = false;
-  std::function<void()> issue = [&] {
-    while (!stuck && !(interruptible && g_interrupted) && in_flight < window && next < payloads.size()) {
-      size_t i = next++;
-      ++in_flight;
-      (*client)->Call(kService, method, payloads[i], call_timeout, [&, i](Result<std::string> r) {
-        --in_flight;
-        out[i].done = true;
-        out[i].done_nanos = MonotonicNanos();
-        out[i].ok = r.ok();
-        if (r.ok()) {
-          out[i].reply = std::move(*r);
-        } else {
-          out[i].code = r.error().code();
-          out[i].reply = r.error().message();
-          if (r.error().code() == Code::kDeadlineExceeded || r.error().code() == Code::kUnavailable) stuck = true;
-        }
-        issue();
-      });
-    }
-  };
-  issue();
-  while (in_flight > 0) (void)(*loop)->RunOnce(100 * kNanosPerMilli);
-  return out;
 }
 
 void Cleanup(Run* run) {
@@ -304,9 +171,9 @@ void Cleanup(Run* run) {
   // 1. Through the API, as a user would: remove every job.
   if (run->keeper > 0 && !run->jobs.empty()) {
     std::vector<std::string> reqs;
-    for (const std::string& id : run->jobs) reqs.push_back(IdRequest(id));
+    for (const std::string& id : run->jobs) reqs.push_back(JobIdRequest(id));
     int64_t t0 = MonotonicNanos();
-    std::vector<Outcome> res = Pipeline(*run, "RemoveJob", reqs, 16, 30 * kNanosPerSecond, false);
+    std::vector<Outcome> res = Pipeline(run->socket, "RemoveJob", reqs, 16, 30 * kNanosPerSecond, false);
     double secs = static_cast<double>(MonotonicNanos() - t0) / 1e9;
     size_t ok = 0, failed = 0, skipped = 0;
     std::string first_error;
@@ -420,7 +287,7 @@ int64_t ForkExec10(Run* run) {
 
 Result<std::string> Call(wire::BlockingClient* c, const char* method, const std::string& payload,
                          int64_t timeout = 30 * kNanosPerSecond) {
-  return c->Call(kService, method, payload, timeout);
+  return c->Call(kAgentService, method, payload, timeout);
 }
 
 // The agent's current last event seq.
@@ -478,7 +345,7 @@ JobStart StartJob(Run* run, wire::BlockingClient* c, const std::string& id) {
 
 // InspectJob: every task running with a pid (the event said so; this is the check).
 void CheckJobRunning(Run* run, wire::BlockingClient* c, const std::string& id) {
-  auto reply = Call(c, "InspectJob", IdRequest(id));
+  auto reply = Call(c, "InspectJob", JobIdRequest(id));
   if (!reply.ok()) Fatal(run, "InspectJob " + id + ": " + reply.error().message());
   PbOwned<outpost_v1_JobInfo> info(outpost_v1_JobInfo_fields);
   if (!info.Decode(*reply, "JobInfo").ok()) Fatal(run, "bad JobInfo");
@@ -511,7 +378,7 @@ void JobStartLatency(Run* run, int warmup, int rounds, std::vector<int64_t>* job
     }
     CheckJobRunning(run, &*client, id);
     int64_t t0 = MonotonicNanos();
-    auto gone = Call(&*client, "RemoveJob", IdRequest(id));
+    auto gone = Call(&*client, "RemoveJob", JobIdRequest(id));
     if (!gone.ok()) Fatal(run, "RemoveJob " + id + ": " + gone.error().message());
     run->jobs.erase(id);
     if (r < warmup) continue;
@@ -536,7 +403,7 @@ struct Census {
 };
 
 Census ListAll(Run* run) {
-  auto list = CallOnce(*run, "ListJobs", "", 30 * kNanosPerSecond);
+  auto list = CallOnce(run->socket, "ListJobs", "", 30 * kNanosPerSecond);
   if (!list.ok()) Fatal(run, "ListJobs: " + list.error().message());
   PbOwned<outpost_v1_ListJobsResponse> lr(outpost_v1_ListJobsResponse_fields);
   if (!lr.Decode(*list, "ListJobsResponse").ok()) Fatal(run, "bad ListJobsResponse");
@@ -559,10 +426,6 @@ Census ListAll(Run* run) {
   return c;
 }
 
-std::string Verdict(const std::string& name, double value, double limit, const char* unit) {
-  return Format("%s<=%.0f%s:%s", name.c_str(), limit, unit, value <= limit ? "PASS" : "FAIL");
-}
-
 int Main(int argc, char** argv) {
   bench::Name() = "job_bench";
   Run run;
@@ -583,47 +446,16 @@ int Main(int argc, char** argv) {
     }
   }
   const int ntasks = njobs * kTasksPerJob;
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) Fatal(&run, "readlink /proc/self/exe failed");
-  self[n] = '\0';
-  std::string build = sys::Dirname(sys::Dirname(self));
-  if (run.outpost.empty()) run.outpost = build + "/outpost";
-  if (run.helper.empty()) run.helper = build + "/test_helper";
-  for (const std::string& p : {run.outpost, run.helper}) {
-    if (::access(p.c_str(), X_OK) != 0) Fatal(&run, p + " not found (make all build/test_helper)");
-  }
-  if (run.helper[0] != '/') {
-    char cwd[4096];
-    if (::getcwd(cwd, sizeof cwd)) run.helper = std::string(cwd) + "/" + run.helper;
-  }
+  std::string missing = bench::FindBinaries(&run.outpost, &run.helper);
+  if (!missing.empty()) Fatal(&run, missing);
   log::SetLevel(log::Level::kError);
-  ::signal(SIGPIPE, SIG_IGN);
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = OnSignal;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
+  bench::CatchInterrupts();
   const int64_t begun = MonotonicNanos();
 
   // About 11 fds per task in the worker (agent_bench): raise the soft
   // RLIMIT_NOFILE to the hard one (and the hard one if short and we may);
   // the agent inherits it.
-  rlimit nofile;
-  ::getrlimit(RLIMIT_NOFILE, &nofile);
-  const rlimit old_nofile = nofile;
-  const rlim_t want = static_cast<rlim_t>(ntasks) * 16 + 1024;
-  if (nofile.rlim_max != RLIM_INFINITY && nofile.rlim_max < want) {
-    rlimit more{want, want};
-    if (::setrlimit(RLIMIT_NOFILE, &more) == 0) nofile = more;
-  }
-  nofile.rlim_cur = nofile.rlim_max;
-  ::setrlimit(RLIMIT_NOFILE, &nofile);
-  ::getrlimit(RLIMIT_NOFILE, &nofile);
-  Info("RLIMIT_NOFILE soft %llu hard %llu -> soft %llu hard %llu, inherited by the agent%s",
-       static_cast<unsigned long long>(old_nofile.rlim_cur), static_cast<unsigned long long>(old_nofile.rlim_max),
-       static_cast<unsigned long long>(nofile.rlim_cur), static_cast<unsigned long long>(nofile.rlim_max),
-       nofile.rlim_cur < want ? " (may be too low for this many tasks)" : "");
+  bench::RaiseNofile(static_cast<rlim_t>(ntasks) * 16 + 1024);
 
   const char* tmp = std::getenv("TMPDIR");
   std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/outpost-job-bench-XXXXXX";
@@ -655,7 +487,7 @@ int Main(int argc, char** argv) {
   // ---- the agent, idle ----
   run.keeper = SpawnDetached({run.outpost, "agent", "--config", run.config}, run.dir + "/agent.stderr");
   if (run.keeper < 0) Fatal(&run, "fork failed");
-  run.worker = WaitForWorker(run, 10 * kNanosPerSecond);
+  run.worker = WaitForWorker(run.socket, 10 * kNanosPerSecond);
   if (run.worker <= 0) Fatal(&run, "the agent did not answer Status within 10s");
   proc::ProcStat wps;
   if (!proc::ReadProcStat(run.worker, &wps) || wps.ppid != run.keeper) {
@@ -663,7 +495,7 @@ int Main(int argc, char** argv) {
   }
   // Job calls are refused (Unavailable) until the job manager has recovered.
   for (int64_t end = MonotonicNanos() + 10 * kNanosPerSecond;;) {
-    auto r = CallOnce(run, "InspectJob", IdRequest("no-such-job"), kNanosPerSecond);
+    auto r = CallOnce(run.socket, "InspectJob", JobIdRequest("no-such-job"), kNanosPerSecond);
     if (r.ok() || r.error().code() != Code::kUnavailable) break;
     if (MonotonicNanos() > end || g_interrupted) Fatal(&run, "the job manager did not become ready within 10 s");
     ::usleep(20000);
@@ -690,7 +522,7 @@ int Main(int argc, char** argv) {
   }
   int64_t t0 = MonotonicNanos();
   for (const std::string& id : ids) run.jobs.insert(id);  // clean-up removes them (NotFound is fine)
-  std::vector<Outcome> submitted = Pipeline(run, "SubmitJob", reqs, 8, 30 * kNanosPerSecond, true);
+  std::vector<Outcome> submitted = Pipeline(run.socket, "SubmitJob", reqs, 8, 30 * kNanosPerSecond, true);
   double submit_secs = static_cast<double>(MonotonicNanos() - t0) / 1e9;
   for (size_t i = 0; i < submitted.size(); ++i) {
     const Outcome& o = submitted[i];
