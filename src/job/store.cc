@@ -86,7 +86,10 @@ std::vector<StoredJob> JobStore::LoadAll(std::vector<std::string>* errors) {
       // Kept for the operator, out of the way of the next start.
       std::string bad = path + ".bad";
       std::rename(path.c_str(), bad.c_str());
-      errors->push_back(j.error().message() + " (moved to " + bad + ")");
+      // One log line per record, even when it has several problems.
+      std::string why;
+      for (char c : j.error().message()) why += c == '\n' ? std::string("; ") : std::string(1, c);
+      errors->push_back(why + " (moved to " + bad + ")");
       continue;
     }
     out.push_back(std::move(*j));
