@@ -209,7 +209,7 @@ $(BUILD)/obj/gen/%.o: $(GEN)/%.c $(GEN_H) $(DEP_HEADERS) Makefile
 # run per byte, per event or per start: the loop, framing and the RPC
 # server, log pipes, spawning and the syscall wrappers. A new folder needs no
 # edit here.
-HOT_OBJS := loop/loop wire/frame wire/codec wire/rpc_server wire/rpc_client logs/log_pipe logs/rotator \
+HOT_OBJS := loop/loop wire/frame wire/codec wire/rpc_server logs/log_pipe logs/rotator \
             proc/spawn base/sys
 $(BUILD)/obj/src/%.o: SPEED_OPT = $(if $(filter $(HOT_OBJS),$*),-O2,-Os)
 

@@ -370,6 +370,8 @@ Response ErrorResponse(const Error& error) {
   return r;
 }
 
+Error DeadlineExceededError() { return Error(Code::kDeadlineExceeded, "context deadline exceeded"); }
+
 Result<std::string> ResponseToResult(const Response& resp) {
   if (resp.has_status && resp.code != 0) {
     // Codes outside our enum still travel intact: Code is an int32 enum.
