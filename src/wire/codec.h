@@ -73,6 +73,9 @@ Status AppendResponseFrame(uint32_t stream_id, const Response& resp, std::string
 // The message is a view into error, so a temporary Error is refused.
 Response ErrorResponse(const Error& error);
 Response ErrorResponse(const Error&& error) = delete;
+// A call whose deadline passed: DeadlineExceeded, "context deadline
+// exceeded" (ttRPC's wording), the same from client and server.
+Error DeadlineExceededError();
 // Success: payload; a status with a non-zero code: Error(code, message).
 // A missing status, or code 0, is success (what Go's ttrpc client does).
 Result<std::string> ResponseToResult(const Response& resp);

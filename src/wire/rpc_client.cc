@@ -20,8 +20,6 @@ namespace {
 
 constexpr uint64_t kMaxStreamId = UINT32_MAX;
 
-Error DeadlineError() { return Error(Code::kDeadlineExceeded, "context deadline exceeded"); }
-
 int64_t DeadlineFrom(int64_t now, int64_t timeout_nanos) {
   if (timeout_nanos <= 0) return 0;
   return now > INT64_MAX - timeout_nanos ? INT64_MAX : now + timeout_nanos;
@@ -200,7 +198,7 @@ void RpcClient::Complete(uint32_t stream, Result<std::string> result) {
 void RpcClient::OnDeadline(const DeadlineEntry& e) {
   auto it = pending_.find(e.stream);
   if (it == pending_.end() || it->second.deadline != e.deadline) return;
-  Complete(e.stream, DeadlineError());
+  Complete(e.stream, DeadlineExceededError());
 }
 
 void RpcClient::Close() { CloseWith(Error(Code::kUnavailable, "rpc connection closed")); }
@@ -272,7 +270,7 @@ Status BlockingClient::WaitFor(short events, int64_t deadline) {
     int timeout_ms = -1;
     if (deadline != 0) {
       int64_t left = deadline - MonotonicNanos();
-      if (left <= 0) return DeadlineError();
+      if (left <= 0) return DeadlineExceededError();
       timeout_ms = static_cast<int>(std::min<int64_t>((left + kNanosPerMilli - 1) / kNanosPerMilli, INT_MAX));
     }
     int r = sys::RetryEintr([&] { return ::poll(&pfd, 1, timeout_ms); });
