@@ -208,7 +208,7 @@ void RpcServerCore::OnDeadline(const DeadlineEntry& e) {
   if (c == nullptr) return;
   auto it = c->pending.find(e.stream);
   if (it == c->pending.end() || it->second != e.deadline) return;
-  const Error expired(Code::kDeadlineExceeded, "context deadline exceeded");
+  const Error expired = DeadlineExceededError();
   Reply(e.conn, e.stream, ErrorResponse(expired));
 }
 
