@@ -177,7 +177,7 @@ if want run; then
   {
     echo "--- outpost ps"
     in_root "$A" "cd /src && build/outpost --socket run/outpost.sock ps" 2>&1
-  } >>"$LOGS/run-ps.log"
+  } >"$LOGS/run-ps.log"
   kill_inside "$A" TERM "outpost agent --config run/config.json"
   wait "$run_pid"
   rc=$?

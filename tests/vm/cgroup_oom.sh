@@ -5,9 +5,12 @@
 . "$(dirname "$0")/lib/jobs.sh"
 wait_for 20 outpost status || fail "agent not answering: $(wait_output)"
 
-submit oom '{"id": "oom", "tasks": [{"name": "hog", "command": "'$HELPER'", "args": ["memhog", "256"],
+# --detach: the hog dies within its first second, so `outpost run` (which
+# waits for the task to stay up min_healthy_time) would rightly fail.
+printf '%s\n' '{"id": "oom", "tasks": [{"name": "hog", "command": "'$HELPER'", "args": ["memhog", "256"],
   "restart": {"policy": "never"},
-  "resources": {"memory": {"max": "32MiB", "swap_max": "0"}}}]}' >/dev/null 2>&1 || true
+  "resources": {"memory": {"max": "32MiB", "swap_max": "0"}}}]}' >/tmp/oom.json
+outpost run --detach -f /tmp/oom.json >/dev/null || fail "outpost run --detach oom failed"
 cat "$(task_cgroup oom hog)/memory.max" 2>/dev/null | grep -qx 33554432 ||
   fail "memory.max of the task cgroup is not 32MiB: $(cat "$(task_cgroup oom hog)/memory.max" 2>&1)"
 wait_for 30 state_is oom/hog dead || fail "hog not dead: $(outpost inspect oom/hog 2>&1)"
