@@ -1,4 +1,4 @@
-// ttRPC envelope codec (shared/spec/nri.md §1.3). Owns: encoding and
+// ttRPC envelope codec (containerd/ttrpc Request/Response). Owns: encoding and
 // decoding of ttrpc.Request, ttrpc.Response and google.rpc.Status, and
 // building whole Request/Response frames. Does not own: framing of the byte
 // stream (wire/frame) or the service payloads inside the envelopes.

@@ -1,4 +1,4 @@
-// ttRPC framing (shared/spec/nri.md §1.1). Owns: the 10-byte frame header
+// ttRPC framing (containerd/ttrpc wire format). Owns: the 10-byte frame header
 // codec, the incremental FrameReader that turns a byte stream into whole
 // frames, and the WriteQueue that holds encoded frames until the socket takes
 // them. Does not own: the protobuf bodies (wire/codec), sockets or the loop.

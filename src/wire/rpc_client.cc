@@ -36,18 +36,19 @@ Result<std::string> DecodeReply(std::string_view payload) {
 
 // ---- RpcClient --------------------------------------------------------------
 
-RpcClient::RpcClient(Loop* loop, UniqueFd fd, ClientOptions options)
+RpcClient::RpcClient(Loop* loop, ClientOptions options)
     : loop_(loop),
-      fd_(std::move(fd)),
       opts_(std::move(options)),
       deadlines_(loop, [this](const DeadlineEntry& e) { OnDeadline(e); }) {}
 
 Result<std::unique_ptr<RpcClient>> RpcClient::Create(Loop* loop, UniqueFd fd, ClientOptions options) {
   if (!fd) return Error(Code::kInvalidArgument, "rpc client: invalid fd");
   OUTPOST_RETURN_IF_ERROR(sys::SetNonBlocking(fd.get(), true));
-  std::unique_ptr<RpcClient> client(new RpcClient(loop, std::move(fd), std::move(options)));
+  std::unique_ptr<RpcClient> client(new RpcClient(loop, std::move(options)));
   RpcClient* raw = client.get();
-  OUTPOST_RETURN_IF_ERROR(loop->AddFd(raw->fd_.get(), EPOLLIN, [raw](uint32_t ev) { raw->OnEvent(ev); }));
+  auto watched = LoopFd::Watch(loop, std::move(fd), EPOLLIN, [raw](uint32_t ev) { raw->OnEvent(ev); });
+  if (!watched.ok()) return watched.error();
+  raw->fd_ = std::move(*watched);
   raw->events_ = EPOLLIN;
   return client;
 }
@@ -59,10 +60,7 @@ Result<std::unique_ptr<RpcClient>> RpcClient::Connect(Loop* loop, const std::str
   return Create(loop, std::move(*fd), std::move(options));
 }
 
-RpcClient::~RpcClient() {
-  *alive_ = false;
-  if (fd_) loop_->RemoveFd(fd_.get());
-}
+RpcClient::~RpcClient() { *alive_ = false; }
 
 void RpcClient::Call(std::string_view service, std::string_view method, std::string_view payload,
                      int64_t timeout_nanos, Callback done) {
@@ -130,7 +128,7 @@ bool RpcClient::FlushAndWatch() {
   if (!out_.Flush(fd_.get())) return false;
   uint32_t events = EPOLLIN | (out_.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT));
   if (events != events_) {
-    if (!loop_->ModifyFd(fd_.get(), events).ok()) return false;
+    if (!fd_.Modify(events).ok()) return false;
     events_ = events;
   }
   return true;
@@ -206,7 +204,6 @@ void RpcClient::Close() { CloseWith(Error(Code::kUnavailable, "rpc connection cl
 void RpcClient::CloseWith(const Error& why) {
   if (!fd_) return;
   std::shared_ptr<bool> alive = alive_;
-  loop_->RemoveFd(fd_.get());
   fd_.Reset();
   out_.Clear();
   deadlines_.Clear();

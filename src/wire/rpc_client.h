@@ -1,4 +1,4 @@
-// ttRPC clients (shared/spec/nri.md §1). Owns: client-side stream ids (odd,
+// ttRPC clients (containerd/ttrpc wire format). Owns: client-side stream ids (odd,
 // increasing from 1), matching replies to calls by stream id, per-call
 // deadlines, and refusing to send a Request over 4 MiB (ResourceExhausted,
 // nothing written). Two flavours:
@@ -78,7 +78,7 @@ class RpcClient {
     int64_t deadline;
   };
 
-  RpcClient(Loop* loop, UniqueFd fd, ClientOptions options);
+  RpcClient(Loop* loop, ClientOptions options);
   void FailLater(Callback done, Error error);
   void OnEvent(uint32_t events);
   void ProcessFrames();
@@ -88,7 +88,7 @@ class RpcClient {
   void CloseWith(const Error& why);
 
   Loop* loop_;
-  UniqueFd fd_;
+  LoopFd fd_;  // unregistered before it is closed
   ClientOptions opts_;
   FrameReader reader_;
   WriteQueue out_;

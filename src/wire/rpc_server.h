@@ -1,4 +1,4 @@
-// ttRPC server on the Loop (shared/spec/nri.md §1). Owns: accepting
+// ttRPC server on the Loop (containerd/ttrpc wire format). Owns: accepting
 // connections on an already-listening unix socket, the peer-credential
 // allow-list, per-connection framing, dispatch of unary calls to registered
 // handlers, deadlines, and the limits that keep a misbehaving client from

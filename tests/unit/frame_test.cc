@@ -1,5 +1,5 @@
 // wire/frame and wire/codec: golden bytes written out by hand from the ttRPC
-// spec (shared/spec/nri.md §1), incremental reassembly (byte by byte, split
+// wire format (containerd/ttrpc), incremental reassembly (byte by byte, split
 // at every offset), truncation, oversize frames, random input and malformed
 // protobuf.
 #include <gtest/gtest.h>

@@ -462,7 +462,7 @@ TEST(JobSpecResources, TaskFingerprintIgnoresResourcesAndResourcesFingerprintDoe
 
 TEST(JobSpecResources, FingerprintOfATaskWithoutLimitsDidNotChange) {
   // The value before resources existed (the canonical form then had
-  // "resources":{} too): agents upgraded past issue #6 do not restart tasks.
+  // "resources":{} too): agents upgraded past the resources change do not restart tasks.
   auto spec = ParseJobSpec(R"({"id": "j", "tasks": [{"name": "a", "command": "/bin/true"}]})");
   ASSERT_TRUE(spec.ok()) << spec.error().message();
   EXPECT_EQ(TaskFingerprint(spec->tasks[0]), "ecec03ccc4a23bd5");

@@ -1,6 +1,6 @@
 #!/bin/sh
 # vmtest: power-cycle
-# Issue #5: after the node loses power, every job is running again. Boot 1
+# After the node loses power, every job is running again. Boot 1
 # runs job "pc" (one task printing the time every second, restart always);
 # boot 2, after the power cut, finds it running again under a new pid and
 # its log, on the state disk, holding lines of both boots.

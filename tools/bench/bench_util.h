@@ -1,5 +1,5 @@
 // What every benchmark under tools/bench needs: failing loudly, info lines,
-// the BENCH line (shared/design.md §7), percentiles of latency samples,
+// the BENCH line (format in docs/benchmarks.md), percentiles of latency samples,
 // SIGINT/SIGTERM, child processes and /proc figures, removing a scratch tree;
 // then, for the benchmarks that drive a whole agent (agent_bench, job_bench,
 // cgroup_bench), the agent's API. Header-only: each benchmark is one .cc file.

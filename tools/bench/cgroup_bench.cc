@@ -1,4 +1,4 @@
-// cgroup v2 costs of the agent (issue #6). Needs usable cgroup v2 and root:
+// cgroup v2 costs of the agent. Needs usable cgroup v2 and root:
 // `make bench` runs it inside the test VM (tools/bench/vm/cgroup_bench.sh
 // through tools/vmtest); on a host without cgroup v2 it says so and exits 0.
 //

@@ -1,4 +1,4 @@
-// Jobs (issue #5) through the real agent binary (keeper + worker):
+// Jobs through the real agent binary (keeper + worker):
 //
 //  1. Job start latency: a job of 10 tasks `test_helper sleep 1000` is sent
 //     with SubmitJob on an open API connection; the time until the agent has
@@ -95,7 +95,7 @@ using bench::Verdict;
 using bench::WaitForWorker;
 
 constexpr int kTasksPerJob = 10;
-constexpr double kWorkerBaseKiB = 2048;  // target: worker <= 2 MiB + 8 KiB per task (issue #3)
+constexpr double kWorkerBaseKiB = 2048;  // target: worker <= 2 MiB + 8 KiB per task
 constexpr double kPerTaskKiB = 8;
 constexpr double kKeeperKiB = 256;
 
