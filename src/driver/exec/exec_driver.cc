@@ -36,8 +36,27 @@ Error NotFound() { return Error(Code::kNotFound, kNotFound); }
 
 }  // namespace
 
+// What the driver keeps of a task's config: what stop, signal, exec and
+// events use. The task layer holds the whole config; a second full copy per
+// task (limits, paths, args, spec hash) would cost about a KiB each.
+static TaskConfig KeptConfig(const TaskConfig& c) {
+  TaskConfig k;
+  k.id = c.id;
+  k.job = c.job;
+  k.name = c.name;
+  k.env = c.env;
+  k.workdir = c.workdir;
+  k.identity = c.identity;
+  k.rlimits = c.rlimits;
+  k.kill_signal = c.kill_signal;
+  k.kill_timeout_nanos = c.kill_timeout_nanos;
+  k.task_dir = c.task_dir;
+  k.cgroup = c.cgroup;
+  return k;
+}
+
 struct ExecDriver::Task {
-  TaskConfig config;
+  TaskConfig config;  // KeptConfig of the task's config
   State state;
   int64_t started_at = 0;
   TaskState run_state = TaskState::kRunning;
@@ -244,7 +263,7 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
   if (!spawned.ok()) return fail(spawned.error());
 
   auto t = std::make_unique<Task>();
-  t->config = cfg;
+  t->config = KeptConfig(cfg);
   t->state.pid = spawned->pid;
   t->started_at = WallNanos();
   proc::ProcStat ps;
@@ -465,7 +484,7 @@ void ExecDriver::RecoverTask(const TaskHandle& handle, DoneCallback done) {
   auto state = DecodeState(handle.version, handle.driver_state);
   if (!state.ok()) return done(state.error().Wrap("recover task " + id + ": driver state"));
   auto t = std::make_unique<Task>();
-  t->config = handle.config;
+  t->config = KeptConfig(handle.config);
   t->state = *state;
   t->started_at = handle.started_at_unix_nanos;
   const State& s = t->state;
