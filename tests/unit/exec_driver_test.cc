@@ -378,7 +378,16 @@ TEST_F(ExecDriverTest, ExecRunsInTaskContextWithBoundedOutputAndTimeout) {
 }
 
 TEST_F(ExecDriverTest, StatsFromProcWithFirstPercentZero) {
-  ASSERT_TRUE(Start(Config("st", {"sleep", "30"})).ok());
+  auto h = Start(Config("st", {"sleep", "30"}));
+  ASSERT_TRUE(h.ok());
+  // Until its execve is through, the task may show no memory at all.
+  const std::string exe = "/proc/" + std::to_string(h->pid) + "/exe";
+  ASSERT_TRUE(RunUntil(loop_.get(), [&] {
+    char buf[4096];
+    ssize_t n = ::readlink(exe.c_str(), buf, sizeof buf);
+    std::string got = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+    return got == helper_;
+  }));
   Result<TaskStats> s1 = Error(Code::kUnknown, "none");
   driver_->TaskStats("st", [&](Result<TaskStats> s) { s1 = std::move(s); });
   ASSERT_TRUE(s1.ok());

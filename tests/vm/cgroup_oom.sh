@@ -11,7 +11,8 @@ printf '%s\n' '{"id": "oom", "tasks": [{"name": "hog", "command": "'$HELPER'", "
   "restart": {"policy": "never"},
   "resources": {"memory": {"max": "32MiB", "swap_max": "0"}}}]}' >/tmp/oom.json
 outpost run --detach -f /tmp/oom.json >/dev/null || fail "outpost run --detach oom failed"
-cat "$(task_cgroup oom hog)/memory.max" 2>/dev/null | grep -qx 33554432 ||
+# --detach returns before the task (and its cgroup) exists: wait for it.
+wait_for 20 grep -qx 33554432 "$(task_cgroup oom hog)/memory.max" ||
   fail "memory.max of the task cgroup is not 32MiB: $(cat "$(task_cgroup oom hog)/memory.max" 2>&1)"
 wait_for 30 state_is oom/hog dead || fail "hog not dead: $(outpost inspect oom/hog 2>&1)"
 outpost --json inspect oom/hog | grep -q '"oom_killed": true' || fail "not reported as OOM killed: $(outpost --json inspect oom/hog)"
