@@ -63,9 +63,7 @@ std::string Str(const DirWatch::Change& c) {
 class DirWatchTest : public ::testing::Test {
  protected:
   DirWatchTest() : loop_(MakeLoop()) {
-    std::string tmpl = "/tmp/outpost-dirwatch-XXXXXX";
-    EXPECT_NE(::mkdtemp(&tmpl[0]), nullptr);
-    tmp_ = tmpl;
+    tmp_ = outpost::testing::MakeTempDir("/tmp", "dirwatch");
     dir_ = tmp_ + "/d";
   }
   ~DirWatchTest() override {
@@ -77,9 +75,8 @@ class DirWatchTest : public ::testing::Test {
   // For the overflow test: many rewrites are slow on ext4 (see jobs_dir_test).
   void UseTmpfs() {
     if (::access("/dev/shm", W_OK) != 0) return;
-    std::string tmpl = "/dev/shm/outpost-dirwatch-XXXXXX";
-    ASSERT_NE(::mkdtemp(&tmpl[0]), nullptr);
-    shm_ = tmpl;
+    shm_ = outpost::testing::MakeTempDir("/dev/shm", "dirwatch");
+    ASSERT_FALSE(shm_.empty());
     dir_ = shm_ + "/d";
   }
 

@@ -15,26 +15,15 @@
 #include "base/strings.h"
 #include "base/sys.h"
 #include "job/spec.h"
+#include "unit/job_spec_test_util.h"
 
 namespace outpost::job {
 namespace {
 
-constexpr int64_t kSec = 1000000000LL;
-
-// A job with one task whose extra fields are `fields` (JSON members, no braces).
-std::string Task(const std::string& fields) {
-  std::string task = R"({"name": "a", "command": "/bin/sh")";
-  if (!fields.empty()) task += ", " + fields;
-  return R"({"id": "j", "tasks": [)" + task + "}]}";
-}
-
-// A job whose top level has `fields` next to id and one valid task.
-std::string Job(const std::string& fields) {
-  return R"({"id": "j", "tasks": [{"name": "a", "command": "/bin/sh"}], )" + fields + "}";
-}
-
-// A job with one task whose `resources` object has `fields`.
-std::string Res(const std::string& fields) { return Task(R"("resources": {)" + fields + "}"); }
+using spec_test::Job;
+using spec_test::kSec;
+using spec_test::Res;
+using spec_test::Task;
 
 void ExpectSameResources(const cgroup::Resources& a, const cgroup::Resources& b) {
   EXPECT_EQ(a.cpu_weight, b.cpu_weight);

@@ -11,27 +11,15 @@
 #include "base/strings.h"
 #include "base/sys.h"
 #include "job/spec.h"
+#include "unit/job_spec_test_util.h"
 
 namespace outpost::job {
 namespace {
 
-constexpr int64_t kSec = 1000000000LL;
-
-// A job with one task whose extra fields are `fields` (JSON members, no
-// braces), e.g. Task(R"("kill_timeout": "five")").
-std::string Task(const std::string& fields) {
-  std::string task = R"({"name": "a", "command": "/bin/sh")";
-  if (!fields.empty()) task += ", " + fields;
-  return R"({"id": "j", "tasks": [)" + task + "}]}";
-}
-
-// A job whose top level has `fields` next to id and one valid task.
-std::string Job(const std::string& fields) {
-  return R"({"id": "j", "tasks": [{"name": "a", "command": "/bin/sh"}], )" + fields + "}";
-}
-
-// A job with one task whose `resources` object has `fields`.
-std::string Res(const std::string& fields) { return Task(R"("resources": {)" + fields + "}"); }
+using spec_test::Job;
+using spec_test::kSec;
+using spec_test::Res;
+using spec_test::Task;
 
 std::string Repeat(const std::string& s, size_t n) {
   std::string out;

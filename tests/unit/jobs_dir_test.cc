@@ -50,9 +50,7 @@ struct Event {
 class JobsDirTest : public ::testing::Test {
  protected:
   JobsDirTest() : loop_(MakeLoop()) {
-    std::string tmpl = "/tmp/outpost-jobsdir-XXXXXX";
-    EXPECT_NE(::mkdtemp(&tmpl[0]), nullptr);
-    tmp_ = tmpl;
+    tmp_ = outpost::testing::MakeTempDir("/tmp", "jobsdir");
     dir_ = tmp_ + "/jobs.d";
   }
   ~JobsDirTest() override {
@@ -66,9 +64,8 @@ class JobsDirTest : public ::testing::Test {
   // turns a second of writes into twenty.
   void UseTmpfs() {
     if (::access("/dev/shm", W_OK) != 0) return;
-    std::string tmpl = "/dev/shm/outpost-jobsdir-XXXXXX";
-    ASSERT_NE(::mkdtemp(&tmpl[0]), nullptr);
-    shm_ = tmpl;
+    shm_ = outpost::testing::MakeTempDir("/dev/shm", "jobsdir");
+    ASSERT_FALSE(shm_.empty());
     dir_ = shm_ + "/jobs.d";
   }
 

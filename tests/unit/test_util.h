@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <functional>
 #include <string>
 
@@ -29,6 +30,17 @@ inline bool RunUntil(Loop* loop, const std::function<bool()>& pred, int64_t time
     }
   }
   return true;
+}
+
+// A new private directory under base ("/tmp", "/dev/shm") named
+// outpost-<what>-XXXXXX; "" (and a test failure) if it cannot be made.
+inline std::string MakeTempDir(const std::string& base, const std::string& what) {
+  std::string tmpl = base + "/outpost-" + what + "-XXXXXX";
+  if (::mkdtemp(&tmpl[0]) == nullptr) {
+    ADD_FAILURE() << "mkdtemp " << tmpl << ": " << std::strerror(errno);
+    return "";
+  }
+  return tmpl;
 }
 
 inline std::unique_ptr<Loop> MakeLoop() {
