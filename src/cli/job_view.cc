@@ -90,6 +90,18 @@ bool InspectJob(const GlobalOptions& g, const std::string& id, PbOwned<JobInfo>*
   return true;
 }
 
+bool TaskStatsOf(const GlobalOptions& g, const outpost_v1_JobTaskInfo& t, bool quiet,
+                 PbOwned<outpost_v1_TaskStatsResponse>* out) {
+  outpost_v1_TaskIdRequest req = outpost_v1_TaskIdRequest_init_zero;
+  std::string tid = PbString(t.task_id);
+  req.id = PbStr(tid);
+  auto encoded = PbEncode(outpost_v1_TaskIdRequest_fields, &req, "TaskIdRequest");
+  if (!encoded.ok()) return false;
+  int code = 0;
+  auto r = quiet ? CallAgentQuiet(g, "TaskStats", *encoded, &code) : CallAgent(g, "TaskStats", *encoded, &code);
+  return r.ok() && out->Decode(*r, "TaskStatsResponse").ok();
+}
+
 void PrintTaskTable(const JobInfo& j, const char* indent) {
   std::printf("%s%-16s %-9s %-7s %-8s %-10s %s\n", indent, "TASK", "STATE", "PID", "RESTARTS", "LIFECYCLE", "NOTE");
   for (pb_size_t i = 0; i < j.tasks_count; i++) {

@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/pb.h"
 #include "job.pb.h"
+#include "task.pb.h"
 
 namespace outpost::cli {
 
@@ -28,6 +29,11 @@ Result<std::string> EncodeJobId(const std::string& id);
 
 // InspectJob; on failure the error is printed and *code set.
 bool InspectJob(const GlobalOptions& g, const std::string& id, PbOwned<JobInfo>* out, int* code);
+
+// TaskStats of a job's task into *out; false when it cannot be had (the
+// error printed unless quiet).
+bool TaskStatsOf(const GlobalOptions& g, const outpost_v1_JobTaskInfo& t, bool quiet,
+                 PbOwned<outpost_v1_TaskStatsResponse>* out);
 
 // TASK STATE PID RESTARTS LIFECYCLE NOTE, one row per task.
 void PrintTaskTable(const JobInfo& j, const char* indent);

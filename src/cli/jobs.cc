@@ -138,13 +138,8 @@ int Ps(const GlobalOptions& g, const std::vector<std::string>& in) {
 // One stats sample of a running task, as JSON (null when not running).
 picojson::value UsageJson(const GlobalOptions& g, const outpost_v1_JobTaskInfo& t) {
   if (!t.pid) return picojson::value();
-  outpost_v1_TaskIdRequest req = outpost_v1_TaskIdRequest_init_zero;
-  std::string tid = PbString(t.task_id);
-  req.id = PbStr(tid);
-  int code = 0;
-  auto r = CallAgentQuiet(g, "TaskStats", *PbEncode(outpost_v1_TaskIdRequest_fields, &req, "TaskIdRequest"), &code);
   PbOwned<outpost_v1_TaskStatsResponse> st(outpost_v1_TaskStatsResponse_fields);
-  if (!r.ok() || !st.Decode(*r, "TaskStatsResponse").ok()) return picojson::value();
+  if (!TaskStatsOf(g, t, true, &st)) return picojson::value();
   picojson::object o;
   o["memory_bytes"] = picojson::value(static_cast<int64_t>(st->rss_bytes));
   o["cpu_user_seconds"] = picojson::value(static_cast<double>(st->cpu_user_nanos) / 1e9);

@@ -92,13 +92,8 @@ Result<std::vector<Sample>> SampleAll(const GlobalOptions& g, const std::string&
       s.ref = PbString(j.id) + "/" + PbString(t.name);
       s.pid = t.pid;
       if (t.pid) {
-        outpost_v1_TaskIdRequest req = outpost_v1_TaskIdRequest_init_zero;
-        std::string tid = PbString(t.task_id);
-        req.id = PbStr(tid);
-        int c = 0;
-        auto r = CallAgent(g, "TaskStats", *PbEncode(outpost_v1_TaskIdRequest_fields, &req, "TaskIdRequest"), &c);
         PbOwned<outpost_v1_TaskStatsResponse> st(outpost_v1_TaskStatsResponse_fields);
-        if (r.ok() && st.Decode(*r, "TaskStatsResponse").ok()) {
+        if (TaskStatsOf(g, t, false, &st)) {
           s.ok = true;
           s.rss = st->rss_bytes;
           s.cpu = st->cpu_percent;
