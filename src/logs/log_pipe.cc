@@ -67,9 +67,16 @@ LogPipe::LogPipe(Loop* loop, std::string fifo_path, std::string log_path, std::s
     : loop_(loop),
       fifo_path_(std::move(fifo_path)),
       on_error_(std::move(on_error)),
-      hooks_(std::move(hooks)),
+      hooks_(hooks.crash_at || hooks.fail_write || hooks.max_move || hooks.force_copy
+                 ? std::make_unique<TestHooks>(std::move(hooks))
+                 : nullptr),
       alive_(std::make_shared<bool>(true)),
       files_(std::move(log_path), std::move(cursor_path), policy, [this](Step step) { return Crash(step); }) {}
+
+const LogPipe::TestHooks& LogPipe::hooks() const {
+  static const TestHooks kNone;
+  return hooks_ ? *hooks_ : kNone;
+}
 
 LogPipe::~LogPipe() {
   if (hold_timer_ != 0) loop_->CancelTimer(hold_timer_);
@@ -313,14 +320,14 @@ void LogPipe::Emit(const char* data, size_t len) {
 
 size_t LogPipe::Move(const char* data, size_t len, bool* failed) {
   *failed = false;
-  if (copy_mode_ || hooks_.force_copy) return MoveCopy(data, len, failed);
+  if (copy_mode_ || hooks().force_copy) return MoveCopy(data, len, failed);
   Rotator::Active& file = files_.active();
   size_t moved = 0;
   while (moved < len) {
     size_t want = len - moved;
-    if (hooks_.max_move > 0) want = std::min(want, hooks_.max_move);
+    if (hooks().max_move > 0) want = std::min(want, hooks().max_move);
     if (Crash(Step::kBeforeMove)) return moved;
-    int injected = hooks_.fail_write ? hooks_.fail_write() : 0;
+    int injected = hooks().fail_write ? hooks().fail_write() : 0;
     loff_t off = static_cast<loff_t>(file.size);
     ssize_t n;
     if (injected != 0) {
@@ -379,9 +386,9 @@ size_t LogPipe::MoveCopy(const char* data, size_t len, bool* failed) {
   size_t written = 0;
   while (written < len) {
     size_t want = len - written;
-    if (hooks_.max_move > 0) want = std::min(want, hooks_.max_move);
+    if (hooks().max_move > 0) want = std::min(want, hooks().max_move);
     if (written > 0 && Crash(Step::kBeforeMove)) return 0;
-    int injected = hooks_.fail_write ? hooks_.fail_write() : 0;
+    int injected = hooks().fail_write ? hooks().fail_write() : 0;
     ssize_t n;
     if (injected != 0) {
       errno = injected;
@@ -440,7 +447,7 @@ void LogPipe::Fail(const Error& e) {
 }
 
 bool LogPipe::Crash(Step step) {
-  if (!dead_ && hooks_.crash_at && hooks_.crash_at(step)) dead_ = true;
+  if (!dead_ && hooks().crash_at && hooks().crash_at(step)) dead_ = true;
   return dead_;
 }
 

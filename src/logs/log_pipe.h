@@ -139,7 +139,8 @@ class LogPipe {
   Loop* loop_;
   std::string fifo_path_;
   ErrorCallback on_error_;
-  TestHooks hooks_;
+  std::unique_ptr<TestHooks> hooks_;  // null unless a test set one
+  const TestHooks& hooks() const;
   std::shared_ptr<bool> alive_;  // guards deferred on_error calls
 
   LoopFd fifo_;         // read end, O_RDONLY|O_NONBLOCK

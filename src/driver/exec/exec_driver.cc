@@ -39,24 +39,34 @@ Error NotFound() { return Error(Code::kNotFound, kNotFound); }
 // What the driver keeps of a task's config: what stop, signal, exec and
 // events use. The task layer holds the whole config; a second full copy per
 // task (limits, paths, args, spec hash) would cost about a KiB each.
-static TaskConfig KeptConfig(const TaskConfig& c) {
-  TaskConfig k;
-  k.id = c.id;
-  k.job = c.job;
-  k.name = c.name;
-  k.env = c.env;
-  k.workdir = c.workdir;
-  k.identity = c.identity;
-  k.rlimits = c.rlimits;
-  k.kill_signal = c.kill_signal;
-  k.kill_timeout_nanos = c.kill_timeout_nanos;
-  k.task_dir = c.task_dir;
-  k.cgroup = c.cgroup;
-  return k;
-}
+struct KeptConfig {
+  std::string id, job, name;
+  std::string exec_dir;  // the working dir exec uses: workdir, else task_dir
+  bool switch_user = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+  std::vector<proc::Rlimit> rlimits;
+  std::string kill_signal;
+  std::string cgroup;
+
+  explicit KeptConfig(const TaskConfig& c)
+      : id(c.id),
+        job(c.job),
+        name(c.name),
+        exec_dir(c.workdir.empty() ? c.task_dir : c.workdir),
+        switch_user(c.identity.switch_user),
+        uid(c.identity.uid),
+        gid(c.identity.gid),
+        groups(c.identity.groups),
+        rlimits(c.rlimits),
+        kill_signal(c.kill_signal),
+        cgroup(c.cgroup) {}
+  KeptConfig() = default;
+};
 
 struct ExecDriver::Task {
-  TaskConfig config;  // KeptConfig of the task's config
+  KeptConfig config;
   State state;
   int64_t started_at = 0;
   TaskState run_state = TaskState::kRunning;
@@ -148,13 +158,17 @@ ExecDriver::Task* ExecDriver::FindByPid(pid_t pid) {
   return nullptr;
 }
 
-TaskHandle ExecDriver::HandleOf(const Task& t) const {
+TaskHandle ExecDriver::HandleOf(const Task& t, const TaskConfig& config) const {
   TaskHandle h;
   h.version = kStateVersion;
-  h.config = t.config;
+  h.config = config;
   h.pid = t.state.pid;
   h.started_at_unix_nanos = t.started_at;
-  h.driver_state = EncodeState(t.state);
+  // Every task the driver tracks runs in this boot: the id is written into
+  // the handle here rather than kept per task.
+  State s = t.state;
+  s.boot_id = proc::CurrentBootId();
+  h.driver_state = EncodeState(s);
   return h;
 }
 
@@ -270,7 +284,6 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
   if (proc::ReadProcStat(spawned->pid, &ps)) t->state.start_ticks = ps.start_ticks;
   t->state.parent = options_.keeper_is_parent ? "keeper" : "agent";
   t->state.instance = instance;
-  t->state.boot_id = proc::CurrentBootId();
   t->pidfd = std::move(spawned->pidfd);
   Task* raw = t.get();
   tasks_[cfg.id] = std::move(t);
@@ -282,7 +295,7 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
   }
   log::Info("task started", {{"task", cfg.id}, {"pid", std::to_string(raw->state.pid)}, {"command", *path}});
   Emit(*raw, "started", Format("started with pid %d", raw->state.pid));
-  done(HandleOf(*raw));
+  done(HandleOf(*raw, cfg));
 }
 
 void ExecDriver::OnProcessExit(pid_t pid, int wait_status, int64_t unix_nanos) {
@@ -493,6 +506,7 @@ void ExecDriver::RecoverTask(const TaskHandle& handle, DoneCallback done) {
   bool alive = same_boot && s.pid > 0 && proc::ReadProcStat(s.pid, &ps) && ps.state != 'Z' &&
                (s.start_ticks == 0 || ps.start_ticks == s.start_ticks);
   if (!same_boot) log::Info("task from before a reboot: its process is gone", {{"task", id}});
+  t->state.boot_id.clear();  // checked; not needed again
   Task* raw = t.get();
   tasks_[id] = std::move(t);
   if (alive) {
@@ -539,18 +553,14 @@ void ExecDriver::ExecTask(const std::string& id, const std::vector<std::string>&
     return done(Error(Code::kFailedPrecondition, "task " + id + " is not running"));
   }
   if (timeout_nanos <= 0) timeout_nanos = 60LL * kNanosPerSecond;
-  const TaskConfig& cfg = t->config;
-  // The task's context: its environment as the process really has it (else
-  // rebuilt from the config), its cgroup, identity, rlimits and working dir.
+  const KeptConfig& cfg = t->config;
+  // The task's context: its environment as the process really has it, its
+  // cgroup, identity, rlimits and working dir.
   proc::ChildRunRequest req;
   auto environ = sys::ReadFile(Format("/proc/%d/environ", t->state.pid), 1 << 20);
-  if (environ.ok()) {
-    for (const std::string& kv : Split(*environ, '\0')) {
-      if (!kv.empty()) req.env.push_back(kv);
-    }
-  } else {
-    req.env.push_back(std::string("PATH=") + kDefaultPath);
-    for (const auto& [k, v] : cfg.env) req.env.push_back(k + "=" + v);
+  if (!environ.ok()) return done(environ.error().Wrap("exec: cannot read the task's environment"));
+  for (const std::string& kv : Split(*environ, '\0')) {
+    if (!kv.empty()) req.env.push_back(kv);
   }
   std::string path_var = kDefaultPath;
   for (const std::string& kv : req.env) {
@@ -563,15 +573,15 @@ void ExecDriver::ExecTask(const std::string& id, const std::vector<std::string>&
   if (!rlimits.ok()) return done(rlimits.error());
   req.path = *path;
   req.argv = cmd;
-  req.workdir = cfg.workdir.empty() ? cfg.task_dir : cfg.workdir;
+  req.workdir = cfg.exec_dir;
   req.merge_stderr = true;
   req.output_limit = options_.exec_output_limit;
   req.timeout_nanos = timeout_nanos;
   req.cgroup = cfg.cgroup;
-  req.set_credentials = cfg.identity.switch_user;
-  req.creds.uid = cfg.identity.uid;
-  req.creds.gid = cfg.identity.gid;
-  req.creds.groups = cfg.identity.groups;
+  req.set_credentials = cfg.switch_user;
+  req.creds.uid = cfg.uid;
+  req.creds.gid = cfg.gid;
+  req.creds.groups = cfg.groups;
   req.rlimits = std::move(*rlimits);
   uint64_t session = next_session_++;
   auto run = proc::ChildRun::Start(loop_, std::move(req), [this, session, done](const proc::ChildRunResult& r) {

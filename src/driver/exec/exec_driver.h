@@ -50,6 +50,7 @@ class ExecDriver : public Driver {
     // cgroup) without confusing them with another agent's same-named task.
     std::string instance;
     // The boot it started in: after a reboot the pid is someone else's.
+    // Persisted; in memory only until RecoverTask has checked it.
     std::string boot_id;
     std::string parent;  // "keeper" or "agent": who reaps it
   };
@@ -98,7 +99,7 @@ class ExecDriver : public Driver {
   void Emit(const Task& t, const std::string& type, const std::string& message);
   void RefreshFingerprint();
   void WatchForeignProcess(Task* t);
-  TaskHandle HandleOf(const Task& t) const;
+  TaskHandle HandleOf(const Task& t, const TaskConfig& config) const;
 
   Loop* loop_;
   Options options_;
