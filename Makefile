@@ -8,6 +8,8 @@
 #   make deps                 install every build and test dependency (apt-get; idempotent)
 #   make vendor               copy nanopb + picojson into third_party/ for air-gapped builds
 #   make fuzz                 build the libFuzzer targets (clang)
+#   make fuzz-long [FUZZ_SECONDS=600]  run every fuzz target that long, print execs/coverage
+#   make chaos [CYCLES=1000] [PARALLEL=4] [SEED=S]  random kill -9 of worker/keeper/agent, invariants checked
 #   make bench                build and run tools/bench
 #   make test-fresh           (root) make run + make test in a pristine Debian 12 root (docs/testing.md)
 #
@@ -27,7 +29,7 @@ GOALS := $(or $(MAKECMDGOALS),all)
 # Which dependency groups of tools/deps.sh the goals need; clean and help
 # need none. Plain build goals (all, build/outpost, ...) need the toolchain
 # of ARCH, and GoogleTest for the test binaries.
-OWN_GOALS := deps vendor test test-fresh run bench fuzz clean help
+OWN_GOALS := deps vendor test test-fresh run bench fuzz fuzz-long chaos clean help
 BUILD_GOALS := $(filter-out $(OWN_GOALS),$(GOALS))
 DEPS_GROUPS := $(sort \
   $(if $(BUILD_GOALS),build $(filter arm64 armhf,$(ARCH))) \
@@ -35,8 +37,8 @@ DEPS_GROUPS := $(sort \
   $(if $(filter deps test,$(GOALS)),all) \
   $(if $(filter vendor,$(GOALS)),vendor) \
   $(if $(filter run,$(GOALS)),build) \
-  $(if $(filter bench,$(GOALS)),bench) \
-  $(if $(filter fuzz,$(GOALS)),fuzz) \
+  $(if $(filter bench chaos,$(GOALS)),bench) \
+  $(if $(filter fuzz fuzz-long,$(GOALS)),fuzz) \
   $(if $(filter test-fresh,$(GOALS)),fresh))
 
 .PHONY: $(GOALS) outpost-outer-pass
@@ -175,7 +177,7 @@ HELPER_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(HELPER_SRCS))
 GTEST_OBJS := $(BUILD)/obj/gtest/gtest-all.o $(BUILD)/obj/gtest/gtest_main.o
 DEP_HEADERS := $(if $(filter $(BUILD)/deps/include,$(NANOPB_INC) $(PICOJSON_INC)),$(BUILD)/deps/.stamp)
 
-.PHONY: all outpost tests deps vendor test test-fresh run fuzz bench clean unit help-make
+.PHONY: all outpost tests deps vendor test test-fresh run fuzz fuzz-long chaos bench clean unit help-make
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/outpost $(BUILD)/outpost.stripped
@@ -322,6 +324,18 @@ vendor:
 
 test:
 	$(Q)tools/test.sh $(if $(filter-out native,$(ARCH)),--arch $(ARCH))
+
+# The chaos suite (docs/testing.md): CYCLES (default 1000) random kills of
+# the worker, keeper or whole agent, split over PARALLEL agents (default 4);
+# SEED replays a run's choices.
+chaos: all $(BUILD)/test_helper
+	$(Q)tests/chaos/chaos.sh $(BUILD)/outpost $(BUILD)/test_helper --cycles $(or $(CYCLES),1000) \
+	  --parallel $(or $(PARALLEL),4) $(if $(SEED),--seed $(SEED))
+
+# Every libFuzzer target for FUZZ_SECONDS each (default 600), from the
+# checked-in seeds; prints executions, coverage and crashes per target.
+fuzz-long: fuzz
+	$(Q)tools/fuzz-long.sh $(or $(FUZZ_SECONDS),600)
 
 run: all
 	$(Q)tools/run.sh $(BUILD)/outpost

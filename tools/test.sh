@@ -6,7 +6,7 @@
 #                                 sanitized unit, fuzz, arm64 + armhf unit under
 #                                 qemu-user, VM system test)
 #   tools/test.sh --arch arm64    only the arm64 build and its unit tests under qemu-user
-#   tools/test.sh --only NAME     one suite: layers build unit integration sanitize fuzz arm64 armhf vm vm-arm64
+#   tools/test.sh --only NAME     one suite: layers build unit integration chaos sanitize fuzz arm64 armhf vm vm-arm64
 #
 # Each suite's output goes to build/test-logs/<suite>.log; failures are shown.
 set -u
@@ -129,7 +129,7 @@ else
     tap_suite layers-test tests/scripts/check_layers_test.sh
   fi
   built=0
-  if want build || want unit || want integration || want vm; then
+  if want build || want unit || want integration || want chaos || want vm; then
     if step "build native" make -j"$JOBS" all build/unit_tests build/test_helper; then
       built=1
       if file build/outpost | grep -q 'statically linked'; then pass; else fail "build/outpost is not statically linked"; fi
@@ -138,6 +138,12 @@ else
   if [ $built = 1 ]; then
     want unit && gtest_suite unit build/unit_tests
     want integration && tap_suite integration tests/integration/run.sh build/outpost build/test_helper
+    # 50 cycles of random kills with the invariants checked after each
+    # (`make chaos` runs 1,000; a failure prints the seed that replays it).
+    if want chaos; then
+      tap_suite chaos-check tests/scripts/chaos_check_test.sh
+      step "chaos (50 cycles)" tests/chaos/chaos.sh build/outpost build/test_helper --cycles 50
+    fi
   fi
   if want sanitize; then
     if step "build sanitized" make -j"$JOBS" SANITIZE=address,undefined build/san/unit_tests build/san/test_helper; then
