@@ -218,8 +218,13 @@ void TaskManager::RecordStarted(StartOp* op, DoneCallback done) {
   Task* t = Find(op->config.id);
   if (!t) return done(Error(Code::kAborted, "the task was removed while it started"));
   t->starting = false;
-  t->record.handle = op->handle;
-  t->record.handle.config = op->config;
+  // The record already holds the config (Prepare, CreateCgroup): take only
+  // the driver's part of its handle, without copying its config again.
+  driver::TaskHandle& h = op->handle;
+  t->record.handle.version = h.version;
+  t->record.handle.pid = h.pid;
+  t->record.handle.started_at_unix_nanos = h.started_at_unix_nanos;
+  t->record.handle.driver_state = std::move(h.driver_state);
   if (t->record.handle.started_at_unix_nanos == 0) t->record.handle.started_at_unix_nanos = WallNanos();
   t->record.oom_kills_at_start = op->oom_base;
   if (op->exited) t->on_exit.push_back(std::move(op->exited));
