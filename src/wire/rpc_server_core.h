@@ -70,7 +70,7 @@ class RpcServerCore : public std::enable_shared_from_this<RpcServerCore> {
   void Register(std::string service, std::string method, Handler handler) {
     services_[std::move(service)][std::move(method)] = std::make_shared<Handler>(std::move(handler));
   }
-  Result<uint64_t> Admit(UniqueFd fd);
+  Result<uint64_t> Admit(UniqueFd fd) { return Admit(std::move(fd), false); }
   void SetOptions(ServerOptions options);
   const ServerOptions& options() const { return opts_; }
   size_t connection_count() const { return conns_.size(); }
@@ -106,7 +106,17 @@ class RpcServerCore : public std::enable_shared_from_this<RpcServerCore> {
 
   // rpc_server.cc
   void OnAcceptable();
-  void CloseConn(ServerConn* c, log::Level level, const std::string& reason);
+  void PauseAccept();
+  // need_fd: the process is out of fds and the spare one was spent on
+  // accepting fd, so admitting it takes closing an idle connection.
+  Result<uint64_t> Admit(UniqueFd fd, bool need_fd);
+  Error Refuse(const Error& why, const sys::PeerCred* peer);
+  ServerConn* OldestIdle(const uid_t* uid) const;
+  size_t& UidCount(uid_t uid);
+  // Closes c with reason logged at level, or through burst (one line per
+  // burst of the same kind) when given.
+  void CloseConn(ServerConn* c, log::Level level, const std::string& reason, log::RepeatedLine* burst = nullptr);
+  void ArmLogFlush();
   int64_t Expiry(const ServerConn* c) const;
   void ArmSweep(int64_t at);
   void Sweep();
@@ -136,11 +146,25 @@ class RpcServerCore : public std::enable_shared_from_this<RpcServerCore> {
   Loop::TimerId sweep_timer_ = 0;
   int64_t sweep_at_ = 0;
   Loop::TimerId accept_timer_ = 0;
+  Loop::TimerId log_timer_ = 0;
+  int64_t log_at_ = 0;
+  // Spent to accept (and then close or make room for) a connection when the
+  // process is out of fds, so a full fd table never leaves the listener
+  // readable with nothing we can do about it.
+  UniqueFd spare_fd_;
+  std::vector<std::pair<uid_t, size_t>> per_uid_;  // open connections by peer uid
   int depth_ = 0;
   bool shut_down_ = false;
   uint64_t accepted_ = 0;
   uint64_t refused_ = 0;
+  uint64_t evicted_ = 0;
   uint64_t calls_ = 0;
+  // Events that come in bursts from a flood of clients: one line per burst.
+  log::RepeatedLine accept_failed_log_{log::Level::kWarn, "rpc accept failed; pausing accept for 100ms"};
+  log::RepeatedLine refused_log_{log::Level::kWarn, "rpc connection refused"};
+  log::RepeatedLine evicted_log_{log::Level::kInfo, "rpc connection closed"};
+  log::RepeatedLine idle_log_{log::Level::kInfo, "rpc connection closed"};
+  log::RepeatedLine slow_log_{log::Level::kWarn, "rpc connection closed"};
 };
 
 }  // namespace outpost::wire
