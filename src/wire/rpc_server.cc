@@ -120,14 +120,20 @@ ServerConn* RpcServerCore::OldestIdle(const uid_t* uid) const {
 
 Error RpcServerCore::Refuse(const Error& why, const sys::PeerCred* peer) {
   ++refused_;
-  if (peer != nullptr) {
-    refused_log_.Write(MonotonicNanos(), {{"server", opts_.name}, {"reason", why.message()},
-                                          {"uid", std::to_string(peer->uid)}, {"pid", std::to_string(peer->pid)}});
-  } else {
-    refused_log_.Write(MonotonicNanos(), {{"server", opts_.name}, {"reason", why.message()}});
-  }
+  refused_log_.Write(MonotonicNanos(), {{"server", opts_.name},
+                                        {"reason", why.message()},
+                                        {"uid", peer ? std::to_string(peer->uid) : "?"},
+                                        {"pid", peer ? std::to_string(peer->pid) : "?"}});
   ArmLogFlush();
   return why;
+}
+
+bool RpcServerCore::MakeRoom(const uid_t* uid, const std::string& limit) {
+  ServerConn* victim = OldestIdle(uid);
+  if (victim == nullptr) return false;
+  ++evicted_;
+  CloseConn(victim, log::Level::kDebug, "idle, closed to make room: " + limit, &evicted_log_);
+  return true;
 }
 
 Result<uint64_t> RpcServerCore::Admit(UniqueFd fd, bool need_fd) {
@@ -143,25 +149,18 @@ Result<uint64_t> RpcServerCore::Admit(UniqueFd fd, bool need_fd) {
   // Limits: make room by closing the oldest idle connection that counts
   // against the limit, or refuse. An idle connection costs its owner only a
   // reconnect; a refused call costs a failed command.
-  auto make_room = [&](const uid_t* of_uid, const std::string& limit) -> bool {
-    ServerConn* victim = OldestIdle(of_uid);
-    if (victim == nullptr) return false;
-    ++evicted_;
-    CloseConn(victim, log::Level::kDebug, "idle, closed to make room: " + limit, &evicted_log_);
-    return true;
-  };
   if (UidCount(uid) >= opts_.max_connections_per_uid) {
     std::string limit = Format("connection limit per uid (%zu) reached by uid %u", opts_.max_connections_per_uid,
                                static_cast<unsigned>(uid));
-    if (!make_room(&uid, limit)) return Refuse(Error(Code::kResourceExhausted, limit), &*cred);
+    if (!MakeRoom(&uid, limit)) return Refuse(Error(Code::kResourceExhausted, limit), &*cred);
     need_fd = false;
   }
   if (conns_.size() >= opts_.max_connections) {
     std::string limit = Format("connection limit (%zu) reached", opts_.max_connections);
-    if (!make_room(nullptr, limit)) return Refuse(Error(Code::kResourceExhausted, limit), &*cred);
+    if (!MakeRoom(nullptr, limit)) return Refuse(Error(Code::kResourceExhausted, limit), &*cred);
     need_fd = false;
   }
-  if (need_fd && !make_room(nullptr, "out of file descriptors")) {
+  if (need_fd && !MakeRoom(nullptr, "out of file descriptors")) {
     return Refuse(Error(Code::kResourceExhausted, "out of file descriptors"), &*cred);
   }
   OUTPOST_RETURN_IF_ERROR(sys::SetNonBlocking(fd.get(), true));
@@ -266,7 +265,7 @@ void RpcServerCore::Sweep() {
                c->frame_started + opts_.frame_timeout_nanos <= now) {
       expired.emplace_back(c, "incomplete frame timeout: a frame must complete within the frame timeout");
     } else {
-      expired.emplace_back(c, c->out.empty() ? "idle timeout" : "peer stopped reading its replies (write timeout)");
+      expired.emplace_back(c, c->out.empty() ? "idle timeout" : "write timeout: peer is not reading its replies");
     }
   }
   for (auto& [c, why] : expired) {
