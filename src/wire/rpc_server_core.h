@@ -160,7 +160,7 @@ class RpcServerCore : public std::enable_shared_from_this<RpcServerCore> {
   // process is out of fds, so a full fd table never leaves the listener
   // readable with nothing we can do about it.
   UniqueFd spare_fd_;
-  std::vector<std::pair<uid_t, size_t>> per_uid_;  // open connections by peer uid
+  std::vector<std::pair<uid_t, size_t>> per_uid_;  // open connections by allowed peer uid
   int depth_ = 0;
   bool shut_down_ = false;
   uint64_t accepted_ = 0;

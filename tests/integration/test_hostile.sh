@@ -13,7 +13,8 @@ hostile_kib() { awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status"; }
 hostile_connections_are() { [ "$(op status --json | json_get api_connections)" = "$1" ]; }
 
 # hostile_ps_answers: `op ps` succeeds within 5 s (generous on a loaded
-# machine); prints its latency in ms.
+# machine); prints its latency in ms. In $(...) a failure only ends the
+# subshell: callers check its status.
 hostile_ps_answers() {
   local t0 t1
   t0=$(date +%s%N)
@@ -40,7 +41,7 @@ test_hostile_1000_idle_connections_do_not_lock_out_ps() {
   start_agent
   hostile_start idle idle "$SOCK" 1000
   hostile_wait idle 60 '^open '
-  local ms; ms="$(hostile_ps_answers)"
+  local ms; ms="$(hostile_ps_answers)" || fail "${ms#FAIL: }"
   echo "ps answered in ${ms} ms with 1000 idle connections made" >&2
   # The agent kept at most its per-uid cap (128) of them, oldest closed first.
   local n; n="$(op status --json | json_get api_connections)"
@@ -67,7 +68,7 @@ test_hostile_full_fd_table_still_answers_ps_without_spinning() {
   local cpu0; cpu0="$(awk '{print $14 + $15}' "/proc/$w/stat")"
   hostile_start idle idle "$SOCK" 1000
   hostile_wait idle 60 '^open '
-  local ms; ms="$(hostile_ps_answers)"
+  local ms; ms="$(hostile_ps_answers)" || fail "${ms#FAIL: }"
   echo "ps answered in ${ms} ms with the worker out of fds" >&2
   expect_contains "$(grep 'rpc connection closed' "$T/agent.log" | head -1)" "out of file descriptors" "reason for making room"
   # No spinning: the flood and ps cost little CPU (ticks of 10 ms), and no
@@ -85,7 +86,7 @@ test_hostile_one_byte_per_second_client_is_cut_off() {
   hostile_start trickle trickle "$SOCK"
   # Others are served while it trickles.
   local i
-  for i in 1 2 3; do hostile_ps_answers >/dev/null; done
+  for i in 1 2 3; do hostile_ps_answers >/dev/null || fail "ps failed while a client trickles"; done
   hostile_wait trickle 30 '^closed after'
   wait_for 5 grep -q 'reason="incomplete frame timeout' "$T/agent.log" || fail "no incomplete frame timeout in the agent log"
 }
@@ -118,5 +119,5 @@ test_hostile_clients_that_never_read_are_cut_off_and_memory_stays_bounded() {
   # Bound: the idle worker plus a few MiB per misbehaving client (each holds
   # at most a 1 MiB write queue and one 4 MiB frame being read).
   [ "$peak" -le $((rss0 + 32 * 1024)) ] || fail "worker VmRSS peaked at $peak KiB (from $rss0)"
-  hostile_ps_answers >/dev/null
+  hostile_ps_answers >/dev/null || fail "ps failed after the cut-offs"
 }

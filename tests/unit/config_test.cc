@@ -51,7 +51,8 @@ TEST(Config, ApiLimitDefaults) {
 
 TEST(Config, EveryErrorIsReportedAtOnceWithFileAndKey) {
   auto c = ParseConfig(R"({"state_dir": "rel", "log_level": "loud", "api_max_connections": 0,
-    "api_max_connections_per_uid": -1, "api_allowed_uids": [-1], "api_max_write_queue": "1KiB", "api_idle_timeout": "10ms",
+    "api_max_connections_per_uid": -1, "api_allowed_uids": [-1], "api_max_write_queue": "1KiB",
+    "api_idle_timeout": "10ms",
     "runtime_dirr": "/x", "log_file": 3})", "/etc/o.json");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.error().message(),
@@ -59,7 +60,8 @@ TEST(Config, EveryErrorIsReportedAtOnceWithFileAndKey) {
             "config /etc/o.json: log_file: expected a string, got number\n"
             "config /etc/o.json: api_allowed_uids[0]: must be between 0 and 4294967294, got -1\n"
             "config /etc/o.json: api_max_connections: must be between 1 and 65536, got 0\n"
-            "config /etc/o.json: api_max_connections_per_uid: must be between 1 and 65536, got -1\n"
+            "config /etc/o.json: api_max_connections_per_uid: "
+            "must be between 1 and 65536, got -1\n"
             "config /etc/o.json: runtime_dirr: unknown field (did you mean \"runtime_dir\"?)\n"
             "config /etc/o.json: state_dir: must be an absolute path, got \"rel\"\n"
             "config /etc/o.json: api_idle_timeout: must be at least 1s\n"
