@@ -36,12 +36,13 @@ wire::ServerOptions ServerOptionsFrom(const Config& c) {
   wire::ServerOptions o;
   o.name = "api";
   o.max_connections = static_cast<size_t>(c.api_max_connections);
+  o.max_connections_per_uid = static_cast<size_t>(c.api_max_connections_per_uid);
   o.allowed_uids = {0, ::getuid()};
   for (int64_t uid : c.api_allowed_uids) o.allowed_uids.push_back(static_cast<uid_t>(uid));
   o.idle_timeout_nanos = c.api_idle_timeout_nanos;
   o.frame_timeout_nanos = c.api_frame_timeout_nanos;
-  o.write_queue_pause_bytes = c.api_max_write_queue;
-  o.write_queue_max_bytes = c.api_max_write_queue * 4;
+  o.write_queue_pause_bytes = c.api_max_write_queue / 2;
+  o.write_queue_max_bytes = c.api_max_write_queue;
   return o;
 }
 
@@ -326,10 +327,12 @@ void PrintEffectiveConfig(const Config& c) {
   std::printf(
       "{\n  \"state_dir\": \"%s\",\n  \"runtime_dir\": \"%s\",\n  \"api_socket\": \"%s\",\n"
       "  \"log_level\": \"%s\",\n  \"log_file\": \"%s\",\n  \"api_allowed_uids\": [%s],\n"
-      "  \"api_max_connections\": %lld,\n  \"api_idle_timeout\": \"%s\",\n  \"api_frame_timeout\": \"%s\",\n"
+      "  \"api_max_connections\": %lld,\n  \"api_max_connections_per_uid\": %lld,\n"
+      "  \"api_idle_timeout\": \"%s\",\n  \"api_frame_timeout\": \"%s\",\n"
       "  \"api_max_write_queue\": %llu\n}\n",
       c.state_dir.c_str(), c.runtime_dir.c_str(), c.ApiSocket().c_str(), log::LevelName(c.log_level),
       c.log_file.c_str(), uids.c_str(), static_cast<long long>(c.api_max_connections),
+      static_cast<long long>(c.api_max_connections_per_uid),
       FormatDuration(c.api_idle_timeout_nanos).c_str(), FormatDuration(c.api_frame_timeout_nanos).c_str(),
       static_cast<unsigned long long>(c.api_max_write_queue));
 }

@@ -42,6 +42,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
   r.String("log_file", &c.log_file);
   r.IntList("api_allowed_uids", 0, 0xfffffffe, &c.api_allowed_uids);
   r.Int("api_max_connections", 1, 65536, &c.api_max_connections);
+  r.Int("api_max_connections_per_uid", 1, 65536, &c.api_max_connections_per_uid);
   r.Duration("api_idle_timeout", &c.api_idle_timeout_nanos);
   r.Duration("api_frame_timeout", &c.api_frame_timeout_nanos);
   r.Size("api_max_write_queue", &c.api_max_write_queue);

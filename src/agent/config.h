@@ -24,10 +24,11 @@ struct Config {
 
   // API server limits (see docs/config.md).
   std::vector<int64_t> api_allowed_uids;  // in addition to 0 and the agent's own uid
-  int64_t api_max_connections = 64;
-  int64_t api_idle_timeout_nanos = 300LL * 1000000000;  // close idle API connections
-  int64_t api_frame_timeout_nanos = 10LL * 1000000000;  // a started frame must complete
-  uint64_t api_max_write_queue = 4u << 20;               // per-connection unsent bytes
+  int64_t api_max_connections = 256;
+  int64_t api_max_connections_per_uid = 128;           // root included
+  int64_t api_idle_timeout_nanos = 60LL * 1000000000;  // close idle API connections
+  int64_t api_frame_timeout_nanos = 10LL * 1000000000; // a started frame must complete
+  uint64_t api_max_write_queue = 1u << 20;             // per-connection unsent bytes
 
   // Jobs (docs/job-spec.md, docs/jobs-dir.md).
   std::string jobs_dir = "/etc/outpost/jobs.d";  // "" = no drop-in directory

@@ -57,12 +57,12 @@ Status SetFile(const std::string& path) {
   return OkStatus();
 }
 
-static void AppendFields(std::string* line, Fields fields) {
-  for (const Field& f : fields) {
+static void AppendFields(std::string* line, const Field* begin, const Field* end) {
+  for (const Field* f = begin; f != end; ++f) {
     *line += ' ';
-    *line += f.first;
+    *line += f->first;
     *line += '=';
-    *line += QuoteIfNeeded(f.second);
+    *line += QuoteIfNeeded(f->second);
   }
 }
 
@@ -73,18 +73,66 @@ std::string FormatLine(int64_t wall_nanos, Level level, std::string_view msg, Fi
   line += ' ';
   // The message itself stays unquoted but may not break the one-line rule.
   for (char c : msg) line += (c == '\n' || c == '\r') ? ' ' : c;
-  AppendFields(&line, fields);
+  AppendFields(&line, fields.begin(), fields.end());
   line += '\n';
   return line;
 }
 
-void Write(Level level, std::string_view msg, Fields fields) {
-  if (level < g_level) return;
-  std::string line = FormatLine(WallNanos(), level, msg, fields);
+static void Emit(const std::string& line) {
   // Log writes are best effort: a full disk or closed stderr must never take
   // the agent down, so errors are ignored here on purpose.
   (void)sys::Write(STDERR_FILENO, line.data(), line.size());
   if (g_file) (void)sys::Write(g_file.get(), line.data(), line.size());
+}
+
+void Write(Level level, std::string_view msg, Fields fields) {
+  if (level < g_level) return;
+  Emit(FormatLine(WallNanos(), level, msg, fields));
+}
+
+std::string GroupThousands(uint64_t n) {
+  std::string digits = std::to_string(n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+bool RepeatedLine::Write(int64_t now, Fields fields) {
+  if (active_ && now >= window_start_ + window_) Flush(now);
+  if (active_) {
+    ++held_;
+    last_.assign(fields.begin(), fields.end());
+    return false;
+  }
+  active_ = true;
+  window_start_ = now;
+  log::Write(level_, msg_, fields);
+  return true;
+}
+
+void RepeatedLine::Flush(int64_t now) {
+  if (!active_ || now < window_start_ + window_) return;
+  if (held_ == 0) {
+    active_ = false;
+    return;
+  }
+  if (level_ >= g_level) {
+    int64_t secs = (now - window_start_ + kNanosPerSecond / 2) / kNanosPerSecond;
+    std::string msg = msg_ + " (repeated " + GroupThousands(held_) + (held_ == 1 ? " time" : " times") +
+                      " in the last " + std::to_string(secs) + " s)";
+    std::string line = FormatLine(WallNanos(), level_, msg, {});
+    line.pop_back();
+    AppendFields(&line, last_.data(), last_.data() + last_.size());
+    line += '\n';
+    Emit(line);
+  }
+  // Still repeating: the next window starts now and is summarised too.
+  held_ = 0;
+  last_.clear();
+  window_start_ = now;
 }
 
 bool WarnIfError(const Status& st, std::string_view what, Fields fields) {
@@ -92,10 +140,9 @@ bool WarnIfError(const Status& st, std::string_view what, Fields fields) {
   if (Level::kWarn < g_level) return false;
   std::string line = FormatLine(WallNanos(), Level::kWarn, what, {{"error", st.error().message()}});
   line.pop_back();  // the newline: the caller's fields follow
-  AppendFields(&line, fields);
+  AppendFields(&line, fields.begin(), fields.end());
   line += '\n';
-  (void)sys::Write(STDERR_FILENO, line.data(), line.size());
-  if (g_file) (void)sys::Write(g_file.get(), line.data(), line.size());
+  Emit(line);
   return false;
 }
 

@@ -3,6 +3,7 @@
 // stats, and the public RpcServer and Responder.
 #include "wire/rpc_server.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -27,6 +28,9 @@ Status RpcServerCore::Start(UniqueFd listen_fd) {
   if (!listen_fd) return OkStatus();
   // The accept loop runs until EAGAIN: a blocking listener would hang it.
   OUTPOST_RETURN_IF_ERROR(sys::SetNonBlocking(listen_fd.get(), true));
+  auto spare = sys::Open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (!spare.ok()) return spare.error();
+  spare_fd_ = std::move(*spare);
   auto watched = LoopFd::Watch(loop_, std::move(listen_fd), EPOLLIN, [this](uint32_t) { OnAcceptable(); });
   if (!watched.ok()) return watched.error();
   listen_ = std::move(*watched);
@@ -38,58 +42,126 @@ void RpcServerCore::Shutdown() {
   Scope scope(this);
   shut_down_ = true;
   listen_.Reset();
-  if (sweep_timer_ != 0) loop_->CancelTimer(sweep_timer_);
-  if (accept_timer_ != 0) loop_->CancelTimer(accept_timer_);
-  sweep_timer_ = accept_timer_ = 0;
+  for (Loop::TimerId t : {sweep_timer_, accept_timer_, log_timer_}) {
+    if (t != 0) loop_->CancelTimer(t);
+  }
+  sweep_timer_ = accept_timer_ = log_timer_ = 0;
   std::vector<ServerConn*> all;
   for (auto& [id, c] : conns_) all.push_back(c.get());
   for (ServerConn* c : all) CloseConn(c, log::Level::kDebug, "server shutting down");
   deadlines_.Clear();
 }
 
+static int AcceptOne(int listen_fd) {
+  return sys::RetryEintr([&] { return ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK); });
+}
+
 void RpcServerCore::OnAcceptable() {
   Scope scope(this);
-  for (int i = 0; i < kAcceptBatch && !shut_down_; ++i) {
-    int fd = sys::RetryEintr(
-        [&] { return ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK); });
-    if (fd < 0) {
-      int err = errno;
-      if (err == EAGAIN || err == EWOULDBLOCK) return;
-      if (err == ECONNABORTED || err == EPROTO) continue;
-      // Out of fds or memory: the listening socket stays readable, so stop
-      // watching it for a moment instead of spinning.
-      log::Warn("rpc accept failed; pausing accept", {{"server", opts_.name}, {"error", std::strerror(err)}});
-      (void)listen_.Modify(0);
-      accept_timer_ = loop_->AddTimer(kAcceptPauseNanos, [this] {
-        accept_timer_ = 0;
-        if (listen_) (void)listen_.Modify(EPOLLIN);
-      });
-      return;
+  for (int i = 0; i < kAcceptBatch && !shut_down_ && listen_; ++i) {
+    int fd = AcceptOne(listen_.get());
+    if (fd >= 0) {
+      (void)Admit(UniqueFd(fd), false);
+      continue;
     }
-    (void)Admit(UniqueFd(fd));
+    int err = errno;
+    if (err == EAGAIN || err == EWOULDBLOCK) return;
+    if (err == ECONNABORTED || err == EPROTO) continue;
+    if ((err == EMFILE || err == ENFILE) && spare_fd_) {
+      // Out of fds: the spare one takes the connection off the queue; Admit
+      // then closes an idle connection to keep it, or refuses it. Either
+      // way an fd is free again for the spare.
+      spare_fd_.Reset();
+      fd = AcceptOne(listen_.get());
+      err = errno;
+      if (fd >= 0) (void)Admit(UniqueFd(fd), true);
+      auto spare = sys::Open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (spare.ok()) spare_fd_ = std::move(*spare);
+      if (fd >= 0 && spare_fd_) continue;
+      if (fd < 0 && (err == EAGAIN || err == EWOULDBLOCK)) return;
+      if (!spare_fd_) err = EMFILE;
+    }
+    // Out of memory, or of fds with no spare left: the listener stays
+    // readable, so stop watching it for a moment instead of spinning.
+    accept_failed_log_.Write(MonotonicNanos(), {{"server", opts_.name}, {"error", std::strerror(err)}});
+    ArmLogFlush();
+    PauseAccept();
+    return;
   }
 }
 
-Result<uint64_t> RpcServerCore::Admit(UniqueFd fd) {
+void RpcServerCore::PauseAccept() {
+  if (accept_timer_ != 0 || !listen_) return;
+  (void)listen_.Modify(0);
+  accept_timer_ = loop_->AddTimer(kAcceptPauseNanos, [this] {
+    accept_timer_ = 0;
+    if (listen_) (void)listen_.Modify(EPOLLIN);
+  });
+}
+
+size_t& RpcServerCore::UidCount(uid_t uid) {
+  for (auto& [u, n] : per_uid_) {
+    if (u == uid) return n;
+  }
+  per_uid_.emplace_back(uid, 0);
+  return per_uid_.back().second;
+}
+
+ServerConn* RpcServerCore::OldestIdle(const uid_t* uid) const {
+  ServerConn* best = nullptr;
+  for (auto& [id, conn] : conns_) {
+    ServerConn* c = conn.get();
+    if (!c->pending.empty() || !c->out.empty() || c->has_unprocessed) continue;
+    if (uid != nullptr && c->peer.uid != *uid) continue;
+    if (best == nullptr || c->last_activity < best->last_activity) best = c;
+  }
+  return best;
+}
+
+Error RpcServerCore::Refuse(const Error& why, const sys::PeerCred* peer) {
+  ++refused_;
+  refused_log_.Write(MonotonicNanos(), {{"server", opts_.name},
+                                        {"reason", why.message()},
+                                        {"uid", peer ? std::to_string(peer->uid) : "?"},
+                                        {"pid", peer ? std::to_string(peer->pid) : "?"}});
+  ArmLogFlush();
+  return why;
+}
+
+bool RpcServerCore::MakeRoom(const uid_t* uid, const std::string& limit) {
+  ServerConn* victim = OldestIdle(uid);
+  if (victim == nullptr) return false;
+  ++evicted_;
+  CloseConn(victim, log::Level::kDebug, "idle, closed to make room: " + limit, &evicted_log_);
+  return true;
+}
+
+Result<uint64_t> RpcServerCore::Admit(UniqueFd fd, bool need_fd) {
   Scope scope(this);
   if (shut_down_) return Error(Code::kUnavailable, "server is shut down");
-  if (conns_.size() >= opts_.max_connections) {
-    ++refused_;
-    log::Warn("rpc connection limit reached; closing new connection",
-              {{"server", opts_.name}, {"max_connections", std::to_string(opts_.max_connections)}});
-    return Error(Code::kResourceExhausted, Format("connection limit %zu reached", opts_.max_connections));
-  }
   auto cred = sys::GetPeerCred(fd.get());
-  if (!cred.ok()) {
-    ++refused_;
-    log::Warn("rpc connection refused", {{"server", opts_.name}, {"error", cred.error().message()}});
-    return cred.error();
+  if (!cred.ok()) return Refuse(cred.error(), nullptr);
+  const uid_t uid = cred->uid;
+  if (!Allowed(uid)) {
+    return Refuse(Error(Code::kPermissionDenied, Format("peer uid %u is not allowed", static_cast<unsigned>(uid))),
+                  &*cred);
   }
-  if (!Allowed(cred->uid)) {
-    ++refused_;
-    log::Warn("rpc connection refused: peer uid not allowed",
-              {{"server", opts_.name}, {"uid", std::to_string(cred->uid)}, {"pid", std::to_string(cred->pid)}});
-    return Error(Code::kPermissionDenied, Format("peer uid %u is not allowed", static_cast<unsigned>(cred->uid)));
+  // Limits: make room by closing the oldest idle connection that counts
+  // against the limit, or refuse. An idle connection costs its owner only a
+  // reconnect; a refused call costs a failed command.
+  if (UidCount(uid) >= opts_.max_connections_per_uid) {
+    std::string limit = Format("connection limit per uid (%zu) reached by uid %u", opts_.max_connections_per_uid,
+                               static_cast<unsigned>(uid));
+    if (!MakeRoom(&uid, limit)) return Refuse(Error(Code::kResourceExhausted, limit), &*cred);
+    need_fd = false;
+  }
+  if (conns_.size() >= opts_.max_connections) {
+    std::string limit = Format("connection limit (%zu) reached", opts_.max_connections);
+    if (!MakeRoom(nullptr, limit)) return Refuse(Error(Code::kResourceExhausted, limit), &*cred);
+    need_fd = false;
+  }
+  if (need_fd && !MakeRoom(nullptr, "out of file descriptors")) {
+    return Refuse(Error(Code::kResourceExhausted, "out of file descriptors"), &*cred);
   }
   OUTPOST_RETURN_IF_ERROR(sys::SetNonBlocking(fd.get(), true));
   auto conn = std::make_unique<ServerConn>();
@@ -103,6 +175,7 @@ Result<uint64_t> RpcServerCore::Admit(UniqueFd fd) {
   if (!watched.ok()) return watched.error();
   c->fd = std::move(*watched);
   conns_.emplace(id, std::move(conn));
+  ++UidCount(uid);
   ++accepted_;
   log::Debug("rpc connection", {{"server", opts_.name}, {"conn", std::to_string(id)},
                                 {"uid", std::to_string(c->peer.uid)}, {"pid", std::to_string(c->peer.pid)}});
@@ -110,21 +183,48 @@ Result<uint64_t> RpcServerCore::Admit(UniqueFd fd) {
   return id;
 }
 
-void RpcServerCore::CloseConn(ServerConn* c, log::Level level, const std::string& reason) {
+void RpcServerCore::CloseConn(ServerConn* c, log::Level level, const std::string& reason, log::RepeatedLine* burst) {
   if (c->closed) return;
   c->closed = true;
-  log::Write(level, "rpc connection closed",
-             {{"server", opts_.name}, {"conn", std::to_string(c->id)}, {"reason", reason},
-              {"pending", std::to_string(c->pending.size())}});
+  log::Fields fields = {{"server", opts_.name},
+                        {"conn", std::to_string(c->id)},
+                        {"uid", std::to_string(c->peer.uid)},
+                        {"reason", reason},
+                        {"pending", std::to_string(c->pending.size())}};
+  if (burst != nullptr) {
+    burst->Write(MonotonicNanos(), fields);
+    ArmLogFlush();
+  } else {
+    log::Write(level, "rpc connection closed", fields);
+  }
   total_pending_ -= c->pending.size();
   c->pending.clear();
   c->fd.Reset();
+  --UidCount(c->peer.uid);
   auto it = conns_.find(c->id);
   if (it != conns_.end()) {
     // Every entry point holds a Scope, so the memory lives until it ends.
     graveyard_.push_back(std::move(it->second));
     conns_.erase(it);
   }
+}
+
+void RpcServerCore::ArmLogFlush() {
+  int64_t at = kNever;
+  for (log::RepeatedLine* l : {&accept_failed_log_, &refused_log_, &evicted_log_, &idle_log_, &slow_log_}) {
+    if (l->due() != 0) at = std::min(at, l->due());
+  }
+  if (at == kNever || shut_down_ || (log_timer_ != 0 && log_at_ <= at)) return;
+  if (log_timer_ != 0) loop_->CancelTimer(log_timer_);
+  log_at_ = at;
+  log_timer_ = loop_->AddTimerAt(at, [this] {
+    log_timer_ = 0;
+    int64_t now = MonotonicNanos();
+    for (log::RepeatedLine* l : {&accept_failed_log_, &refused_log_, &evicted_log_, &idle_log_, &slow_log_}) {
+      l->Flush(now);
+    }
+    ArmLogFlush();
+  });
 }
 
 int64_t RpcServerCore::Expiry(const ServerConn* c) const {
@@ -163,12 +263,14 @@ void RpcServerCore::Sweep() {
       next = std::min(next, at);
     } else if (opts_.frame_timeout_nanos > 0 && c->frame_started != 0 &&
                c->frame_started + opts_.frame_timeout_nanos <= now) {
-      expired.emplace_back(c, "incomplete frame timeout");
+      expired.emplace_back(c, "incomplete frame timeout: a frame must complete within the frame timeout");
     } else {
-      expired.emplace_back(c, c->out.empty() ? "idle timeout" : "peer stopped reading (write timeout)");
+      expired.emplace_back(c, c->out.empty() ? "idle timeout" : "write timeout: peer is not reading its replies");
     }
   }
-  for (auto& [c, why] : expired) CloseConn(c, log::Level::kInfo, why);
+  for (auto& [c, why] : expired) {
+    CloseConn(c, log::Level::kInfo, why, std::strcmp(why, "idle timeout") == 0 ? &idle_log_ : &slow_log_);
+  }
   ArmSweep(next);
 }
 
@@ -199,6 +301,7 @@ ServerStats RpcServerCore::stats() const {
   }
   s.accepted = accepted_;
   s.refused = refused_;
+  s.evicted = evicted_;
   s.calls = calls_;
   return s;
 }

@@ -2,8 +2,10 @@
 // connections on an already-listening unix socket, the peer-credential
 // allow-list, per-connection framing, dispatch of unary calls to registered
 // handlers, deadlines, and the limits that keep a misbehaving client from
-// costing unbounded memory (bounded write queue with read backpressure,
-// in-flight cap, connection cap, idle and half-frame timeouts).
+// costing unbounded memory or starving others (bounded write queue with
+// read backpressure, in-flight cap, connection caps in all and per peer uid,
+// idle and half-frame timeouts, a spare fd for running out of fds, repeated
+// refusals logged as one line per burst).
 // Does not own: creating or binding the socket (the caller does), the
 // services themselves, or streaming calls (Data frames are refused).
 //
@@ -40,22 +42,28 @@ namespace outpost::wire {
 
 struct ServerOptions {
   std::string name = "rpc";  // in log lines: server=<name>
-  // Connections beyond this are accepted and closed at once (and logged).
-  size_t max_connections = 128;
+  // Connections in all and per peer uid (SO_PEERCRED, root included). A new
+  // connection over either limit makes room by closing the oldest idle
+  // connection (of that uid, for the per-uid limit); with none idle it is
+  // refused: closed at once and counted.
+  size_t max_connections = 256;
+  size_t max_connections_per_uid = 128;
   // Peers whose SO_PEERCRED uid is not listed are logged and closed.
   std::vector<uid_t> allowed_uids = {0, ::getuid()};
   bool allow_any_uid = false;
   // A connection that moves no bytes for this long while it has nothing in
   // flight (or while its replies sit unread) is closed. 0 = never.
-  int64_t idle_timeout_nanos = 300LL * 1000000000;
+  int64_t idle_timeout_nanos = 60LL * 1000000000;
   // A frame that has started to arrive must complete within this (slowloris
   // guard). 0 = never.
   int64_t frame_timeout_nanos = 10LL * 1000000000;
   // Write queue: above pause bytes we stop reading from the connection until
   // it drains to half; a reply that would push a non-empty queue above max
-  // bytes closes the connection instead (the peer is not reading).
-  size_t write_queue_pause_bytes = 4 << 20;
-  size_t write_queue_max_bytes = 16 << 20;
+  // bytes closes the connection instead (the peer is not reading). One reply
+  // always fits into an empty queue, so a connection holds at most
+  // max(max bytes, one frame) of unsent replies.
+  size_t write_queue_pause_bytes = 512 << 10;
+  size_t write_queue_max_bytes = 1 << 20;
   // Calls a connection may have waiting for a handler; reading pauses there.
   size_t max_inflight_per_connection = 1024;
 };
@@ -110,7 +118,8 @@ struct ServerStats {
   size_t queued_bytes = 0;      // in all write queues
   size_t max_queued_bytes = 0;  // the largest single write queue
   uint64_t accepted = 0;
-  uint64_t refused = 0;  // allow-list or connection limit
+  uint64_t refused = 0;  // allow-list, connection limits, out of fds
+  uint64_t evicted = 0;  // idle connections closed to make room for new ones
   uint64_t calls = 0;
 };
 

@@ -172,7 +172,8 @@ void RpcServerCore::Send(ServerConn* c, uint32_t stream, const Response& resp) {
     size_t len = EncodedSize(resp);
     if (len <= kMaxFramePayload && c->out.size() + kFrameHeaderSize + len > opts_.write_queue_max_bytes) {
       CloseConn(c, log::Level::kWarn,
-                Format("write queue over %zu bytes: peer is not reading its replies", opts_.write_queue_max_bytes));
+                Format("write queue over %zu bytes: peer is not reading its replies", opts_.write_queue_max_bytes),
+                &slow_log_);
       return;
     }
   }

@@ -30,6 +30,12 @@ namespace outpost::wire {
 
 constexpr int64_t kNever = INT64_MAX;
 
+// The server's files are built for speed, for the per-call path. What runs
+// per connection or per timeout (accepting, admission, closing, sweeping,
+// options) is marked cold, which GCC builds for size: a few KB smaller, and
+// a syscall or two per connection dominates it anyway.
+#define OUTPOST_PER_CONNECTION __attribute__((cold))
+
 inline int64_t AddSaturating(int64_t a, int64_t b) {
   if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
   if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
@@ -65,13 +71,13 @@ class RpcServerCore : public std::enable_shared_from_this<RpcServerCore> {
         deadlines_(loop, [this](const DeadlineEntry& e) { OnDeadline(e); }) {}
 
   // Watches listen_fd (none: an invalid fd) for connections to accept.
-  Status Start(UniqueFd listen_fd);
-  void Shutdown();
+  OUTPOST_PER_CONNECTION Status Start(UniqueFd listen_fd);
+  OUTPOST_PER_CONNECTION void Shutdown();
   void Register(std::string service, std::string method, Handler handler) {
     services_[std::move(service)][std::move(method)] = std::make_shared<Handler>(std::move(handler));
   }
-  Result<uint64_t> Admit(UniqueFd fd);
-  void SetOptions(ServerOptions options);
+  Result<uint64_t> Admit(UniqueFd fd) { return Admit(std::move(fd), false); }
+  OUTPOST_PER_CONNECTION void SetOptions(ServerOptions options);
   const ServerOptions& options() const { return opts_; }
   size_t connection_count() const { return conns_.size(); }
   ServerStats stats() const;
@@ -105,11 +111,23 @@ class RpcServerCore : public std::enable_shared_from_this<RpcServerCore> {
   }
 
   // rpc_server.cc
-  void OnAcceptable();
-  void CloseConn(ServerConn* c, log::Level level, const std::string& reason);
+  OUTPOST_PER_CONNECTION void OnAcceptable();
+  OUTPOST_PER_CONNECTION void PauseAccept();
+  // need_fd: the process is out of fds and the spare one was spent on
+  // accepting fd, so admitting it takes closing an idle connection.
+  OUTPOST_PER_CONNECTION Result<uint64_t> Admit(UniqueFd fd, bool need_fd);
+  OUTPOST_PER_CONNECTION Error Refuse(const Error& why, const sys::PeerCred* peer);
+  OUTPOST_PER_CONNECTION bool MakeRoom(const uid_t* uid, const std::string& limit);
+  OUTPOST_PER_CONNECTION ServerConn* OldestIdle(const uid_t* uid) const;
+  size_t& UidCount(uid_t uid);
+  // Closes c with reason logged at level, or through burst (one line per
+  // burst of the same kind) when given.
+  OUTPOST_PER_CONNECTION void CloseConn(ServerConn* c, log::Level level, const std::string& reason,
+                                        log::RepeatedLine* burst = nullptr);
+  OUTPOST_PER_CONNECTION void ArmLogFlush();
   int64_t Expiry(const ServerConn* c) const;
   void ArmSweep(int64_t at);
-  void Sweep();
+  OUTPOST_PER_CONNECTION void Sweep();
 
   // rpc_server_conn.cc
   void OnConnEvent(uint64_t id, uint32_t events);
@@ -136,11 +154,25 @@ class RpcServerCore : public std::enable_shared_from_this<RpcServerCore> {
   Loop::TimerId sweep_timer_ = 0;
   int64_t sweep_at_ = 0;
   Loop::TimerId accept_timer_ = 0;
+  Loop::TimerId log_timer_ = 0;
+  int64_t log_at_ = 0;
+  // Spent to accept (and then close or make room for) a connection when the
+  // process is out of fds, so a full fd table never leaves the listener
+  // readable with nothing we can do about it.
+  UniqueFd spare_fd_;
+  std::vector<std::pair<uid_t, size_t>> per_uid_;  // open connections by allowed peer uid
   int depth_ = 0;
   bool shut_down_ = false;
   uint64_t accepted_ = 0;
   uint64_t refused_ = 0;
+  uint64_t evicted_ = 0;
   uint64_t calls_ = 0;
+  // Events that come in bursts from a flood of clients: one line per burst.
+  log::RepeatedLine accept_failed_log_{log::Level::kWarn, "rpc accept failed; pausing accept for 100ms"};
+  log::RepeatedLine refused_log_{log::Level::kWarn, "rpc connection refused"};
+  log::RepeatedLine evicted_log_{log::Level::kInfo, "rpc connection closed"};
+  log::RepeatedLine idle_log_{log::Level::kInfo, "rpc connection closed"};
+  log::RepeatedLine slow_log_{log::Level::kWarn, "rpc connection closed"};
 };
 
 }  // namespace outpost::wire

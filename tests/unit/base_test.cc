@@ -1,8 +1,12 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include "base/json.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "base/sys.h"
 
 namespace outpost {
 namespace {
@@ -72,6 +76,70 @@ TEST(Log, LineFormatQuotesWhereNeeded) {
   EXPECT_EQ(QuoteIfNeeded("plain"), "plain");
   EXPECT_EQ(QuoteIfNeeded("a=b"), "\"a=b\"");
   EXPECT_EQ(QuoteIfNeeded(std::string("\x01", 1)), "\"\\x01\"");
+}
+
+TEST(Log, GroupThousands) {
+  EXPECT_EQ(log::GroupThousands(0), "0");
+  EXPECT_EQ(log::GroupThousands(999), "999");
+  EXPECT_EQ(log::GroupThousands(2981), "2,981");
+  EXPECT_EQ(log::GroupThousands(1234567), "1,234,567");
+}
+
+// Lines a RepeatedLine writes, read back from a log file (without their
+// timestamps).
+class RepeatedLineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/outpost-log-XXXXXX";
+    ASSERT_GE(::mkstemp(tmpl), 0);
+    path_ = tmpl;
+    ASSERT_TRUE(log::SetFile(path_).ok());
+  }
+  void TearDown() override {
+    (void)log::SetFile("");
+    ::unlink(path_.c_str());
+  }
+  std::vector<std::string> Lines() {
+    auto text = sys::ReadFile(path_);
+    EXPECT_TRUE(text.ok());
+    std::vector<std::string> out;
+    for (const std::string& l : Split(text.ok() ? *text : "", '\n')) {
+      if (!l.empty()) out.push_back(l.substr(l.find(' ') + 1));
+    }
+    return out;
+  }
+  std::string path_;
+};
+
+TEST_F(RepeatedLineTest, OneLinePerBurstWithTheCount) {
+  constexpr int64_t kSec = 1000000000;
+  log::RepeatedLine line(log::Level::kWarn, "accept failed", 10 * kSec);
+  EXPECT_EQ(line.due(), 0);
+  EXPECT_TRUE(line.Write(100 * kSec, {{"n", "0"}}));
+  for (int i = 1; i <= 2981; ++i) EXPECT_FALSE(line.Write(100 * kSec + i * 1000, {{"n", std::to_string(i)}}));
+  EXPECT_EQ(line.held(), 2981u);
+  EXPECT_EQ(line.due(), 110 * kSec);
+  line.Flush(109 * kSec);  // too early: nothing
+  EXPECT_EQ(Lines().size(), 1u);
+  line.Flush(110 * kSec);
+  // Still repeating in the next window: summarised again at its end.
+  EXPECT_FALSE(line.Write(111 * kSec, {{"n", "last"}}));
+  line.Flush(120 * kSec);
+  // A quiet window ends the burst: the next one is written at once.
+  line.Flush(130 * kSec);
+  EXPECT_EQ(line.due(), 0);
+  EXPECT_TRUE(line.Write(200 * kSec, {{"n", "again"}}));
+  // Without a Flush, the next occurrence after the window writes the summary.
+  EXPECT_FALSE(line.Write(201 * kSec, {{"n", "a"}}));
+  EXPECT_FALSE(line.Write(215 * kSec, {{"n", "b"}}));
+  EXPECT_EQ(Lines(), (std::vector<std::string>{
+                         "WARN accept failed n=0",
+                         "WARN accept failed (repeated 2,981 times in the last 10 s) n=2981",
+                         "WARN accept failed (repeated 1 time in the last 10 s) n=last",
+                         "WARN accept failed n=again",
+                         "WARN accept failed (repeated 1 time in the last 15 s) n=a",
+                     }));
+  EXPECT_EQ(line.held(), 1u);  // "b" opens the next window
 }
 
 TEST(Json, ParseRejectsDeepNestingBadUtf8TrailingDataAndHugeInput) {

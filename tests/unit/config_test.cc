@@ -28,20 +28,31 @@ TEST(Config, SocketFollowsRuntimeDirUnlessSet) {
 TEST(Config, AllKeysParse) {
   auto c = ParseConfig(R"({"state_dir": "/s", "runtime_dir": "/r", "api_socket": "/r/a.sock",
     "log_level": "warn", "log_file": "/var/log/outpost.log", "api_allowed_uids": [1000, 1001],
-    "api_max_connections": 8, "api_idle_timeout": "1m", "api_frame_timeout": "2s",
-    "api_max_write_queue": "1MiB"})", "x.json");
+    "api_max_connections": 8, "api_max_connections_per_uid": 3, "api_idle_timeout": "1m",
+    "api_frame_timeout": "2s", "api_max_write_queue": "2MiB"})", "x.json");
   ASSERT_TRUE(c.ok()) << c.error().message();
   EXPECT_EQ(c->log_level, log::Level::kWarn);
   EXPECT_EQ(c->api_allowed_uids, (std::vector<int64_t>{1000, 1001}));
   EXPECT_EQ(c->api_max_connections, 8);
+  EXPECT_EQ(c->api_max_connections_per_uid, 3);
   EXPECT_EQ(c->api_idle_timeout_nanos, 60LL * 1000000000);
   EXPECT_EQ(c->api_frame_timeout_nanos, 2LL * 1000000000);
+  EXPECT_EQ(c->api_max_write_queue, 2u << 20);
+}
+
+TEST(Config, ApiLimitDefaults) {
+  auto c = ParseConfig("{}", "x.json");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->api_max_connections, 256);
+  EXPECT_EQ(c->api_max_connections_per_uid, 128);
+  EXPECT_EQ(c->api_idle_timeout_nanos, 60LL * 1000000000);
   EXPECT_EQ(c->api_max_write_queue, 1u << 20);
 }
 
 TEST(Config, EveryErrorIsReportedAtOnceWithFileAndKey) {
   auto c = ParseConfig(R"({"state_dir": "rel", "log_level": "loud", "api_max_connections": 0,
-    "api_allowed_uids": [-1], "api_max_write_queue": "1KiB", "api_idle_timeout": "10ms",
+    "api_max_connections_per_uid": -1, "api_allowed_uids": [-1], "api_max_write_queue": "1KiB",
+    "api_idle_timeout": "10ms",
     "runtime_dirr": "/x", "log_file": 3})", "/etc/o.json");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.error().message(),
@@ -49,6 +60,8 @@ TEST(Config, EveryErrorIsReportedAtOnceWithFileAndKey) {
             "config /etc/o.json: log_file: expected a string, got number\n"
             "config /etc/o.json: api_allowed_uids[0]: must be between 0 and 4294967294, got -1\n"
             "config /etc/o.json: api_max_connections: must be between 1 and 65536, got 0\n"
+            "config /etc/o.json: api_max_connections_per_uid: "
+            "must be between 1 and 65536, got -1\n"
             "config /etc/o.json: runtime_dirr: unknown field (did you mean \"runtime_dir\"?)\n"
             "config /etc/o.json: state_dir: must be an absolute path, got \"rel\"\n"
             "config /etc/o.json: api_idle_timeout: must be at least 1s\n"

@@ -1,15 +1,23 @@
 // wire/rpc_server on a real Loop over unix sockets, checked byte by byte
 // with a raw peer, and through an RpcClient where bytes do not matter
 // (fixture in rpc_test_util.h).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "base/clock.h"
 #include "base/fd.h"
+#include "base/log.h"
+#include "base/sys.h"
 #include "loop/loop.h"
 #include "unit/rpc_test_util.h"
 #include "wire/codec.h"
@@ -418,23 +426,133 @@ TEST_F(RpcTest, ReloadClosesNoLongerAllowedPeers) {
   EXPECT_TRUE(WaitClosed(fd.get()));
 }
 
-TEST_F(RpcTest, ConnectionLimit) {
+TEST_F(RpcTest, ConnectionLimitClosesTheOldestIdleConnectionOrRefuses) {
   ServerOptions opts;
   opts.max_connections = 2;
   StartServer(opts);
+  std::vector<Responder> held;
+  server_->Register("svc", "Hold", [&](const CallContext&, std::string_view, Responder r) { held.push_back(r); });
   UniqueFd a = RawConnect();
+  ASSERT_TRUE(RunUntil([&] { return server_->connection_count() == 1; }));
   UniqueFd b = RawConnect();
   ASSERT_TRUE(RunUntil([&] { return server_->connection_count() == 2; }));
+  // Both idle: the oldest (a) makes room for c.
   UniqueFd c = RawConnect();
-  EXPECT_TRUE(WaitClosed(c.get()));
+  EXPECT_TRUE(WaitClosed(a.get()));
   EXPECT_EQ(server_->connection_count(), 2u);
+  EXPECT_EQ(server_->stats().evicted, 1u);
+  EXPECT_EQ(server_->stats().refused, 0u);
+  // b and c busy: nothing to close, so d is refused.
+  RawSend(b.get(), RequestFrame(1, "svc", "Hold", ""));
+  RawSend(c.get(), RequestFrame(1, "svc", "Hold", ""));
+  ASSERT_TRUE(RunUntil([&] { return held.size() == 2; }));
+  UniqueFd d = RawConnect();
+  EXPECT_TRUE(WaitClosed(d.get()));
   EXPECT_EQ(server_->stats().refused, 1u);
-  // The first two still work.
+  EXPECT_EQ(server_->connection_count(), 2u);
+  // The busy ones still get their replies.
+  held[0].Reply("b");
   FrameReader reader;
   GotFrame g;
-  RawSend(b.get(), RequestFrame(1, "svc", "Echo", "b"));
   ASSERT_TRUE(RawRead(b.get(), &reader, &g));
   EXPECT_EQ(g.resp().payload, "b");
+}
+
+TEST_F(RpcTest, PerUidLimitMakesRoomAmongThatUidsConnections) {
+  ServerOptions opts;
+  opts.max_connections_per_uid = 2;
+  StartServer(opts);
+  std::vector<Responder> held;
+  server_->Register("svc", "Hold", [&](const CallContext&, std::string_view, Responder r) { held.push_back(r); });
+  UniqueFd busy = RawConnect();
+  RawSend(busy.get(), RequestFrame(1, "svc", "Hold", ""));
+  ASSERT_TRUE(RunUntil([&] { return held.size() == 1; }));
+  UniqueFd idle = RawConnect();
+  ASSERT_TRUE(RunUntil([&] { return server_->connection_count() == 2; }));
+  // Our uid is at its limit: its idle connection goes, the busy one stays.
+  UniqueFd next = RawConnect();
+  EXPECT_TRUE(WaitClosed(idle.get()));
+  EXPECT_EQ(server_->stats().evicted, 1u);
+  RawSend(next.get(), RequestFrame(1, "svc", "Hold", ""));
+  ASSERT_TRUE(RunUntil([&] { return held.size() == 2; }));
+  UniqueFd refused = RawConnect();
+  EXPECT_TRUE(WaitClosed(refused.get()));
+  EXPECT_EQ(server_->stats().refused, 1u);
+  EXPECT_EQ(server_->connection_count(), 2u);
+}
+
+TEST_F(RpcTest, RefusalsOfAFloodAreLoggedAsOneLine) {
+  char tmpl[] = "/tmp/outpost-rpclog-XXXXXX";
+  ASSERT_GE(::mkstemp(tmpl), 0);
+  ASSERT_TRUE(log::SetFile(tmpl).ok());
+  log::SetLevel(log::Level::kWarn);
+  ServerOptions opts;
+  opts.allowed_uids = {::getuid() + 1};
+  StartServer(opts);
+  std::vector<UniqueFd> fds;
+  for (int i = 0; i < 50; ++i) fds.push_back(RawConnect());
+  for (auto& fd : fds) EXPECT_TRUE(WaitClosed(fd.get()));
+  EXPECT_EQ(server_->stats().refused, 50u);
+  (void)log::SetFile("");
+  log::SetLevel(log::Level::kError);
+  auto text = sys::ReadFile(tmpl);
+  ::unlink(tmpl);
+  ASSERT_TRUE(text.ok());
+  // The rest are counted and summarised when the 10 s window ends.
+  EXPECT_EQ(std::count(text->begin(), text->end(), '\n'), 1) << *text;
+  EXPECT_NE(text->find("rpc connection refused server=rpc reason=\"peer uid"), std::string::npos) << *text;
+}
+
+// The process runs out of fds: the spare fd lets the server take the new
+// connection, close the oldest idle one for it, and with none idle refuse
+// it; it never stops answering or spins on a readable listener.
+TEST_F(RpcTest, OutOfFdsClosesTheOldestIdleConnectionOrRefuses) {
+  StartServer();
+  std::vector<Responder> held;
+  server_->Register("svc", "Hold", [&](const CallContext&, std::string_view, Responder r) { held.push_back(r); });
+  // Client sockets are made before the fd table fills (connect needs none).
+  std::vector<UniqueFd> clients;
+  for (int i = 0; i < 3; ++i) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    ASSERT_GE(fd, 0);
+    clients.emplace_back(fd);
+  }
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path_.c_str(), sizeof addr.sun_path - 1);
+  auto connect = [&](int fd) {
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
+  };
+  connect(clients[0].get());
+  ASSERT_TRUE(RunUntil([&] { return server_->connection_count() == 1; }));
+  rlimit old_lim;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old_lim), 0);
+  rlimit low = old_lim;
+  low.rlim_cur = static_cast<rlim_t>(clients.back().get() + 16);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<UniqueFd> filler;
+  for (;;) {
+    int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) break;
+    filler.emplace_back(fd);
+  }
+  ASSERT_EQ(errno, EMFILE);
+  connect(clients[1].get());
+  EXPECT_TRUE(WaitClosed(clients[0].get()));
+  EXPECT_EQ(server_->stats().evicted, 1u);
+  RawSend(clients[1].get(), RequestFrame(1, "svc", "Hold", ""));
+  ASSERT_TRUE(RunUntil([&] { return held.size() == 1; }));
+  connect(clients[2].get());
+  EXPECT_TRUE(WaitClosed(clients[2].get()));
+  EXPECT_EQ(server_->stats().refused, 1u);
+  EXPECT_EQ(server_->connection_count(), 1u);
+  held[0].Reply("still served");
+  FrameReader reader;
+  GotFrame g;
+  ASSERT_TRUE(RawRead(clients[1].get(), &reader, &g));
+  EXPECT_EQ(g.resp().payload, "still served");
+  filler.clear();
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old_lim), 0);
 }
 
 TEST_F(RpcTest, IdleAndHalfFrameTimeouts) {
