@@ -14,6 +14,7 @@
 #include "agent/api.h"
 #include "agent/job_api.h"
 #include "agent/task_api.h"
+#include "agent/watchdog.h"
 #include "driver/exec/exec_driver.h"
 #include "task/manager.h"
 #include "job/manager.h"
@@ -126,6 +127,15 @@ Status Agent::Setup() {
     Stop();
   }));
   OUTPOST_RETURN_IF_ERROR(l->AddSignal(SIGHUP, [this](const signalfd_siginfo&) { Reload(); }));
+  // Last: a start that fails earlier leaves the device alone.
+  return OpenWatchdog();
+}
+
+Status Agent::OpenWatchdog() {
+  if (config_.watchdog_device.empty()) return OkStatus();
+  auto w = Watchdog::Open(loop_.get(), config_.watchdog_device, keeper_pid_ > 0 ? config_.heartbeat_timeout_nanos : 0);
+  if (!w.ok()) return w.error();
+  watchdog_ = std::move(*w);
   return OkStatus();
 }
 
@@ -292,11 +302,13 @@ void Agent::Reload() {
     next->dynamic_uid_first = config_.dynamic_uid_first;
     next->dynamic_uid_last = config_.dynamic_uid_last;
     next->api_socket = config_.api_socket;
+    next->watchdog_device = config_.watchdog_device;
   }
   config_ = std::move(*next);
   config_loaded_wall_ = WallNanos();
   ApplyRuntimeSettings();
   api_->SetOptions(ServerOptionsFrom(config_));
+  if (keeper_link_) keeper_link_->SetHeartbeat(config_.heartbeat_timeout_nanos);
   if (jobs_) {
     jobs_->SetMaxJobs(static_cast<size_t>(config_.max_jobs));
     jobs_->RescanDir();
@@ -314,6 +326,9 @@ Status Agent::Run() {
                               {"socket", config_.ApiSocket()},
                               {"config", config_.path.empty() ? "(defaults)" : config_.path}});
   Status st = loop_->Run();
+  // A stop we were asked for disarms the watchdog; losing the keeper is not
+  // one (busybox init must bring the agent back in time, or the node reboots).
+  if (watchdog_ && !(keeper_link_ && keeper_link_->lost())) watchdog_->Disarm();
   log::Info("agent stopped");
   return st;
 }
@@ -352,9 +367,13 @@ Status Agent::AttachKeeper(UniqueFd fd) {
       l->Ack(pid);
     });
     job::JobManager* jobs = jobs_.get();
-    l->SetOnJournalReplayed([exec, jobs] {
+    // Beats start once the worker is fully up: recovering many tasks and
+    // jobs is busy, not hung, and must not get it killed.
+    l->SetHeartbeat(config_.heartbeat_timeout_nanos);
+    l->SetOnJournalReplayed([exec, jobs, l] {
       exec->JournalReplayed();
       if (jobs && !jobs->recovered()) jobs->Recover();
+      l->StartHeartbeat();
     });
     task::TaskManager* tm = tasks_.get();
     tm->SetFifoHolder(

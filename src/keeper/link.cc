@@ -42,6 +42,43 @@ Result<std::unique_ptr<KeeperLink>> KeeperLink::Attach(Loop* loop, UniqueFd fd, 
   return link;
 }
 
+KeeperLink::~KeeperLink() {
+  if (beat_timer_ != 0) loop_->CancelTimer(beat_timer_);
+}
+
+void KeeperLink::SetHeartbeat(int64_t timeout_nanos) {
+  if (timeout_nanos == beat_timeout_) return;
+  beat_timeout_ = timeout_nanos;
+  if (beating_) Beat();  // the keeper learns the new timeout (or that beats stop) at once
+}
+
+void KeeperLink::StartHeartbeat() {
+  if (beating_) return;
+  beating_ = true;
+  if (beat_timeout_ <= 0) return;
+  log::Info("heartbeat started: the keeper replaces this worker if its loop stalls",
+            {{"timeout", FormatDuration(beat_timeout_)}});
+  Beat();
+}
+
+void KeeperLink::Beat() {
+  if (beat_timer_ != 0) loop_->CancelTimer(beat_timer_);
+  beat_timer_ = 0;
+  if (lost_) return;
+  kp::Message m;
+  m.type = kp::Type::kBeat;
+  m.pid = static_cast<int32_t>(::getpid());
+  m.value = beat_timeout_;
+  Send(m);
+  // Three beats per timeout: one late or lost beat is not a missed deadline.
+  if (beat_timeout_ > 0 && !lost_) {
+    beat_timer_ = loop_->AddTimer(beat_timeout_ / 3, [this] {
+      beat_timer_ = 0;
+      Beat();
+    });
+  }
+}
+
 void KeeperLink::SetOnJournalReplayed(std::function<void()> cb) {
   on_replayed_ = std::move(cb);
   if (replayed_ && on_replayed_) on_replayed_();
@@ -200,6 +237,8 @@ void KeeperLink::Lose(const std::string& why) {
   if (lost_) return;
   lost_ = true;
   connected_ = false;
+  if (beat_timer_ != 0) loop_->CancelTimer(beat_timer_);
+  beat_timer_ = 0;
   queue_.clear();
   fd_.Reset();
   log::Error("the keeper went away; stopping the worker (its tasks lost their parent; a new agent recovers them)",
