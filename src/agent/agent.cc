@@ -128,15 +128,7 @@ Status Agent::Setup() {
   }));
   OUTPOST_RETURN_IF_ERROR(l->AddSignal(SIGHUP, [this](const signalfd_siginfo&) { Reload(); }));
   // Last: a start that fails earlier leaves the device alone.
-  return OpenWatchdog();
-}
-
-Status Agent::OpenWatchdog() {
-  if (config_.watchdog_device.empty()) return OkStatus();
-  auto w = Watchdog::Open(loop_.get(), config_.watchdog_device, keeper_pid_ > 0 ? config_.heartbeat_timeout_nanos : 0);
-  if (!w.ok()) return w.error();
-  watchdog_ = std::move(*w);
-  return OkStatus();
+  return config_.watchdog_device.empty() ? OkStatus() : watchdog_.Open(l, config_.watchdog_device);
 }
 
 Status Agent::BindApiSocket() {
@@ -328,7 +320,7 @@ Status Agent::Run() {
   Status st = loop_->Run();
   // A stop we were asked for disarms the watchdog; losing the keeper is not
   // one (busybox init must bring the agent back in time, or the node reboots).
-  if (watchdog_ && !(keeper_link_ && keeper_link_->lost())) watchdog_->Disarm();
+  if (!(keeper_link_ && keeper_link_->lost())) watchdog_.Disarm();
   log::Info("agent stopped");
   return st;
 }

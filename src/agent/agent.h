@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agent/config.h"
+#include "agent/watchdog.h"
 #include "base/error.h"
 #include "base/fd.h"
 #include "loop/loop.h"
@@ -37,7 +38,6 @@ class UidPool;
 namespace agent {
 
 class JobTaskRunner;
-class Watchdog;
 
 // `outpost agent [--config FILE] [--check] [--no-keeper]`; returns the exit
 // code. Without --no-keeper this process becomes the keeper (task/keeper) and
@@ -78,7 +78,6 @@ class Agent {
   Agent() = default;
   Status Setup();
   Status BindApiSocket();
-  [[gnu::noinline]] Status OpenWatchdog();
   Status AttachKeeper(UniqueFd fd);
   Status StartTasks();
   void ApplyRuntimeSettings();
@@ -103,7 +102,7 @@ class Agent {
   int64_t started_wall_ = 0;
   int64_t config_loaded_wall_ = 0;
   pid_t keeper_pid_ = 0;  // set when a keeper is the parent of our tasks
-  std::unique_ptr<Watchdog> watchdog_;
+  Watchdog watchdog_;
   std::unique_ptr<keeper::KeeperLink> keeper_link_;  // declared after loop_: destroyed before it
 };
 

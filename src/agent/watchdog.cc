@@ -4,38 +4,26 @@
 #include <linux/watchdog.h>
 #include <sys/ioctl.h>
 
-#include <cerrno>
-#include <cstring>
-
 #include "base/clock.h"
 #include "base/log.h"
-#include "base/strings.h"
 #include "base/sys.h"
 
 namespace outpost::agent {
 
-Result<std::unique_ptr<Watchdog>> Watchdog::Open(Loop* loop, const std::string& path, int64_t heartbeat_timeout_nanos) {
+Status Watchdog::Open(Loop* loop, const std::string& path) {
   // No O_CREAT: a missing device must be an error, not a new plain file.
   auto fd = sys::Open(path, O_WRONLY | O_CLOEXEC);
-  if (!fd.ok()) {
-    return Error(Code::kFailedPrecondition, "watchdog_device is configured but unusable: " + fd.error().message());
-  }
-  std::unique_ptr<Watchdog> w(new Watchdog(loop, path, std::move(*fd)));
+  if (!fd.ok()) return fd.error().Wrap("watchdog_device is configured but unusable");
+  loop_ = loop;
+  path_ = path;
+  fd_ = std::move(*fd);
   int secs = 0;
   // A device that reports no timeout is petted every second.
-  if (::ioctl(w->fd_.get(), WDIOC_GETTIMEOUT, &secs) != 0 || secs <= 0) secs = 3;
-  w->interval_nanos_ = secs * kNanosPerSecond / 3;
-  log::Info("watchdog armed", {{"device", path}, {"pet_every", FormatDuration(w->interval_nanos_)}});
-  if (heartbeat_timeout_nanos >= secs * kNanosPerSecond) {
-    log::Warn("the watchdog's timeout is not longer than heartbeat_timeout: a hung worker reboots the node "
-              "before the keeper can replace it");
-  }
-  w->Pet();
-  return w;
-}
-
-Watchdog::~Watchdog() {
-  if (timer_ != 0) loop_->CancelTimer(timer_);
+  if (::ioctl(fd_.get(), WDIOC_GETTIMEOUT, &secs) != 0 || secs <= 0) secs = 3;
+  interval_nanos_ = secs * kNanosPerSecond / 3;
+  log::Info("watchdog armed", {{"device", path}, {"timeout_s", std::to_string(secs)}});
+  Pet();
+  return OkStatus();
 }
 
 void Watchdog::Pet() {
@@ -43,7 +31,7 @@ void Watchdog::Pet() {
   // Any byte but 'V' is a pet.
   if (sys::Write(fd_.get(), ".", 1) != 1 && !warned_) {
     warned_ = true;
-    log::Warn("cannot pet the watchdog (reported once)", {{"device", path_}, {"error", std::strerror(errno)}});
+    log::Warn("cannot pet the watchdog (reported once)", {{"device", path_}});
   }
   timer_ = loop_->AddTimer(interval_nanos_, [this] { Pet(); });
 }

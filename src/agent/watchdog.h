@@ -11,10 +11,13 @@
 // I/O or timers of its own. The price: a worker restart closes the device
 // without the magic character, so the kernel keeps counting, and the next
 // worker must open it again within the device's timeout.
+//
+// Destruction closes without the magic character: the device keeps counting
+// (the next worker pets it, or the node reboots). Destroy only once the loop
+// no longer runs (the pet timer may be pending).
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <string>
 
 #include "base/error.h"
@@ -27,24 +30,16 @@ class Watchdog {
  public:
   // Opens path (opening a watchdog starts it), pets it once and then every
   // third of its timeout (WDIOC_GETTIMEOUT; every second for a device that
-  // does not report one). heartbeat_timeout_nanos only serves a warning when
-  // the device would reboot the node before the keeper replaces a hung worker.
-  [[gnu::noinline]] static Result<std::unique_ptr<Watchdog>> Open(Loop* loop, const std::string& path, int64_t heartbeat_timeout_nanos);
-  // Closes without the magic character: the device keeps counting (the next
-  // worker pets it, or the node reboots).
-  ~Watchdog();
-  Watchdog(const Watchdog&) = delete;
-  Watchdog& operator=(const Watchdog&) = delete;
-
+  // does not report one) from a timer on loop.
+  Status Open(Loop* loop, const std::string& path);
   // Clean stop: writes the magic 'V' and closes, which stops the watchdog
   // unless the kernel was built or loaded with nowayout.
   void Disarm();
 
  private:
-  Watchdog(Loop* loop, std::string path, UniqueFd fd) : loop_(loop), path_(std::move(path)), fd_(std::move(fd)) {}
   void Pet();
 
-  Loop* loop_;
+  Loop* loop_ = nullptr;
   std::string path_;
   UniqueFd fd_;
   int64_t interval_nanos_ = 0;

@@ -569,8 +569,7 @@ void Keeper::RunTimers() {
     const int64_t late = now - beat_deadline_;
     if (late > kOversleptNanos) {
       beat_deadline_ = now + beat_timeout_;
-      log::Info("the keeper itself did not run for a while; giving the worker a new heartbeat period",
-                {{"late_by", FormatDuration(late)}});
+      log::Info("the keeper itself did not run for a while; giving the worker a new heartbeat period");
     } else {
       beat_deadline_ = -1;
       if (worker_pid_ > 0) {

@@ -42,10 +42,6 @@ Result<std::unique_ptr<KeeperLink>> KeeperLink::Attach(Loop* loop, UniqueFd fd, 
   return link;
 }
 
-KeeperLink::~KeeperLink() {
-  if (beat_timer_ != 0) loop_->CancelTimer(beat_timer_);
-}
-
 void KeeperLink::SetHeartbeat(int64_t timeout_nanos) {
   if (timeout_nanos == beat_timeout_) return;
   beat_timeout_ = timeout_nanos;
@@ -206,14 +202,15 @@ void KeeperLink::ReleaseFifos(int64_t key) {
 void KeeperLink::Send(const kp::Message& m) {
   Bytes b;
   kp::Encode(m, b.data);
-  if (!queue_.empty()) {
-    queue_.push_back(b);
+  const char* raw = reinterpret_cast<const char*>(b.data);
+  if (queue_head_ < queue_.size()) {
+    queue_.append(raw, sizeof b.data);
     return;
   }
   ssize_t n = sys::RetryEintr([&] { return ::send(fd_.get(), b.data, sizeof b.data, MSG_NOSIGNAL | MSG_DONTWAIT); });
   if (n == static_cast<ssize_t>(sizeof b.data)) return;
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-    queue_.push_back(b);
+    queue_.append(raw, sizeof b.data);
     (void)fd_.Modify(EPOLLIN | EPOLLOUT);
     return;
   }
@@ -221,15 +218,21 @@ void KeeperLink::Send(const kp::Message& m) {
 }
 
 void KeeperLink::FlushQueue() {
-  while (!queue_.empty() && !lost_) {
-    const Bytes& b = queue_.front();
-    ssize_t n = sys::RetryEintr([&] { return ::send(fd_.get(), b.data, sizeof b.data, MSG_NOSIGNAL | MSG_DONTWAIT); });
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    if (n != static_cast<ssize_t>(sizeof b.data)) {
+  while (queue_head_ < queue_.size() && !lost_) {
+    const char* m = queue_.data() + queue_head_;
+    ssize_t n = sys::RetryEintr([&] { return ::send(fd_.get(), m, kp::kMessageSize, MSG_NOSIGNAL | MSG_DONTWAIT); });
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      queue_.erase(0, queue_head_);  // what was sent goes; the rest waits
+      queue_head_ = 0;
+      return;
+    }
+    if (n != static_cast<ssize_t>(kp::kMessageSize)) {
       return Lose(n < 0 ? ErrnoError("send to the keeper").message() : "short send to the keeper");
     }
-    queue_.pop_front();
+    queue_head_ += kp::kMessageSize;
   }
+  queue_.clear();
+  queue_head_ = 0;
   if (!lost_) (void)fd_.Modify(EPOLLIN);
 }
 
@@ -240,6 +243,7 @@ void KeeperLink::Lose(const std::string& why) {
   if (beat_timer_ != 0) loop_->CancelTimer(beat_timer_);
   beat_timer_ = 0;
   queue_.clear();
+  queue_head_ = 0;
   fd_.Reset();
   log::Error("the keeper went away; stopping the worker (its tasks lost their parent; a new agent recovers them)",
              {{"reason", why}, {"keeper_pid", std::to_string(keeper_pid_)}});

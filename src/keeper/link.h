@@ -14,7 +14,6 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <deque>
 #include <vector>
 #include <functional>
 #include <memory>
@@ -36,7 +35,7 @@ class KeeperLink {
   // Registers fd on loop and says hello. With a null on_exit every exit is
   // logged (debug) and acknowledged at once, until SetExitHandler.
   static Result<std::unique_ptr<KeeperLink>> Attach(Loop* loop, UniqueFd fd, ExitHandler on_exit);
-  ~KeeperLink();
+  // Destroy only once the loop no longer runs (a beat timer may be pending).
   KeeperLink(const KeeperLink&) = delete;
   KeeperLink& operator=(const KeeperLink&) = delete;
 
@@ -97,7 +96,10 @@ class KeeperLink {
   ExitHandler on_exit_;
   std::function<void()> on_replayed_;
   std::function<void()> on_lost_;
-  std::deque<Bytes> queue_;  // messages waiting for socket room
+  // Messages waiting for socket room, back to back (kMessageSize each),
+  // from queue_head_ on.
+  std::string queue_;
+  size_t queue_head_ = 0;
   pid_t keeper_pid_ = 0;
   uint64_t dropped_exits_ = 0;
   bool connected_ = false;
