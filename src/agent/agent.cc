@@ -318,9 +318,6 @@ Status Agent::Run() {
                               {"socket", config_.ApiSocket()},
                               {"config", config_.path.empty() ? "(defaults)" : config_.path}});
   Status st = loop_->Run();
-  // A stop we were asked for disarms the watchdog; losing the keeper is not
-  // one (busybox init must bring the agent back in time, or the node reboots).
-  if (!(keeper_link_ && keeper_link_->lost())) watchdog_.Disarm();
   log::Info("agent stopped");
   return st;
 }
@@ -478,8 +475,10 @@ int Main(const std::vector<std::string>& all_args) {
     log::Error("agent loop failed", {{"error", st.error().message()}});
     return 1;
   }
-  // Stopped because the keeper went away: not a clean stop.
+  // Stopped because the keeper went away: not a clean stop, and the watchdog
+  // keeps counting (busybox init must bring the agent back in time).
   if ((*agent)->keeper_link() && (*agent)->keeper_link()->lost()) return 1;
+  (*agent)->watchdog()->Disarm();  // a stop we were asked for
   return 0;
 }
 

@@ -73,6 +73,7 @@ class Agent {
   driver::Registry* drivers() { return &drivers_; }
   job::JobManager* jobs() { return jobs_.get(); }
   cgroup::Cgroups* cgroups() { return cgroups_.get(); }
+  Watchdog* watchdog() { return &watchdog_; }
 
  private:
   Agent() = default;
