@@ -14,6 +14,7 @@
 #include "agent/api.h"
 #include "agent/job_api.h"
 #include "agent/task_api.h"
+#include "agent/watchdog.h"
 #include "driver/exec/exec_driver.h"
 #include "task/manager.h"
 #include "job/manager.h"
@@ -127,7 +128,8 @@ Status Agent::Setup() {
     Stop();
   }));
   OUTPOST_RETURN_IF_ERROR(l->AddSignal(SIGHUP, [this](const signalfd_siginfo&) { Reload(); }));
-  return OkStatus();
+  // Last: a start that fails earlier leaves the device alone.
+  return config_.watchdog_device.empty() ? OkStatus() : watchdog_.Open(l, config_.watchdog_device);
 }
 
 Status Agent::BindApiSocket() {
@@ -293,11 +295,13 @@ void Agent::Reload() {
     next->dynamic_uid_first = config_.dynamic_uid_first;
     next->dynamic_uid_last = config_.dynamic_uid_last;
     next->api_socket = config_.api_socket;
+    next->watchdog_device = config_.watchdog_device;
   }
   config_ = std::move(*next);
   config_loaded_wall_ = WallNanos();
   ApplyRuntimeSettings();
   api_->SetOptions(ServerOptionsFrom(config_));
+  if (keeper_link_) keeper_link_->SetHeartbeat(config_.heartbeat_timeout_nanos);
   if (jobs_) {
     jobs_->SetMaxJobs(static_cast<size_t>(config_.max_jobs));
     jobs_->RescanDir();
@@ -355,9 +359,13 @@ Status Agent::AttachKeeper(UniqueFd fd) {
       l->Ack(pid);
     });
     job::JobManager* jobs = jobs_.get();
-    l->SetOnJournalReplayed([exec, jobs] {
+    // Beats start once the worker is fully up: recovering many tasks and
+    // jobs is busy, not hung, and must not get it killed.
+    l->SetHeartbeat(config_.heartbeat_timeout_nanos);
+    l->SetOnJournalReplayed([exec, jobs, l] {
       exec->JournalReplayed();
       if (jobs && !jobs->recovered()) jobs->Recover();
+      l->StartHeartbeat();
     });
     task::TaskManager* tm = tasks_.get();
     tm->SetFifoHolder(
@@ -470,8 +478,10 @@ int Main(const std::vector<std::string>& all_args) {
     log::Error("agent loop failed", {{"error", st.error().message()}});
     return 1;
   }
-  // Stopped because the keeper went away: not a clean stop.
+  // Stopped because the keeper went away: not a clean stop, and the watchdog
+  // keeps counting (busybox init must bring the agent back in time).
   if ((*agent)->keeper_link() && (*agent)->keeper_link()->lost()) return 1;
+  (*agent)->watchdog()->Disarm();  // a stop we were asked for
   return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agent/config.h"
+#include "agent/watchdog.h"
 #include "base/error.h"
 #include "base/fd.h"
 #include "loop/loop.h"
@@ -72,6 +73,7 @@ class Agent {
   driver::Registry* drivers() { return &drivers_; }
   job::JobManager* jobs() { return jobs_.get(); }
   cgroup::Cgroups* cgroups() { return cgroups_.get(); }
+  Watchdog* watchdog() { return &watchdog_; }
 
  private:
   Agent() = default;
@@ -101,6 +103,7 @@ class Agent {
   int64_t started_wall_ = 0;
   int64_t config_loaded_wall_ = 0;
   pid_t keeper_pid_ = 0;  // set when a keeper is the parent of our tasks
+  Watchdog watchdog_;
   std::unique_ptr<keeper::KeeperLink> keeper_link_;  // declared after loop_: destroyed before it
 };
 

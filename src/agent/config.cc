@@ -64,6 +64,8 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
       c.dynamic_uid_last = *last;
     }
   }
+  r.Duration("heartbeat_timeout", &c.heartbeat_timeout_nanos);
+  r.String("watchdog_device", &c.watchdog_device);
   r.RejectUnknown();
 
   CheckAbsolute(&r, "state_dir", c.state_dir, &errors);
@@ -74,6 +76,10 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
   CheckAbsolute(&r, "cgroup_root", c.cgroup_root, &errors);
   if (c.cgroup_root.find("/..") != std::string::npos) {
     errors.push_back("cgroup_root: must not contain \"..\"");
+  }
+  if (!c.watchdog_device.empty()) CheckAbsolute(&r, "watchdog_device", c.watchdog_device, &errors);
+  if (r.Has("heartbeat_timeout") && c.heartbeat_timeout_nanos != 0 && c.heartbeat_timeout_nanos < 1000000000LL) {
+    errors.push_back("heartbeat_timeout: must be \"0s\" (off) or at least 1s");
   }
   if (c.ApiSocket().size() > 107) {
     errors.push_back("api_socket: path \"" + c.ApiSocket() + "\" is longer than the 107 bytes a unix socket allows");
@@ -113,6 +119,7 @@ bool ReloadChangesRestartOnlyKeys(const Config& a, const Config& b, std::string*
   check(a.ApiSocket() != b.ApiSocket(), "api_socket");
   check(a.jobs_dir != b.jobs_dir, "jobs_dir");
   check(a.cgroup_root != b.cgroup_root, "cgroup_root");
+  check(a.watchdog_device != b.watchdog_device, "watchdog_device");
   check(a.dynamic_uid_first != b.dynamic_uid_first || a.dynamic_uid_last != b.dynamic_uid_last, "dynamic_users");
   *which = keys;
   return !keys.empty();

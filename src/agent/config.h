@@ -41,6 +41,12 @@ struct Config {
   int64_t dynamic_uid_first = 80000;
   int64_t dynamic_uid_last = 89999;
 
+  // Supervision of the worker (docs/supervision.md): the keeper kills a
+  // worker whose loop sends no heartbeat for this long (0 = never).
+  int64_t heartbeat_timeout_nanos = 30LL * 1000000000;
+  // A watchdog device the worker opens and pets while its loop runs ("" = none).
+  std::string watchdog_device;
+
   std::string ApiSocket() const { return api_socket.empty() ? runtime_dir + "/outpost.sock" : api_socket; }
 };
 

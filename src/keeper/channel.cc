@@ -118,6 +118,12 @@ KeeperChannel::ReadResult KeeperChannel::OnReadable() {
       Release(m.value);
       continue;
     }
+    if (e == kp::DecodeError::kNone && m.type == kp::Type::kBeat) {
+      // The common case while idle: no reply, no log, no allocation.
+      res.beat = true;
+      res.beat_timeout_nanos = m.value > 0 ? m.value : 0;
+      continue;
+    }
     if (e == kp::DecodeError::kNone && m.type == kp::Type::kHello) {
       hello_ = true;
       journal_->ResetSent();  // a (re)connected worker gets everything unacknowledged

@@ -39,6 +39,8 @@ class KeeperChannel {
     bool eof = false;    // the worker's end is closed; the channel detached itself
     pid_t worker_pid = 0;
     size_t replay = 0;   // with hello: how many journaled exits are being resent
+    bool beat = false;   // a heartbeat arrived (the latest one's timeout below)
+    int64_t beat_timeout_nanos = 0;  // 0: the worker asks not to be watched
   };
   ReadResult OnReadable();
   void OnWritable() { Flush(); }

@@ -103,6 +103,9 @@ namespace {
 
 constexpr int64_t kStopTimeoutNanos = 30LL * kNanosPerSecond;
 constexpr int64_t kTrimIntervalNanos = kNanosPerSecond;
+// A heartbeat deadline found this late means the keeper itself did not run
+// (the whole agent frozen, a stopped keeper): not the worker's fault.
+constexpr int64_t kOversleptNanos = kNanosPerSecond;
 
 // Where to exec the agent binary from: the path we were started from, so a
 // file replaced there (an upgrade) is what the next worker or keeper runs.
@@ -216,6 +219,11 @@ class Keeper {
   bool ever_ready_ = false;  // some worker said hello (or we were upgraded)
   int64_t restart_at_ = -1;  // monotonic deadlines; -1 = none
   int64_t kill_at_ = -1;
+  // Heartbeat (docs/supervision.md): armed by the worker's first beat, moved
+  // on by each one; -1 = not watching (no beat yet, or beats turned off).
+  int64_t beat_deadline_ = -1;
+  int64_t beat_timeout_ = 0;
+  bool killed_unresponsive_ = false;
   StopRequest stop_ = StopRequest::kNone;
   CodeRanges code_;
   bool trim_pending_ = true;  // we ran code since the last DropCodePages
@@ -376,6 +384,10 @@ void Keeper::HandleReadable() {
     ever_ready_ = true;
     log::Info("worker ready", {{"pid", Str(r.worker_pid)}, {"unacked_exits", Str(static_cast<int64_t>(r.replay))}});
   }
+  if (r.beat && worker_pid_ > 0 && stop_ == StopRequest::kNone) {
+    beat_timeout_ = r.beat_timeout_nanos;
+    beat_deadline_ = beat_timeout_ > 0 ? MonotonicNanos() + beat_timeout_ : -1;
+  }
   if (r.eof && worker_pid_ > 0) log::Debug("worker closed its keeper socket", {{"pid", Str(worker_pid_)}});
 }
 
@@ -452,6 +464,9 @@ void Keeper::OnWorkerExit(int status) {
   const int64_t uptime = MonotonicNanos() - worker_started_;
   worker_pid_ = 0;
   kill_at_ = -1;
+  beat_deadline_ = -1;
+  const bool unresponsive = killed_unresponsive_;
+  killed_unresponsive_ = false;
   char buf[48];
   proc::DescribeExitStatus(proc::DecodeWaitStatus(status), buf, sizeof buf);
   log::Info("worker exited", {{"pid", Str(pid)}, {"status", buf}, {"uptime", FormatDuration(uptime)}});
@@ -472,7 +487,8 @@ void Keeper::OnWorkerExit(int status) {
       ExecUpgrade();
       break;
     case WorkerExitDecision::kRestart:
-      ScheduleRestart(uptime, WIFEXITED(status) && WEXITSTATUS(status) == 2
+      ScheduleRestart(uptime, unresponsive ? "the worker was unresponsive (no heartbeat)"
+                              : WIFEXITED(status) && WEXITSTATUS(status) == 2
                                   ? "configuration error: fix the file; the keeper keeps the tasks and retries"
                                   : "worker exited unexpectedly");
       break;
@@ -493,6 +509,7 @@ void Keeper::RequestStop(StopRequest what, const char* signame) {
   }
   stop_ = what;
   restart_at_ = -1;
+  beat_deadline_ = -1;  // the stop has its own deadline (kill_at_)
   if (what == StopRequest::kStop) {
     log::Info(std::string("stopping on ") + signame + "; tasks keep running for the next agent",
               {{"worker", Str(worker_pid_)}});
@@ -547,6 +564,22 @@ void Keeper::RunTimers() {
       ::kill(worker_pid_, SIGKILL);
     }
   }
+  if (beat_deadline_ >= 0 && now >= beat_deadline_) {
+    trim_pending_ = true;
+    const int64_t late = now - beat_deadline_;
+    if (late > kOversleptNanos) {
+      beat_deadline_ = now + beat_timeout_;
+      log::Info("the keeper itself did not run for a while; giving the worker a new heartbeat period");
+    } else {
+      beat_deadline_ = -1;
+      if (worker_pid_ > 0) {
+        log::Warn("worker unresponsive: no heartbeat for " + FormatDuration(beat_timeout_) + "; killing pid " +
+                  Str(worker_pid_));
+        killed_unresponsive_ = true;
+        ::kill(worker_pid_, SIGKILL);
+      }
+    }
+  }
   if (restart_at_ >= 0 && now >= restart_at_ && stop_ == StopRequest::kNone && worker_pid_ == 0) {
     trim_pending_ = true;
     StartWorker();
@@ -557,7 +590,7 @@ int Keeper::PollTimeoutMillis() const {
   int64_t next = -1;
   // A pending page drop waits for the end of its interval (at most 1 s).
   const int64_t trim_at = trim_pending_ ? last_trim_ + kTrimIntervalNanos : -1;
-  for (int64_t d : {restart_at_, kill_at_, trim_at}) {
+  for (int64_t d : {restart_at_, kill_at_, beat_deadline_, trim_at}) {
     if (d >= 0 && (next < 0 || d < next)) next = d;
   }
   if (next < 0) return -1;

@@ -42,6 +42,39 @@ Result<std::unique_ptr<KeeperLink>> KeeperLink::Attach(Loop* loop, UniqueFd fd, 
   return link;
 }
 
+void KeeperLink::SetHeartbeat(int64_t timeout_nanos) {
+  if (timeout_nanos == beat_timeout_) return;
+  beat_timeout_ = timeout_nanos;
+  if (beating_) Beat();  // the keeper learns the new timeout (or that beats stop) at once
+}
+
+void KeeperLink::StartHeartbeat() {
+  if (beating_) return;
+  beating_ = true;
+  if (beat_timeout_ <= 0) return;
+  log::Info("heartbeat started: the keeper replaces this worker if its loop stalls",
+            {{"timeout", FormatDuration(beat_timeout_)}});
+  Beat();
+}
+
+void KeeperLink::Beat() {
+  if (beat_timer_ != 0) loop_->CancelTimer(beat_timer_);
+  beat_timer_ = 0;
+  if (lost_) return;
+  kp::Message m;
+  m.type = kp::Type::kBeat;
+  m.pid = static_cast<int32_t>(::getpid());
+  m.value = beat_timeout_;
+  Send(m);
+  // Three beats per timeout: one late or lost beat is not a missed deadline.
+  if (beat_timeout_ > 0 && !lost_) {
+    beat_timer_ = loop_->AddTimer(beat_timeout_ / 3, [this] {
+      beat_timer_ = 0;
+      Beat();
+    });
+  }
+}
+
 void KeeperLink::SetOnJournalReplayed(std::function<void()> cb) {
   on_replayed_ = std::move(cb);
   if (replayed_ && on_replayed_) on_replayed_();
@@ -169,14 +202,15 @@ void KeeperLink::ReleaseFifos(int64_t key) {
 void KeeperLink::Send(const kp::Message& m) {
   Bytes b;
   kp::Encode(m, b.data);
-  if (!queue_.empty()) {
-    queue_.push_back(b);
+  const char* raw = reinterpret_cast<const char*>(b.data);
+  if (queue_head_ < queue_.size()) {
+    queue_.append(raw, sizeof b.data);
     return;
   }
   ssize_t n = sys::RetryEintr([&] { return ::send(fd_.get(), b.data, sizeof b.data, MSG_NOSIGNAL | MSG_DONTWAIT); });
   if (n == static_cast<ssize_t>(sizeof b.data)) return;
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-    queue_.push_back(b);
+    queue_.append(raw, sizeof b.data);
     (void)fd_.Modify(EPOLLIN | EPOLLOUT);
     return;
   }
@@ -184,15 +218,21 @@ void KeeperLink::Send(const kp::Message& m) {
 }
 
 void KeeperLink::FlushQueue() {
-  while (!queue_.empty() && !lost_) {
-    const Bytes& b = queue_.front();
-    ssize_t n = sys::RetryEintr([&] { return ::send(fd_.get(), b.data, sizeof b.data, MSG_NOSIGNAL | MSG_DONTWAIT); });
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    if (n != static_cast<ssize_t>(sizeof b.data)) {
+  while (queue_head_ < queue_.size() && !lost_) {
+    const char* m = queue_.data() + queue_head_;
+    ssize_t n = sys::RetryEintr([&] { return ::send(fd_.get(), m, kp::kMessageSize, MSG_NOSIGNAL | MSG_DONTWAIT); });
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      queue_.erase(0, queue_head_);  // what was sent goes; the rest waits
+      queue_head_ = 0;
+      return;
+    }
+    if (n != static_cast<ssize_t>(kp::kMessageSize)) {
       return Lose(n < 0 ? ErrnoError("send to the keeper").message() : "short send to the keeper");
     }
-    queue_.pop_front();
+    queue_head_ += kp::kMessageSize;
   }
+  queue_.clear();
+  queue_head_ = 0;
   if (!lost_) (void)fd_.Modify(EPOLLIN);
 }
 
@@ -200,7 +240,10 @@ void KeeperLink::Lose(const std::string& why) {
   if (lost_) return;
   lost_ = true;
   connected_ = false;
+  if (beat_timer_ != 0) loop_->CancelTimer(beat_timer_);
+  beat_timer_ = 0;
   queue_.clear();
+  queue_head_ = 0;
   fd_.Reset();
   log::Error("the keeper went away; stopping the worker (its tasks lost their parent; a new agent recovers them)",
              {{"reason", why}, {"keeper_pid", std::to_string(keeper_pid_)}});

@@ -14,7 +14,6 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <deque>
 #include <vector>
 #include <functional>
 #include <memory>
@@ -36,6 +35,7 @@ class KeeperLink {
   // Registers fd on loop and says hello. With a null on_exit every exit is
   // logged (debug) and acknowledged at once, until SetExitHandler.
   static Result<std::unique_ptr<KeeperLink>> Attach(Loop* loop, UniqueFd fd, ExitHandler on_exit);
+  // Destroy only once the loop no longer runs (a beat timer may be pending).
   KeeperLink(const KeeperLink&) = delete;
   KeeperLink& operator=(const KeeperLink&) = delete;
 
@@ -59,6 +59,14 @@ class KeeperLink {
   void HoldFifos(int64_t key, const std::vector<int>& fds);
   void ReleaseFifos(int64_t key);
 
+  // Heartbeat (docs/supervision.md): the keeper kills a worker whose beats
+  // stop for timeout_nanos. SetHeartbeat sets the timeout (0 = off; a
+  // reload may change it); StartHeartbeat, once the worker is fully up,
+  // sends the first beat, which arms the keeper's deadline, and then one
+  // every timeout/3 from a loop timer, so beats stop when the loop does.
+  void SetHeartbeat(int64_t timeout_nanos);
+  void StartHeartbeat();
+
   // Our parent at Attach (the keeper forked us), confirmed by the hello reply.
   pid_t keeper_pid() const { return keeper_pid_; }
   bool connected() const { return connected_; }  // hello reply received, socket open
@@ -80,19 +88,27 @@ class KeeperLink {
   void Send(const proto::Message& m);
   void FlushQueue();
   void Lose(const std::string& why);
+  void Beat();  // sends one beat and arms the timer for the next
+
 
   Loop* loop_;
   LoopFd fd_;  // the socket and its registration; invalid once lost
   ExitHandler on_exit_;
   std::function<void()> on_replayed_;
   std::function<void()> on_lost_;
-  std::deque<Bytes> queue_;  // messages waiting for socket room
+  // Messages waiting for socket room, back to back (kMessageSize each),
+  // from queue_head_ on.
+  std::string queue_;
+  size_t queue_head_ = 0;
   pid_t keeper_pid_ = 0;
   uint64_t dropped_exits_ = 0;
   bool connected_ = false;
   bool replayed_ = false;
   bool lost_ = false;
   bool warned_bad_message_ = false;
+  int64_t beat_timeout_ = 0;
+  bool beating_ = false;
+  Loop::TimerId beat_timer_ = 0;
 };
 
 }  // namespace outpost::keeper

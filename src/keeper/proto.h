@@ -65,6 +65,11 @@ enum class Type : uint16_t {
   // worker -> keeper: close the FIFO fds held under key (value): the task's
   // logs are drained and the task is gone.
   kReleaseFifos = 8,
+  // worker -> keeper: the worker's loop is running (sent from a loop timer).
+  // value = how long the keeper may go without the next one before it kills
+  // the worker (ns; 0 = stop expecting beats). The first beat, once the
+  // worker has recovered its tasks and jobs, arms the keeper's deadline.
+  kBeat = 9,
 };
 
 // Key of a task for kHoldFifos/kReleaseFifos: FNV-1a of its id (pids are
@@ -124,7 +129,7 @@ inline DecodeError Decode(const uint8_t* data, size_t len, Message* out) {
   std::memcpy(&type, data + 6, 2);
   if (magic != kMagic) return DecodeError::kBadMagic;
   if (version == 0) return DecodeError::kBadVersion;
-  if (type < static_cast<uint16_t>(Type::kHello) || type > static_cast<uint16_t>(Type::kReleaseFifos)) {
+  if (type < static_cast<uint16_t>(Type::kHello) || type > static_cast<uint16_t>(Type::kBeat)) {
     return DecodeError::kUnknownType;
   }
   Message m;

@@ -68,6 +68,26 @@ TEST(Config, EveryErrorIsReportedAtOnceWithFileAndKey) {
             "config /etc/o.json: api_max_write_queue: must be between 64KiB and 256MiB");
 }
 
+TEST(Config, HeartbeatAndWatchdog) {
+  Config d;
+  EXPECT_EQ(d.heartbeat_timeout_nanos, 30LL * 1000000000);
+  EXPECT_EQ(d.watchdog_device, "");
+  auto c = ParseConfig(R"({"heartbeat_timeout": "0s", "watchdog_device": "/dev/watchdog"})", "x.json");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->heartbeat_timeout_nanos, 0);
+  EXPECT_EQ(c->watchdog_device, "/dev/watchdog");
+  c = ParseConfig(R"({"heartbeat_timeout": "500ms", "watchdog_device": "dev/watchdog"})", "x.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().message(),
+            "config x.json: watchdog_device: must be an absolute path, got \"dev/watchdog\"\n"
+            "config x.json: heartbeat_timeout: must be \"0s\" (off) or at least 1s");
+  Config a, b;
+  b.watchdog_device = "/dev/watchdog1";
+  std::string which;
+  EXPECT_TRUE(ReloadChangesRestartOnlyKeys(a, b, &which));
+  EXPECT_EQ(which, "watchdog_device");
+}
+
 TEST(Config, OverlongSocketPathIsRejected) {
   std::string dir = "/" + std::string(120, 'd');
   auto c = ParseConfig("{\"runtime_dir\": \"" + dir + "\"}", "x.json");

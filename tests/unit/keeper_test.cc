@@ -53,7 +53,8 @@ std::vector<uint8_t> Bytes(const kp::Message& m) {
 
 TEST(KeeperProto, EveryTypeRoundTrips) {
   for (kp::Type t : {kp::Type::kHello, kp::Type::kHelloReply, kp::Type::kExit, kp::Type::kAck,
-                     kp::Type::kReplayDone, kp::Type::kJournalHeader}) {
+                     kp::Type::kReplayDone, kp::Type::kJournalHeader, kp::Type::kHoldFifos,
+                     kp::Type::kReleaseFifos, kp::Type::kBeat}) {
     std::vector<uint8_t> b = Bytes(Msg(t, 4242, Killed(SIGKILL), -1234567890123LL));
     kp::Message out;
     ASSERT_EQ(kp::DecodeError::kNone, kp::Decode(b.data(), b.size(), &out)) << static_cast<int>(t);
@@ -108,7 +109,7 @@ TEST(KeeperProto, BadHeadersAreRejected) {
   b[4] = b[5] = 0;  // version 0
   EXPECT_EQ(kp::DecodeError::kBadVersion, kp::Decode(b.data(), b.size(), &out));
 
-  for (uint16_t t : {0, 9, 99, 0xffff}) {
+  for (uint16_t t : {0, 10, 99, 0xffff}) {
     b = Bytes(Msg(kp::Type::kExit, 1));
     std::memcpy(&b[6], &t, 2);
     EXPECT_EQ(kp::DecodeError::kUnknownType, kp::Decode(b.data(), b.size(), &out)) << t;
@@ -726,6 +727,63 @@ TEST(KeeperFifoHold, HoldAndReleaseOverTheSocket) {
   (*link)->ReleaseFifos(keeper::proto::TaskKey("other", 5));  // unknown key: nothing happens
   channel.OnReadable();
   EXPECT_EQ(channel.held_count(), 0u);
+}
+
+}  // namespace
+}  // namespace outpost::keeper
+
+namespace outpost::keeper {
+namespace {
+
+TEST(KeeperProto, BeatCarriesItsTimeout) {
+  std::vector<uint8_t> b = Bytes(Msg(kp::Type::kBeat, 77, 0, 30LL * kNanosPerSecond));
+  uint16_t type;
+  std::memcpy(&type, &b[6], 2);
+  EXPECT_EQ(type, 9);
+  kp::Message out;
+  ASSERT_EQ(kp::DecodeError::kNone, kp::Decode(b.data(), b.size(), &out));
+  EXPECT_EQ(out.type, kp::Type::kBeat);
+  EXPECT_EQ(out.pid, 77);
+  EXPECT_EQ(out.value, 30LL * kNanosPerSecond);
+}
+
+// Beats start only when asked (the worker is up), carry the timeout, follow
+// a changed timeout at once, and then come from the loop's timer.
+TEST(KeeperHeartbeat, LinkBeatsOnlyOnceStartedAndFromItsLoop) {
+  int sp[2];
+  ASSERT_EQ(0, ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp));
+  UniqueFd worker_end(sp[0]);
+  ExitJournal journal;
+  KeeperChannel channel(&journal);
+  channel.Attach(UniqueFd(sp[1]));
+  auto loop = outpost::testing::MakeLoop();
+  auto link = KeeperLink::Attach(loop.get(), std::move(worker_end), nullptr);
+  ASSERT_TRUE(link.ok()) << link.error().message();
+  (*link)->SetHeartbeat(3 * kNanosPerSecond);
+  KeeperChannel::ReadResult r = channel.OnReadable();
+  EXPECT_TRUE(r.hello);
+  EXPECT_FALSE(r.beat) << "no beat before StartHeartbeat";
+
+  (*link)->StartHeartbeat();
+  r = channel.OnReadable();
+  EXPECT_TRUE(r.beat);
+  EXPECT_EQ(r.beat_timeout_nanos, 3 * kNanosPerSecond);
+
+  (*link)->SetHeartbeat(30 * kNanosPerMilli);  // a reload: told at once
+  r = channel.OnReadable();
+  EXPECT_TRUE(r.beat);
+  EXPECT_EQ(r.beat_timeout_nanos, 30 * kNanosPerMilli);
+  int beats = 0;
+  EXPECT_TRUE(outpost::testing::RunUntil(loop.get(), [&] {
+    if (channel.OnReadable().beat) ++beats;
+    return beats >= 3;
+  })) << "the loop's timer sends a beat every timeout/3";
+
+  (*link)->SetHeartbeat(0);  // off: one last beat that says so
+  r = channel.OnReadable();
+  EXPECT_TRUE(r.beat);
+  EXPECT_EQ(r.beat_timeout_nanos, 0);
+  EXPECT_EQ(loop->PendingTimers(), 0u);
 }
 
 }  // namespace
