@@ -1,6 +1,7 @@
 #include "job/manager.h"
 
 #include <algorithm>
+#include <cerrno>
 
 #include "job/diff.h"
 #include "job/manager_internal.h"
@@ -53,6 +54,12 @@ JobManager::JobManager(Loop* loop, TaskRunner* runner, TaskStore* tasks, Options
 
 JobManager::~JobManager() {
   *alive_ = false;
+  if (save_retry_ != 0) loop_->CancelTimer(save_retry_);
+  for (const std::string& id : unsaved_) {  // a last try; what fails is lost with this process
+    auto it = jobs_.find(id);
+    Status st = it == jobs_.end() ? OkStatus() : store_.Save(it->second->stored);
+    if (!st.ok()) log::Error("job state not saved: the change is lost", {{"job", id}, {"error", st.error().message()}});
+  }
   dir_.reset();
 }
 
@@ -181,6 +188,7 @@ void JobManager::FinishRemove(const std::string& id) {
       jt->second->purging.erase(tid);
       if (!jt->second->purging.empty()) return;
       Status rm = store_.Remove(id);
+      unsaved_.erase(id);
       auto waiters = std::move(jt->second->remove_waiters);
       if (!jt->second->stored.file.empty()) file_jobs_.erase(jt->second->stored.file);
       jobs_.erase(jt);
@@ -193,6 +201,54 @@ void JobManager::FinishRemove(const std::string& id) {
       tasks_->Purge(tid, done);
     }
   }
+}
+
+namespace {
+constexpr const char kUnsavedNote[] =
+    "saved in memory only: no space left on device; will be written when space returns";
+bool DiskFull(const Error& e) { return e.sys_errno() == ENOSPC || e.sys_errno() == EDQUOT; }
+}  // namespace
+
+Status JobManager::Persist(const std::string& id, const StoredJob& next, std::string* note) {
+  Status st = store_.Save(next);
+  if (st.ok()) {
+    unsaved_.erase(id);
+    if (!unsaved_.empty()) SaveUnsaved();  // space is back: the rest too
+    return st;
+  }
+  if (!DiskFull(st.error())) return st.error().Wrap("save job \"" + id + "\"");
+  log::Warn("job state kept in memory only", {{"job", id}, {"error", st.error().message()}});
+  unsaved_.insert(id);
+  ArmSaveRetry();
+  *note = std::string(" (") + kUnsavedNote + ")";
+  return OkStatus();
+}
+
+void JobManager::ArmSaveRetry() {
+  if (save_retry_ != 0) return;
+  std::weak_ptr<bool> alive = alive_;
+  save_retry_ = loop_->AddTimer(kSaveRetryNanos, [this, alive] {
+    if (!alive.lock()) return;
+    save_retry_ = 0;
+    SaveUnsaved();
+  });
+}
+
+void JobManager::SaveUnsaved() {
+  std::set<std::string> ids = std::move(unsaved_);
+  unsaved_.clear();
+  for (const std::string& id : ids) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;
+    Status st = store_.Save(it->second->stored);
+    if (st.ok()) {
+      JobEvent(id, "job-saved", "job state written to disk (it was kept in memory while the disk was full)");
+      continue;
+    }
+    unsaved_.insert(id);
+    if (!DiskFull(st.error())) log::Warn("cannot save job state", {{"job", id}, {"error", st.error().message()}});
+  }
+  if (!unsaved_.empty()) ArmSaveRetry();
 }
 
 void JobManager::JobEvent(const std::string& job, const std::string& type, const std::string& message) {
@@ -309,8 +365,8 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
   if (moved) next.file = file;
   if (spec_changed) next.version++;
   next.submitted_unix_nanos = WallNanos();
-  Status st = store_.Save(next);
-  if (!st.ok()) return st.error().Wrap("save job \"" + id + "\"");
+  std::string note;
+  OUTPOST_RETURN_IF_ERROR(Persist(id, next, &note));
 
   if (was_stopped) {
     // A stopped job starts afresh with the new spec (in lifecycle order)
@@ -357,7 +413,7 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
                                   : std::string(was_stopped ? "job started again" : "job unchanged");
   if (moved) head += "; now defined by the file " + file;
   if (spec_changed && was_stopped) head += "; starting";
-  JobEvent(id, "job-updated", head + what);
+  JobEvent(id, "job-updated", head + what + note);
   ScheduleEvaluate(id);
   result.job = ViewOf(j);
   return result;
@@ -370,10 +426,11 @@ void JobManager::Stop(const std::string& id, int64_t timeout_nanos, DoneCallback
   if (j.stored.running) {
     StoredJob next = j.stored;
     next.running = false;
-    Status st = store_.Save(next);
-    if (!st.ok()) return done(st.error().Wrap("save job \"" + id + "\""));
+    std::string note;
+    Status st = Persist(id, next, &note);
+    if (!st.ok()) return done(st);
     j.stored.running = false;
-    JobEvent(id, "job-stopping", "job stop requested");
+    JobEvent(id, "job-stopping", "job stop requested" + note);
   }
   j.restarting = false;
   j.stop_timeout = timeout_nanos;
@@ -393,9 +450,11 @@ void JobManager::Remove(const std::string& id, DoneCallback done) {
     // If the agent dies mid-way, the job comes back stopped, not running.
     StoredJob next = j.stored;
     next.running = false;
-    Status st = store_.Save(next);
-    if (!st.ok() && done) return done(st.error().Wrap("save job \"" + id + "\""));
+    std::string note;
+    Status st = Persist(id, next, &note);
+    if (!st.ok() && done) return done(st);
     j.stored.running = false;
+    if (!note.empty()) JobEvent(id, "job-removing", "job removal requested" + note);
   }
   j.removing = true;
   j.restarting = false;
@@ -421,13 +480,14 @@ Status JobManager::Restart(const std::string& id, const std::string& task) {
     auto name = TaskId(id, task);
     return name.error();
   }
+  std::string note;
   if (!j.stored.running) {
     StoredJob next = j.stored;
     next.running = true;
-    OUTPOST_RETURN_IF_ERROR(store_.Save(next));
+    OUTPOST_RETURN_IF_ERROR(Persist(id, next, &note));
     j.stored.running = true;
   }
-  JobEvent(id, "job-restarting", "job restart requested");
+  JobEvent(id, "job-restarting", "job restart requested" + note);
   j.restarting = true;
   ScheduleEvaluate(id);
   return OkStatus();

@@ -1,6 +1,7 @@
 #include "task/manager.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -41,6 +42,7 @@ TaskManager::TaskManager(Loop* loop, Options options) : loop_(loop), options_(st
 
 TaskManager::~TaskManager() {
   *alive_ = false;
+  if (save_retry_ != 0) loop_->CancelTimer(save_retry_);
   for (auto& [d, sub] : subscriptions_) d->UnsubscribeEvents(sub);
 }
 
@@ -153,10 +155,52 @@ void TaskManager::HoldAllFifos() {
   for (const auto& [id, t] : tasks_) HoldFifos(*t);
 }
 
+namespace {
+constexpr int64_t kSaveRetryNanos = 2 * kNanosPerSecond;
+bool DiskFull(const Status& st) { return st.error().sys_errno() == ENOSPC || st.error().sys_errno() == EDQUOT; }
+}  // namespace
+
 void TaskManager::Persist(const Task& t) {
   Status st = sys::WriteFileAtomic(RecordPath(t.id()), EncodeTaskRecord(t.record), 0600);
-  if (log::WarnIfError(st, "cannot persist task state", {{"task", t.id()}})) return;
-  Emit(t.config(), "error", "cannot persist task state: " + st.error().message());
+  if (st.ok()) {
+    unsaved_.erase(t.id());
+    if (!unsaved_.empty()) SaveUnsaved();  // space is back: the rest too
+    return;
+  }
+  log::WarnIfError(st, "cannot persist task state", {{"task", t.id()}});
+  std::string what = "cannot persist task state: " + st.error().message();
+  if (DiskFull(st)) {
+    what += "; kept in memory, written when space returns";
+    unsaved_.insert(t.id());
+    ArmSaveRetry();
+  }
+  Emit(t.config(), "error", what);
+}
+
+void TaskManager::SaveUnsaved() {
+  std::set<std::string> ids = std::move(unsaved_);
+  unsaved_.clear();
+  for (const std::string& id : ids) {
+    Task* t = Find(id);
+    if (!t) continue;
+    Status st = sys::WriteFileAtomic(RecordPath(id), EncodeTaskRecord(t->record), 0600);
+    if (st.ok()) {
+      log::Info("task state written after the disk was full", {{"task", id}});
+      continue;
+    }
+    unsaved_.insert(id);
+  }
+  if (!unsaved_.empty()) ArmSaveRetry();
+}
+
+void TaskManager::ArmSaveRetry() {
+  if (save_retry_ != 0) return;
+  std::weak_ptr<bool> alive = alive_;
+  save_retry_ = loop_->AddTimer(kSaveRetryNanos, [this, alive] {
+    if (!alive.lock()) return;
+    save_retry_ = 0;
+    SaveUnsaved();
+  });
 }
 
 void TaskManager::WatchOom(const Task& t) {

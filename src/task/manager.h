@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -156,7 +157,11 @@ class TaskManager {
   Status OpenLogs(const driver::TaskConfig& config, uid_t uid, gid_t gid, Task* t);
   void CloseLogs(Task* t, bool remove_fifos);
   void HoldFifos(const Task& t);
+  // Writes t's record. On a full disk (ENOSPC, EDQUOT) it is kept in memory
+  // and written when space returns: on a timer and after any later write.
   void Persist(const Task& t);
+  void SaveUnsaved();
+  void ArmSaveRetry();
   void Emit(const driver::TaskConfig& c, const std::string& type, const std::string& message);
   void WatchOom(const Task& t);
   void WaitForExit(const std::string& id);
@@ -195,6 +200,8 @@ class TaskManager {
   IdResolver resolver_;
   HoldFifosFn hold_fifos_;
   ReleaseFifosFn release_fifos_;
+  std::set<std::string> unsaved_;  // tasks whose record on disk is behind (disk full)
+  Loop::TimerId save_retry_ = 0;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
