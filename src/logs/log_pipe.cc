@@ -323,6 +323,7 @@ size_t LogPipe::Move(const char* data, size_t len, bool* failed) {
   if (copy_mode_ || hooks().force_copy) return MoveCopy(data, len, failed);
   Rotator::Active& file = files_.active();
   size_t moved = 0;
+  bool retried = false;
   while (moved < len) {
     size_t want = len - moved;
     if (hooks().max_move > 0) want = std::min(want, hooks().max_move);
@@ -347,6 +348,7 @@ size_t LogPipe::Move(const char* data, size_t len, bool* failed) {
         copy_mode_ = true;
         return moved + MoveCopy(data + moved, len - moved, failed);
       }
+      if (MakeRoom(err, &retried)) continue;
       Fail(ErrnoError("write '" + files_.log_path() + "'", err));
       *failed = true;
       return moved;
@@ -356,7 +358,7 @@ size_t LogPipe::Move(const char* data, size_t len, bool* failed) {
     moved += static_cast<size_t>(n);
     stats_.bytes_written += static_cast<uint64_t>(n);
   }
-  in_error_ = false;
+  Written();
   (void)Crash(Step::kAfterMove);
   return moved;
 }
@@ -384,6 +386,7 @@ size_t LogPipe::MoveCopy(const char* data, size_t len, bool* failed) {
   }
   if (Crash(Step::kCopyIntent)) return 0;
   size_t written = 0;
+  bool retried = false;
   while (written < len) {
     size_t want = len - written;
     if (hooks().max_move > 0) want = std::min(want, hooks().max_move);
@@ -397,7 +400,11 @@ size_t LogPipe::MoveCopy(const char* data, size_t len, bool* failed) {
       n = sys::RetryEintr(
           [&] { return ::pwrite(file.fd.get(), data + written, want, static_cast<off_t>(file.size + written)); });
     }
-    if (n <= 0) return give_up(ErrnoError("write '" + files_.log_path() + "'", n < 0 ? errno : ENOSPC));
+    if (n <= 0) {
+      int err = n < 0 ? errno : ENOSPC;
+      if (MakeRoom(err, &retried)) continue;
+      return give_up(ErrnoError("write '" + files_.log_path() + "'", err));
+    }
     written += static_cast<size_t>(n);
   }
   if (Crash(Step::kCopyWritten)) return 0;
@@ -413,7 +420,7 @@ size_t LogPipe::MoveCopy(const char* data, size_t len, bool* failed) {
   if (!st.ok()) {
     Fail(st.error());  // the bytes are written; {written} makes recovery keep them
   } else {
-    in_error_ = false;
+    Written();
   }
   (void)Crash(Step::kAfterMove);
   return len;
@@ -437,13 +444,33 @@ void LogPipe::Fail(const Error& e) {
   stats_.last_error = e.message();
   if (in_error_) return;
   in_error_ = true;
+  dropped_before_ = stats_.bytes_dropped;
+  Notify(e.message(), 0);
+}
+
+void LogPipe::Written() {
+  if (!in_error_) return;
+  in_error_ = false;
+  stats_.last_error.clear();
+  Notify("", stats_.bytes_dropped - dropped_before_);
+}
+
+void LogPipe::Notify(std::string error, uint64_t dropped) {
   if (!on_error_) return;
   // Deferred: the callback may destroy this LogPipe, and Open may not even
   // have returned it yet.
   std::weak_ptr<bool> alive = alive_;
-  loop_->Defer([alive, cb = on_error_, msg = e.message()] {
-    if (!alive.expired()) cb(msg);
+  loop_->Defer([alive, cb = on_error_, msg = std::move(error), dropped] {
+    if (!alive.expired()) cb(msg, dropped);
   });
+}
+
+// Out of space: the oldest rotated file of this stream goes first, and the
+// write is tried once more (per move) before the data is dropped.
+bool LogPipe::MakeRoom(int err, bool* retried) {
+  if ((err != ENOSPC && err != EDQUOT) || *retried) return false;
+  *retried = true;
+  return files_.DeleteOldest();
 }
 
 bool LogPipe::Crash(Step step) {

@@ -98,9 +98,15 @@ Status TaskManager::OpenLogs(const driver::TaskConfig& c, uid_t uid, gid_t gid, 
   // The pipes belong to *t and die with it, so their callbacks can point to
   // it (a copy of the config in each would cost ~0.9 KiB per stream).
   auto on_error = [this, t](const char* stream) {
-    return [this, t, stream](const std::string& error) {
+    return [this, t, stream](const std::string& error, uint64_t dropped) {
+      if (error.empty()) {
+        std::string n = std::to_string(dropped);
+        log::Info("task log writing again", {{"task", t->id()}, {"stream", stream}, {"dropped_bytes", n}});
+        Emit(t->config(), "log-resumed", std::string(stream) + " log: writing again; " + n + " bytes dropped");
+        return;
+      }
       log::Warn("task log write failed", {{"task", t->id()}, {"stream", stream}, {"error", error}});
-      Emit(t->config(), "error", std::string(stream) + " log: " + error);
+      Emit(t->config(), "log-dropping", std::string(stream) + " log: " + error + "; dropping output until it can be written");
     };
   };
   auto o = logs::LogPipe::Open(loop_, c.stdout_path, c.log_dir + "/" + c.name + ".stdout",

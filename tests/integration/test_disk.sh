@@ -81,3 +81,32 @@ test_disk_full_stop_rm_restart_update_still_work() {
   ls "$DK_ROOT$T/state/jobs" | grep -q '\.tmp$' && fail "a temporary record was left behind"
   true
 }
+
+test_disk_full_logs_drop_without_blocking_and_resume() {
+  dk_start
+  # Waits for go1, prints ~3.4 MB (more than the FIFO holds, so a reader that
+  # stopped reading would block it), leaves a marker, waits for go2, prints
+  # one more line and sleeps.
+  local script="while [ ! -e $T/go1 ]; do sleep 0.02; done; $HELPER lines 300000 seq-; : > $T/marker; while [ ! -e $T/go2 ]; do sleep 0.02; done; echo after-space; exec $HELPER sleep 600"
+  jt_job noisy "$(jt_task t /bin/sh -c "$script")" | op run -f - >/dev/null || fail "run noisy"
+  local log="$DK_ROOT$T/state/logs/noisy.t/t.stdout"
+  dk_fill
+  : >"$T/go1"
+  wait_for 60 test -e "$T/marker" || fail "the task blocked on its output while the disk was full"
+  local dropped
+  wait_for 10 jt_events_contain noisy/t "log-dropping" || fail "no log-dropping event: $(op events noisy)"
+  dropped="$(jt_tfield noisy/t task.log_dropped_bytes)"
+  [ "$dropped" -gt 1000000 ] || fail "dropped bytes: $dropped"
+  expect_contains "$(op inspect noisy/t)" "dropped" "inspect shows the dropped bytes"
+  expect_eq "$(op events noisy/t | grep -c 'log-dropping')" 1 "one log-dropping event, not one per write"
+  jt_tstate_is noisy/t running || fail "task not running"
+
+  dk_free
+  : >"$T/go2"
+  wait_for 10 grep -q after-space "$log" || fail "logging did not resume: $(tail -c 200 "$log")"
+  wait_for 10 jt_events_contain noisy/t "log-resumed" || fail "no log-resumed event: $(op events noisy)"
+  expect_contains "$(op events noisy/t | grep log-resumed)" "$(jt_tfield noisy/t task.log_dropped_bytes) bytes dropped" \
+    "the resumed event counts the dropped bytes"
+  expect_eq "$(op events noisy/t | grep -c 'log-dropping')" 1 "still one log-dropping event"
+  expect_eq "$(jt_tfield noisy/t task.log_error)" "" "no current log error once writing works again"
+}
