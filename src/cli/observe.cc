@@ -38,7 +38,7 @@ const char kEventsHelp[] =
     "signalled, restarting (with the reason and the backoff), failed (restart\n"
     "limit reached), stopping, stopped, recovered, log-dropping and\n"
     "log-resumed (disk full), error. Job events: job-submitted, job-updated,\n"
-    "job-stopping, job-restarting, job-removing, job-saved, job-removed.\n"
+    "job-stopping, job-restarting, job-removing, job-removed.\n"
     "With --json, one JSON object per line.\n"
     "\n"
     "Examples:\n"

@@ -1,7 +1,6 @@
 #include "job/manager.h"
 
 #include <algorithm>
-#include <cerrno>
 
 #include "job/diff.h"
 #include "job/manager_internal.h"
@@ -50,16 +49,15 @@ std::string DeriveJobStatus(bool desired_running, const std::vector<TaskStatusVi
 }
 
 JobManager::JobManager(Loop* loop, TaskRunner* runner, TaskStore* tasks, Options options)
-    : loop_(loop), runner_(runner), tasks_(tasks), options_(std::move(options)), store_(options_.state_dir) {}
+    : loop_(loop),
+      runner_(runner),
+      tasks_(tasks),
+      options_(std::move(options)),
+      store_(options_.state_dir),
+      unsaved_(loop) {}
 
 JobManager::~JobManager() {
   *alive_ = false;
-  if (save_retry_ != 0) loop_->CancelTimer(save_retry_);
-  for (const std::string& id : unsaved_) {  // a last try; what fails is lost with this process
-    auto it = jobs_.find(id);
-    Status st = it == jobs_.end() ? OkStatus() : store_.Save(it->second->stored);
-    if (!st.ok()) log::Error("job state not saved: the change is lost", {{"job", id}, {"error", st.error().message()}});
-  }
   dir_.reset();
 }
 
@@ -187,8 +185,8 @@ void JobManager::FinishRemove(const std::string& id) {
       if (jt == jobs_.end()) return;
       jt->second->purging.erase(tid);
       if (!jt->second->purging.empty()) return;
+      unsaved_.Forget(store_.PathOf(id));
       Status rm = store_.Remove(id);
-      unsaved_.erase(id);
       auto waiters = std::move(jt->second->remove_waiters);
       if (!jt->second->stored.file.empty()) file_jobs_.erase(jt->second->stored.file);
       jobs_.erase(jt);
@@ -203,52 +201,12 @@ void JobManager::FinishRemove(const std::string& id) {
   }
 }
 
-namespace {
-constexpr const char kUnsavedNote[] =
-    "saved in memory only: no space left on device; will be written when space returns";
-bool DiskFull(const Error& e) { return e.sys_errno() == ENOSPC || e.sys_errno() == EDQUOT; }
-}  // namespace
-
 Status JobManager::Persist(const std::string& id, const StoredJob& next, std::string* note) {
-  Status st = store_.Save(next);
-  if (st.ok()) {
-    unsaved_.erase(id);
-    if (!unsaved_.empty()) SaveUnsaved();  // space is back: the rest too
-    return st;
-  }
-  if (!DiskFull(st.error())) return st.error().Wrap("save job \"" + id + "\"");
-  log::Warn("job state kept in memory only", {{"job", id}, {"error", st.error().message()}});
-  unsaved_.insert(id);
-  ArmSaveRetry();
-  *note = std::string(" (") + kUnsavedNote + ")";
-  return OkStatus();
-}
-
-void JobManager::ArmSaveRetry() {
-  if (save_retry_ != 0) return;
-  std::weak_ptr<bool> alive = alive_;
-  save_retry_ = loop_->AddTimer(kSaveRetryNanos, [this, alive] {
-    if (!alive.lock()) return;
-    save_retry_ = 0;
-    SaveUnsaved();
-  });
-}
-
-void JobManager::SaveUnsaved() {
-  std::set<std::string> ids = std::move(unsaved_);
-  unsaved_.clear();
-  for (const std::string& id : ids) {
-    auto it = jobs_.find(id);
-    if (it == jobs_.end()) continue;
-    Status st = store_.Save(it->second->stored);
-    if (st.ok()) {
-      JobEvent(id, "job-saved", "job state written to disk (it was kept in memory while the disk was full)");
-      continue;
-    }
-    unsaved_.insert(id);
-    if (!DiskFull(st.error())) log::Warn("cannot save job state", {{"job", id}, {"error", st.error().message()}});
-  }
-  if (!unsaved_.empty()) ArmSaveRetry();
+  bool kept = false;
+  Status st = unsaved_.Write(store_.PathOf(id), JobStore::Encode(next), &kept);
+  if (!st.ok()) return st.error().Wrap("save job \"" + id + "\"");
+  if (kept) *note = " (saved in memory only: no space left on device; will be written when space returns)";
+  return st;
 }
 
 void JobManager::JobEvent(const std::string& job, const std::string& type, const std::string& message) {

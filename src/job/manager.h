@@ -23,6 +23,7 @@
 #include "job/supervisor.h"
 #include "task/events.h"
 #include "loop/loop.h"
+#include "loop/pending_writes.h"
 
 namespace outpost::job {
 
@@ -132,10 +133,6 @@ class JobManager {
   void SetMaxJobs(size_t n) { options_.max_jobs = n; }
   size_t job_count() const { return jobs_.size(); }
 
-  // How often state kept in memory only (the disk was full) is tried again;
-  // every later successful write tries it too.
-  static constexpr int64_t kSaveRetryNanos = 2000LL * 1000000;
-
   // How long a job whose file was removed waits for another file to take it
   // over (a rename) before it is removed.
   static constexpr int64_t kFileMoveGraceNanos = 1000LL * 1000000;
@@ -155,11 +152,9 @@ class JobManager {
   void Evaluate(const std::string& id);
   void FinishRemove(const std::string& id);
   // Writes next as id's record. When the disk is full (ENOSPC, EDQUOT) the
-  // change is kept in memory only: OK, with a note for the event and the
-  // log, and the record is written when space returns (SaveUnsaved).
+  // change is kept in memory only: OK, with a note for the event, and the
+  // record is written when space returns (loop/pending_writes).
   Status Persist(const std::string& id, const StoredJob& next, std::string* note);
-  void SaveUnsaved();
-  void ArmSaveRetry();
   JobView ViewOf(const Job& job) const;
   void JobEvent(const std::string& job, const std::string& type, const std::string& message);
   void OnFileChanged(const std::string& path, const std::string& content);
@@ -175,8 +170,7 @@ class JobManager {
   std::map<std::string, std::string> file_problems_;  // path -> error
   std::map<std::string, std::string> file_jobs_;      // path -> job id
   std::vector<std::string> store_problems_;
-  std::set<std::string> unsaved_;  // jobs whose record on disk is behind (disk full)
-  Loop::TimerId save_retry_ = 0;
+  PendingWrites unsaved_;  // records the full disk could not take yet
   bool recovered_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

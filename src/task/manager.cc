@@ -1,7 +1,6 @@
 #include "task/manager.h"
 
 #include <dirent.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -38,11 +37,10 @@ Status ValidateTaskId(const std::string& id) {
   return OkStatus();
 }
 
-TaskManager::TaskManager(Loop* loop, Options options) : loop_(loop), options_(std::move(options)) {}
+TaskManager::TaskManager(Loop* loop, Options options) : loop_(loop), options_(std::move(options)), unsaved_(loop) {}
 
 TaskManager::~TaskManager() {
   *alive_ = false;
-  if (save_retry_ != 0) loop_->CancelTimer(save_retry_);
   for (auto& [d, sub] : subscriptions_) d->UnsubscribeEvents(sub);
 }
 
@@ -99,14 +97,12 @@ Status TaskManager::OpenLogs(const driver::TaskConfig& c, uid_t uid, gid_t gid, 
   // it (a copy of the config in each would cost ~0.9 KiB per stream).
   auto on_error = [this, t](const char* stream) {
     return [this, t, stream](const std::string& error, uint64_t dropped) {
-      if (error.empty()) {
-        std::string n = std::to_string(dropped);
-        log::Info("task log writing again", {{"task", t->id()}, {"stream", stream}, {"dropped_bytes", n}});
-        Emit(t->config(), "log-resumed", std::string(stream) + " log: writing again; " + n + " bytes dropped");
-        return;
-      }
-      log::Warn("task log write failed", {{"task", t->id()}, {"stream", stream}, {"error", error}});
-      Emit(t->config(), "log-dropping", std::string(stream) + " log: " + error + "; dropping output until it can be written");
+      bool resumed = error.empty();
+      std::string msg = resumed ? Format("%s log: writing again; %llu bytes dropped", stream,
+                                         static_cast<unsigned long long>(dropped))
+                                : std::string(stream) + " log: " + error + "; dropping output until it can be written";
+      log::Warn(resumed ? "task log writing again" : "task log write failed", {{"task", t->id()}, {"message", msg}});
+      Emit(t->config(), resumed ? "log-resumed" : "log-dropping", msg);
     };
   };
   auto o = logs::LogPipe::Open(loop_, c.stdout_path, c.log_dir + "/" + c.name + ".stdout",
@@ -161,52 +157,13 @@ void TaskManager::HoldAllFifos() {
   for (const auto& [id, t] : tasks_) HoldFifos(*t);
 }
 
-namespace {
-constexpr int64_t kSaveRetryNanos = 2 * kNanosPerSecond;
-bool DiskFull(const Status& st) { return st.error().sys_errno() == ENOSPC || st.error().sys_errno() == EDQUOT; }
-}  // namespace
-
 void TaskManager::Persist(const Task& t) {
-  Status st = sys::WriteFileAtomic(RecordPath(t.id()), EncodeTaskRecord(t.record), 0600);
-  if (st.ok()) {
-    unsaved_.erase(t.id());
-    if (!unsaved_.empty()) SaveUnsaved();  // space is back: the rest too
-    return;
-  }
-  log::WarnIfError(st, "cannot persist task state", {{"task", t.id()}});
-  std::string what = "cannot persist task state: " + st.error().message();
-  if (DiskFull(st)) {
-    what += "; kept in memory, written when space returns";
-    unsaved_.insert(t.id());
-    ArmSaveRetry();
-  }
-  Emit(t.config(), "error", what);
-}
-
-void TaskManager::SaveUnsaved() {
-  std::set<std::string> ids = std::move(unsaved_);
-  unsaved_.clear();
-  for (const std::string& id : ids) {
-    Task* t = Find(id);
-    if (!t) continue;
-    Status st = sys::WriteFileAtomic(RecordPath(id), EncodeTaskRecord(t->record), 0600);
-    if (st.ok()) {
-      log::Info("task state written after the disk was full", {{"task", id}});
-      continue;
-    }
-    unsaved_.insert(id);
-  }
-  if (!unsaved_.empty()) ArmSaveRetry();
-}
-
-void TaskManager::ArmSaveRetry() {
-  if (save_retry_ != 0) return;
-  std::weak_ptr<bool> alive = alive_;
-  save_retry_ = loop_->AddTimer(kSaveRetryNanos, [this, alive] {
-    if (!alive.lock()) return;
-    save_retry_ = 0;
-    SaveUnsaved();
-  });
+  bool kept = false;
+  Status st = unsaved_.Write(RecordPath(t.id()), EncodeTaskRecord(t.record), &kept);
+  if (st.ok() && !kept) return;
+  if (!st.ok()) log::Warn("cannot persist task state", {{"task", t.id()}, {"error", st.error().message()}});
+  Emit(t.config(), "error", kept ? "task state kept in memory: no space left on device; written when space returns"
+                                 : "cannot persist task state: " + st.error().message());
 }
 
 void TaskManager::WatchOom(const Task& t) {

@@ -23,7 +23,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +30,7 @@
 #include "driver/driver.h"
 #include "driver/registry.h"
 #include "loop/loop.h"
+#include "loop/pending_writes.h"
 #include "proc/users.h"
 #include "task/events.h"
 #include "task/record.h"
@@ -158,10 +158,8 @@ class TaskManager {
   void CloseLogs(Task* t, bool remove_fifos);
   void HoldFifos(const Task& t);
   // Writes t's record. On a full disk (ENOSPC, EDQUOT) it is kept in memory
-  // and written when space returns: on a timer and after any later write.
+  // and written when space returns (loop/pending_writes).
   void Persist(const Task& t);
-  void SaveUnsaved();
-  void ArmSaveRetry();
   void Emit(const driver::TaskConfig& c, const std::string& type, const std::string& message);
   void WatchOom(const Task& t);
   void WaitForExit(const std::string& id);
@@ -200,8 +198,7 @@ class TaskManager {
   IdResolver resolver_;
   HoldFifosFn hold_fifos_;
   ReleaseFifosFn release_fifos_;
-  std::set<std::string> unsaved_;  // tasks whose record on disk is behind (disk full)
-  Loop::TimerId save_retry_ = 0;
+  PendingWrites unsaved_;  // records the full disk could not take yet
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
