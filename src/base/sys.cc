@@ -77,8 +77,12 @@ Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t 
   {
     auto fd = Open(tmp, O_WRONLY | O_CREAT | O_TRUNC, mode);
     if (!fd.ok()) return fd.error();
-    OUTPOST_RETURN_IF_ERROR(WriteAll(fd->get(), data.data(), data.size(), "write '" + tmp + "'"));
-    if (::fsync(fd->get()) != 0) return ErrnoError("fsync '" + tmp + "'");
+    Status st = WriteAll(fd->get(), data.data(), data.size(), "write '" + tmp + "'");
+    if (st.ok() && ::fsync(fd->get()) != 0) st = ErrnoError("fsync '" + tmp + "'");
+    if (!st.ok()) {
+      ::unlink(tmp.c_str());  // a partial file would only hold on to space a full disk lacks
+      return st;
+    }
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     Error e = ErrnoError("rename '" + tmp + "' to '" + path + "'");

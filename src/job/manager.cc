@@ -49,7 +49,12 @@ std::string DeriveJobStatus(bool desired_running, const std::vector<TaskStatusVi
 }
 
 JobManager::JobManager(Loop* loop, TaskRunner* runner, TaskStore* tasks, Options options)
-    : loop_(loop), runner_(runner), tasks_(tasks), options_(std::move(options)), store_(options_.state_dir) {}
+    : loop_(loop),
+      runner_(runner),
+      tasks_(tasks),
+      options_(std::move(options)),
+      store_(options_.state_dir),
+      unsaved_(loop) {}
 
 JobManager::~JobManager() {
   *alive_ = false;
@@ -180,6 +185,7 @@ void JobManager::FinishRemove(const std::string& id) {
       if (jt == jobs_.end()) return;
       jt->second->purging.erase(tid);
       if (!jt->second->purging.empty()) return;
+      unsaved_.Forget(store_.PathOf(id));
       Status rm = store_.Remove(id);
       auto waiters = std::move(jt->second->remove_waiters);
       if (!jt->second->stored.file.empty()) file_jobs_.erase(jt->second->stored.file);
@@ -193,6 +199,14 @@ void JobManager::FinishRemove(const std::string& id) {
       tasks_->Purge(tid, done);
     }
   }
+}
+
+Status JobManager::Persist(const std::string& id, const StoredJob& next, std::string* note) {
+  bool kept = false;
+  Status st = unsaved_.Write(store_.PathOf(id), JobStore::Encode(next), &kept);
+  if (!st.ok()) return st.error().Wrap("save job \"" + id + "\"");
+  if (kept) *note = " (saved in memory only: no space left on device; will be written when space returns)";
+  return st;
 }
 
 void JobManager::JobEvent(const std::string& job, const std::string& type, const std::string& message) {
@@ -309,8 +323,8 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
   if (moved) next.file = file;
   if (spec_changed) next.version++;
   next.submitted_unix_nanos = WallNanos();
-  Status st = store_.Save(next);
-  if (!st.ok()) return st.error().Wrap("save job \"" + id + "\"");
+  std::string note;
+  OUTPOST_RETURN_IF_ERROR(Persist(id, next, &note));
 
   if (was_stopped) {
     // A stopped job starts afresh with the new spec (in lifecycle order)
@@ -357,7 +371,7 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
                                   : std::string(was_stopped ? "job started again" : "job unchanged");
   if (moved) head += "; now defined by the file " + file;
   if (spec_changed && was_stopped) head += "; starting";
-  JobEvent(id, "job-updated", head + what);
+  JobEvent(id, "job-updated", head + what + note);
   ScheduleEvaluate(id);
   result.job = ViewOf(j);
   return result;
@@ -370,10 +384,11 @@ void JobManager::Stop(const std::string& id, int64_t timeout_nanos, DoneCallback
   if (j.stored.running) {
     StoredJob next = j.stored;
     next.running = false;
-    Status st = store_.Save(next);
-    if (!st.ok()) return done(st.error().Wrap("save job \"" + id + "\""));
+    std::string note;
+    Status st = Persist(id, next, &note);
+    if (!st.ok()) return done(st);
     j.stored.running = false;
-    JobEvent(id, "job-stopping", "job stop requested");
+    JobEvent(id, "job-stopping", "job stop requested" + note);
   }
   j.restarting = false;
   j.stop_timeout = timeout_nanos;
@@ -393,9 +408,11 @@ void JobManager::Remove(const std::string& id, DoneCallback done) {
     // If the agent dies mid-way, the job comes back stopped, not running.
     StoredJob next = j.stored;
     next.running = false;
-    Status st = store_.Save(next);
-    if (!st.ok() && done) return done(st.error().Wrap("save job \"" + id + "\""));
+    std::string note;
+    Status st = Persist(id, next, &note);
+    if (!st.ok() && done) return done(st);
     j.stored.running = false;
+    if (!note.empty()) JobEvent(id, "job-removing", "job removal requested" + note);
   }
   j.removing = true;
   j.restarting = false;
@@ -421,13 +438,14 @@ Status JobManager::Restart(const std::string& id, const std::string& task) {
     auto name = TaskId(id, task);
     return name.error();
   }
+  std::string note;
   if (!j.stored.running) {
     StoredJob next = j.stored;
     next.running = true;
-    OUTPOST_RETURN_IF_ERROR(store_.Save(next));
+    OUTPOST_RETURN_IF_ERROR(Persist(id, next, &note));
     j.stored.running = true;
   }
-  JobEvent(id, "job-restarting", "job restart requested");
+  JobEvent(id, "job-restarting", "job restart requested" + note);
   j.restarting = true;
   ScheduleEvaluate(id);
   return OkStatus();

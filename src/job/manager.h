@@ -23,6 +23,7 @@
 #include "job/supervisor.h"
 #include "task/events.h"
 #include "loop/loop.h"
+#include "loop/pending_writes.h"
 
 namespace outpost::job {
 
@@ -150,6 +151,10 @@ class JobManager {
   void ScheduleEvaluate(const std::string& id);
   void Evaluate(const std::string& id);
   void FinishRemove(const std::string& id);
+  // Writes next as id's record. When the disk is full (ENOSPC, EDQUOT) the
+  // change is kept in memory only: OK, with a note for the event, and the
+  // record is written when space returns (loop/pending_writes).
+  Status Persist(const std::string& id, const StoredJob& next, std::string* note);
   JobView ViewOf(const Job& job) const;
   void JobEvent(const std::string& job, const std::string& type, const std::string& message);
   void OnFileChanged(const std::string& path, const std::string& content);
@@ -165,6 +170,7 @@ class JobManager {
   std::map<std::string, std::string> file_problems_;  // path -> error
   std::map<std::string, std::string> file_jobs_;      // path -> job id
   std::vector<std::string> store_problems_;
+  PendingWrites unsaved_;  // records the full disk could not take yet
   bool recovered_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

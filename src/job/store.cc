@@ -98,11 +98,11 @@ std::vector<StoredJob> JobStore::LoadAll(std::vector<std::string>* errors) {
 }
 
 Status JobStore::Save(const StoredJob& j) {
-  return sys::WriteFileAtomic(dir_ + "/" + j.spec.id + ".json", Encode(j), 0600);
+  return sys::WriteFileAtomic(PathOf(j.spec.id), Encode(j), 0600);
 }
 
 Status JobStore::Remove(const std::string& id) {
-  return sys::RemoveFileDurable(dir_ + "/" + id + ".json");
+  return sys::RemoveFileDurable(PathOf(id));
 }
 
 }  // namespace outpost::job

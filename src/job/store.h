@@ -35,6 +35,7 @@ class JobStore {
   Status Save(const StoredJob& job);
   Status Remove(const std::string& id);
   const std::string& dir() const { return dir_; }
+  std::string PathOf(const std::string& id) const { return dir_ + "/" + id + ".json"; }
 
   static std::string Encode(const StoredJob& job);
   static Result<StoredJob> Decode(const std::string& text, const std::string& source);

@@ -54,111 +54,15 @@ namespace outpost::logs {
 
 namespace {
 
-constexpr int kPipeSize = 1 << 20;
 // Work per readiness event before yielding to other fds.
 constexpr uint64_t kPumpBudget = 4 << 20;
 constexpr size_t kDiscardSize = 64 << 10;
 constexpr uint32_t kEvents = EPOLLIN | EPOLLET;
 
 }  // namespace
-
-LogPipe::LogPipe(Loop* loop, std::string fifo_path, std::string log_path, std::string cursor_path,
-                 RotationPolicy policy, ErrorCallback on_error, TestHooks hooks)
-    : loop_(loop),
-      fifo_path_(std::move(fifo_path)),
-      on_error_(std::move(on_error)),
-      hooks_(hooks.crash_at || hooks.fail_write || hooks.max_move || hooks.force_copy
-                 ? std::make_unique<TestHooks>(std::move(hooks))
-                 : nullptr),
-      alive_(std::make_shared<bool>(true)),
-      files_(std::move(log_path), std::move(cursor_path), policy, [this](Step step) { return Crash(step); }) {}
-
 const LogPipe::TestHooks& LogPipe::hooks() const {
   static const TestHooks kNone;
   return hooks_ ? *hooks_ : kNone;
-}
-
-LogPipe::~LogPipe() {
-  if (hold_timer_ != 0) loop_->CancelTimer(hold_timer_);
-}
-
-Result<std::unique_ptr<LogPipe>> LogPipe::Open(Loop* loop, const std::string& fifo_path, const std::string& log_path,
-                                               const std::string& cursor_path, RotationPolicy policy, uid_t uid,
-                                               gid_t gid, ErrorCallback on_error, TestHooks hooks) {
-  if (policy.max_file_size < 1 || policy.max_files < 1) {
-    return Error(Code::kInvalidArgument, "log rotation: max_file_size and max_files must be at least 1");
-  }
-  std::unique_ptr<LogPipe> p(
-      new LogPipe(loop, fifo_path, log_path, cursor_path, policy, std::move(on_error), std::move(hooks)));
-  auto fifo = p->OpenFifo(uid, gid);
-  if (!fifo.ok()) return fifo.error();
-  LogPipe* raw = p.get();
-  // Edge-triggered: a held partial line stays in the FIFO, and level
-  // triggering would report it forever. With EPOLLET every new write by the
-  // task wakes us (pipe_write wakes epoll readers on each write since 5.15,
-  // as before 5.5); the hold timer re-checks in any case. No callback runs
-  // before Open returns.
-  auto watched = LoopFd::Watch(loop, std::move(*fifo), kEvents, [raw](uint32_t ev) { raw->OnEvent(ev); });
-  if (!watched.ok()) return watched.error();
-  p->fifo_ = std::move(*watched);
-
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return ErrnoError("log pipe: scratch pipe");
-  p->scratch_r_.Reset(fds[0]);
-  p->scratch_w_.Reset(fds[1]);
-  int fifo_size = ::fcntl(p->fifo_.get(), F_GETPIPE_SZ);
-  (void)::fcntl(p->scratch_w_.get(), F_SETPIPE_SZ, fifo_size > 0 ? fifo_size : kPipeSize);
-  int scratch_size = ::fcntl(p->scratch_w_.get(), F_GETPIPE_SZ);
-  if (scratch_size <= 0) return ErrnoError("log pipe: F_GETPIPE_SZ");
-  // A peek returns at most the scratch pipe's size; smaller than the FIFO's
-  // only costs an extra round.
-  p->buf_cap_ = static_cast<size_t>(scratch_size);
-  p->hold_cap_ = std::max<size_t>(1, std::min(kMaxHold, p->buf_cap_ / 2));
-
-  (void)p->EnsureSink();  // a failure is an error episode; retried on data
-  return p;
-}
-
-Result<UniqueFd> LogPipe::OpenFifo(uid_t uid, gid_t gid) {
-  struct stat st;
-  if (::lstat(fifo_path_.c_str(), &st) == 0) {
-    if (!S_ISFIFO(st.st_mode)) {
-      return Error(Code::kFailedPrecondition, "log FIFO '" + fifo_path_ + "' exists and is not a FIFO");
-    }
-  } else if (errno == ENOENT) {
-    if (::mkfifo(fifo_path_.c_str(), 0600) != 0 && errno != EEXIST) {
-      return ErrnoError("mkfifo '" + fifo_path_ + "'");
-    }
-  } else {
-    return ErrnoError("stat '" + fifo_path_ + "'");
-  }
-  // O_NOFOLLOW and the fstat check close the window between lstat and open.
-  auto fd = sys::Open(fifo_path_, O_RDONLY | O_NONBLOCK | O_NOFOLLOW);
-  if (!fd.ok()) return fd.error().Wrap("log FIFO");
-  if (::fstat(fd->get(), &st) != 0) return ErrnoError("stat '" + fifo_path_ + "'");
-  if (!S_ISFIFO(st.st_mode)) {
-    return Error(Code::kFailedPrecondition, "log FIFO '" + fifo_path_ + "' exists and is not a FIFO");
-  }
-  if (::fchown(fd->get(), uid, gid) != 0) return ErrnoError("chown '" + fifo_path_ + "'");
-  // Bigger chunks, fewer syscalls, more room while no worker reads. Beyond
-  // /proc/sys/fs/pipe-max-size (unprivileged) it fails: keep the default.
-  (void)::fcntl(fd->get(), F_SETPIPE_SZ, kPipeSize);
-  return std::move(*fd);
-}
-
-Result<UniqueFd> LogPipe::OpenWriteEnd() {
-  // Not O_NONBLOCK: this becomes the task's stdout/stderr, and programs
-  // expect blocking writes. Opening a FIFO O_RDWR never blocks on Linux.
-  auto fd = sys::Open(fifo_path_, O_RDWR | O_NOFOLLOW);
-  if (!fd.ok()) return fd.error().Wrap("log FIFO");
-  struct stat mine, theirs;
-  if (::fstat(fd->get(), &theirs) != 0 || ::fstat(fifo_.get(), &mine) != 0) {
-    return ErrnoError("stat '" + fifo_path_ + "'");
-  }
-  if (theirs.st_dev != mine.st_dev || theirs.st_ino != mine.st_ino) {
-    return Error(Code::kFailedPrecondition, "log FIFO '" + fifo_path_ + "' was replaced");
-  }
-  return std::move(*fd);
 }
 
 // ---- reading ----------------------------------------------------------------
@@ -323,6 +227,7 @@ size_t LogPipe::Move(const char* data, size_t len, bool* failed) {
   if (copy_mode_ || hooks().force_copy) return MoveCopy(data, len, failed);
   Rotator::Active& file = files_.active();
   size_t moved = 0;
+  bool retried = false;
   while (moved < len) {
     size_t want = len - moved;
     if (hooks().max_move > 0) want = std::min(want, hooks().max_move);
@@ -347,6 +252,7 @@ size_t LogPipe::Move(const char* data, size_t len, bool* failed) {
         copy_mode_ = true;
         return moved + MoveCopy(data + moved, len - moved, failed);
       }
+      if (MakeRoom(err, &retried)) continue;
       Fail(ErrnoError("write '" + files_.log_path() + "'", err));
       *failed = true;
       return moved;
@@ -356,67 +262,9 @@ size_t LogPipe::Move(const char* data, size_t len, bool* failed) {
     moved += static_cast<size_t>(n);
     stats_.bytes_written += static_cast<uint64_t>(n);
   }
-  in_error_ = false;
+  Written();
   (void)Crash(Step::kAfterMove);
   return moved;
-}
-
-size_t LogPipe::MoveCopy(const char* data, size_t len, bool* failed) {
-  Rotator::Active& file = files_.active();
-  CursorRecord r;
-  r.state = CursorRecord::kCopyPending;
-  r.inode = file.inode;
-  r.offset = file.size;
-  r.length = len;
-  // Undoes a write that cannot be completed, so the file matches the FIFO.
-  auto give_up = [&](const Error& e) {
-    (void)::ftruncate(file.fd.get(), static_cast<off_t>(file.size));
-    (void)files_.WriteRecord(CursorRecord{});
-    Fail(e);
-    *failed = true;
-    return size_t{0};
-  };
-  Status st = files_.WriteRecord(r);
-  if (!st.ok()) {
-    Fail(st.error());
-    *failed = true;
-    return 0;
-  }
-  if (Crash(Step::kCopyIntent)) return 0;
-  size_t written = 0;
-  while (written < len) {
-    size_t want = len - written;
-    if (hooks().max_move > 0) want = std::min(want, hooks().max_move);
-    if (written > 0 && Crash(Step::kBeforeMove)) return 0;
-    int injected = hooks().fail_write ? hooks().fail_write() : 0;
-    ssize_t n;
-    if (injected != 0) {
-      errno = injected;
-      n = -1;
-    } else {
-      n = sys::RetryEintr(
-          [&] { return ::pwrite(file.fd.get(), data + written, want, static_cast<off_t>(file.size + written)); });
-    }
-    if (n <= 0) return give_up(ErrnoError("write '" + files_.log_path() + "'", n < 0 ? errno : ENOSPC));
-    written += static_cast<size_t>(n);
-  }
-  if (Crash(Step::kCopyWritten)) return 0;
-  r.state = CursorRecord::kCopyWritten;
-  st = files_.WriteRecord(r);
-  if (!st.ok()) return give_up(st.error());
-  if (Crash(Step::kCopyMarked)) return 0;
-  (void)Consume(len);
-  if (Crash(Step::kCopyConsumed)) return 0;
-  file.size += len;
-  stats_.bytes_written += len;
-  st = files_.WriteRecord(CursorRecord{});
-  if (!st.ok()) {
-    Fail(st.error());  // the bytes are written; {written} makes recovery keep them
-  } else {
-    in_error_ = false;
-  }
-  (void)Crash(Step::kAfterMove);
-  return len;
 }
 
 size_t LogPipe::Consume(size_t len) {
@@ -433,72 +281,9 @@ size_t LogPipe::Consume(size_t len) {
 
 void LogPipe::Drop(size_t len) { stats_.bytes_dropped += Consume(len); }
 
-void LogPipe::Fail(const Error& e) {
-  stats_.last_error = e.message();
-  if (in_error_) return;
-  in_error_ = true;
-  if (!on_error_) return;
-  // Deferred: the callback may destroy this LogPipe, and Open may not even
-  // have returned it yet.
-  std::weak_ptr<bool> alive = alive_;
-  loop_->Defer([alive, cb = on_error_, msg = e.message()] {
-    if (!alive.expired()) cb(msg);
-  });
-}
-
 bool LogPipe::Crash(Step step) {
   if (!dead_ && hooks().crash_at && hooks().crash_at(step)) dead_ = true;
   return dead_;
-}
-
-// ---- files, recovery, rotation ---------------------------------------------
-
-bool LogPipe::EnsureSink() {
-  if (files_.ready()) return true;
-  Status st = Recover();
-  if (dead_) return false;
-  if (!st.ok()) {
-    files_.active().fd.Reset();
-    Fail(st.error());
-    return false;
-  }
-  return true;
-}
-
-Status LogPipe::Recover() {
-  auto record = files_.ReadRecord();
-  if (!record.ok()) return record.error();
-  CursorRecord r = *record;
-  if (r.state == CursorRecord::kRotating) {
-    Status st = files_.Resume(r);
-    stats_.rotations = files_.rotations();
-    return st;
-  }
-  OUTPOST_RETURN_IF_ERROR(files_.OpenActive());
-  if (r.state == CursorRecord::kIdle) return OkStatus();
-  const Rotator::Active& file = files_.active();
-  if (r.inode == file.inode) {
-    if (r.state == CursorRecord::kCopyPending && file.size >= r.offset + r.length) {
-      // Written in full, FIFO untouched: finish the way a live run would.
-      r.state = CursorRecord::kCopyWritten;
-      OUTPOST_RETURN_IF_ERROR(files_.WriteRecord(r));
-      if (Consume(r.length) != r.length) return Error(Code::kInternal, "log FIFO '" + fifo_path_ + "' is short");
-    } else if (r.state == CursorRecord::kCopyPending) {
-      OUTPOST_RETURN_IF_ERROR(files_.Truncate(r.offset));
-    }
-  }
-  return files_.WriteRecord(CursorRecord{});
-}
-
-bool LogPipe::Rotate() {
-  Status st = files_.Rotate();
-  stats_.rotations = files_.rotations();
-  if (dead_) return false;
-  if (!st.ok()) {
-    Fail(st.error().Wrap("rotate '" + files_.log_path() + "'"));
-    return false;
-  }
-  return true;
 }
 
 }  // namespace outpost::logs

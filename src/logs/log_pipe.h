@@ -25,8 +25,11 @@
 //    for kHoldNanos.
 //  - Write errors (disk full, read-only or missing dir, EIO, ...) never block
 //    the loop or the task: the data is consumed and dropped, counted in
-//    bytes_dropped, on_error is called once per episode, and every new chunk
-//    tries to write again.
+//    bytes_dropped, on_error is called once when the episode starts and once
+//    when a write succeeds again (with the bytes dropped meanwhile), and
+//    every new chunk tries to write again. A write that fails for lack of
+//    space (ENOSPC, EDQUOT) first deletes the oldest rotated file of this
+//    stream and is retried once.
 #pragma once
 
 #include <sys/types.h>
@@ -76,7 +79,9 @@ struct LogPipeTestHooks {
 
 class LogPipe {
  public:
-  using ErrorCallback = std::function<void(const std::string& error)>;
+  // error non-empty: writing failed, output is dropped from now on.
+  // error empty: writing works again; dropped = bytes dropped meanwhile.
+  using ErrorCallback = std::function<void(const std::string& error, uint64_t dropped)>;
 
   // How long a partial line may wait for its newline with no new data.
   static constexpr int64_t kHoldNanos = 150 * kNanosPerMilli;
@@ -133,6 +138,9 @@ class LogPipe {
   Status Recover();
   bool Rotate();
   void Fail(const Error& e);
+  void Written();  // a write succeeded: ends an error episode
+  void Notify(std::string error, uint64_t dropped);
+  bool MakeRoom(int err, bool* retried);
   bool Crash(Step step);
   uint64_t FifoBytes() const;
 
@@ -157,6 +165,7 @@ class LogPipe {
   Loop::TimerId hold_timer_ = 0;
 
   bool in_error_ = false;
+  uint64_t dropped_before_ = 0;  // bytes_dropped when the error episode began
   bool dead_ = false;
   LogPipeStats stats_;
 };

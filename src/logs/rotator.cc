@@ -212,6 +212,19 @@ Status Rotator::Rotate() {
   return OkStatus();
 }
 
+bool Rotator::DeleteOldest() {
+  if (!ready()) return false;
+  if (highest_rotated_ < 0) ScanRotated(policy_.max_files - 1);
+  while (highest_rotated_ > 0) {
+    std::string victim = logfiles::RotatedPath(log_path_, highest_rotated_--);
+    if (::unlink(victim.c_str()) == 0) {
+      log::Warn("log files: disk full, deleted the oldest rotated file", {{"file", victim}});
+      return true;
+    }
+  }
+  return false;
+}
+
 Status Rotator::Run(int keep, int first_step) {
   for (int s = first_step; s <= keep + 1; ++s) {
     CursorRecord r;

@@ -72,6 +72,9 @@ class Rotator {
   // it completes; after a failure the record still names the step, so
   // recovery (ReadRecord, Resume) finishes it.
   Status Rotate();
+  // Deletes the oldest rotated file (the highest .N) to make room on a full
+  // disk; false if there is none. Only while ready() (no rotation pending).
+  bool DeleteOldest();
 
  private:
   Status LoadTail();

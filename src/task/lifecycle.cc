@@ -355,6 +355,7 @@ void TaskManager::Forget(const std::string& id) {
   Task* t = Find(id);
   if (!t) return;
   CloseLogs(t, true);
+  unsaved_.Forget(RecordPath(id));
   // Durable, so a power cut right after `rm` does not bring it back.
   Status rm = sys::RemoveFileDurable(RecordPath(id));
   if (!rm.ok() && rm.error().sys_errno() != ENOENT) log::WarnIfError(rm, "cannot remove task record", {{"task", id}});

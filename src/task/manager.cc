@@ -37,7 +37,7 @@ Status ValidateTaskId(const std::string& id) {
   return OkStatus();
 }
 
-TaskManager::TaskManager(Loop* loop, Options options) : loop_(loop), options_(std::move(options)) {}
+TaskManager::TaskManager(Loop* loop, Options options) : loop_(loop), options_(std::move(options)), unsaved_(loop) {}
 
 TaskManager::~TaskManager() {
   *alive_ = false;
@@ -96,9 +96,13 @@ Status TaskManager::OpenLogs(const driver::TaskConfig& c, uid_t uid, gid_t gid, 
   // The pipes belong to *t and die with it, so their callbacks can point to
   // it (a copy of the config in each would cost ~0.9 KiB per stream).
   auto on_error = [this, t](const char* stream) {
-    return [this, t, stream](const std::string& error) {
-      log::Warn("task log write failed", {{"task", t->id()}, {"stream", stream}, {"error", error}});
-      Emit(t->config(), "error", std::string(stream) + " log: " + error);
+    return [this, t, stream](const std::string& error, uint64_t dropped) {
+      bool resumed = error.empty();
+      std::string msg = resumed ? Format("%s log: writing again; %llu bytes dropped", stream,
+                                         static_cast<unsigned long long>(dropped))
+                                : std::string(stream) + " log: " + error + "; dropping output until it can be written";
+      log::Warn(resumed ? "task log writing again" : "task log write failed", {{"task", t->id()}, {"message", msg}});
+      Emit(t->config(), resumed ? "log-resumed" : "log-dropping", msg);
     };
   };
   auto o = logs::LogPipe::Open(loop_, c.stdout_path, c.log_dir + "/" + c.name + ".stdout",
@@ -154,9 +158,12 @@ void TaskManager::HoldAllFifos() {
 }
 
 void TaskManager::Persist(const Task& t) {
-  Status st = sys::WriteFileAtomic(RecordPath(t.id()), EncodeTaskRecord(t.record), 0600);
-  if (log::WarnIfError(st, "cannot persist task state", {{"task", t.id()}})) return;
-  Emit(t.config(), "error", "cannot persist task state: " + st.error().message());
+  bool kept = false;
+  Status st = unsaved_.Write(RecordPath(t.id()), EncodeTaskRecord(t.record), &kept);
+  if (st.ok() && !kept) return;
+  if (!st.ok()) log::Warn("cannot persist task state", {{"task", t.id()}, {"error", st.error().message()}});
+  Emit(t.config(), "error", kept ? "task state kept in memory: no space left on device; written when space returns"
+                                 : "cannot persist task state: " + st.error().message());
 }
 
 void TaskManager::WatchOom(const Task& t) {

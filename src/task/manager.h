@@ -30,6 +30,7 @@
 #include "driver/driver.h"
 #include "driver/registry.h"
 #include "loop/loop.h"
+#include "loop/pending_writes.h"
 #include "proc/users.h"
 #include "task/events.h"
 #include "task/record.h"
@@ -156,6 +157,8 @@ class TaskManager {
   Status OpenLogs(const driver::TaskConfig& config, uid_t uid, gid_t gid, Task* t);
   void CloseLogs(Task* t, bool remove_fifos);
   void HoldFifos(const Task& t);
+  // Writes t's record. On a full disk (ENOSPC, EDQUOT) it is kept in memory
+  // and written when space returns (loop/pending_writes).
   void Persist(const Task& t);
   void Emit(const driver::TaskConfig& c, const std::string& type, const std::string& message);
   void WatchOom(const Task& t);
@@ -195,6 +198,7 @@ class TaskManager {
   IdResolver resolver_;
   HoldFifosFn hold_fifos_;
   ReleaseFifosFn release_fifos_;
+  PendingWrites unsaved_;  // records the full disk could not take yet
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

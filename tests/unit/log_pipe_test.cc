@@ -130,7 +130,7 @@ class LogPipeTest : public ::testing::Test {
 
   std::unique_ptr<LogPipe> Open(RotationPolicy policy = {}, LogPipe::TestHooks hooks = {}) {
     auto p = LogPipe::Open(loop_.get(), paths_.fifo, paths_.log, paths_.cursor, policy, ::getuid(), ::getgid(),
-                           [this](const std::string& e) { errors_.push_back(e); }, std::move(hooks));
+                           [this](const std::string& e, uint64_t dropped) { Notice(e, dropped); }, std::move(hooks));
     EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().message());
     return p.ok() ? std::move(*p) : nullptr;
   }
@@ -156,7 +156,16 @@ class LogPipeTest : public ::testing::Test {
   TempDir dir_;
   Paths paths_;
   std::unique_ptr<Loop> loop_ = MakeLoop();
+  void Notice(const std::string& e, uint64_t dropped) {
+    if (e.empty()) {
+      resumed_.push_back(dropped);
+    } else {
+      errors_.push_back(e);
+    }
+  }
+
   std::vector<std::string> errors_;
+  std::vector<uint64_t> resumed_;  // one per "writing again", with the bytes dropped meanwhile
 };
 
 // ---- delivery and rotation ------------------------------------------------
@@ -374,15 +383,61 @@ TEST_F(LogPipeTest, WriteErrorsDropCountReportOncePerEpisodeAndRecover) {
   EXPECT_EQ(p->stats().bytes_dropped, lost.size());
   EXPECT_EQ(p->stats().last_error, errors_[0]);
 
+  EXPECT_TRUE(resumed_.empty());
+
   fail_with = 0;
   WriteAll(w.get(), "kept 2\n");
   ASSERT_TRUE(RunUntilFifoHolds(w.get(), 0));
   EXPECT_EQ(ReadOrEmpty(paths_.log), "kept 1\nkept 2\n");
+  ASSERT_TRUE(RunUntil(loop_.get(), [&] { return !resumed_.empty(); })) << "the end of the episode is reported";
+  EXPECT_EQ(resumed_, std::vector<uint64_t>{lost.size()}) << "with the bytes dropped in it";
+  EXPECT_EQ(p->stats().last_error, "") << "no current error once writing works again";
+  EXPECT_EQ(p->stats().bytes_dropped, lost.size()) << "the total stays";
 
   fail_with = EIO;  // a new episode is reported again
   WriteAll(w.get(), "lost again\n");
   ASSERT_TRUE(RunUntil(loop_.get(), [&] { return errors_.size() == 2; }));
   EXPECT_NE(errors_[1].find("Input/output error"), std::string::npos) << errors_[1];
+}
+
+// Out of space: the oldest rotated file is deleted and the write tried once
+// more, so nothing is dropped while older output can make room.
+TEST_F(LogPipeTest, NoSpaceDeletesTheOldestRotatedFileAndRetries) {
+  int fail_next = 0;
+  LogPipe::TestHooks hooks;
+  hooks.fail_write = [&] { return fail_next-- > 0 ? ENOSPC : 0; };
+  RotationPolicy pol;
+  pol.max_file_size = 8;
+  pol.max_files = 4;
+  auto p = Open(pol, hooks);
+  UniqueFd w = WriteEnd(p.get());
+  for (const char* l : {"one 01\n", "two 02\n", "three\n", "four\n"}) {
+    WriteAll(w.get(), l);
+    ASSERT_TRUE(RunUntilFifoHolds(w.get(), 0));
+  }
+  ASSERT_EQ(ReadOrEmpty(paths_.log + ".3"), "one 01\n");
+  ASSERT_EQ(ReadOrEmpty(paths_.log + ".2"), "two 02\n");
+
+  fail_next = 1;  // the write fails once, as on a full disk
+  WriteAll(w.get(), "ok\n");
+  ASSERT_TRUE(RunUntilFifoHolds(w.get(), 0));
+  EXPECT_EQ(ReadOrEmpty(paths_.log), "four\nok\n");
+  EXPECT_FALSE(Exists(paths_.log + ".3")) << "the oldest rotated file made room";
+  EXPECT_EQ(ReadOrEmpty(paths_.log + ".2"), "two 02\n") << "only the oldest goes";
+  EXPECT_EQ(p->stats().bytes_dropped, 0u);
+  Idle(10 * kNanosPerMilli);
+  EXPECT_TRUE(errors_.empty());
+
+  // A rotation (.2 -> .3, ...) first, then the write fails, the oldest file
+  // ("two 02") goes, and the retry fails too: dropped and reported.
+  fail_next = 2;
+  WriteAll(w.get(), "gone\n");
+  ASSERT_TRUE(RunUntilFifoHolds(w.get(), 0));
+  EXPECT_EQ(p->stats().bytes_dropped, 5u);
+  EXPECT_FALSE(Exists(paths_.log + ".3"));
+  EXPECT_EQ(ReadOrEmpty(paths_.log + ".2"), "three\n");
+  EXPECT_EQ(ReadOrEmpty(paths_.log + ".1"), "four\nok\n");
+  ASSERT_TRUE(RunUntil(loop_.get(), [&] { return errors_.size() == 1; }));
 }
 
 // A real "disk full": RLIMIT_FSIZE makes writes past the limit fail with
@@ -436,7 +491,7 @@ TEST_F(LogPipeTest, FileSizeLimitDropsWithoutBlockingTheWriterThenRecovers) {
 TEST_F(LogPipeTest, MissingLogDirDropsThenRecoversWhenItAppears) {
   std::string sub = paths_.dir + "/logs";
   auto p = LogPipe::Open(loop_.get(), paths_.fifo, sub + "/web.stdout", sub + "/.web.stdout.cursor", {}, ::getuid(),
-                         ::getgid(), [this](const std::string& e) { errors_.push_back(e); });
+                         ::getgid(), [this](const std::string& e, uint64_t dropped) { Notice(e, dropped); });
   ASSERT_TRUE(p.ok()) << p.error().message();
   UniqueFd w = WriteEnd(p->get());
   WriteAll(w.get(), "nowhere to go\n");

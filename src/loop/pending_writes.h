@@ -1,0 +1,44 @@
+// Files that could not be written because their filesystem was full, kept in
+// memory until there is room. Owns: the pending contents (path -> data) and
+// one retry timer. Write goes through sys::WriteFileAtomic; when it fails with
+// ENOSPC or EDQUOT the data is kept and written again every kRetryNanos and
+// after any later Write that succeeds. Users: the job store and the task
+// records (docs/supervision.md, "When the disk is full").
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "base/error.h"
+#include "loop/loop.h"
+
+namespace outpost {
+
+class PendingWrites {
+ public:
+  static constexpr int64_t kRetryNanos = 2000LL * 1000000;
+
+  explicit PendingWrites(Loop* loop) : loop_(loop) {}
+  // One last try for what is pending; what still fails is logged as lost.
+  ~PendingWrites();
+  PendingWrites(const PendingWrites&) = delete;
+  PendingWrites& operator=(const PendingWrites&) = delete;
+
+  // Writes data to path atomically. A full disk is not an error: the data is
+  // kept for later, *kept is set, and OK is returned. Other errors are
+  // returned (and nothing is kept).
+  Status Write(const std::string& path, const std::string& data, bool* kept);
+  // The file is being removed: drop what is pending for it.
+  void Forget(const std::string& path) { pending_.erase(path); }
+  size_t pending() const { return pending_.size(); }
+
+ private:
+  void Retry();
+  void Arm();
+
+  Loop* loop_;
+  std::map<std::string, std::string> pending_;
+  Loop::TimerId timer_ = 0;
+};
+
+}  // namespace outpost
