@@ -223,7 +223,7 @@ $(BUILD)/obj/gen/%.o: $(GEN)/%.c $(GEN_H) $(DEP_HEADERS) Makefile
 # no convention in the sources can rule it out: armhf is built at -Os
 # throughout. (The one literal that did fault is also no longer shared:
 # wire::DeadlineExceededError.)
-HOT_OBJS := loop/loop wire/frame wire/codec wire/rpc_server wire/rpc_server_conn \
+HOT_OBJS := loop/loop wire/frame wire/codec wire/rpc_server_conn \
             logs/log_pipe
 ifeq ($(ARCH),armhf)
 $(BUILD)/obj/src/%.o: SPEED_OPT = -Os
