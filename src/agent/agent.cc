@@ -53,15 +53,17 @@ pid_t PeerPidOf(const std::string& path) {
   return cred.ok() ? cred->pid : 0;
 }
 
-// mode 0700 for the runtime dir (the API socket's protection rests on it);
-// 0711 for the state dir, which tasks running as other users must traverse
-// to reach their own task dir (nothing in it can be listed).
-Status MakePrivateDir(const std::string& dir, mode_t mode = 0700) {
-  OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(dir, mode));
-  // An existing directory may have looser permissions (created by hand or by
-  // an older version): tighten.
-  if (::chmod(dir.c_str(), mode) != 0) return ErrnoError(Format("chmod %o '", mode) + dir + "'");
-  return OkStatus();
+// A directory the agent keeps files in. One it creates gets mode: 0700 for
+// the runtime dir and the API socket's, 0711 for the state dir, which tasks
+// running as other users must traverse to reach their own task dir
+// (nothing in it can be listed). An existing one is used as it is: it may
+// be shared (the socket's dir can be the state dir's parent), so its mode
+// is never changed; it is refused if others could replace what is in it.
+Status PrepareDir(const char* key, const std::string& dir, mode_t mode) {
+  bool created = false;
+  Status st = sys::MkdirAll(dir, mode, &created);
+  if (!st.ok()) return st.error().Wrap(key);
+  return created ? OkStatus() : CheckExistingDir(key, dir);
 }
 
 }  // namespace
@@ -104,10 +106,12 @@ Agent::~Agent() {
 Status Agent::Setup() {
   ApplyRuntimeSettings();
   ::signal(SIGPIPE, SIG_IGN);
-  OUTPOST_RETURN_IF_ERROR(MakePrivateDir(config_.runtime_dir));
-  OUTPOST_RETURN_IF_ERROR(MakePrivateDir(config_.state_dir, 0711));
+  // The state dir first: its missing parents are created searchable (0755),
+  // whichever of the others shares them.
+  OUTPOST_RETURN_IF_ERROR(PrepareDir("state_dir", config_.state_dir, 0711));
+  OUTPOST_RETURN_IF_ERROR(PrepareDir("runtime_dir", config_.runtime_dir, 0700));
   std::string socket_dir = sys::Dirname(config_.ApiSocket());
-  if (socket_dir != config_.runtime_dir) OUTPOST_RETURN_IF_ERROR(MakePrivateDir(socket_dir));
+  if (socket_dir != config_.runtime_dir) OUTPOST_RETURN_IF_ERROR(PrepareDir("api_socket", socket_dir, 0700));
 
   auto loop = Loop::Create();
   if (!loop.ok()) return loop.error();
@@ -134,7 +138,7 @@ Status Agent::BindApiSocket() {
   // One agent per socket. The lock (not the socket) decides: connect-probing
   // alone races when two agents start at once.
   std::string lock_path = path + ".lock";
-  auto lock = sys::Open(lock_path, O_RDWR | O_CREAT, 0600);
+  auto lock = sys::Open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
   if (!lock.ok()) return lock.error();
   if (sys::RetryEintr([&] { return ::flock(lock->get(), LOCK_EX | LOCK_NB); }) != 0) {
     if (errno != EWOULDBLOCK) return ErrnoError("lock '" + lock_path + "'");
@@ -447,6 +451,14 @@ int Main(const std::vector<std::string>& all_args) {
     return 2;
   }
   if (check) {
+    // The directories as they are now (the agent creates missing ones).
+    Status dirs = CheckExistingDirs(*config);
+    if (!dirs.ok()) {
+      for (const std::string& line : Split(dirs.error().message(), '\n')) {
+        std::fprintf(stderr, "outpost: %s\n", line.c_str());
+      }
+      return 2;
+    }
     PrintEffectiveConfig(*config);
     return 0;
   }

@@ -10,13 +10,19 @@ namespace {
 
 constexpr size_t kMaxConfigBytes = 1 << 20;
 
-void CheckAbsolute(json::ObjectReader* r, const std::string& key, const std::string& value, json::Errors* errors) {
-  if (!r->Has(key)) return;
-  if (value.empty() || value[0] != '/') {
-    errors->push_back(key + ": must be an absolute path, got \"" + value + "\"");
-  } else if (value.find('\0') != std::string::npos) {
+// Checks a path key and cleans it (CleanPath). False if it is unusable.
+bool CheckAbsolute(json::ObjectReader* r, const std::string& key, std::string* value, json::Errors* errors) {
+  if (!r->Has(key)) return true;
+  if (value->empty() || (*value)[0] != '/') {
+    errors->push_back(key + ": must be an absolute path, got \"" + *value + "\"");
+  } else if (value->find('\0') != std::string::npos) {
     errors->push_back(key + ": must not contain NUL bytes");
+  } else if (!CleanPath(value)) {
+    errors->push_back(key + ": must not contain \"..\", got \"" + *value + "\"");
+  } else {
+    return true;
   }
+  return false;
 }
 
 }  // namespace
@@ -65,14 +71,21 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
   }
   r.RejectUnknown();
 
-  CheckAbsolute(&r, "state_dir", c.state_dir, &errors);
-  CheckAbsolute(&r, "runtime_dir", c.runtime_dir, &errors);
-  CheckAbsolute(&r, "api_socket", c.api_socket, &errors);
-  if (!c.log_file.empty()) CheckAbsolute(&r, "log_file", c.log_file, &errors);
-  if (!c.jobs_dir.empty()) CheckAbsolute(&r, "jobs_dir", c.jobs_dir, &errors);
-  CheckAbsolute(&r, "cgroup_root", c.cgroup_root, &errors);
-  if (c.cgroup_root.find("/..") != std::string::npos) {
-    errors.push_back("cgroup_root: must not contain \"..\"");
+  bool paths_ok = CheckAbsolute(&r, "state_dir", &c.state_dir, &errors);
+  paths_ok &= CheckAbsolute(&r, "runtime_dir", &c.runtime_dir, &errors);
+  paths_ok &= CheckAbsolute(&r, "api_socket", &c.api_socket, &errors);
+  if (!c.log_file.empty()) paths_ok &= CheckAbsolute(&r, "log_file", &c.log_file, &errors);
+  if (!c.jobs_dir.empty()) paths_ok &= CheckAbsolute(&r, "jobs_dir", &c.jobs_dir, &errors);
+  CheckAbsolute(&r, "cgroup_root", &c.cgroup_root, &errors);
+  // Conflicts between paths mean something only once every path is usable.
+  if (paths_ok) CheckPathConflicts(c, &errors);
+  for (int64_t uid : c.api_allowed_uids) {
+    if (uid >= c.dynamic_uid_first && uid <= c.dynamic_uid_last) {
+      errors.push_back(Format("api_allowed_uids: uid %lld is in dynamic_users %lld-%lld: a task running as that "
+                              "dynamic user could drive the agent's API",
+                              static_cast<long long>(uid), static_cast<long long>(c.dynamic_uid_first),
+                              static_cast<long long>(c.dynamic_uid_last)));
+    }
   }
   if (c.ApiSocket().size() > 107) {
     errors.push_back("api_socket: path \"" + c.ApiSocket() + "\" is longer than the 107 bytes a unix socket allows");

@@ -37,7 +37,10 @@ Result<UniqueFd> Open(const std::string& path, int flags, mode_t mode) {
   return UniqueFd(fd);
 }
 
-Status MkdirAll(const std::string& path, mode_t mode) {
+Status MkdirAll(const std::string& path_in, mode_t mode, bool* created) {
+  if (created) *created = false;
+  std::string path = path_in;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
   if (path.empty()) return Error(Code::kInvalidArgument, "mkdir: empty path");
   std::string cur;
   size_t pos = 0;
@@ -46,7 +49,15 @@ Status MkdirAll(const std::string& path, mode_t mode) {
     cur = path.substr(0, next);
     pos = next;
     if (cur.empty() || cur == "/") continue;
-    if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) return ErrnoError("mkdir '" + cur + "'");
+    mode_t m = next == std::string::npos ? mode : 0755;
+    if (::mkdir(cur.c_str(), m) == 0) {
+      // Ours: the umask must not narrow it (a 0711 state dir at umask 077
+      // would keep task users out).
+      if (::chmod(cur.c_str(), m) != 0) return ErrnoError("chmod '" + cur + "'");
+      if (created && next == std::string::npos) *created = true;
+    } else if (errno != EEXIST) {
+      return ErrnoError("mkdir '" + cur + "'");
+    }
   }
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return ErrnoError("stat '" + path + "'");

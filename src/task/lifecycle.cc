@@ -33,6 +33,39 @@
 
 namespace outpost::task {
 
+namespace {
+
+// A task running as another user starts in its task dir: every directory
+// above it must let that user search it, or the start fails at chdir with
+// a bare EACCES. Names the first one in the way (the agent changes the
+// mode of no directory it did not create).
+Status CheckTaskDirReachable(const std::string& task_dir, const proc::Credentials& who) {
+  for (size_t slash = task_dir.find('/', 1); slash != std::string::npos; slash = task_dir.find('/', slash + 1)) {
+    std::string dir = task_dir.substr(0, slash);
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0) return ErrnoError("stat '" + dir + "'");
+    mode_t bit = S_IXOTH;
+    if (st.st_uid == who.uid) {
+      bit = S_IXUSR;
+    } else {
+      for (gid_t g : who.groups) {
+        if (g == st.st_gid) bit = S_IXGRP;
+      }
+      if (who.gid == st.st_gid) bit = S_IXGRP;
+    }
+    if ((st.st_mode & bit) == 0) {
+      return Error(Code::kFailedPrecondition,
+                   Format("task dir '%s' is out of reach of uid %u: '%s' (mode %04o, owner %u) does not let it "
+                          "search; let other users search it (chmod o+x)",
+                          task_dir.c_str(), static_cast<unsigned>(who.uid), dir.c_str(),
+                          static_cast<unsigned>(st.st_mode & 07777), static_cast<unsigned>(st.st_uid)));
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 void TaskManager::Start(driver::TaskConfig config, StartedCallback started, ExitCallback exited) {
   auto op = std::make_shared<StartOp>();
   op->config = std::move(config);
@@ -155,6 +188,9 @@ void TaskManager::Prepare(StartOp* op, DoneCallback done) {
   OUTPOST_RETURN_IF_ERROR_CB(sys::MkdirAll(c.task_dir, 0700), done);
   if (::chown(c.task_dir.c_str(), creds->uid, creds->gid) != 0 && ::geteuid() == 0) {
     return done(ErrnoError("chown '" + c.task_dir + "'"));
+  }
+  if (c.workdir.empty() && creds->uid != 0 && creds->uid != ::geteuid()) {
+    OUTPOST_RETURN_IF_ERROR_CB(CheckTaskDirReachable(c.task_dir, *creds), done);
   }
   raw->record.handle.config = c;
   done(OpenLogs(c, creds->uid, creds->gid, raw));
