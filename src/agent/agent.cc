@@ -112,6 +112,11 @@ Status Agent::Setup() {
   OUTPOST_RETURN_IF_ERROR(PrepareDir("runtime_dir", config_.runtime_dir, 0700));
   std::string socket_dir = sys::Dirname(config_.ApiSocket());
   if (socket_dir != config_.runtime_dir) OUTPOST_RETURN_IF_ERROR(PrepareDir("api_socket", socket_dir, 0700));
+  // And jobs.d, if it exists (its watcher creates it): a job file there runs
+  // commands as any user, so not even a sticky bit makes others' writes safe.
+  if (!config_.jobs_dir.empty() && ::access(config_.jobs_dir.c_str(), F_OK) == 0) {
+    OUTPOST_RETURN_IF_ERROR(CheckExistingDir("jobs_dir", config_.jobs_dir, false));
+  }
 
   auto loop = Loop::Create();
   if (!loop.ok()) return loop.error();

@@ -59,11 +59,12 @@ bool CleanPath(std::string* path);
 void CheckPathConflicts(const Config& c, std::vector<std::string>* errors);
 // An existing directory the agent keeps files in is used as it is (its mode
 // is never changed) if it is a directory that only root or the agent's
-// user owns and that others cannot write to (unless it has the sticky bit,
-// like /tmp). key names the config key in the error.
-Status CheckExistingDir(const char* key, const std::string& dir);
-// CheckExistingDir for those of state_dir, runtime_dir and the API
-// socket's dir that exist (for `outpost agent --check`).
+// user owns and that others cannot write to (unless sticky_ok and it has
+// the sticky bit, like /tmp). key names the config key in the error.
+Status CheckExistingDir(const char* key, const std::string& dir, bool sticky_ok = true);
+// CheckExistingDir for those of state_dir, runtime_dir, the API socket's
+// dir and jobs_dir (whose files are run as jobs: no sticky exception) that
+// exist (for `outpost agent --check`).
 Status CheckExistingDirs(const Config& c);
 
 // Keys whose change takes effect on SIGHUP; the rest need a restart.

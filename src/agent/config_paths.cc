@@ -89,7 +89,7 @@ void CheckPathConflicts(const Config& c, std::vector<std::string>* errors) {
   }
 }
 
-Status CheckExistingDir(const char* key, const std::string& dir) {
+Status CheckExistingDir(const char* key, const std::string& dir, bool sticky_ok) {
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) return ErrnoError(std::string(key) + ": stat '" + dir + "'");
   if (!S_ISDIR(st.st_mode)) return Error(Code::kInvalidArgument, std::string(key) + ": '" + dir + "' is not a directory");
@@ -99,11 +99,13 @@ Status CheckExistingDir(const char* key, const std::string& dir) {
                         "replace what the agent keeps there; chown it or choose another directory",
                         key, dir.c_str(), static_cast<unsigned>(st.st_uid)));
   }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) {
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (!sticky_ok || (st.st_mode & S_ISVTX) == 0)) {
     return Error(Code::kInvalidArgument,
-                 Format("%s: directory '%s' (mode %04o) is writable by other users without the sticky bit: they "
-                        "could replace what the agent keeps there; remove their write permission (chmod go-w)",
-                        key, dir.c_str(), static_cast<unsigned>(st.st_mode & 07777)));
+                 Format("%s: directory '%s' (mode %04o) is writable by other users%s: they could %s; remove their "
+                        "write permission (chmod go-w)",
+                        key, dir.c_str(), static_cast<unsigned>(st.st_mode & 07777),
+                        sticky_ok ? " without the sticky bit" : "",
+                        sticky_ok ? "replace what the agent keeps there" : "add files the agent acts on as its user"));
   }
   return OkStatus();
 }
@@ -111,19 +113,21 @@ Status CheckExistingDir(const char* key, const std::string& dir) {
 Status CheckExistingDirs(const Config& c) {
   std::vector<std::string> errors;
   std::string socket_dir = sys::Dirname(c.ApiSocket());
-  const std::pair<const char*, std::string> dirs[] = {
-      {"state_dir", c.state_dir}, {"runtime_dir", c.runtime_dir}, {"api_socket", socket_dir}};
+  const std::pair<const char*, std::string> dirs[] = {{"state_dir", c.state_dir},
+                                                      {"runtime_dir", c.runtime_dir},
+                                                      {"api_socket", socket_dir},
+                                                      {"jobs_dir", c.jobs_dir}};
   for (const auto& [key, dir] : dirs) {
     if (key == dirs[2].first && (dir == c.state_dir || dir == c.runtime_dir)) continue;
     struct stat st;
-    if (::stat(dir.c_str(), &st) != 0 && errno == ENOENT) continue;  // created at start
-    Status s = CheckExistingDir(key, dir);
+    if (dir.empty() || (::stat(dir.c_str(), &st) != 0 && errno == ENOENT)) continue;  // created at start
+    Status s = CheckExistingDir(key, dir, key != dirs[3].first);
     if (!s.ok()) errors.push_back(s.error().message());
   }
   if (errors.empty()) return OkStatus();
   std::string all;
   for (const std::string& e : errors) all += (all.empty() ? "" : "\n") + e;
-  return Error(Code::kFailedPrecondition, all);
+  return Error(Code::kInvalidArgument, all);
 }
 
 }  // namespace outpost

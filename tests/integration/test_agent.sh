@@ -48,6 +48,12 @@ test_existing_dirs_keep_their_mode_and_unsafe_ones_are_refused() {
   chmod 1777 "$T/run"   # sticky, like /tmp: others cannot replace what is not theirs
   expect_exit 0 "$OUTPOST" agent --config "$T/config.json" --check
   chmod 0700 "$T/run"
+  # jobs.d: a job file runs commands as any user; no sticky exception.
+  mkdir -p "$T/jobs.d" && chmod 1777 "$T/jobs.d"
+  expect_exit 2 "$OUTPOST" agent --config "$T/config.json"
+  expect_contains "$OUT" "jobs_dir: directory '$T/jobs.d' (mode 1777) is writable by other users: they could add files" \
+    "writable jobs.d"
+  chmod 0755 "$T/jobs.d"
   if [ "$(id -u)" = 0 ]; then
     chown 65534 "$T/state"
     expect_exit 2 "$OUTPOST" agent --config "$T/config.json"

@@ -195,6 +195,24 @@ TEST_F(ExistingDir, WritableByOthersWithoutStickyBitIsRefused) {
   }
 }
 
+TEST_F(ExistingDir, AJobsDirWritableByOthersIsRefusedEvenWithTheStickyBit) {
+  ASSERT_EQ(0, ::chmod(dir_.c_str(), 01777));
+  Status st = CheckExistingDir("jobs_dir", dir_, false);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message(), "jobs_dir: directory '" + dir_ + "' (mode 1777) is writable by other users: they "
+                                  "could add files the agent acts on as its user; remove their write permission "
+                                  "(chmod go-w)");
+  Config c;
+  c.state_dir = dir_ + "/state";
+  c.runtime_dir = dir_ + "/run";
+  c.jobs_dir = dir_;
+  st = CheckExistingDirs(c);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message().find("jobs_dir: directory"), std::string::npos);
+  ASSERT_EQ(0, ::chmod(dir_.c_str(), 0755));
+  EXPECT_TRUE(CheckExistingDirs(c).ok());
+}
+
 TEST_F(ExistingDir, OwnedByAnotherUserIsRefused) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to chown";
   ASSERT_EQ(0, ::chown(dir_.c_str(), 65534, 65534));
