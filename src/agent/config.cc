@@ -11,18 +11,19 @@ namespace {
 constexpr size_t kMaxConfigBytes = 1 << 20;
 
 // Checks a path key and cleans it (CleanPath). False if it is unusable.
-bool CheckAbsolute(json::ObjectReader* r, const std::string& key, std::string* value, json::Errors* errors) {
+bool CheckAbsolute(json::ObjectReader* r, const char* key, std::string* value, json::Errors* errors) {
   if (!r->Has(key)) return true;
+  const char* why = nullptr;
   if (value->empty() || (*value)[0] != '/') {
-    errors->push_back(key + ": must be an absolute path, got \"" + *value + "\"");
+    why = "must be an absolute path";
   } else if (value->find('\0') != std::string::npos) {
-    errors->push_back(key + ": must not contain NUL bytes");
+    errors->push_back(Format("%s: must not contain NUL bytes", key));
+    return false;
   } else if (!CleanPath(value)) {
-    errors->push_back(key + ": must not contain \"..\", got \"" + *value + "\"");
-  } else {
-    return true;
+    why = "must not contain \"..\"";
   }
-  return false;
+  if (why) errors->push_back(Format("%s: %s, got \"%s\"", key, why, value->c_str()));
+  return why == nullptr;
 }
 
 }  // namespace

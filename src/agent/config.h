@@ -64,7 +64,7 @@ void CheckPathConflicts(const Config& c, std::vector<std::string>* errors);
 Status CheckExistingDir(const char* key, const std::string& dir, bool sticky_ok = true);
 // CheckExistingDir for those of state_dir, runtime_dir, the API socket's
 // dir and jobs_dir (whose files are run as jobs: no sticky exception) that
-// exist (for `outpost agent --check`).
+// exist; every problem, one per line. At start and for `--check`.
 Status CheckExistingDirs(const Config& c);
 
 // Keys whose change takes effect on SIGHUP; the rest need a restart.

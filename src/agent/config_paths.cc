@@ -27,21 +27,28 @@ constexpr const char* kWhyRuntimeOwn = "the runtime dir is the agent's alone: it
 
 }  // namespace
 
-bool CleanPath(std::string* path) {
+__attribute__((noinline)) bool CleanPath(std::string* path) {
+  const std::string& p = *path;
   std::string out;
-  for (const std::string& part : Split(*path, '/')) {
-    if (part.empty() || part == ".") continue;
-    if (part == "..") return false;
-    out += "/" + part;
+  for (size_t i = 0, j; i < p.size(); i = j + 1) {
+    j = p.find('/', i);
+    if (j == std::string::npos) j = p.size();
+    size_t n = j - i;
+    if (n == 2 && p[i] == '.' && p[i + 1] == '.') return false;
+    if (n == 0 || (n == 1 && p[i] == '.')) continue;
+    out += '/';
+    out.append(p, i, n);
   }
   *path = out.empty() ? "/" : out;
   return true;
 }
 
-void CheckPathConflicts(const Config& c, std::vector<std::string>* errors) {
+__attribute__((noinline)) void CheckPathConflicts(const Config& c, std::vector<std::string>* errors) {
+  // "<k1> "<p1>" <rel> <k2> "<p2>": <why>[; keep <k1><keep>]"
   auto say = [errors](const char* k1, const std::string& p1, const char* rel, const char* k2, const std::string& p2,
-                      const std::string& why) {
-    errors->push_back(std::string(k1) + " \"" + p1 + "\" " + rel + " " + k2 + " \"" + p2 + "\": " + why);
+                      const char* why, const char* keep = nullptr) {
+    errors->push_back(Format("%s \"%s\" %s %s \"%s\": %s%s%s%s", k1, p1.c_str(), rel, k2, p2.c_str(), why,
+                             keep ? "; keep " : "", keep ? k1 : "", keep ? keep : ""));
   };
   const std::string& state = c.state_dir;
   const std::string& run = c.runtime_dir;
@@ -58,75 +65,64 @@ void CheckPathConflicts(const Config& c, std::vector<std::string>* errors) {
         "the runtime dir is private (0700), so tasks running as other users could not reach their task dirs");
   }
 
-  struct Named {
-    const char* key;
-    std::string path;
-  };
-  const Named others[] = {{"api_socket", c.ApiSocket()}, {"log_file", c.log_file}, {"jobs_dir", c.jobs_dir}};
+  const char* const keys[] = {"api_socket", "log_file", "jobs_dir"};
+  const std::string socket = c.ApiSocket();
+  const std::string* const paths[] = {&socket, &c.log_file, &c.jobs_dir};
+  const std::string fifo_dir = run + "/fifo";
   for (size_t i = 0; i < 3; ++i) {
-    const Named& o = others[i];
-    if (o.path.empty()) continue;
-    const char* rel_state = o.path == state ? "is the same path as" : "is inside";
-    const char* rel_run = o.path == run ? "is the same path as" : "is inside";
-    // The API socket's usual place is the runtime dir (its default), but
-    // not the FIFOs' dir.
-    bool socket = i == 0;
-    bool socket_ok_in_run = socket && o.path != run && !Inside(o.path, run + "/fifo");
-    if (Inside(o.path, state)) {
-      say(o.key, o.path, rel_state, "state_dir", state, std::string(kWhyStateOwn) + "; keep " + o.key + " outside it");
-    } else if (Inside(o.path, run) && !socket_ok_in_run) {
-      say(o.key, o.path, rel_run, "runtime_dir", run,
-          std::string(kWhyRuntimeOwn) + "; keep " + o.key + (socket ? " out of its fifo/ dir" : " outside it"));
+    const std::string& p = *paths[i];
+    if (p.empty()) continue;
+    if (Inside(p, state)) {
+      say(keys[i], p, p == state ? "is the same path as" : "is inside", "state_dir", state, kWhyStateOwn,
+          " outside it");
+    } else if (Inside(p, run) && (i != 0 || p == run || Inside(p, fifo_dir))) {
+      // The API socket's usual place is the runtime dir (its default), but
+      // not the FIFOs' dir.
+      say(keys[i], p, p == run ? "is the same path as" : "is inside", "runtime_dir", run, kWhyRuntimeOwn,
+          i == 0 ? " out of its fifo/ dir" : " outside it");
     }
-  }
-  for (size_t i = 0; i < 3; ++i) {
     for (size_t j = i + 1; j < 3; ++j) {
-      if (!others[i].path.empty() && others[i].path == others[j].path) {
-        say(others[i].key, others[i].path, "is the same path as", others[j].key, others[j].path,
-            "each needs a path of its own");
-      }
+      if (p == *paths[j]) say(keys[i], p, "is the same path as", keys[j], p, "each needs a path of its own");
     }
   }
 }
 
 Status CheckExistingDir(const char* key, const std::string& dir, bool sticky_ok) {
   struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) return ErrnoError(std::string(key) + ": stat '" + dir + "'");
-  if (!S_ISDIR(st.st_mode)) return Error(Code::kInvalidArgument, std::string(key) + ": '" + dir + "' is not a directory");
-  if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
-    return Error(Code::kInvalidArgument,
-                 Format("%s: directory '%s' is owned by uid %u, neither root nor the agent's user: that user could "
-                        "replace what the agent keeps there; chown it or choose another directory",
-                        key, dir.c_str(), static_cast<unsigned>(st.st_uid)));
+  if (::stat(dir.c_str(), &st) != 0) return PathError("stat", dir);
+  const char* why = nullptr;
+  if (!S_ISDIR(st.st_mode)) {
+    why = "is not a directory";
+  } else if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
+    why = "is owned by a user other than root and the agent's: that user could replace what the agent keeps "
+          "there; chown it or choose another directory";
+  } else if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (!sticky_ok || (st.st_mode & S_ISVTX) == 0)) {
+    why = sticky_ok ? "is writable by other users without the sticky bit: they could replace what the agent keeps "
+                      "there; remove their write permission (chmod go-w)"
+                    : "is writable by other users: they could add files the agent acts on as its user; remove "
+                      "their write permission (chmod go-w)";
   }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (!sticky_ok || (st.st_mode & S_ISVTX) == 0)) {
-    return Error(Code::kInvalidArgument,
-                 Format("%s: directory '%s' (mode %04o) is writable by other users%s: they could %s; remove their "
-                        "write permission (chmod go-w)",
-                        key, dir.c_str(), static_cast<unsigned>(st.st_mode & 07777),
-                        sticky_ok ? " without the sticky bit" : "",
-                        sticky_ok ? "replace what the agent keeps there" : "add files the agent acts on as its user"));
-  }
-  return OkStatus();
+  if (!why) return OkStatus();
+  return Error(Code::kInvalidArgument, Format("%s: '%s' (mode %04o, owner %u) %s", key, dir.c_str(),
+                                              static_cast<unsigned>(st.st_mode & 07777),
+                                              static_cast<unsigned>(st.st_uid), why));
 }
 
 Status CheckExistingDirs(const Config& c) {
-  std::vector<std::string> errors;
   std::string socket_dir = sys::Dirname(c.ApiSocket());
-  const std::pair<const char*, std::string> dirs[] = {{"state_dir", c.state_dir},
-                                                      {"runtime_dir", c.runtime_dir},
-                                                      {"api_socket", socket_dir},
-                                                      {"jobs_dir", c.jobs_dir}};
-  for (const auto& [key, dir] : dirs) {
-    if (key == dirs[2].first && (dir == c.state_dir || dir == c.runtime_dir)) continue;
-    struct stat st;
-    if (dir.empty() || (::stat(dir.c_str(), &st) != 0 && errno == ENOENT)) continue;  // created at start
-    Status s = CheckExistingDir(key, dir, key != dirs[3].first);
-    if (!s.ok()) errors.push_back(s.error().message());
-  }
-  if (errors.empty()) return OkStatus();
+  const char* const keys[] = {"state_dir", "runtime_dir", "api_socket", "jobs_dir"};
+  const std::string* const dirs[] = {&c.state_dir, &c.runtime_dir, &socket_dir, &c.jobs_dir};
   std::string all;
-  for (const std::string& e : errors) all += (all.empty() ? "" : "\n") + e;
+  for (int i = 0; i < 4; ++i) {
+    const std::string& d = *dirs[i];
+    // Missing ones are created at start.
+    if (d.empty() || (i == 2 && (d == c.state_dir || d == c.runtime_dir)) || ::access(d.c_str(), F_OK) != 0) continue;
+    Status s = CheckExistingDir(keys[i], d, i != 3);
+    if (s.ok()) continue;
+    if (!all.empty()) all += '\n';
+    all += s.error().message();
+  }
+  if (all.empty()) return OkStatus();
   return Error(Code::kInvalidArgument, all);
 }
 

@@ -35,9 +35,9 @@ Status WriteAll(int fd, const void* buf, size_t len, const std::string& what);
 Result<UniqueFd> Open(const std::string& path, int flags, mode_t mode = 0);
 // mkdir -p: missing parents are created 0755, path itself with mode. The
 // mode of each directory it creates is exactly that (whatever the umask);
-// an existing directory keeps its mode. *created (if given) says whether
-// path itself was created. Ends in an error unless path is a directory.
-Status MkdirAll(const std::string& path, mode_t mode, bool* created = nullptr);
+// an existing directory keeps its mode. Ends in an error unless path is a
+// directory.
+Status MkdirAll(const std::string& path, mode_t mode);
 
 // Whole small file (config, /proc entries). Refuses files above max_bytes.
 Result<std::string> ReadFile(const std::string& path, size_t max_bytes = 16 << 20);

@@ -38,7 +38,7 @@ test_existing_dirs_keep_their_mode_and_unsafe_ones_are_refused() {
   kill "$AGENT_PID" && wait "$AGENT_PID"
   # Writable by others: refused at start and by --check, and left as it is.
   chmod 0777 "$T/run"
-  local why="runtime_dir: directory '$T/run' (mode 0777) is writable by other users without the sticky bit"
+  local why="runtime_dir: '$T/run' (mode 0777, owner $(id -u)) is writable by other users without the sticky bit"
   expect_exit 2 "$OUTPOST" agent --config "$T/config.json" --check
   expect_contains "$OUT" "$why" "--check"
   expect_exit 2 "$OUTPOST" agent --config "$T/config.json"
@@ -51,13 +51,13 @@ test_existing_dirs_keep_their_mode_and_unsafe_ones_are_refused() {
   # jobs.d: a job file runs commands as any user; no sticky exception.
   mkdir -p "$T/jobs.d" && chmod 1777 "$T/jobs.d"
   expect_exit 2 "$OUTPOST" agent --config "$T/config.json"
-  expect_contains "$OUT" "jobs_dir: directory '$T/jobs.d' (mode 1777) is writable by other users: they could add files" \
+  expect_contains "$OUT" "jobs_dir: '$T/jobs.d' (mode 1777, owner $(id -u)) is writable by other users: they could add files" \
     "writable jobs.d"
   chmod 0755 "$T/jobs.d"
   if [ "$(id -u)" = 0 ]; then
     chown 65534 "$T/state"
     expect_exit 2 "$OUTPOST" agent --config "$T/config.json"
-    expect_contains "$OUT" "state_dir: directory '$T/state' is owned by uid 65534, neither root nor the agent's user" \
+    expect_contains "$OUT" "state_dir: '$T/state' (mode 0750, owner 65534) is owned by a user other than root" \
       "another user's dir"
   fi
 }

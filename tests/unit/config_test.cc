@@ -189,9 +189,10 @@ TEST_F(ExistingDir, WritableByOthersWithoutStickyBitIsRefused) {
     ASSERT_EQ(0, ::chmod(dir_.c_str(), m));
     Status st = CheckExistingDir("runtime_dir", dir_);
     ASSERT_FALSE(st.ok());
-    EXPECT_EQ(st.error().message(), "runtime_dir: directory '" + dir_ + "' (mode " + Format("%04o", m) +
-                                        ") is writable by other users without the sticky bit: they could replace "
-                                        "what the agent keeps there; remove their write permission (chmod go-w)");
+    EXPECT_EQ(st.error().message(),
+              Format("runtime_dir: '%s' (mode %04o, owner %u) is writable by other users without the sticky bit: "
+                     "they could replace what the agent keeps there; remove their write permission (chmod go-w)",
+                     dir_.c_str(), m, ::getuid()));
   }
 }
 
@@ -199,16 +200,17 @@ TEST_F(ExistingDir, AJobsDirWritableByOthersIsRefusedEvenWithTheStickyBit) {
   ASSERT_EQ(0, ::chmod(dir_.c_str(), 01777));
   Status st = CheckExistingDir("jobs_dir", dir_, false);
   ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.error().message(), "jobs_dir: directory '" + dir_ + "' (mode 1777) is writable by other users: they "
-                                  "could add files the agent acts on as its user; remove their write permission "
-                                  "(chmod go-w)");
+  EXPECT_EQ(st.error().message(),
+            Format("jobs_dir: '%s' (mode 1777, owner %u) is writable by other users: they could add files the agent "
+                   "acts on as its user; remove their write permission (chmod go-w)",
+                   dir_.c_str(), ::getuid()));
   Config c;
   c.state_dir = dir_ + "/state";
   c.runtime_dir = dir_ + "/run";
   c.jobs_dir = dir_;
   st = CheckExistingDirs(c);
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.error().message().find("jobs_dir: directory"), std::string::npos);
+  EXPECT_EQ(st.error().message().find("jobs_dir: '"), 0u);
   ASSERT_EQ(0, ::chmod(dir_.c_str(), 0755));
   EXPECT_TRUE(CheckExistingDirs(c).ok());
 }
@@ -218,9 +220,10 @@ TEST_F(ExistingDir, OwnedByAnotherUserIsRefused) {
   ASSERT_EQ(0, ::chown(dir_.c_str(), 65534, 65534));
   Status st = CheckExistingDir("api_socket", dir_);
   ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.error().message(), "api_socket: directory '" + dir_ +
-                                      "' is owned by uid 65534, neither root nor the agent's user: that user could "
-                                      "replace what the agent keeps there; chown it or choose another directory");
+  EXPECT_EQ(st.error().message(), "api_socket: '" + dir_ +
+                                      "' (mode 0700, owner 65534) is owned by a user other than root and the "
+                                      "agent's: that user could replace what the agent keeps there; chown it or "
+                                      "choose another directory");
 }
 
 TEST_F(ExistingDir, AFileIsNotADirectory) {
@@ -228,22 +231,29 @@ TEST_F(ExistingDir, AFileIsNotADirectory) {
   ASSERT_TRUE(sys::WriteFileAtomic(f, "", 0600).ok());
   Status st = CheckExistingDir("state_dir", f);
   ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.error().message(), "state_dir: '" + f + "' is not a directory");
+  EXPECT_EQ(st.error().message(), Format("state_dir: '%s' (mode 0600, owner %u) is not a directory", f.c_str(), ::getuid()));
 }
 
-TEST_F(ExistingDir, CheckOnlyLooksAtDirsThatExist) {
+TEST_F(ExistingDir, AllAreCheckedThatExistEachOnce) {
   Config c;
   c.state_dir = dir_ + "/state";  // missing: created at start
   c.runtime_dir = dir_ + "/run";
+  c.jobs_dir = dir_ + "/jobs.d";
   ASSERT_EQ(0, ::mkdir(c.runtime_dir.c_str(), 0777));
   ASSERT_EQ(0, ::chmod(c.runtime_dir.c_str(), 0777));
+  ASSERT_EQ(0, ::mkdir(c.jobs_dir.c_str(), 0777));
+  ASSERT_EQ(0, ::chmod(c.jobs_dir.c_str(), 0775));
   Status st = CheckExistingDirs(c);
   ASSERT_FALSE(st.ok());
-  // Named once, though the API socket is in it too.
-  EXPECT_EQ(st.error().message(), "runtime_dir: directory '" + c.runtime_dir +
-                                      "' (mode 0777) is writable by other users without the sticky bit: they could "
-                                      "replace what the agent keeps there; remove their write permission (chmod go-w)");
+  // The runtime dir named once, though the API socket is in it too.
+  EXPECT_EQ(st.error().message(),
+            Format("runtime_dir: '%s' (mode 0777, owner %u) is writable by other users without the sticky bit: "
+                   "they could replace what the agent keeps there; remove their write permission (chmod go-w)\n"
+                   "jobs_dir: '%s' (mode 0775, owner %u) is writable by other users: they could add files the agent "
+                   "acts on as its user; remove their write permission (chmod go-w)",
+                   c.runtime_dir.c_str(), ::getuid(), c.jobs_dir.c_str(), ::getuid()));
   ASSERT_EQ(0, ::chmod(c.runtime_dir.c_str(), 0755));
+  ASSERT_EQ(0, ::chmod(c.jobs_dir.c_str(), 0755));
   EXPECT_TRUE(CheckExistingDirs(c).ok());
 }
 
