@@ -55,17 +55,6 @@ pid_t PeerPidOf(const std::string& path) {
   return cred.ok() ? cred->pid : 0;
 }
 
-// mode 0700 for the runtime dir (the API socket's protection rests on it);
-// 0711 for the state dir, which tasks running as other users must traverse
-// to reach their own task dir (nothing in it can be listed).
-Status MakePrivateDir(const std::string& dir, mode_t mode = 0700) {
-  OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(dir, mode));
-  // An existing directory may have looser permissions (created by hand or by
-  // an older version): tighten.
-  if (::chmod(dir.c_str(), mode) != 0) return ErrnoError(Format("chmod %o '", mode) + dir + "'");
-  return OkStatus();
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Agent>> Agent::Start(Config config, UniqueFd keeper_fd) {
@@ -106,10 +95,19 @@ Agent::~Agent() {
 Status Agent::Setup() {
   ApplyRuntimeSettings();
   ::signal(SIGPIPE, SIG_IGN);
-  OUTPOST_RETURN_IF_ERROR(MakePrivateDir(config_.runtime_dir));
-  OUTPOST_RETURN_IF_ERROR(MakePrivateDir(config_.state_dir, 0711));
+  // Existing directories are used as they are (their mode is never
+  // changed: one may be shared, like the socket's dir being the state dir's
+  // parent) unless others could replace what the agent keeps there; jobs.d
+  // too, whose files run commands as any user. Missing ones are created:
+  // the state dir first, so its missing parents are searchable (0755)
+  // whichever of the others shares them; the state dir 0711, which tasks
+  // running as other users must pass through to their task dirs (nothing in
+  // it can be listed); the runtime dir and the socket's dir 0700.
+  OUTPOST_RETURN_IF_ERROR(CheckExistingDirs(config_));
+  OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(config_.state_dir, 0711));
+  OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(config_.runtime_dir, 0700));
   std::string socket_dir = sys::Dirname(config_.ApiSocket());
-  if (socket_dir != config_.runtime_dir) OUTPOST_RETURN_IF_ERROR(MakePrivateDir(socket_dir));
+  if (socket_dir != config_.runtime_dir) OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(socket_dir, 0700));
 
   auto loop = Loop::Create();
   if (!loop.ok()) return loop.error();
@@ -137,33 +135,35 @@ Status Agent::BindApiSocket() {
   // One agent per socket. The lock (not the socket) decides: connect-probing
   // alone races when two agents start at once.
   std::string lock_path = path + ".lock";
-  auto lock = sys::Open(lock_path, O_RDWR | O_CREAT, 0600);
+  auto lock = sys::Open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
   if (!lock.ok()) return lock.error();
   if (sys::RetryEintr([&] { return ::flock(lock->get(), LOCK_EX | LOCK_NB); }) != 0) {
-    if (errno != EWOULDBLOCK) return ErrnoError("lock '" + lock_path + "'");
-    pid_t pid = PeerPidOf(path);
+    if (errno != EWOULDBLOCK) return PathError("lock", lock_path);
+    char who[32] = "";
+    if (pid_t pid = PeerPidOf(path)) std::snprintf(who, sizeof who, "(pid %d) ", static_cast<int>(pid));
     return Error(Code::kAlreadyExists,
-                 "another agent " + (pid > 0 ? Format("(pid %d) ", pid) : std::string()) + "is already serving " +
-                     path + "; stop it first or give this one another api_socket");
+                 Format("another agent %sis already serving %s; stop it first or give this one another api_socket",
+                        who, path.c_str()));
   }
   lock_fd_ = std::move(*lock);
 
   struct stat st;
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
-      return Error(Code::kFailedPrecondition, "refusing to replace '" + path + "': it exists and is not a socket");
+      return Error(Code::kFailedPrecondition, Format("refusing to replace '%s': it exists and is not a socket", path.c_str()));
     }
     // We hold the lock, so whatever socket is there belongs to a dead agent.
     log::Warn("replacing stale API socket left by a previous agent", {{"socket", path}});
-    if (::unlink(path.c_str()) != 0) return ErrnoError("remove stale socket '" + path + "'");
+    if (::unlink(path.c_str()) != 0) return PathError("remove stale socket", path);
   }
 
   mode_t old_umask = ::umask(0077);
   auto listen = sys::UnixListen(path, 128);
   ::umask(old_umask);
   if (!listen.ok()) return listen.error();
-  if (::chmod(path.c_str(), 0600) != 0) return ErrnoError("chmod 0600 '" + path + "'");
-  if (::lstat(path.c_str(), &st) != 0) return ErrnoError("stat '" + path + "'");
+  if (::chmod(path.c_str(), 0600) != 0 || ::lstat(path.c_str(), &st) != 0) {
+    return PathError("chmod 0600", path);
+  }
   bound_socket_ = path;
   socket_dev_ = st.st_dev;
   socket_ino_ = st.st_ino;
@@ -325,6 +325,10 @@ Status Agent::Run() {
 
 namespace {
 
+void PrintErrorLines(const Error& e) {
+  for (const std::string& line : Split(e.message(), '\n')) std::fprintf(stderr, "outpost: %s\n", line.c_str());
+}
+
 void PrintEffectiveConfig(const Config& c) {
   std::string uids;
   for (int64_t u : c.api_allowed_uids) uids += (uids.empty() ? "" : ", ") + std::to_string(u);
@@ -451,13 +455,17 @@ int Main(const std::vector<std::string>& all_args) {
     config = Config();
   }
   if (!config.ok()) {
-    for (const std::string& line : Split(config.error().message(), '\n')) {
-      std::fprintf(stderr, "outpost: %s\n", line.c_str());
-    }
+    PrintErrorLines(config.error());
     std::fprintf(stderr, "outpost: agent not started: fix the configuration above\n");
     return 2;
   }
   if (check) {
+    // Also the directories as they are now (the agent creates missing ones).
+    Status dirs = CheckExistingDirs(*config);
+    if (!dirs.ok()) {
+      PrintErrorLines(dirs.error());
+      return 2;
+    }
     PrintEffectiveConfig(*config);
     return 0;
   }

@@ -10,13 +10,20 @@ namespace {
 
 constexpr size_t kMaxConfigBytes = 1 << 20;
 
-void CheckAbsolute(json::ObjectReader* r, const std::string& key, const std::string& value, json::Errors* errors) {
-  if (!r->Has(key)) return;
-  if (value.empty() || value[0] != '/') {
-    errors->push_back(key + ": must be an absolute path, got \"" + value + "\"");
-  } else if (value.find('\0') != std::string::npos) {
-    errors->push_back(key + ": must not contain NUL bytes");
+// Checks a path key and cleans it (CleanPath). False if it is unusable.
+bool CheckAbsolute(json::ObjectReader* r, const char* key, std::string* value, json::Errors* errors) {
+  if (!r->Has(key)) return true;
+  const char* why = nullptr;
+  if (value->empty() || (*value)[0] != '/') {
+    why = "must be an absolute path";
+  } else if (value->find('\0') != std::string::npos) {
+    errors->push_back(Format("%s: must not contain NUL bytes", key));
+    return false;
+  } else if (!CleanPath(value)) {
+    why = "must not contain \"..\"";
   }
+  if (why) errors->push_back(Format("%s: %s, got \"%s\"", key, why, value->c_str()));
+  return why == nullptr;
 }
 
 }  // namespace
@@ -68,14 +75,21 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
   r.String("watchdog_device", &c.watchdog_device);
   r.RejectUnknown();
 
-  CheckAbsolute(&r, "state_dir", c.state_dir, &errors);
-  CheckAbsolute(&r, "runtime_dir", c.runtime_dir, &errors);
-  CheckAbsolute(&r, "api_socket", c.api_socket, &errors);
-  if (!c.log_file.empty()) CheckAbsolute(&r, "log_file", c.log_file, &errors);
-  if (!c.jobs_dir.empty()) CheckAbsolute(&r, "jobs_dir", c.jobs_dir, &errors);
-  CheckAbsolute(&r, "cgroup_root", c.cgroup_root, &errors);
-  if (c.cgroup_root.find("/..") != std::string::npos) {
-    errors.push_back("cgroup_root: must not contain \"..\"");
+  bool paths_ok = CheckAbsolute(&r, "state_dir", &c.state_dir, &errors);
+  paths_ok &= CheckAbsolute(&r, "runtime_dir", &c.runtime_dir, &errors);
+  paths_ok &= CheckAbsolute(&r, "api_socket", &c.api_socket, &errors);
+  if (!c.log_file.empty()) paths_ok &= CheckAbsolute(&r, "log_file", &c.log_file, &errors);
+  if (!c.jobs_dir.empty()) paths_ok &= CheckAbsolute(&r, "jobs_dir", &c.jobs_dir, &errors);
+  CheckAbsolute(&r, "cgroup_root", &c.cgroup_root, &errors);
+  // Conflicts between paths mean something only once every path is usable.
+  if (paths_ok) CheckPathConflicts(c, &errors);
+  for (int64_t uid : c.api_allowed_uids) {
+    if (uid >= c.dynamic_uid_first && uid <= c.dynamic_uid_last) {
+      errors.push_back(Format("api_allowed_uids: uid %lld is in dynamic_users %lld-%lld: a task running as that "
+                              "dynamic user could drive the agent's API",
+                              static_cast<long long>(uid), static_cast<long long>(c.dynamic_uid_first),
+                              static_cast<long long>(c.dynamic_uid_last)));
+    }
   }
   if (!c.watchdog_device.empty()) CheckAbsolute(&r, "watchdog_device", c.watchdog_device, &errors);
   if (r.Has("heartbeat_timeout") && c.heartbeat_timeout_nanos != 0 && c.heartbeat_timeout_nanos < 1000000000LL) {

@@ -56,6 +56,24 @@ Result<Config> LoadConfig(const std::string& path);
 // Same for an in-memory document; source names it in messages.
 Result<Config> ParseConfig(const std::string& text, const std::string& source);
 
+// Paths (config_paths.cc). CleanPath drops empty and "." components and a
+// trailing slash; false if the path has a ".." component (what it names
+// would depend on symlinks).
+bool CleanPath(std::string* path);
+// The configured paths that must not share a directory (state_dir and
+// runtime_dir nested, other paths inside them, two keys on one path): one
+// line per problem, naming both keys and paths and why.
+void CheckPathConflicts(const Config& c, std::vector<std::string>* errors);
+// An existing directory the agent keeps files in is used as it is (its mode
+// is never changed) if it is a directory that only root or the agent's
+// user owns and that others cannot write to (unless sticky_ok and it has
+// the sticky bit, like /tmp). key names the config key in the error.
+Status CheckExistingDir(const char* key, const std::string& dir, bool sticky_ok = true);
+// CheckExistingDir for those of state_dir, runtime_dir, the API socket's
+// dir and jobs_dir (whose files are run as jobs: no sticky exception) that
+// exist; every problem, one per line. At start and for `--check`.
+Status CheckExistingDirs(const Config& c);
+
 // Keys whose change takes effect on SIGHUP; the rest need a restart.
 bool ReloadChangesRestartOnlyKeys(const Config& old_config, const Config& new_config, std::string* which);
 

@@ -46,4 +46,10 @@ Error ErrnoError(const std::string& what, int err) {
 
 Error ErrnoError(const std::string& what) { return ErrnoError(what, errno); }
 
+Error PathError(const char* what, const std::string& path) {
+  int err = errno;
+  // c_str(): a caller may pass a path cut short by a NUL (sys::MkdirAll).
+  return ErrnoError(std::string(what) + " '" + path.c_str() + "'", err);
+}
+
 }  // namespace outpost

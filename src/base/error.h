@@ -56,6 +56,9 @@ class Error {
 Error ErrnoError(const std::string& what, int err);
 // Same, using the current errno.
 Error ErrnoError(const std::string& what);
+// "<what> '<path>': <strerror(errno)>", the usual shape of a failed call on a
+// path (one out-of-line call instead of a string built at each call site).
+Error PathError(const char* what, const std::string& path);
 
 template <typename T>
 class [[nodiscard]] Result {

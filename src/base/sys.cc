@@ -33,24 +33,31 @@ Status WriteAll(int fd, const void* buf, size_t len, const std::string& what) {
 
 Result<UniqueFd> Open(const std::string& path, int flags, mode_t mode) {
   int fd = RetryEintr([&] { return ::open(path.c_str(), flags | O_CLOEXEC, mode); });
-  if (fd < 0) return ErrnoError("open '" + path + "'");
+  if (fd < 0) return PathError("open", path);
   return UniqueFd(fd);
 }
 
 Status MkdirAll(const std::string& path, mode_t mode) {
-  if (path.empty()) return Error(Code::kInvalidArgument, "mkdir: empty path");
-  std::string cur;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    size_t next = path.find('/', pos + 1);
-    cur = path.substr(0, next);
-    pos = next;
-    if (cur.empty() || cur == "/") continue;
-    if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) return ErrnoError("mkdir '" + cur + "'");
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  if (p.empty()) return Error(Code::kInvalidArgument, "mkdir: empty path");
+  for (size_t i = 1; i <= p.size(); ++i) {
+    if (i < p.size() && p[i] != '/') continue;
+    bool last = i == p.size();
+    p[i] = '\0';  // p.c_str() is now the directory up to i
+    mode_t m = last ? mode : 0755;
+    if (::mkdir(p.c_str(), m) == 0) {
+      // Ours: the umask must not narrow it (a 0711 state dir at umask 077
+      // would keep task users out).
+      if (::chmod(p.c_str(), m) != 0) return PathError("chmod", p);
+    } else if (errno != EEXIST) {
+      return PathError("mkdir", p);
+    }
+    if (!last) p[i] = '/';
   }
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return ErrnoError("stat '" + path + "'");
-  if (!S_ISDIR(st.st_mode)) return Error(Code::kFailedPrecondition, "'" + path + "' is not a directory");
+  if (::stat(p.c_str(), &st) != 0) return PathError("stat", p);
+  if (!S_ISDIR(st.st_mode)) return Error(Code::kFailedPrecondition, "'" + p + "' is not a directory");
   return OkStatus();
 }
 
@@ -61,7 +68,7 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
   char buf[8192];
   for (;;) {
     ssize_t n = Read(fd->get(), buf, sizeof buf);
-    if (n < 0) return ErrnoError("read '" + path + "'");
+    if (n < 0) return PathError("read", path);
     if (n == 0) break;
     if (out.size() + static_cast<size_t>(n) > max_bytes) {
       return Error(Code::kResourceExhausted,
@@ -78,7 +85,7 @@ Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t 
     auto fd = Open(tmp, O_WRONLY | O_CREAT | O_TRUNC, mode);
     if (!fd.ok()) return fd.error();
     Status st = WriteAll(fd->get(), data.data(), data.size(), "write '" + tmp + "'");
-    if (st.ok() && ::fsync(fd->get()) != 0) st = ErrnoError("fsync '" + tmp + "'");
+    if (st.ok() && ::fsync(fd->get()) != 0) st = PathError("fsync", tmp);
     if (!st.ok()) {
       ::unlink(tmp.c_str());  // a partial file would only hold on to space a full disk lacks
       return st;
@@ -91,7 +98,7 @@ Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t 
   }
   auto dir = Open(Dirname(path), O_RDONLY | O_DIRECTORY);
   if (!dir.ok()) return dir.error();
-  if (::fsync(dir->get()) != 0) return ErrnoError("fsync '" + Dirname(path) + "'");
+  if (::fsync(dir->get()) != 0) return PathError("fsync", Dirname(path));
   return OkStatus();
 }
 
@@ -113,9 +120,9 @@ Result<UniqueFd> UnixListen(const std::string& path, int backlog) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd) return ErrnoError("socket");
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof *addr) != 0) {
-    return ErrnoError("bind '" + path + "'");
+    return PathError("bind", path);
   }
-  if (::listen(fd.get(), backlog) != 0) return ErrnoError("listen '" + path + "'");
+  if (::listen(fd.get(), backlog) != 0) return PathError("listen", path);
   return fd;
 }
 
@@ -127,7 +134,7 @@ Result<UniqueFd> UnixConnect(const std::string& path, bool nonblocking) {
   // A unix-socket connect completes at once or fails (EAGAIN when the backlog
   // is full); EINTR is retried like everywhere else.
   int r = RetryEintr([&] { return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof *addr); });
-  if (r != 0) return ErrnoError("connect '" + path + "'");
+  if (r != 0) return PathError("connect", path);
   return fd;
 }
 
@@ -165,18 +172,18 @@ std::string Basename(const std::string& path) {
 }
 
 Status RemoveFileDurable(const std::string& path) {
-  if (::unlink(path.c_str()) != 0) return errno == ENOENT ? OkStatus() : ErrnoError("remove '" + path + "'");
+  if (::unlink(path.c_str()) != 0) return errno == ENOENT ? OkStatus() : PathError("remove", path);
   int dfd = ::open(Dirname(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return ErrnoError("open '" + Dirname(path) + "'");
+  if (dfd < 0) return PathError("open", Dirname(path));
   int rc = ::fsync(dfd);
   ::close(dfd);
-  if (rc != 0) return ErrnoError("fsync '" + Dirname(path) + "'");
+  if (rc != 0) return PathError("fsync", Dirname(path));
   return OkStatus();
 }
 
 Result<std::vector<std::string>> ListDir(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
-  if (!d) return ErrnoError("open directory '" + dir + "'");
+  if (!d) return PathError("open directory", dir);
   std::vector<std::string> out;
   while (dirent* e = ::readdir(d)) {
     if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
@@ -195,7 +202,7 @@ Status RemoveContents(int dirfd, const std::string& path, int depth) {
   DIR* d = ::fdopendir(dirfd);
   if (!d) {
     ::close(dirfd);
-    return ErrnoError("open directory '" + path + "'");
+    return PathError("open directory", path);
   }
   Status result = OkStatus();
   std::vector<std::string> names;
@@ -206,7 +213,7 @@ Status RemoveContents(int dirfd, const std::string& path, int depth) {
   for (const std::string& n : names) {
     if (::unlinkat(dirfd, n.c_str(), 0) == 0 || errno == ENOENT) continue;
     if (errno != EISDIR && errno != EPERM) {
-      result = ErrnoError("remove '" + path + "/" + n + "'");
+      result = PathError("remove", path + "/" + n);
       continue;
     }
     if (depth > 256) {
@@ -215,13 +222,13 @@ Status RemoveContents(int dirfd, const std::string& path, int depth) {
     }
     int sub = ::openat(dirfd, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (sub < 0) {
-      result = ErrnoError("open '" + path + "/" + n + "'");
+      result = PathError("open", path + "/" + n);
       continue;
     }
     Status st = RemoveContents(sub, path + "/" + n, depth + 1);
     if (!st.ok()) result = st;
     if (::unlinkat(dirfd, n.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
-      result = ErrnoError("remove directory '" + path + "/" + n + "'");
+      result = PathError("remove directory", path + "/" + n);
     }
   }
   ::closedir(d);  // closes dirfd
@@ -232,11 +239,11 @@ Status RemoveContents(int dirfd, const std::string& path, int depth) {
 
 Status RemoveTree(const std::string& path) {
   if (::unlink(path.c_str()) == 0 || errno == ENOENT) return OkStatus();
-  if (errno != EISDIR && errno != EPERM) return ErrnoError("remove '" + path + "'");
+  if (errno != EISDIR && errno != EPERM) return PathError("remove", path);
   int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT ? OkStatus() : ErrnoError("open '" + path + "'");
+  if (fd < 0) return errno == ENOENT ? OkStatus() : PathError("open", path);
   OUTPOST_RETURN_IF_ERROR(RemoveContents(fd, path, 0));
-  if (::rmdir(path.c_str()) != 0 && errno != ENOENT) return ErrnoError("remove directory '" + path + "'");
+  if (::rmdir(path.c_str()) != 0 && errno != ENOENT) return PathError("remove directory", path);
   return OkStatus();
 }
 

@@ -33,6 +33,10 @@ ssize_t Write(int fd, const void* buf, size_t len);
 Status WriteAll(int fd, const void* buf, size_t len, const std::string& what);
 
 Result<UniqueFd> Open(const std::string& path, int flags, mode_t mode = 0);
+// mkdir -p: missing parents are created 0755, path itself with mode. The
+// mode of each directory it creates is exactly that (whatever the umask);
+// an existing directory keeps its mode. Ends in an error unless path is a
+// directory.
 Status MkdirAll(const std::string& path, mode_t mode);
 
 // Whole small file (config, /proc entries). Refuses files above max_bytes.

@@ -33,6 +33,41 @@
 
 namespace outpost::task {
 
+namespace {
+
+// A task running as another user without a workdir of its own starts in its
+// task dir: every directory above it must let that user search it, or the
+// start fails at chdir with a bare EACCES. Names the first one in the way
+// (the agent changes the mode of no directory it did not create).
+__attribute__((noinline)) Status CheckTaskDirReachable(const driver::TaskConfig& c, const proc::Credentials& who) {
+  if (!c.workdir.empty() || who.uid == 0 || who.uid == ::geteuid()) return OkStatus();
+  std::string dir = c.task_dir;
+  for (size_t i = 1; i < dir.size(); ++i) {
+    if (dir[i] != '/') continue;
+    dir[i] = '\0';  // dir.c_str() is now the i-th ancestor
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0) return PathError("stat", dir);
+    mode_t bit = st.st_uid == who.uid ? S_IXUSR : S_IXOTH;
+    for (gid_t g : who.groups) {
+      if (g == st.st_gid && bit == S_IXOTH) bit = S_IXGRP;
+    }
+    if (st.st_gid == who.gid && bit == S_IXOTH) bit = S_IXGRP;
+    if ((st.st_mode & bit) == 0) {
+      std::string parent = dir.c_str();
+      dir[i] = '/';
+      return Error(Code::kFailedPrecondition,
+                   Format("task dir '%s' is out of reach of uid %u: '%s' (mode %04o, owner %u) does not let it "
+                          "search; let other users search it (chmod o+x)",
+                          dir.c_str(), static_cast<unsigned>(who.uid), parent.c_str(),
+                          static_cast<unsigned>(st.st_mode & 07777), static_cast<unsigned>(st.st_uid)));
+    }
+    dir[i] = '/';
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 void TaskManager::Start(driver::TaskConfig config, StartedCallback started, ExitCallback exited) {
   auto op = std::make_shared<StartOp>();
   op->config = std::move(config);
@@ -154,8 +189,9 @@ void TaskManager::Prepare(StartOp* op, DoneCallback done) {
   c.stderr_path = FifoPath(c.id, "stderr");
   OUTPOST_RETURN_IF_ERROR_CB(sys::MkdirAll(c.task_dir, 0700), done);
   if (::chown(c.task_dir.c_str(), creds->uid, creds->gid) != 0 && ::geteuid() == 0) {
-    return done(ErrnoError("chown '" + c.task_dir + "'"));
+    return done(PathError("chown", c.task_dir));
   }
+  OUTPOST_RETURN_IF_ERROR_CB(CheckTaskDirReachable(c, *creds), done);
   raw->record.handle.config = c;
   done(OpenLogs(c, creds->uid, creds->gid, raw));
 }

@@ -359,7 +359,7 @@ std::vector<std::string> TaskManager::LogProblems() const {
 Status TaskManager::Recover() {
   std::string dir = options_.state_dir + "/tasks";
   DIR* listing = ::opendir(dir.c_str());
-  if (!listing) return ErrnoError("open '" + dir + "'");
+  if (!listing) return PathError("open", dir);
   std::vector<std::string> files;
   while (dirent* e = ::readdir(listing)) {
     std::string n = e->d_name;

@@ -30,10 +30,77 @@ test_socket_is_private() {
   expect_eq "$(stat -c %a "$T/state")" "711" "state dir mode (traversable for task users)"
 }
 
-test_existing_runtime_dir_is_tightened_to_0700() {
-  mkdir -p "$T/run" && chmod 0755 "$T/run"
+test_existing_dirs_keep_their_mode_and_unsafe_ones_are_refused() {
+  mkdir -p "$T/run" "$T/state" && chmod 0755 "$T/run" && chmod 0750 "$T/state"
   start_agent
-  expect_eq "$(stat -c %a "$T/run")" "700" "runtime dir mode"
+  expect_eq "$(stat -c %a "$T/run")" "755" "existing runtime dir mode"
+  expect_eq "$(stat -c %a "$T/state")" "750" "existing state dir mode"
+  kill "$AGENT_PID" && wait "$AGENT_PID"
+  # Writable by others: refused at start and by --check, and left as it is.
+  chmod 0777 "$T/run"
+  local why="runtime_dir: '$T/run' (mode 0777, owner $(id -u)) is writable by other users without the sticky bit"
+  expect_exit 2 "$OUTPOST" agent --config "$T/config.json" --check
+  expect_contains "$OUT" "$why" "--check"
+  expect_exit 2 "$OUTPOST" agent --config "$T/config.json"
+  expect_contains "$OUT" "$why" "start"
+  expect_eq "$(stat -c %a "$T/run")" "777" "refused dir untouched"
+  [ -e "$SOCK" ] && fail "socket created in an unsafe dir"
+  chmod 1777 "$T/run"   # sticky, like /tmp: others cannot replace what is not theirs
+  expect_exit 0 "$OUTPOST" agent --config "$T/config.json" --check
+  chmod 0700 "$T/run"
+  # jobs.d: a job file runs commands as any user; no sticky exception.
+  mkdir -p "$T/jobs.d" && chmod 1777 "$T/jobs.d"
+  expect_exit 2 "$OUTPOST" agent --config "$T/config.json"
+  expect_contains "$OUT" "jobs_dir: '$T/jobs.d' (mode 1777, owner $(id -u)) is writable by other users: they could add files" \
+    "writable jobs.d"
+  chmod 0755 "$T/jobs.d"
+  if [ "$(id -u)" = 0 ]; then
+    chown 65534 "$T/state"
+    expect_exit 2 "$OUTPOST" agent --config "$T/config.json"
+    expect_contains "$OUT" "state_dir: '$T/state' (mode 0750, owner 65534) is owned by a user other than root" \
+      "another user's dir"
+  fi
+}
+
+test_conflicting_paths_are_refused_naming_both_keys() {
+  write_config '"log_file": "'"$T"'/run/agent.log"'
+  sed -i "s|\"state_dir\": \"$T/state\"|\"state_dir\": \"$T/run/state\"|" "$T/config.json"
+  local run_why="state_dir \"$T/run/state\" is inside runtime_dir \"$T/run\": the runtime dir is private (0700)"
+  local log_why="log_file \"$T/run/agent.log\" is inside runtime_dir \"$T/run\""
+  expect_exit 2 "$OUTPOST" agent --config "$T/config.json" --check
+  expect_contains "$OUT" "config $T/config.json: $run_why" "state in runtime (--check)"
+  expect_contains "$OUT" "config $T/config.json: $log_why" "log file in runtime (--check)"
+  expect_exit 2 "$OUTPOST" agent --config "$T/config.json"
+  expect_contains "$OUT" "$run_why" "state in runtime"
+  expect_contains "$OUT" "agent not started" "verdict"
+  [ -e "$T/run" ] && fail "a refused config created $T/run"
+  true
+}
+
+# The API socket in the state dir's parent (a directory the agent did not
+# create): the agent once made that directory 0700, and every task running
+# as another user then failed at chdir into its task dir.
+test_socket_in_the_state_dirs_parent_leaves_its_mode_and_dynamic_users_work() {
+  [ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; return 0; }
+  chmod 0755 "$T"
+  SOCK="$T/outpost.sock"
+  write_config
+  start_agent
+  expect_eq "$(stat -c %a "$T")" "755" "mode of the socket's dir (the state dir's parent)"
+  local t='{"name": "a", "user": "dynamic", "command": "'$HELPER'", "args": ["pwd"]}'
+  echo '{"id": "dyn", "tasks": ['"$t"'], "restart": {"policy": "never"}}' >"$T/dyn.json"
+  expect_exit 0 op run -f "$T/dyn.json"
+  wait_for 10 sh -c "'$OUTPOST' --socket '$SOCK' logs dyn/a | grep -q ." || fail "the task printed nothing"
+  expect_eq "$(op logs dyn/a)" "$T/state/task-data/dyn.a" "the task runs in its task dir"
+  expect_exit 0 op events dyn/a
+  expect_contains "$OUT" "exited with code 0" "exit code"
+  # The same layout with the parent left private: the start fails at once,
+  # naming the directory in the way (not a bare EACCES from chdir).
+  chmod 0700 "$T"
+  echo '{"id": "dyn2", "tasks": ['"$t"'], "restart": {"policy": "never"}}' >"$T/dyn2.json"
+  expect_exit 1 op run -f "$T/dyn2.json"
+  expect_contains "$OUT" "task dir '$T/state/task-data/dyn2.a' is out of reach of uid" "refusal"
+  expect_contains "$OUT" "'$T' (mode 0700, owner 0) does not let it search" "the dir in the way"
 }
 
 test_sigterm_and_sigint_stop_cleanly_and_remove_the_socket() {

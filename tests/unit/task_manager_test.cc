@@ -109,6 +109,9 @@ class TaskManagerTest : public ::testing::Test {
   void SetUp() override {
     char tmpl[] = "/tmp/outpost-tm.XXXXXX";
     dir_ = ::mkdtemp(tmpl);
+    // Searchable, as a state dir's parents must be for tasks running as
+    // other users (mkdtemp makes it 0700).
+    ::chmod(dir_.c_str(), 0755);
     loop_ = MakeLoop();
     auto pool = proc::UidPool::Open(dir_ + "/uids.json", 90000, 90001);
     ASSERT_TRUE(pool.ok());
@@ -252,6 +255,24 @@ TEST_F(TaskManagerTest, AFailedStartUndoesEveryStepBeforeIt) {
   auto ok = Start(c);
   ASSERT_TRUE(ok.ok()) << ok.error().message();
   EXPECT_EQ(*uids_->Lookup("f"), 90000u);
+}
+
+TEST_F(TaskManagerTest, ATaskDirOutOfReachOfTheTasksUserIsRefusedNamingTheDirInTheWay) {
+  if (::geteuid() != 0) GTEST_SKIP() << "dynamic users need root (chown of the task dir)";
+  ASSERT_EQ(0, ::chmod(dir_.c_str(), 0700));
+  driver::TaskConfig c = Config("far");
+  c.user = "dynamic";
+  auto r = Start(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "start task far: task dir '" + dir_ + "/state/task-data/far' is out of reach of uid "
+                                 "90000: '" + dir_ + "' (mode 0700, owner 0) does not let it search; let other "
+                                 "users search it (chmod o+x)");
+  EXPECT_TRUE(fake_.calls.empty()) << "the driver never saw it";
+  EXPECT_FALSE(uids_->Lookup("far").has_value()) << "dynamic user released";
+  // A task with a working dir of its own does not need to reach it.
+  c.workdir = "/";
+  auto ok = Start(c);
+  EXPECT_TRUE(ok.ok()) << ok.error().message();
 }
 
 TEST_F(TaskManagerTest, UnknownDriverIsRefusedWithTheKnownOnes) {

@@ -1,0 +1,64 @@
+// base/sys: directories the agent creates and removes.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/sys.h"
+#include "test_util.h"
+
+namespace outpost {
+namespace {
+
+class SysDirs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("/tmp", "sys");
+    ASSERT_FALSE(dir_.empty());
+  }
+  void TearDown() override { (void)sys::RemoveTree(dir_); }
+  mode_t ModeOf(const std::string& p) {
+    struct stat st;
+    return ::lstat(p.c_str(), &st) == 0 ? st.st_mode & 07777 : 0;
+  }
+  std::string dir_;
+};
+
+TEST_F(SysDirs, MkdirAllGivesExactModesWhateverTheUmask) {
+  mode_t old = ::umask(077);
+  Status st = sys::MkdirAll(dir_ + "/a/b/state/", 0711);
+  ::umask(old);
+  ASSERT_TRUE(st.ok()) << st.error().message();
+  EXPECT_EQ(ModeOf(dir_ + "/a"), 0755u);
+  EXPECT_EQ(ModeOf(dir_ + "/a/b"), 0755u);
+  EXPECT_EQ(ModeOf(dir_ + "/a/b/state"), 0711u);
+}
+
+TEST_F(SysDirs, MkdirAllLeavesAnExistingDirAlone) {
+  ASSERT_EQ(0, ::chmod(dir_.c_str(), 0750));
+  ASSERT_TRUE(sys::MkdirAll(dir_, 0700).ok());
+  EXPECT_EQ(ModeOf(dir_), 0750u);
+  ASSERT_TRUE(sys::WriteFileAtomic(dir_ + "/f", "", 0600).ok());
+  Status st = sys::MkdirAll(dir_ + "/f", 0700);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message(), "'" + dir_ + "/f' is not a directory");
+}
+
+TEST_F(SysDirs, RemoveTreeRemovesLinksNotWhatTheyPointTo) {
+  std::string outside = dir_ + "/outside";
+  ASSERT_TRUE(sys::MkdirAll(outside + "/keep", 0755).ok());
+  ASSERT_TRUE(sys::WriteFileAtomic(outside + "/keep/file", "x", 0644).ok());
+  std::string tree = dir_ + "/tree";
+  ASSERT_TRUE(sys::MkdirAll(tree + "/sub/deeper", 0700).ok());
+  ASSERT_EQ(0, ::symlink(outside.c_str(), (tree + "/sub/link").c_str()));
+  ASSERT_EQ(0, ::symlink((outside + "/keep/file").c_str(), (tree + "/filelink").c_str()));
+  ASSERT_TRUE(sys::RemoveTree(tree).ok());
+  EXPECT_NE(0, ::access(tree.c_str(), F_OK));
+  EXPECT_EQ(0, ::access((outside + "/keep/file").c_str(), F_OK));
+  // The tree itself given as a link: the link goes, not its target.
+  ASSERT_EQ(0, ::symlink(outside.c_str(), tree.c_str()));
+  ASSERT_TRUE(sys::RemoveTree(tree).ok());
+  EXPECT_EQ(0, ::access((outside + "/keep/file").c_str(), F_OK));
+}
+
+}  // namespace
+}  // namespace outpost
