@@ -91,7 +91,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
                               static_cast<long long>(c.dynamic_uid_last)));
     }
   }
-  if (!c.watchdog_device.empty()) CheckAbsolute(&r, "watchdog_device", c.watchdog_device, &errors);
+  if (!c.watchdog_device.empty()) CheckAbsolute(&r, "watchdog_device", &c.watchdog_device, &errors);
   if (r.Has("heartbeat_timeout") && c.heartbeat_timeout_nanos != 0 && c.heartbeat_timeout_nanos < 1000000000LL) {
     errors.push_back("heartbeat_timeout: must be \"0s\" (off) or at least 1s");
   }

@@ -1,5 +1,7 @@
 #include "proc/procfs.h"
 
+#include <algorithm>
+
 #include <dirent.h>
 #include <unistd.h>
 
@@ -58,7 +60,8 @@ std::vector<pid_t> ProcessGroupMembers(pid_t pgid) {
   return out;
 }
 
-std::vector<pid_t> ProcessesWithEnv(const std::string& marker) {
+namespace {
+std::vector<pid_t> WithEnv(const std::string& entry, bool prefix, std::vector<std::string>* rest) {
   std::vector<pid_t> out;
   ForEachPid([&](pid_t pid) {
     auto env = sys::ReadFile(Format("/proc/%d/environ", pid), 1 << 20);
@@ -67,14 +70,23 @@ std::vector<pid_t> ProcessesWithEnv(const std::string& marker) {
     while (start < env->size()) {
       size_t end = env->find('\0', start);
       if (end == std::string::npos) end = env->size();
-      if (env->compare(start, end - start, marker) == 0) {
+      size_t len = prefix ? std::min(end - start, entry.size()) : end - start;
+      if ((!prefix || end - start >= entry.size()) && env->compare(start, len, entry) == 0) {
         out.push_back(pid);
+        if (rest) rest->push_back(env->substr(start + entry.size(), end - start - entry.size()));
         return;
       }
       start = end + 1;
     }
   });
   return out;
+}
+}  // namespace
+
+std::vector<pid_t> ProcessesWithEnv(const std::string& marker) { return WithEnv(marker, false, nullptr); }
+
+std::vector<pid_t> ProcessesWithEnvPrefix(const std::string& prefix, std::vector<std::string>* rest) {
+  return WithEnv(prefix, true, rest);
 }
 
 const std::string& CurrentBootId() {

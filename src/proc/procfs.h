@@ -31,6 +31,9 @@ bool ReadProcStat(pid_t pid, ProcStat* out);
 std::vector<pid_t> ProcessGroupMembers(pid_t pgid);
 // Pids whose environment contains the exact entry `marker` ("K=V").
 std::vector<pid_t> ProcessesWithEnv(const std::string& marker);
+// Pids whose environment has an entry starting with `prefix`, and in *rest
+// (same order) the remainder of that entry.
+std::vector<pid_t> ProcessesWithEnvPrefix(const std::string& prefix, std::vector<std::string>* rest);
 
 // /proc/sys/kernel/random/boot_id (read once; "" where missing).
 const std::string& CurrentBootId();

@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
 #include <set>
 
 #include "base/clock.h"
@@ -12,6 +14,7 @@
 #include "base/strings.h"
 #include "base/sys.h"
 #include "cgroup/cgroup.h"
+#include "proc/procfs.h"
 #include "proc/uid_pool.h"
 #include "task/entry.h"
 
@@ -435,8 +438,26 @@ Status TaskManager::Recover() {
       WaitForExit(id);
     });
   }
+  KillUnrecorded(running);
   log::Info("tasks recovered", {{"count", std::to_string(tasks_.size())}});
   return OkStatus();
+}
+
+// A live process in one of this agent's task dirs that no running record
+// accounts for is what a start cut short leaves: the worker died between
+// spawning the task and writing its record. The task's job would start it
+// again (two copies), so it goes, with anything it started.
+void TaskManager::KillUnrecorded(const std::vector<std::string>& running) {
+  std::vector<std::string> rest;
+  std::vector<pid_t> pids =
+      proc::ProcessesWithEnvPrefix("OUTPOST_TASK_DIR=" + options_.state_dir + "/task-data/", &rest);
+  for (size_t i = 0; i < pids.size(); ++i) {
+    std::string id = rest[i].substr(0, rest[i].find('/'));
+    if (pids[i] == ::getpid() || std::find(running.begin(), running.end(), id) != running.end()) continue;
+    log::Warn("killing a task process that no record accounts for (its start was cut short)",
+              {{"task", id}, {"pid", std::to_string(pids[i])}});
+    ::kill(pids[i], SIGKILL);
+  }
 }
 
 }  // namespace outpost::task

@@ -156,6 +156,7 @@ class TaskManager {
   std::string RecordPath(const std::string& id) const;
   Status OpenLogs(const driver::TaskConfig& config, uid_t uid, gid_t gid, Task* t);
   void CloseLogs(Task* t, bool remove_fifos);
+  void KillUnrecorded(const std::vector<std::string>& running);
   void HoldFifos(const Task& t);
   // Writes t's record. On a full disk (ENOSPC, EDQUOT) it is kept in memory
   // and written when space returns (loop/pending_writes).
