@@ -36,35 +36,6 @@ Error NotFound() { return Error(Code::kNotFound, kNotFound); }
 
 }  // namespace
 
-// What the driver keeps of a task's config: what stop, signal, exec and
-// events use. The task layer holds the whole config; a second full copy per
-// task (limits, paths, args, spec hash) would cost about a KiB each.
-struct KeptConfig {
-  std::string id, job, name;
-  std::string exec_dir;  // the working dir exec uses: workdir, else task_dir
-  bool switch_user = false;
-  uid_t uid = 0;
-  gid_t gid = 0;
-  std::vector<gid_t> groups;
-  std::vector<proc::Rlimit> rlimits;
-  std::string kill_signal;
-  std::string cgroup;
-
-  explicit KeptConfig(const TaskConfig& c)
-      : id(c.id),
-        job(c.job),
-        name(c.name),
-        exec_dir(c.workdir.empty() ? c.task_dir : c.workdir),
-        switch_user(c.identity.switch_user),
-        uid(c.identity.uid),
-        gid(c.identity.gid),
-        groups(c.identity.groups),
-        rlimits(c.rlimits),
-        kill_signal(c.kill_signal),
-        cgroup(c.cgroup) {}
-  KeptConfig() = default;
-};
-
 struct ExecDriver::Task {
   KeptConfig config;
   State state;
