@@ -696,17 +696,29 @@ TEST_F(KeeperLinkTest, AttachRejectsWhatIsNotTheKeeperSocketAndClosesOnExec) {
 namespace outpost::keeper {
 namespace {
 
+// A keeper channel and a worker link joined by a socketpair, in one process.
+struct LinkedPair {
+  ExitJournal journal;
+  KeeperChannel channel{&journal};
+  std::unique_ptr<Loop> loop = outpost::testing::MakeLoop();
+  std::unique_ptr<KeeperLink> link;
+
+  void Join() {
+    int sp[2];
+    ASSERT_EQ(0, ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp));
+    channel.Attach(UniqueFd(sp[1]));
+    auto l = KeeperLink::Attach(loop.get(), UniqueFd(sp[0]), nullptr);
+    ASSERT_TRUE(l.ok()) << l.error().message();
+    link = std::move(*l);
+  }
+};
+
 // kHoldFifos carries fds; the keeper keeps them until kReleaseFifos.
 TEST(KeeperFifoHold, HoldAndReleaseOverTheSocket) {
-  int sp[2];
-  ASSERT_EQ(0, ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp));
-  UniqueFd worker_end(sp[0]);
-  ExitJournal journal;
-  KeeperChannel channel(&journal);
-  channel.Attach(UniqueFd(sp[1]));
-  auto loop = outpost::testing::MakeLoop();
-  auto link = KeeperLink::Attach(loop.get(), std::move(worker_end), nullptr);
-  ASSERT_TRUE(link.ok()) << link.error().message();
+  LinkedPair pair;
+  ASSERT_NO_FATAL_FAILURE(pair.Join());
+  KeeperChannel& channel = pair.channel;
+  std::unique_ptr<KeeperLink>* link = &pair.link;
   int p[2];
   ASSERT_EQ(0, ::pipe2(p, O_CLOEXEC | O_NONBLOCK));
   UniqueFd r(p[0]), w(p[1]);
@@ -750,15 +762,10 @@ TEST(KeeperProto, BeatCarriesItsTimeout) {
 // Beats start only when asked (the worker is up), carry the timeout, follow
 // a changed timeout at once, and then come from the loop's timer.
 TEST(KeeperHeartbeat, LinkBeatsOnlyOnceStartedAndFromItsLoop) {
-  int sp[2];
-  ASSERT_EQ(0, ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp));
-  UniqueFd worker_end(sp[0]);
-  ExitJournal journal;
-  KeeperChannel channel(&journal);
-  channel.Attach(UniqueFd(sp[1]));
-  auto loop = outpost::testing::MakeLoop();
-  auto link = KeeperLink::Attach(loop.get(), std::move(worker_end), nullptr);
-  ASSERT_TRUE(link.ok()) << link.error().message();
+  LinkedPair pair;
+  ASSERT_NO_FATAL_FAILURE(pair.Join());
+  KeeperChannel& channel = pair.channel;
+  std::unique_ptr<KeeperLink>* link = &pair.link;
   (*link)->SetHeartbeat(3 * kNanosPerSecond);
   KeeperChannel::ReadResult r = channel.OnReadable();
   EXPECT_TRUE(r.hello);
@@ -774,7 +781,7 @@ TEST(KeeperHeartbeat, LinkBeatsOnlyOnceStartedAndFromItsLoop) {
   EXPECT_TRUE(r.beat);
   EXPECT_EQ(r.beat_timeout_nanos, 30 * kNanosPerMilli);
   int beats = 0;
-  EXPECT_TRUE(outpost::testing::RunUntil(loop.get(), [&] {
+  EXPECT_TRUE(outpost::testing::RunUntil(pair.loop.get(), [&] {
     if (channel.OnReadable().beat) ++beats;
     return beats >= 3;
   })) << "the loop's timer sends a beat every timeout/3";
@@ -783,7 +790,7 @@ TEST(KeeperHeartbeat, LinkBeatsOnlyOnceStartedAndFromItsLoop) {
   r = channel.OnReadable();
   EXPECT_TRUE(r.beat);
   EXPECT_EQ(r.beat_timeout_nanos, 0);
-  EXPECT_EQ(loop->PendingTimers(), 0u);
+  EXPECT_EQ(pair.loop->PendingTimers(), 0u);
 }
 
 }  // namespace
