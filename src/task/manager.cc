@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <set>
 
 #include "base/clock.h"
@@ -375,9 +376,13 @@ Status TaskManager::Recover() {
     auto text = sys::ReadFile(path, 4 << 20);
     Result<TaskRecord> rec = text.ok() ? DecodeTaskRecord(*text) : Result<TaskRecord>(text.error());
     if (!rec.ok()) {
-      // A corrupt record must not stop the others from coming back; the
-      // file stays for inspection.
-      log::Error("cannot recover task record", {{"file", path}, {"error", rec.error().message()}});
+      // A corrupt record must not stop the others from coming back. It is
+      // moved aside for inspection (as job records are); an unreadable one
+      // stays, since it may be fine once the error goes away.
+      std::string bad = path + ".bad";
+      bool damaged = text.ok() && std::rename(path.c_str(), bad.c_str()) == 0;
+      log::Error("cannot recover task record", {{"file", path},
+                                                {"error", rec.error().message() + (damaged ? " (moved to " + bad + ")" : "")}});
       continue;
     }
     const std::string id = rec->handle.config.id;
@@ -434,7 +439,10 @@ Status TaskManager::Recover() {
         lost.error = "exit status unknown: " + st.error().message();
         return OnExit(id, lost);
       }
-      if (Task* task = Find(id)) WatchOom(*task);
+      // No cgroup left (a reboot removed it with the process): nothing to
+      // watch, and no warning about it.
+      Task* task = Find(id);
+      if (task && ::access(task->config().cgroup.c_str(), F_OK) == 0) WatchOom(*task);
       WaitForExit(id);
     });
   }

@@ -362,7 +362,8 @@ TEST_F(TaskManagerTest, RecoveryHandsEachRunningRecordToItsDriver) {
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(g->status.exit.error, "exit status unknown: its driver \"vanished\" is not available");
   EXPECT_FALSE(tm_->Inspect("corrupt").ok());
-  EXPECT_TRUE(Exists(dir_ + "/state/tasks/corrupt.json")) << "kept for inspection";
+  EXPECT_FALSE(Exists(dir_ + "/state/tasks/corrupt.json")) << "moved out of the way of the next start";
+  EXPECT_TRUE(Exists(dir_ + "/state/tasks/corrupt.json.bad")) << "kept for inspection";
   int ended = 0;
   ASSERT_TRUE(tm_->Watch("live", [&](const driver::ExitResult&) { ended++; }).ok());
   fake_.End("live", 0);
