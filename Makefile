@@ -10,6 +10,7 @@
 #   make fuzz                 build the libFuzzer targets (clang)
 #   make fuzz-long [FUZZ_SECONDS=600]  run every fuzz target that long, print execs/coverage
 #   make chaos [CYCLES=1000] [PARALLEL=4] [SEED=S]  random kill -9 of worker/keeper/agent, invariants checked
+#   make power-cuts [CUTS=100] [ARCH=arm64]  power cuts at random moments of a churn, in the VM
 #   make bench                build and run tools/bench
 #   make test-fresh           (root) make run + make test in a pristine Debian 12 root (docs/testing.md)
 #
@@ -29,7 +30,7 @@ GOALS := $(or $(MAKECMDGOALS),all)
 # Which dependency groups of tools/deps.sh the goals need; clean and help
 # need none. Plain build goals (all, build/outpost, ...) need the toolchain
 # of ARCH, and GoogleTest for the test binaries.
-OWN_GOALS := deps vendor test test-fresh run bench fuzz fuzz-long chaos clean help
+OWN_GOALS := deps vendor test test-fresh run bench fuzz fuzz-long chaos power-cuts clean help
 BUILD_GOALS := $(filter-out $(OWN_GOALS),$(GOALS))
 DEPS_GROUPS := $(sort \
   $(if $(BUILD_GOALS),build $(filter arm64 armhf,$(ARCH))) \
@@ -38,6 +39,7 @@ DEPS_GROUPS := $(sort \
   $(if $(filter vendor,$(GOALS)),vendor) \
   $(if $(filter run,$(GOALS)),build) \
   $(if $(filter bench chaos,$(GOALS)),bench) \
+  $(if $(filter power-cuts,$(GOALS)),build vm test-build $(filter arm64,$(ARCH))) \
   $(if $(filter fuzz fuzz-long,$(GOALS)),fuzz) \
   $(if $(filter test-fresh,$(GOALS)),fresh))
 
@@ -177,7 +179,7 @@ HELPER_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(HELPER_SRCS))
 GTEST_OBJS := $(BUILD)/obj/gtest/gtest-all.o $(BUILD)/obj/gtest/gtest_main.o
 DEP_HEADERS := $(if $(filter $(BUILD)/deps/include,$(NANOPB_INC) $(PICOJSON_INC)),$(BUILD)/deps/.stamp)
 
-.PHONY: all outpost tests deps vendor test test-fresh run fuzz fuzz-long chaos bench clean unit help-make
+.PHONY: all outpost tests deps vendor test test-fresh run fuzz fuzz-long chaos power-cuts bench clean unit help-make
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/outpost $(BUILD)/outpost.stripped
@@ -331,6 +333,13 @@ test:
 chaos: all $(BUILD)/test_helper
 	$(Q)tests/chaos/chaos.sh $(BUILD)/outpost $(BUILD)/test_helper --cycles $(or $(CYCLES),1000) \
 	  --parallel $(or $(PARALLEL),4) $(if $(SEED),--seed $(SEED))
+
+# Power cuts in the VM (docs/testing.md): one VM run chains CUTS (default
+# 100) boots, each killed (QEMU SIGKILLed) at a random moment of a churn
+# workload; every boot checks that the agent brought every job back.
+power-cuts: all $(BUILD)/test_helper
+	$(Q)tools/vmtest $(if $(filter arm64,$(ARCH)),--arch arm64) --binary $(BUILD)/outpost \
+	  --helper $(BUILD)/test_helper --filter power_cut_churn --power-cuts $(or $(CUTS),100) --timeout 900
 
 # Every libFuzzer target for FUZZ_SECONDS each (default 600), from the
 # checked-in seeds; prints executions, coverage and crashes per target.

@@ -20,6 +20,8 @@
 #   test-build  GoogleTest (unit tests and the test helper)
 #   test        everything `make test` runs: the above for all three
 #               architectures, clang/libFuzzer, qemu, busybox, iproute2, ...
+#   vm          QEMU, busybox-static and the disk tools of the VM tests
+#               (tools/vmtest, `make power-cuts`)
 #   bench       the build, and the peers `make bench` compares with
 #   fuzz        clang and its libFuzzer runtime
 #   vendor      what `make vendor` copies from (nanopb, picojson, all arches)
@@ -36,8 +38,8 @@ GROUPS_WANTED=()
 for a in "$@"; do
   case "$a" in
     --check) CHECK_ONLY=1 ;;
-    build | arm64 | armhf | test-build | test | bench | fuzz | vendor | fresh | all) GROUPS_WANTED+=("$a") ;;
-    *) die "unknown group '$a' (groups: build arm64 armhf test-build test bench fuzz vendor fresh all)" ;;
+    build | arm64 | armhf | test-build | test | vm | bench | fuzz | vendor | fresh | all) GROUPS_WANTED+=("$a") ;;
+    *) die "unknown group '$a' (groups: build arm64 armhf test-build test vm bench fuzz vendor fresh all)" ;;
   esac
 done
 ((${#GROUPS_WANTED[@]})) || GROUPS_WANTED=(all)
@@ -86,8 +88,12 @@ group() {
       group build; group arm64; group armhf; group test-build; group fuzz
       # integration tests
       add iproute2 util-linux procps
+      group vm
+      add qemu-user-static
+      ;;
+    vm)
       # VM tests: emulators, initramfs and state-disk tools, busybox for the guest
-      add qemu-system-x86 qemu-system-arm qemu-user-static busybox-static cpio gzip e2fsprogs
+      add qemu-system-x86 qemu-system-arm busybox-static cpio gzip e2fsprogs file
       ;;
     bench) group build; group test-build ;;
     fuzz) add clang libclang-rt-14-dev llvm ;;

@@ -77,7 +77,8 @@ status_pid() {
 # A test with a line "# vmtest: power-cycle" runs twice: in boot 1
 # (VMTEST_BOOT=1) it prepares and exits $CYCLE (75) to ask for a power cycle
 # (QEMU is SIGKILLed after boot 1's tests: no sync, no umount); in boot 2
-# (VMTEST_BOOT=2, same state disk) it checks, and that is its result.
+# (VMTEST_BOOT=2, same state disk) it checks, and that is its result. With
+# tools/vmtest --power-cuts N it may ask again while VMTEST_CUTS_LEFT > 0.
 
 CYCLE=75
 STATE_DIR=/var/lib/outpost
@@ -85,7 +86,7 @@ VMTEST_BOOT=${VMTEST_BOOT:-1}
 
 # power_cycle: end boot 1 of a power-cycle test (after syncing what must
 # survive: a power cut loses whatever is not on the disk yet).
-power_cycle() { echo "boot 1 done, power cycle requested"; exit "$CYCLE"; }
+power_cycle() { echo "boot $VMTEST_BOOT done, power cycle requested"; exit "$CYCLE"; }
 
 # state_disk_ok: /var/lib/outpost is the mounted state disk; else fails with
 # rcS's reason.
