@@ -10,12 +10,34 @@
 
 namespace outpost {
 
+// UTC only, so no gmtime_r: glibc's goes through the time zone code, which
+// links its zone file parser (sscanf and friends, ~60 KB of a static binary).
+// Days since 1970-01-01 to a civil date, with 400-year eras of 146,097 days
+// and years counted from March, so the leap day ends a year.
 std::string FormatWallTime(int64_t wall_nanos) {
-  time_t secs = static_cast<time_t>(wall_nanos / kNanosPerSecond);
-  struct tm tm;
-  gmtime_r(&secs, &tm);
-  return Format("%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>((wall_nanos % kNanosPerSecond) / kNanosPerMilli));
+  int64_t secs = wall_nanos / kNanosPerSecond;
+  int64_t nanos = wall_nanos % kNanosPerSecond;
+  if (nanos < 0) {
+    nanos += kNanosPerSecond;
+    secs -= 1;
+  }
+  int64_t days = secs / 86400;
+  int64_t sod = secs % 86400;
+  if (sod < 0) {
+    sod += 86400;
+    days -= 1;
+  }
+  const int64_t z = days + 719468;  // days since 0000-03-01
+  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const int64_t doe = z - era * 146097;                                   // [0, 146096]
+  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;  // [0, 399]
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);             // [0, 365]
+  const int64_t mp = (5 * doy + 2) / 153;                                  // March = 0
+  const int day = static_cast<int>(doy - (153 * mp + 2) / 5 + 1);
+  const int month = static_cast<int>(mp < 10 ? mp + 3 : mp - 9);
+  const long long year = yoe + era * 400 + (month <= 2 ? 1 : 0);
+  return Format("%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ", year, month, day, static_cast<int>(sod / 3600),
+                static_cast<int>(sod / 60 % 60), static_cast<int>(sod % 60), static_cast<int>(nanos / kNanosPerMilli));
 }
 
 namespace log {

@@ -2,7 +2,9 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <ctime>
 
+#include "base/clock.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -76,6 +78,26 @@ TEST(Log, LineFormatQuotesWhereNeeded) {
   EXPECT_EQ(QuoteIfNeeded("plain"), "plain");
   EXPECT_EQ(QuoteIfNeeded("a=b"), "\"a=b\"");
   EXPECT_EQ(QuoteIfNeeded(std::string("\x01", 1)), "\"\\x01\"");
+}
+
+// The agent's own UTC conversion against the C library's, over leap days,
+// century and 400-year leap years, 2038, 2262 (near the int64 nanosecond
+// limit) and negative times.
+TEST(Log, FormatWallTimeMatchesGmtime) {
+  EXPECT_EQ(FormatWallTime(0), "1970-01-01T00:00:00.000Z");
+  EXPECT_EQ(FormatWallTime(951782400LL * kNanosPerSecond + 123456789), "2000-02-29T00:00:00.123Z");
+  EXPECT_EQ(FormatWallTime(-1 * kNanosPerMilli), "1969-12-31T23:59:59.999Z");
+  std::vector<int64_t> secs = {-86400LL * 366 * 3, -1, 0, 59, 86399, 86400, 68169599, 951868799,
+                               951868800, 4107542400LL, 4107456000LL, 2147483647LL, 2147483648LL, 9214646400LL};
+  for (int64_t t = -2208988800LL; t < 7258118400LL; t += 86400LL * 13 + 3607) secs.push_back(t);
+  for (int64_t t : secs) {
+    time_t tt = static_cast<time_t>(t);
+    struct tm tm;
+    ASSERT_NE(gmtime_r(&tt, &tm), nullptr);
+    std::string want = Format("%04d-%02d-%02dT%02d:%02d:%02d.042Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                              tm.tm_hour, tm.tm_min, tm.tm_sec);
+    ASSERT_EQ(FormatWallTime(t * kNanosPerSecond + 42 * kNanosPerMilli), want) << "t=" << t;
+  }
 }
 
 TEST(Log, GroupThousands) {
