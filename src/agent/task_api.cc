@@ -1,5 +1,6 @@
 #include "agent/task_api.h"
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -48,11 +49,24 @@ constexpr int64_t kMaxWaitNanos = 60LL * kNanosPerSecond;
 constexpr size_t kMaxLogChunk = 60000;  // nanopb bytes fields are < 64 KiB
 constexpr int64_t kLogPollNanos = 100 * kNanosPerMilli;
 
+struct EventWait;
+
+// Event waits in flight. A wait whose caller went away (its connection
+// closed) is otherwise only noticed at the next event or when its wait ends
+// (up to a minute on a quiet node), so a client that asks and hangs up in a
+// loop could pile them up: the list is swept of them whenever it has
+// doubled since the last sweep (amortized O(1) per call).
+struct EventWaits {
+  std::vector<std::weak_ptr<EventWait>> all;
+  size_t after_sweep = 0;
+};
+
 // What the handlers work with.
 struct TaskApi {
   task::TaskManager* tm;
   Loop* loop;
   task::EventLog* events;
+  std::shared_ptr<EventWaits> waits;
 };
 
 using Handler = void (*)(const TaskApi&, std::string_view, wire::Responder);
@@ -316,6 +330,24 @@ void CheckEvents(const std::shared_ptr<EventWait>& w, bool timed_out) {
   ReplyEvents(w->log, w->after, w->task_id, w->job, w->r);
 }
 
+// Drops the waits that ended and ends those nobody waits for any more.
+[[gnu::cold]] void SweepAbandoned(EventWaits* waits) {
+  if (waits->all.size() < std::max<size_t>(2 * waits->after_sweep, 64)) return;
+  auto& all = waits->all;
+  all.erase(std::remove_if(all.begin(), all.end(),
+                           [](const std::weak_ptr<EventWait>& weak) {
+                             std::shared_ptr<EventWait> w = weak.lock();
+                             if (!w || w->done) return true;
+                             if (w->r.pending()) return false;
+                             w->done = true;
+                             w->log->CancelNotify(w->notify);
+                             w->loop->CancelTimer(w->timer);
+                             return true;
+                           }),
+            all.end());
+  waits->after_sweep = all.size();
+}
+
 void WatchEvents(const TaskApi& api, std::string_view payload, wire::Responder r) {
   task::TaskManager* tm = api.tm;
   PbOwned<outpost_v1_WatchEventsRequest> req(outpost_v1_WatchEventsRequest_fields);
@@ -340,6 +372,8 @@ void WatchEvents(const TaskApi& api, std::string_view payload, wire::Responder r
   w->r = r;
   w->notify = log->NotifyOnEvent([w] { CheckEvents(w, false); });
   w->timer = api.loop->AddTimer(wait, [w] { CheckEvents(w, true); });
+  SweepAbandoned(api.waits.get());
+  api.waits->all.push_back(w);
 }
 
 }  // namespace
@@ -354,9 +388,10 @@ void RegisterTaskApi(task::TaskManager* tm, task::EventLog* events, Loop* loop, 
       {"ExecTask", ExecTask},       {"TaskStats", TaskStats},     {"ReadLogs", ReadLogs},
       {"WatchEvents", WatchEvents},
   };
+  auto waits = std::make_shared<EventWaits>();
   for (const auto& m : kMethods) {
     Handler fn = m.fn;
-    TaskApi api{tm, loop, events};
+    TaskApi api{tm, loop, events, waits};
     server->Register(kAgentService, m.method,
                      [api, fn](const wire::CallContext&, std::string_view payload, wire::Responder r) {
                        fn(api, payload, std::move(r));

@@ -13,6 +13,11 @@
                                           WatchEvents); prints "cut off after N
                                           requests" once the agent closes the
                                           connection
+  hostile_client.py abandon SOCK N        N times: connect, start a minute-long
+                                          WatchEvents that nothing will answer,
+                                          make sure the agent has it (a Status
+                                          call after it is answered), hang up;
+                                          prints "abandoned N"
 
 Every wait is bounded (60 s); a client that is never cut off exits 1.
 """
@@ -139,7 +144,44 @@ def noread(path, kind, arg):
     return 1
 
 
+def read_reply(s, stream):
+    """Reads frames until the reply to stream arrives; False if s closed."""
+    buf = b""
+    s.setblocking(True)
+    s.settimeout(LIMIT)
+    while True:
+        while len(buf) >= 10:
+            length, sid, _, _ = struct.unpack(">IIBB", buf[:10])
+            if len(buf) < 10 + length:
+                break
+            buf = buf[10 + length:]
+            if sid == stream:
+                return True
+        chunk = s.recv(65536)
+        if not chunk:
+            return False
+        buf += chunk
+
+
+def abandon(path, n):
+    # after_seq far beyond the last event, so only a new event (none come)
+    # or the end of the minute would answer it.
+    wait = field(1, 0, 1 << 62) + field(2, 0, 60 * 10**9)
+    for i in range(n):
+        s = connect(path)
+        s.setblocking(True)
+        s.sendall(request_frame(1, "WatchEvents", wait) + request_frame(3, "Status", b""))
+        if not read_reply(s, 3):
+            print("connection %d closed before the Status reply" % i, flush=True)
+            return 1
+        s.close()
+    print("abandoned %d" % n, flush=True)
+    return 0
+
+
 def main(argv):
+    if len(argv) == 4 and argv[1] == "abandon":
+        return abandon(argv[2], int(argv[3]))
     if len(argv) == 4 and argv[1] == "idle":
         return idle(argv[2], int(argv[3]))
     if len(argv) == 3 and argv[1] == "trickle":

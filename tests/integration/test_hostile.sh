@@ -121,3 +121,23 @@ test_hostile_clients_that_never_read_are_cut_off_and_memory_stays_bounded() {
   [ "$peak" -le $((rss0 + 32 * 1024)) ] || fail "worker VmRSS peaked at $peak KiB (from $rss0)"
   hostile_ps_answers >/dev/null || fail "ps failed after the cut-offs"
 }
+
+# A client that starts a long WatchEvents and hangs up, over and over, on a
+# node where no event comes: each abandoned wait would otherwise live for
+# its whole minute. The agent sweeps them out, so its memory does not grow
+# with the number of abandoned calls.
+test_hostile_abandoned_event_waits_do_not_pile_up() {
+  start_agent
+  local w; w="$(hostile_worker_pid)"
+  # A first round brings the heap to its working size.
+  hostile_start warm abandon "$SOCK" 2000
+  hostile_wait warm 120 '^abandoned'
+  local rss1; rss1="$(hostile_kib "$w" VmRSS)"
+  hostile_start many abandon "$SOCK" 20000
+  hostile_wait many 300 '^abandoned'
+  local rss2; rss2="$(hostile_kib "$w" VmRSS)"
+  echo "worker VmRSS ${rss1} KiB after 2,000 abandoned waits, ${rss2} KiB after 20,000 more" >&2
+  # Kept, they would cost ~300 bytes each: 6 MiB for 20,000.
+  [ "$rss2" -le $((rss1 + 2048)) ] || fail "worker VmRSS grew from $rss1 to $rss2 KiB over 20,000 abandoned event waits"
+  hostile_ps_answers >/dev/null || fail "ps failed after the abandoned waits"
+}
