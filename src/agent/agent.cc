@@ -44,6 +44,7 @@ wire::ServerOptions ServerOptionsFrom(const Config& c) {
   o.frame_timeout_nanos = c.api_frame_timeout_nanos;
   o.write_queue_pause_bytes = c.api_max_write_queue / 2;
   o.write_queue_max_bytes = c.api_max_write_queue;
+  o.read_buffers_max_bytes = c.api_max_read_buffers;
   return o;
 }
 
@@ -337,12 +338,12 @@ void PrintEffectiveConfig(const Config& c) {
       "  \"log_level\": \"%s\",\n  \"log_file\": \"%s\",\n  \"api_allowed_uids\": [%s],\n"
       "  \"api_max_connections\": %lld,\n  \"api_max_connections_per_uid\": %lld,\n"
       "  \"api_idle_timeout\": \"%s\",\n  \"api_frame_timeout\": \"%s\",\n"
-      "  \"api_max_write_queue\": %llu\n}\n",
+      "  \"api_max_write_queue\": %llu,\n  \"api_max_read_buffers\": %llu\n}\n",
       c.state_dir.c_str(), c.runtime_dir.c_str(), c.ApiSocket().c_str(), log::LevelName(c.log_level),
       c.log_file.c_str(), uids.c_str(), static_cast<long long>(c.api_max_connections),
       static_cast<long long>(c.api_max_connections_per_uid),
       FormatDuration(c.api_idle_timeout_nanos).c_str(), FormatDuration(c.api_frame_timeout_nanos).c_str(),
-      static_cast<unsigned long long>(c.api_max_write_queue));
+      static_cast<unsigned long long>(c.api_max_write_queue), static_cast<unsigned long long>(c.api_max_read_buffers));
 }
 
 }  // namespace

@@ -53,6 +53,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
   r.Duration("api_idle_timeout", &c.api_idle_timeout_nanos);
   r.Duration("api_frame_timeout", &c.api_frame_timeout_nanos);
   r.Size("api_max_write_queue", &c.api_max_write_queue);
+  r.Size("api_max_read_buffers", &c.api_max_read_buffers);
   r.String("jobs_dir", &c.jobs_dir);
   r.Int("max_jobs", 1, 10000, &c.max_jobs);
   r.String("cgroup_root", &c.cgroup_root, false);
@@ -106,6 +107,9 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
   }
   if (r.Has("api_max_write_queue") && (c.api_max_write_queue < (64u << 10) || c.api_max_write_queue > (256u << 20))) {
     errors.push_back("api_max_write_queue: must be between 64KiB and 256MiB");
+  }
+  if (r.Has("api_max_read_buffers") && (c.api_max_read_buffers < (8u << 20) || c.api_max_read_buffers > (1u << 30))) {
+    errors.push_back("api_max_read_buffers: must be between 8MiB and 1GiB (a request frame may be 4 MiB)");
   }
   if (!errors.empty()) {
     json::Errors prefixed;

@@ -29,6 +29,7 @@ struct Config {
   int64_t api_idle_timeout_nanos = 60LL * 1000000000;  // close idle API connections
   int64_t api_frame_timeout_nanos = 10LL * 1000000000; // a started frame must complete
   uint64_t api_max_write_queue = 1u << 20;             // per-connection unsent bytes
+  uint64_t api_max_read_buffers = 16u << 20;           // all connections' partial frames
 
   // Jobs (docs/job-spec.md, docs/jobs-dir.md).
   std::string jobs_dir = "/etc/outpost/jobs.d";  // "" = no drop-in directory

@@ -183,6 +183,13 @@ Result<uint64_t> RpcServerCore::Admit(UniqueFd fd, bool need_fd) {
   return id;
 }
 
+void RpcServerCore::OverReadBudget(ServerConn* c) {
+  CloseConn(c, log::Level::kWarn,
+            Format("read buffers of all connections over %zu bytes: this one holds %zu of an incomplete frame",
+                   opts_.read_buffers_max_bytes, c->counted_read_buffer),
+            &slow_log_);
+}
+
 void RpcServerCore::CloseConn(ServerConn* c, log::Level level, const std::string& reason, log::RepeatedLine* burst) {
   if (c->closed) return;
   c->closed = true;
@@ -199,6 +206,8 @@ void RpcServerCore::CloseConn(ServerConn* c, log::Level level, const std::string
   }
   total_pending_ -= c->pending.size();
   c->pending.clear();
+  read_buffers_ -= c->counted_read_buffer;
+  c->counted_read_buffer = 0;
   c->fd.Reset();
   --UidCount(c->peer.uid);
   auto it = conns_.find(c->id);
@@ -297,6 +306,7 @@ ServerStats RpcServerCore::stats() const {
   s.pending_calls = total_pending_;
   for (auto& [id, c] : conns_) {
     s.queued_bytes += c->out.size();
+    s.read_buffers += c->counted_read_buffer;
     s.max_queued_bytes = std::max(s.max_queued_bytes, c->out.size());
   }
   s.accepted = accepted_;

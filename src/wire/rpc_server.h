@@ -64,6 +64,12 @@ struct ServerOptions {
   // max(max bytes, one frame) of unsent replies.
   size_t write_queue_pause_bytes = 512 << 10;
   size_t write_queue_max_bytes = 1 << 20;
+  // Read buffers of all connections together (each grows with the frame it
+  // receives, up to one 4 MiB frame): a connection whose buffer grows past
+  // 64 KiB while the total is above this is closed, so clients that start
+  // big frames and never finish them cannot take more than this (plus one
+  // frame). Small requests are never refused by it.
+  size_t read_buffers_max_bytes = 16 << 20;
   // Calls a connection may have waiting for a handler; reading pauses there.
   size_t max_inflight_per_connection = 1024;
 };
@@ -117,6 +123,7 @@ struct ServerStats {
   size_t pending_calls = 0;
   size_t queued_bytes = 0;      // in all write queues
   size_t max_queued_bytes = 0;  // the largest single write queue
+  size_t read_buffers = 0;      // all connections' read buffers
   uint64_t accepted = 0;
   uint64_t refused = 0;  // allow-list, connection limits, out of fds
   uint64_t evicted = 0;  // idle connections closed to make room for new ones

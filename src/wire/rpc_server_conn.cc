@@ -44,6 +44,11 @@ void RpcServerCore::OnConnEvent(uint64_t id, uint32_t events) {
 void RpcServerCore::ReadOnce(ServerConn* c) {
   size_t avail;
   char* p = c->reader.Prepare(&avail);
+  if (c->reader.capacity() != c->counted_read_buffer) {
+    read_buffers_ += c->reader.capacity() - c->counted_read_buffer;
+    c->counted_read_buffer = c->reader.capacity();
+    if (c->counted_read_buffer > (64u << 10) && read_buffers_ > opts_.read_buffers_max_bytes) return OverReadBudget(c);
+  }
   ssize_t n = sys::Read(c->fd.get(), p, avail);
   if (n < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return;

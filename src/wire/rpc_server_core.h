@@ -59,6 +59,7 @@ struct ServerConn {
   bool dispatching = false;     // replies queue up; ProcessFrames flushes them
   bool has_unprocessed = false; // frames left in the reader while paused
   bool resume_scheduled = false;
+  size_t counted_read_buffer = 0;  // reader.capacity() as added to read_buffers_
 };
 
 // The server's state, shared with Responders through weak_ptrs so a reply
@@ -125,6 +126,7 @@ class RpcServerCore : public std::enable_shared_from_this<RpcServerCore> {
   OUTPOST_PER_CONNECTION void CloseConn(ServerConn* c, log::Level level, const std::string& reason,
                                         log::RepeatedLine* burst = nullptr);
   OUTPOST_PER_CONNECTION void ArmLogFlush();
+  OUTPOST_PER_CONNECTION void OverReadBudget(ServerConn* c);
   int64_t Expiry(const ServerConn* c) const;
   void ArmSweep(int64_t at);
   OUTPOST_PER_CONNECTION void Sweep();
@@ -150,6 +152,7 @@ class RpcServerCore : public std::enable_shared_from_this<RpcServerCore> {
   std::vector<std::unique_ptr<ServerConn>> graveyard_;
   uint64_t next_conn_id_ = 1;
   size_t total_pending_ = 0;
+  size_t read_buffers_ = 0;  // sum of the connections' reader capacities
   DeadlineQueue deadlines_;
   Loop::TimerId sweep_timer_ = 0;
   int64_t sweep_at_ = 0;

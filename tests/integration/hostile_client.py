@@ -18,6 +18,11 @@
                                           make sure the agent has it (a Status
                                           call after it is answered), hang up;
                                           prints "abandoned N"
+  hostile_client.py bigframes SOCK N      N connections, each sending 3 MiB of a
+                                          3.5 MiB request and stopping there;
+                                          prints "closed K of N" (those the
+                                          agent cut off), then holds the rest
+                                          until killed
 
 Every wait is bounded (60 s); a client that is never cut off exits 1.
 """
@@ -179,7 +184,33 @@ def abandon(path, n):
     return 0
 
 
+def bigframes(path, n):
+    payload = b"x" * (7 << 19)  # 3.5 MiB: within the 4 MiB frame limit
+    frame = request_frame(1, "Status", payload)[:3 << 20]
+    socks, closed = [], 0
+    for _ in range(n):
+        s = connect(path)
+        s.setblocking(True)
+        s.settimeout(LIMIT)
+        try:
+            s.sendall(frame)
+            socks.append(s)
+        except OSError:  # cut off while sending
+            closed += 1
+            s.close()
+    # Those the agent closed after taking all the bytes.
+    time.sleep(0)
+    for s in socks:
+        if peer_closed(s):
+            closed += 1
+    print("closed %d of %d" % (closed, n), flush=True)
+    signal.pause()
+    return 0
+
+
 def main(argv):
+    if len(argv) == 4 and argv[1] == "bigframes":
+        return bigframes(argv[2], int(argv[3]))
     if len(argv) == 4 and argv[1] == "abandon":
         return abandon(argv[2], int(argv[3]))
     if len(argv) == 4 and argv[1] == "idle":

@@ -141,3 +141,23 @@ test_hostile_abandoned_event_waits_do_not_pile_up() {
   [ "$rss2" -le $((rss1 + 2048)) ] || fail "worker VmRSS grew from $rss1 to $rss2 KiB over 20,000 abandoned event waits"
   hostile_ps_answers >/dev/null || fail "ps failed after the abandoned waits"
 }
+
+# A hundred clients each send 3 MiB of a 3.5 MiB request and stop: the read
+# buffers share one budget (api_max_read_buffers, 16 MiB), so the agent cuts
+# off those that would take it over and its memory stays near the budget.
+test_hostile_unfinished_big_frames_share_one_budget() {
+  write_config '"api_frame_timeout": "60s"'
+  start_agent
+  local w; w="$(hostile_worker_pid)"
+  local rss0; rss0="$(hostile_kib "$w" VmRSS)"
+  hostile_start big bigframes "$SOCK" 100
+  hostile_wait big 120 '^closed '
+  local closed; closed="$(sed -n 's/^closed \([0-9]*\) of.*/\1/p' "$T/big.out")"
+  local peak; peak="$(hostile_kib "$w" VmHWM)"
+  echo "worker VmRSS ${rss0} KiB before, peak ${peak} KiB; $closed of 100 cut off" >&2
+  [ "$closed" -ge 90 ] || fail "only $closed of 100 unfinished big frames were cut off: $(cat "$T/big.out")"
+  grep -q 'reason="read buffers of all connections over 16777216 bytes' "$T/agent.log" || fail "no reason for the cut-off in the agent log"
+  # The budget, one frame on top, and slack for the rest of the worker.
+  [ "$peak" -le $((rss0 + 28 * 1024)) ] || fail "worker VmRSS peaked at $peak KiB (from $rss0) with a 16 MiB read budget"
+  hostile_ps_answers >/dev/null || fail "ps failed while the unfinished frames are held"
+}

@@ -34,7 +34,7 @@ TEST(Config, AllKeysParse) {
   auto c = ParseConfig(R"({"state_dir": "/s", "runtime_dir": "/r", "api_socket": "/r/a.sock",
     "log_level": "warn", "log_file": "/var/log/outpost.log", "api_allowed_uids": [1000, 1001],
     "api_max_connections": 8, "api_max_connections_per_uid": 3, "api_idle_timeout": "1m",
-    "api_frame_timeout": "2s", "api_max_write_queue": "2MiB"})", "x.json");
+    "api_frame_timeout": "2s", "api_max_write_queue": "2MiB", "api_max_read_buffers": "64MiB"})", "x.json");
   ASSERT_TRUE(c.ok()) << c.error().message();
   EXPECT_EQ(c->log_level, log::Level::kWarn);
   EXPECT_EQ(c->api_allowed_uids, (std::vector<int64_t>{1000, 1001}));
@@ -43,6 +43,7 @@ TEST(Config, AllKeysParse) {
   EXPECT_EQ(c->api_idle_timeout_nanos, 60LL * 1000000000);
   EXPECT_EQ(c->api_frame_timeout_nanos, 2LL * 1000000000);
   EXPECT_EQ(c->api_max_write_queue, 2u << 20);
+  EXPECT_EQ(c->api_max_read_buffers, 64u << 20);
 }
 
 TEST(Config, ApiLimitDefaults) {
@@ -52,12 +53,13 @@ TEST(Config, ApiLimitDefaults) {
   EXPECT_EQ(c->api_max_connections_per_uid, 128);
   EXPECT_EQ(c->api_idle_timeout_nanos, 60LL * 1000000000);
   EXPECT_EQ(c->api_max_write_queue, 1u << 20);
+  EXPECT_EQ(c->api_max_read_buffers, 16u << 20);
 }
 
 TEST(Config, EveryErrorIsReportedAtOnceWithFileAndKey) {
   auto c = ParseConfig(R"({"state_dir": "rel", "log_level": "loud", "api_max_connections": 0,
     "api_max_connections_per_uid": -1, "api_allowed_uids": [-1], "api_max_write_queue": "1KiB",
-    "api_idle_timeout": "10ms",
+    "api_idle_timeout": "10ms", "api_max_read_buffers": "1MiB",
     "runtime_dirr": "/x", "log_file": 3})", "/etc/o.json");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.error().message(),
@@ -70,7 +72,8 @@ TEST(Config, EveryErrorIsReportedAtOnceWithFileAndKey) {
             "config /etc/o.json: runtime_dirr: unknown field (did you mean \"runtime_dir\"?)\n"
             "config /etc/o.json: state_dir: must be an absolute path, got \"rel\"\n"
             "config /etc/o.json: api_idle_timeout: must be at least 1s\n"
-            "config /etc/o.json: api_max_write_queue: must be between 64KiB and 256MiB");
+            "config /etc/o.json: api_max_write_queue: must be between 64KiB and 256MiB\n"
+            "config /etc/o.json: api_max_read_buffers: must be between 8MiB and 1GiB (a request frame may be 4 MiB)");
 }
 
 TEST(Config, HeartbeatAndWatchdog) {

@@ -375,6 +375,44 @@ TEST_F(RpcTest, WriteQueueHardCapDropsConnection) {
   EXPECT_TRUE(WaitClosed(fd.get()));
 }
 
+// Big frames that never finish share one budget: the connection that grows
+// its buffer past it is closed; the one within it completes its frame.
+TEST_F(RpcTest, IncompleteBigFramesShareOneReadBudget) {
+  ServerOptions opts;
+  opts.read_buffers_max_bytes = 1536 << 10;
+  StartServer(opts);
+  const std::string big = RequestFrame(1, "svc", "Echo", std::string(1 << 20, 'x'));
+  const std::string part = big.substr(0, 600 << 10);
+  UniqueFd a = RawConnect();
+  RawSend(a.get(), part);
+  ASSERT_TRUE(RunUntil([&] { return server_->stats().read_buffers >= part.size(); }));
+  // b starts the same frame; its buffer takes the total over the budget.
+  UniqueFd b = RawConnect();
+  ASSERT_TRUE(RunUntil([&] { return server_->connection_count() == 2; }));
+  size_t off = 0;
+  ASSERT_TRUE(RunUntil([&] {
+    if (off < part.size()) {
+      ssize_t n = ::send(b.get(), part.data() + off, part.size() - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) off += static_cast<size_t>(n);
+    }
+    return server_->connection_count() == 1;
+  }));
+  EXPECT_TRUE(WaitClosed(b.get()));
+  EXPECT_LE(server_->stats().read_buffers, opts.read_buffers_max_bytes);
+  // a, within the budget, finishes its frame and gets its answer.
+  RawSend(a.get(), big.substr(part.size()));
+  FrameReader reader;
+  GotFrame g;
+  ASSERT_TRUE(RawRead(a.get(), &reader, &g));
+  EXPECT_EQ(g.resp().payload.size(), 1u << 20);
+  // Small requests never count against the budget.
+  auto client = RpcClient::Connect(loop_.get(), path_);
+  ASSERT_TRUE(client.ok());
+  bool ok = false;
+  (*client)->Call("svc", "Echo", "hi", kWait, [&](Result<std::string> r) { ok = r.ok() && *r == "hi"; });
+  ASSERT_TRUE(RunUntil([&] { return ok; }));
+}
+
 TEST_F(RpcTest, InflightLimitPausesReading) {
   ServerOptions opts;
   opts.max_inflight_per_connection = 4;
