@@ -179,7 +179,7 @@ HELPER_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(HELPER_SRCS))
 GTEST_OBJS := $(BUILD)/obj/gtest/gtest-all.o $(BUILD)/obj/gtest/gtest_main.o
 DEP_HEADERS := $(if $(filter $(BUILD)/deps/include,$(NANOPB_INC) $(PICOJSON_INC)),$(BUILD)/deps/.stamp)
 
-.PHONY: all outpost tests deps vendor test test-fresh run fuzz fuzz-long chaos power-cuts bench clean unit help-make
+.PHONY: all outpost tests deps vendor test test-fresh run fuzz fuzz-long chaos power-cuts bench bench-build clean unit help-make
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/outpost $(BUILD)/outpost.stripped
@@ -315,6 +315,9 @@ $(BUILD)/bench/%: $(BUILD)/obj/tools/bench/%.o $(BUILD)/liboutpost.a
 
 bench: all $(BENCH_BINS) $(BUILD)/test_helper
 	$(Q)tools/bench/run.sh $(BUILD)
+
+# The benchmark binaries only: make test builds them so they keep compiling.
+bench-build: $(BENCH_BINS)
 
 # ---- set-up, tests, run -----------------------------------------------------
 # The first pass installed what the goals need; `make deps` installs all.

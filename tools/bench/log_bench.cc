@@ -82,7 +82,7 @@ Run ThroughLogPipe(const std::string& helper, const std::string& lines, const st
   std::string error;
   auto lp = OrDie(logs::LogPipe::Open(loop.get(), sub + "/.task.stdout.fifo", sub + "/task.stdout",
                                       sub + "/.task.stdout.cursor", pol, ::getuid(), ::getgid(),
-                                      [&](const std::string& e) { error = e; }),
+                                      [&](const std::string& e, uint64_t) { if (!e.empty()) error = e; }),
                   "LogPipe::Open");
   int64_t start = MonotonicNanos();
   pid_t pid;

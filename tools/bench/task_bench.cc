@@ -113,7 +113,9 @@ class Bench {
       c.stdout_path = dir_ + "/" + id + ".stdout.fifo";
       c.stderr_path = dir_ + "/" + id + ".stderr.fifo";
       logs::RotationPolicy pol;
-      auto on_error = [](const std::string& e) { Die("LogPipe", e); };
+      auto on_error = [](const std::string& e, uint64_t) {
+        if (!e.empty()) Die("LogPipe", e);
+      };
       out = OrDie(logs::LogPipe::Open(loop_.get(), c.stdout_path, dir_ + "/logs/" + id + ".stdout",
                                       c.stdout_path + ".cursor", pol, ::getuid(), ::getgid(), on_error),
                   "LogPipe stdout");
