@@ -321,8 +321,14 @@ test_job_lifecycle_order() {
     >"$T/lc.json"
   expect_exit 0 op run -f "$T/lc.json"
   wait_for 10 grep -q post "$f" || fail "poststart did not run: $(cat "$f")"
-  local order; order="$(grep -v side "$f" | tr '\n' ' ')"
-  expect_eq "$order" "pre main post " "prestart, then main, then poststart"
+  # pre's line is written before it exits, and main starts only after that.
+  local order; order="$(grep -v -e side -e post "$f" | tr '\n' ' ')"
+  expect_eq "$order" "pre main " "prestart completed before main"
+  # Poststart starts once main is running (started), not once main's shell
+  # has printed: the start order is the agent's, in its events.
+  expect_exit 0 op events lc
+  local starts; starts="$(echo "$OUT" | awk '$3 == "started" && $2 != "lc/side" { printf "%s ", $2 }')"
+  expect_eq "$starts" "lc/pre lc/main lc/post " "prestart, then main, then poststart started"
   wait_for 10 jt_tstate_is lc/post dead || fail "post did not end"
   expect_eq "$(jt_tfield lc/post completed)" "True" "poststart completed"
   expect_eq "$(jt_tfield lc/pre completed)" "True" "prestart completed"
