@@ -382,9 +382,26 @@ void TaskManager::ReleaseUser(const std::string& id) {
 void TaskManager::RemoveCgroup(const driver::TaskConfig& c) {
   cgroup::Cgroups* cg = options_.cgroups;
   if (!cg || !cg->available() || c.cgroup.empty()) return;
-  // rmdir only: the kernel refuses (EBUSY) while anything is left in it.
-  log::WarnIfError(cg->Remove(c.cgroup), "cannot remove task cgroup", {{"task", c.id}});
-  (void)cg->RemoveJobIfEmpty(c.job);
+  RemoveCgroupDir(c.id, c.job, c.cgroup, 0);
+}
+
+// rmdir only: the kernel refuses (EBUSY) while anything is left in it. Right
+// after cgroup.kill the killed processes may still be exiting, so EBUSY is
+// retried every 50 ms for 2 s before it is reported; a retry is dropped once
+// a task of that id exists again (a new start owns the dir then).
+void TaskManager::RemoveCgroupDir(const std::string& id, const std::string& job, const std::string& path,
+                                  int attempt) {
+  cgroup::Cgroups* cg = options_.cgroups;
+  Status st = cg->Remove(path);
+  if (!st.ok() && st.error().sys_errno() == EBUSY && attempt < 40) {
+    std::weak_ptr<bool> alive = alive_;
+    loop_->AddTimer(50 * kNanosPerMilli, [this, alive, id, job, path, attempt] {
+      if (alive.lock() && !Find(id)) RemoveCgroupDir(id, job, path, attempt + 1);
+    });
+    return;
+  }
+  log::WarnIfError(st, "cannot remove task cgroup", {{"task", id}});
+  (void)cg->RemoveJobIfEmpty(job);
 }
 
 void TaskManager::Forget(const std::string& id) {

@@ -189,6 +189,7 @@ class TaskManager {
   void DestroyThroughDriver(const std::string& id, bool force, DoneCallback done);
   void ReleaseUser(const std::string& id);
   void RemoveCgroup(const driver::TaskConfig& c);
+  void RemoveCgroupDir(const std::string& id, const std::string& job, const std::string& path, int attempt);
   void Forget(const std::string& id);
 
   Loop* loop_;
