@@ -258,7 +258,7 @@ void ObjectReader::RejectUnknown() {
     std::string best;
     size_t best_dist = 3;  // suggest only close matches
     for (const std::string& k : known_) {
-      size_t d = EditDistance(key, k);
+      size_t d = EditDistance(key, k, best_dist);
       if (d < best_dist) {
         best_dist = d;
         best = k;

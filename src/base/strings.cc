@@ -204,18 +204,26 @@ std::string QuoteIfNeeded(std::string_view v) {
   return out;
 }
 
-size_t EditDistance(std::string_view a, std::string_view b) {
+size_t EditDistance(std::string_view a, std::string_view b, size_t limit) {
+  // The distance is at least the difference in length, and a row's minimum
+  // never decreases: both let a search for close matches stop early, so an
+  // unknown key of any length costs little.
+  size_t diff = a.size() > b.size() ? a.size() - b.size() : b.size() - a.size();
+  if (diff >= limit) return limit;
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
     cur[0] = i;
+    size_t row_min = i;
     for (size_t j = 1; j <= b.size(); ++j) {
       size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
       cur[j] = std::min(std::min(prev[j] + 1, cur[j - 1] + 1), sub);
+      row_min = std::min(row_min, cur[j]);
     }
+    if (row_min >= limit) return limit;
     std::swap(prev, cur);
   }
-  return prev[b.size()];
+  return std::min(prev[b.size()], limit);
 }
 
 }  // namespace outpost

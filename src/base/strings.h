@@ -35,6 +35,8 @@ Result<int64_t> ParseInt(std::string_view s, int64_t min, int64_t max);
 std::string QuoteIfNeeded(std::string_view v);
 
 // Edit distance, for "did you mean" suggestions.
-size_t EditDistance(std::string_view a, std::string_view b);
+// Levenshtein distance; with a limit, any distance >= limit is returned as
+// limit (computed cheaply).
+size_t EditDistance(std::string_view a, std::string_view b, size_t limit = SIZE_MAX);
 
 }  // namespace outpost

@@ -69,6 +69,11 @@ TEST(Strings, SplitAndAffixes) {
   EXPECT_TRUE(EndsWith("job.json", ".json"));
   EXPECT_EQ(EditDistance("staus", "status"), 1u);
   EXPECT_EQ(EditDistance("", "abc"), 3u);
+  EXPECT_EQ(EditDistance("kitten", "sitting"), 3u);
+  EXPECT_EQ(EditDistance("kitten", "sitting", 3), 3u) << "at the limit";
+  EXPECT_EQ(EditDistance("kitten", "sitting", 2), 2u) << "beyond the limit: the limit";
+  EXPECT_EQ(EditDistance("staus", "status", 3), 1u);
+  EXPECT_EQ(EditDistance(std::string(10000, 'x'), "status", 3), 3u) << "long keys stop at once";
 }
 
 TEST(Log, LineFormatQuotesWhereNeeded) {
