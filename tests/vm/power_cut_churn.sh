@@ -22,10 +22,9 @@ KEEP_JOBS="keep0 keep1 keep2"
 
 # A job whose single task counts forever; its argv[0] "pcmark-JOB" marks
 # its processes (the sh; `sleep` children carry no mark).
-job_json() {  # JOB GENERATION RESTART
-  printf '{"id": "%s", "tasks": [{"name": "t", "command": "/bin/sh", "args": ["-c", "i=0; while :; do echo %s $i; i=$((i+1)); sleep 0.2; done", "pcmark-%s"], "env": {"GEN": "%s"}, "restart": {"policy": "%s"}, "logs": {"max_file_size": "8KiB", "max_files": 2}}]}\n' \
-    "$1" "$2" "$1" "$2" "$3"
-}
+# printf format of a job spec, for JOB JOB JOB GENERATION RESTART-POLICY.
+JOB_FMT='{"id": "%s", "tasks": [{"name": "t", "command": "/bin/sh", "args": ["-c", "i=0; while :; do echo %s $i; i=$((i+1)); sleep 0.2; done", "pcmark-%s"], "env": {"GEN": "%s"}, "restart": {"policy": "%s"}, "logs": {"max_file_size": "8KiB", "max_files": 2}}]}\n'
+job_json() { printf "$JOB_FMT" "$1" "$1" "$1" "$2" "$3"; }  # JOB GENERATION RESTART
 
 # marks: "PID pcmark-JOB" for every marked process, in one pass over /proc
 # (a shell loop forking per process is too slow under TCG). A child between
@@ -104,20 +103,20 @@ if [ "${VMTEST_CUTS_LEFT:-0}" -gt 0 ]; then
   # the cut. `run --detach` returns once the spec is accepted, so the
   # operations come quickly and the cut finds some half done.
   setsid sh -c '
-    RANDOM=$1; shift; prefix=$1; shift
+    RANDOM=$1; shift; prefix=$1; shift; fmt=$1; shift
     g=0
     while :; do
       g=$((g + 1))
       j=churn$((RANDOM % 4))
       case $((RANDOM % 5)) in
-        0|1) printf "{\"id\": \"%s\", \"tasks\": [{\"name\": \"t\", \"command\": \"/bin/sh\", \"args\": [\"-c\", \"i=0; while :; do echo %s \$i; i=\$((i+1)); sleep 0.2; done\", \"pcmark-%s\"], \"env\": {\"GEN\": \"%s\"}, \"restart\": {\"policy\": \"always\"}, \"logs\": {\"max_file_size\": \"8KiB\", \"max_files\": 2}}]}\n" "$j" "$j" "$j" "$g" >/tmp/churn.json
+        0|1) printf "$fmt" "$j" "$j" "$j" "$g" always >/tmp/churn.json
              op="run $j (GEN $g)"; outpost run -f /tmp/churn.json --detach ;;
         2) op="stop $j"; outpost stop "$j" ;;
         3) op="restart $j"; outpost restart "$j" ;;
         4) op="rm $j"; outpost rm "$j" ;;
       esac >/dev/null 2>&1
       echo "${prefix}churn: $op: exit $?" >/dev/console
-    done' churn "$seed" "OUTPOST-VMTEST-OUT: $VMTEST_NAME: " </dev/null >/dev/null 2>&1 &
+    done' churn "$seed" "OUTPOST-VMTEST-OUT: $VMTEST_NAME: " "$JOB_FMT" </dev/null >/dev/null 2>&1 &
   # A random moment: 0.5 to 6 s into the churn.
   ms=$(( 500 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 5500 ))
   sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
