@@ -141,6 +141,7 @@ class LogPipe {
   void Written();  // a write succeeded: ends an error episode
   void Notify(std::string error, uint64_t dropped);
   bool MakeRoom(int err, bool* retried);
+  friend class Rotator;  // checks the crash points too
   bool Crash(Step step);
   uint64_t FifoBytes() const;
 
@@ -149,7 +150,7 @@ class LogPipe {
   ErrorCallback on_error_;
   std::unique_ptr<TestHooks> hooks_;  // null unless a test set one
   const TestHooks& hooks() const;
-  std::shared_ptr<bool> alive_;  // guards deferred on_error calls
+  std::shared_ptr<bool> alive_;  // guards deferred on_error calls (made by the first)
 
   LoopFd fifo_;         // read end, O_RDONLY|O_NONBLOCK
   UniqueFd scratch_r_;  // private pipe: tee target for peeking

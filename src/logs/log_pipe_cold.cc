@@ -31,8 +31,7 @@ LogPipe::LogPipe(Loop* loop, std::string fifo_path, std::string log_path, std::s
       hooks_(hooks.crash_at || hooks.fail_write || hooks.max_move || hooks.force_copy
                  ? std::make_unique<TestHooks>(std::move(hooks))
                  : nullptr),
-      alive_(std::make_shared<bool>(true)),
-      files_(std::move(log_path), std::move(cursor_path), policy, [this](Step step) { return Crash(step); }) {}
+      files_(std::move(log_path), std::move(cursor_path), policy, this) {}
 
 LogPipe::~LogPipe() {
   if (hold_timer_ != 0) loop_->CancelTimer(hold_timer_);
@@ -200,7 +199,9 @@ void LogPipe::Written() {
 void LogPipe::Notify(std::string error, uint64_t dropped) {
   if (!on_error_) return;
   // Deferred: the callback may destroy this LogPipe, and Open may not even
-  // have returned it yet.
+  // have returned it yet. The guard is made on first use: most pipes never
+  // report anything.
+  if (!alive_) alive_ = std::make_shared<bool>(true);
   std::weak_ptr<bool> alive = alive_;
   loop_->Defer([alive, cb = on_error_, msg = std::move(error), dropped] {
     if (!alive.expired()) cb(msg, dropped);

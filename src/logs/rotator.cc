@@ -87,15 +87,11 @@ bool Decode(const unsigned char* in, CursorRecord* r) {
 
 }  // namespace
 
-Rotator::Rotator(std::string log_path, std::string cursor_path, RotationPolicy policy,
-                 std::function<bool(LogPipeStep)> crash)
-    : log_path_(std::move(log_path)),
-      cursor_path_(std::move(cursor_path)),
-      policy_(policy),
-      crash_(std::move(crash)) {}
+Rotator::Rotator(std::string log_path, std::string cursor_path, RotationPolicy policy, LogPipe* owner)
+    : log_path_(std::move(log_path)), cursor_path_(std::move(cursor_path)), policy_(policy), owner_(owner) {}
 
 bool Rotator::Crash(LogPipeStep step) {
-  if (!stopped_ && crash_ && crash_(step)) stopped_ = true;
+  if (!stopped_ && owner_ && owner_->Crash(step)) stopped_ = true;
   return stopped_;
 }
 

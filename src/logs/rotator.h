@@ -9,7 +9,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 
 #include "base/error.h"
@@ -23,6 +22,7 @@ struct RotationPolicy {
 };
 
 enum class LogPipeStep;  // logs/log_pipe.h: the test seams' crash points
+class LogPipe;
 
 // The cursor file's record.
 struct CursorRecord {
@@ -46,10 +46,10 @@ class Rotator {
     bool mid_line = false;  // the file ends inside a line
   };
 
-  // crash: the owner's crash-point check; once it returns true the rotator
-  // stops where it is, as if the process had been killed.
-  Rotator(std::string log_path, std::string cursor_path, RotationPolicy policy,
-          std::function<bool(LogPipeStep)> crash);
+  // owner: the pipe whose crash points (test seams, LogPipe::Crash) the
+  // rotator checks (nullptr: none); once one fires the rotator stops where
+  // it is, as if the process had been killed.
+  Rotator(std::string log_path, std::string cursor_path, RotationPolicy policy, LogPipe* owner);
 
   Active& active() { return active_; }
   bool ready() const { return active_.fd.valid(); }
@@ -85,7 +85,7 @@ class Rotator {
   std::string log_path_;
   std::string cursor_path_;
   RotationPolicy policy_;
-  std::function<bool(LogPipeStep)> crash_;
+  LogPipe* owner_;
   bool stopped_ = false;
 
   UniqueFd cursor_fd_;
