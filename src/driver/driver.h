@@ -184,7 +184,8 @@ class Driver {
   // done runs once with the exit result (at once if it has exited); an
   // unknown id gives exit_code -1 with the error.
   virtual void WaitTask(const std::string& id, WaitCallback done) = 0;
-  // Signal (the task's kill_signal when empty), wait up to timeout, then
+  // Signal (the task layer passes the task's kill_signal when the caller
+  // named none; "" = SIGTERM), wait up to timeout, then
   // SIGKILL. done runs when the task is gone. Stopping an exited task is
   // not an error.
   virtual void StopTask(const std::string& id, int64_t timeout_nanos, const std::string& signal,

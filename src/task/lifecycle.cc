@@ -153,7 +153,7 @@ void TaskManager::Prepare(StartOp* op, DoneCallback done) {
 
   auto t = std::make_unique<Task>();
   t->starting = true;
-  t->record.driver = c.driver;
+  t->record.handle.config.driver = c.driver;
   Task* raw = t.get();
   tasks_[c.id] = std::move(t);
   op->inserted = true;
@@ -183,8 +183,8 @@ void TaskManager::Prepare(StartOp* op, DoneCallback done) {
   who.home = creds->home;
   if (!who.switch_user) who = driver::Identity{false, 0, 0, {}, creds->name, creds->home};
 
-  c.task_dir = options_.state_dir + "/task-data/" + c.id;
-  c.log_dir = options_.state_dir + "/logs/" + c.id;
+  c.task_dir = TaskDirPath(c.id);
+  c.log_dir = LogDirPath(c.id);
   c.stdout_path = FifoPath(c.id, "stdout");
   c.stderr_path = FifoPath(c.id, "stderr");
   OUTPOST_RETURN_IF_ERROR_CB(sys::MkdirAll(c.task_dir, 0700), done);
@@ -193,6 +193,7 @@ void TaskManager::Prepare(StartOp* op, DoneCallback done) {
   }
   OUTPOST_RETURN_IF_ERROR_CB(CheckTaskDirReachable(c, *creds), done);
   raw->record.handle.config = c;
+  DropDerivedPaths(raw);
   done(OpenLogs(c, creds->uid, creds->gid, raw));
 }
 
@@ -331,7 +332,7 @@ void TaskManager::StopThroughDriver(const std::string& id, int64_t timeout_nanos
   if (t->record.exited) return done(OkStatus());
   if (timeout_nanos < 0) timeout_nanos = t->config().kill_timeout_nanos;
   t->stop_requested = true;
-  d->StopTask(id, timeout_nanos, signal, std::move(done));
+  d->StopTask(id, timeout_nanos, signal.empty() ? t->config().kill_signal : signal, std::move(done));
 }
 
 void TaskManager::KillCgroup(const Task& t) {
@@ -416,8 +417,8 @@ void TaskManager::Forget(const std::string& id) {
 }
 
 void TaskManager::Purge(const std::string& id, DoneCallback done) {
-  std::string task_dir = options_.state_dir + "/task-data/" + id;
-  std::string log_dir = options_.state_dir + "/logs/" + id;
+  std::string task_dir = TaskDirPath(id);
+  std::string log_dir = LogDirPath(id);
   auto remove_dirs = [task_dir, log_dir, done](Status st) {
     if (!st.ok() && st.error().code() != Code::kNotFound) return done(st);
     Status a = sys::RemoveTree(task_dir);

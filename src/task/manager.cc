@@ -61,9 +61,20 @@ Result<std::unique_ptr<TaskManager>> TaskManager::Create(Loop* loop, Options opt
   TaskManager* raw = m.get();
   for (const std::string& name : m->options_.drivers->Names()) {
     driver::Driver* d = m->options_.drivers->Find(name);
-    m->subscriptions_[d] = d->SubscribeEvents([raw](const driver::TaskEvent& ev) { raw->options_.events->Publish(ev); });
+    m->subscriptions_[d] = d->SubscribeEvents([raw](const driver::TaskEvent& ev) { raw->PublishDriverEvent(ev); });
   }
   return m;
+}
+
+// Drivers name the task by id only; the job and task names come from the
+// task's record.
+void TaskManager::PublishDriverEvent(const driver::TaskEvent& ev) {
+  const Task* t = Find(ev.task_id);
+  if (!t || (!ev.task_name.empty() && !ev.job.empty())) return options_.events->Publish(ev);
+  driver::TaskEvent named = ev;
+  if (named.task_name.empty()) named.task_name = t->config().name;
+  if (named.job.empty()) named.job = t->config().job;
+  options_.events->Publish(named);
 }
 
 TaskManager::Task* TaskManager::Find(const std::string& id) const {
@@ -71,10 +82,50 @@ TaskManager::Task* TaskManager::Find(const std::string& id) const {
   return it == tasks_.end() ? nullptr : it->second.get();
 }
 
-driver::Driver* TaskManager::DriverOf(const Task& t) const { return options_.drivers->Find(t.record.driver); }
+driver::Driver* TaskManager::DriverOf(const Task& t) const { return options_.drivers->Find(t.record.driver()); }
 
 std::string TaskManager::FifoPath(const std::string& id, const char* stream) const {
   return options_.runtime_dir + "/fifo/" + id + "." + stream;
+}
+
+std::string TaskManager::TaskDirPath(const std::string& id) const { return options_.state_dir + "/task-data/" + id; }
+
+std::string TaskManager::LogDirPath(const std::string& id) const { return options_.state_dir + "/logs/" + id; }
+
+namespace {
+enum DerivedPath : uint8_t { kTaskDir = 1, kLogDir = 2, kStdout = 4, kStderr = 8 };
+}  // namespace
+
+void TaskManager::DropDerivedPaths(Task* t) const {
+  driver::TaskConfig& c = t->record.handle.config;
+  auto drop = [t](std::string* path, const std::string& derived, uint8_t bit) {
+    if (path->empty() || *path != derived) return;
+    std::string().swap(*path);
+    t->derived_paths |= bit;
+  };
+  drop(&c.task_dir, TaskDirPath(c.id), kTaskDir);
+  drop(&c.log_dir, LogDirPath(c.id), kLogDir);
+  drop(&c.stdout_path, FifoPath(c.id, "stdout"), kStdout);
+  drop(&c.stderr_path, FifoPath(c.id, "stderr"), kStderr);
+}
+
+void TaskManager::FillDerivedPaths(uint8_t derived, driver::TaskConfig* c) const {
+  if (derived & kTaskDir) c->task_dir = TaskDirPath(c->id);
+  if (derived & kLogDir) c->log_dir = LogDirPath(c->id);
+  if (derived & kStdout) c->stdout_path = FifoPath(c->id, "stdout");
+  if (derived & kStderr) c->stderr_path = FifoPath(c->id, "stderr");
+}
+
+driver::TaskConfig TaskManager::FullConfig(const Task& t) const {
+  driver::TaskConfig c = t.config();
+  FillDerivedPaths(t.derived_paths, &c);
+  return c;
+}
+
+TaskRecord TaskManager::FullRecord(const Task& t) const {
+  TaskRecord r = t.record;
+  FillDerivedPaths(t.derived_paths, &r.handle.config);
+  return r;
 }
 
 std::string TaskManager::RecordPath(const std::string& id) const {
@@ -128,7 +179,8 @@ void TaskManager::CloseLogs(Task* t, bool remove_fifos) {
   t->err.reset();
   if (had && release_fifos_) release_fifos_(t->id());
   if (remove_fifos) {
-    for (const std::string& p : {t->config().stdout_path, t->config().stderr_path}) {
+    driver::TaskConfig c = FullConfig(*t);
+    for (const std::string& p : {c.stdout_path, c.stderr_path}) {
       if (p.empty()) continue;
       ::unlink(p.c_str());
       ::unlink((p + ".cursor").c_str());
@@ -145,7 +197,8 @@ void TaskManager::HoldFifos(const Task& t) {
   if (!hold_fifos_ || !t.out) return;
   std::vector<UniqueFd> owned;
   std::vector<int> fds;
-  for (const std::string& p : {t.config().stdout_path, t.config().stderr_path}) {
+  driver::TaskConfig c = FullConfig(t);
+  for (const std::string& p : {c.stdout_path, c.stderr_path}) {
     auto fd = sys::Open(p, O_RDWR | O_NONBLOCK);
     if (!fd.ok()) {
       log::WarnIfError(fd.error(), "cannot open task FIFO for the keeper", {{"task", t.id()}});
@@ -163,7 +216,7 @@ void TaskManager::HoldAllFifos() {
 
 void TaskManager::Persist(const Task& t) {
   bool kept = false;
-  Status st = unsaved_.Write(RecordPath(t.id()), EncodeTaskRecord(t.record), &kept);
+  Status st = unsaved_.Write(RecordPath(t.id()), EncodeTaskRecord(FullRecord(t)), &kept);
   if (st.ok() && !kept) return;
   if (!st.ok()) log::Warn("cannot persist task state", {{"task", t.id()}, {"error", st.error().message()}});
   Emit(t.config(), "error", kept ? "task state kept in memory: no space left on device; written when space returns"
@@ -208,7 +261,7 @@ Result<TaskView> TaskManager::Inspect(const std::string& id) const {
   Task* t = Find(id);
   if (!t) return Error(Code::kNotFound, kNotFound);
   TaskView v;
-  v.config = t->config();
+  v.config = FullConfig(*t);
   driver::TaskStatus& s = v.status;
   s.id = id;
   s.name = v.config.name;
@@ -339,7 +392,7 @@ Result<std::string> TaskManager::ResolveId(const std::string& id) const {
 Result<std::string> TaskManager::LogPath(const std::string& id, bool stderr_stream) const {
   Task* t = Find(id);
   if (!t || !t->out) return Error(Code::kNotFound, kNotFound);
-  return t->config().log_dir + "/" + t->config().name + (stderr_stream ? ".stderr" : ".stdout");
+  return FullConfig(*t).log_dir + "/" + t->config().name + (stderr_stream ? ".stderr" : ".stdout");
 }
 
 int TaskManager::LogMaxFiles(const std::string& id) const {
@@ -408,6 +461,7 @@ Status TaskManager::Recover() {
       }
     }
     t->has_user = options_.uids && options_.uids->Lookup(id).has_value();
+    DropDerivedPaths(t.get());
     Task* raw = t.get();
     tasks_[id] = std::move(t);
     if (!raw->record.exited) running.push_back(id);
@@ -426,12 +480,13 @@ Status TaskManager::Recover() {
     if (!d) {
       driver::ExitResult lost;
       lost.exit_code = -1;
-      lost.error = "exit status unknown: its driver \"" + t->record.driver + "\" is not available";
+      lost.error = "exit status unknown: its driver \"" + t->record.driver() + "\" is not available";
       OnExit(id, lost);
       continue;
     }
     std::weak_ptr<bool> alive = alive_;
-    d->RecoverTask(t->record.handle, [this, alive, id](Status st) {
+    const TaskRecord full = FullRecord(*t);
+    d->RecoverTask(full.handle, [this, alive, id](Status st) {
       if (!alive.lock()) return;
       if (!st.ok()) {
         driver::ExitResult lost;

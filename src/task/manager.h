@@ -20,6 +20,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -151,8 +152,20 @@ class TaskManager {
 
   TaskManager(Loop* loop, Options options);
   Task* Find(const std::string& id) const;
+  void PublishDriverEvent(const driver::TaskEvent& ev);
   driver::Driver* DriverOf(const Task& t) const;
   std::string FifoPath(const std::string& id, const char* stream) const;
+  std::string TaskDirPath(const std::string& id) const;
+  std::string LogDirPath(const std::string& id) const;
+  // The four paths a start derives from a task's id (task dir, log dir and
+  // the two FIFOs) are not kept per task in memory: one equal to what
+  // this agent derives is stored empty, with its bit in Task::derived_paths,
+  // and filled in wherever a whole config or record leaves the manager
+  // (records on disk, views, drivers, log plumbing).
+  void DropDerivedPaths(Task* t) const;
+  void FillDerivedPaths(uint8_t derived, driver::TaskConfig* c) const;
+  driver::TaskConfig FullConfig(const Task& t) const;
+  TaskRecord FullRecord(const Task& t) const;
   std::string RecordPath(const std::string& id) const;
   Status OpenLogs(const driver::TaskConfig& config, uid_t uid, gid_t gid, Task* t);
   void CloseLogs(Task* t, bool remove_fifos);

@@ -69,7 +69,7 @@ std::string EncodeTaskRecord(const TaskRecord& rec) {
 
   picojson::object o;
   o["version"] = Num(kRecordVersion);
-  o["driver"] = Str(rec.driver);
+  o["driver"] = Str(rec.driver());
   picojson::object handle;
   handle["version"] = Num(h.version);
   handle["pid"] = Num(h.pid);
@@ -103,7 +103,8 @@ Result<TaskRecord> DecodeTaskRecord(const std::string& text) {
     return Error(Code::kFailedPrecondition,
                  "task record version " + std::to_string(version) + " is newer than this binary understands");
   }
-  r.String("driver", &rec.driver, false);
+  std::string driver_name = "exec";
+  r.String("driver", &driver_name, false);
   r.Int("oom_kills_at_start", 0, INT64_MAX, &oom_base);
   rec.oom_kills_at_start = static_cast<uint64_t>(oom_base);
   std::string legacy_cgroup;
@@ -206,7 +207,7 @@ Result<TaskRecord> DecodeTaskRecord(const std::string& text) {
   if (!errors.empty()) return Error(Code::kInvalidArgument, json::JoinErrors(errors));
   if (c.id.empty()) return Error(Code::kInvalidArgument, "config.id: missing");
   if (version == 1) c.cgroup = legacy_cgroup;
-  c.driver = rec.driver;
+  c.driver = driver_name;
   return rec;
 }
 

@@ -16,7 +16,6 @@
 namespace outpost::task {
 
 struct TaskRecord {
-  std::string driver = "exec";
   driver::TaskHandle handle;  // handle.config is the task's config
   uint64_t oom_kills_at_start = 0;
   bool exited = false;
@@ -24,6 +23,7 @@ struct TaskRecord {
   int64_t completed_at_unix_nanos = 0;
 
   const driver::TaskConfig& config() const { return handle.config; }
+  const std::string& driver() const { return handle.config.driver; }
 };
 
 std::string EncodeTaskRecord(const TaskRecord& r);

@@ -88,6 +88,9 @@ class FakeDriver : public driver::Driver {
     return 1;
   }
   void UnsubscribeEvents(uint64_t) override { event_cb_ = nullptr; }
+  void Publish(const driver::TaskEvent& ev) {
+    if (event_cb_) event_cb_(ev);
+  }
 
   void End(const std::string& id, int code, int sig = 0) {
     Task& t = tasks[id];
@@ -210,7 +213,7 @@ TEST_F(TaskManagerTest, StartPreparesAroundTheDriverAndPersistsItsHandle) {
   EXPECT_TRUE(S_ISFIFO(st.st_mode));
   auto back = DecodeTaskRecord(Record("a"));
   ASSERT_TRUE(back.ok()) << back.error().message();
-  EXPECT_EQ(back->driver, "fake");
+  EXPECT_EQ(back->driver(), "fake");
   EXPECT_EQ(back->handle.driver_state, "state-of-a");
   EXPECT_EQ(back->handle.version, 7);
   EXPECT_GT(back->handle.started_at_unix_nanos, 0) << "filled in where the driver gives none";
@@ -317,12 +320,13 @@ TEST_F(TaskManagerTest, AnEndedInstanceMakesWayForTheNextStartAndKeepsItsTaskDir
   EXPECT_EQ(fake_.calls, (std::vector<std::string>{"start r", "destroy r", "start r"}));
 }
 
-TEST_F(TaskManagerTest, StopUsesTheTasksKillTimeoutAndDestroyForgetsEverything) {
+TEST_F(TaskManagerTest, StopUsesTheTasksKillSignalAndTimeoutAndDestroyForgetsEverything) {
   driver::TaskConfig c = Config("s");
   c.kill_timeout_nanos = 7;
+  c.kill_signal = "SIGUSR1";
   ASSERT_TRUE(Start(c).ok());
   ASSERT_TRUE(Call([&](TaskManager::DoneCallback cb) { tm_->Stop("s", -1, "", cb); }).ok());
-  EXPECT_EQ(fake_.calls.back(), "stop s 7 ");
+  EXPECT_EQ(fake_.calls.back(), "stop s 7 SIGUSR1") << "the driver is told the task's own kill signal";
   EXPECT_EQ(EventTypes("s"), (std::vector<std::string>{"stopped"}));
   EXPECT_TRUE(Call([&](TaskManager::DoneCallback cb) { tm_->Stop("s", -1, "", cb); }).ok()) << "again: fine";
   ASSERT_TRUE(Call([&](TaskManager::DoneCallback cb) { tm_->Destroy("s", false, cb); }).ok());
@@ -346,7 +350,6 @@ TEST_F(TaskManagerTest, RecoveryHandsEachRunningRecordToItsDriver) {
   driver::TaskConfig gone = Config("gone");
   gone.driver = "vanished";
   TaskRecord rec;
-  rec.driver = "vanished";
   rec.handle.config = gone;
   rec.handle.config.id = "gone";
   ASSERT_TRUE(sys::WriteFileAtomic(dir_ + "/state/tasks/gone.json", EncodeTaskRecord(rec), 0600).ok());
@@ -370,6 +373,54 @@ TEST_F(TaskManagerTest, RecoveryHandsEachRunningRecordToItsDriver) {
   EXPECT_EQ(ended, 1);
 }
 
+TEST_F(TaskManagerTest, PathsDerivedFromTheIdAreWrittenShownAndRecoveredInFull) {
+  ASSERT_TRUE(Start(Config("p")).ok());
+  const std::string task_dir = dir_ + "/state/task-data/p", log_dir = dir_ + "/state/logs/p";
+  const std::string out = dir_ + "/run/fifo/p.stdout", err = dir_ + "/run/fifo/p.stderr";
+  auto check = [&](const driver::TaskConfig& c, const char* where) {
+    EXPECT_EQ(c.task_dir, task_dir) << where;
+    EXPECT_EQ(c.log_dir, log_dir) << where;
+    EXPECT_EQ(c.stdout_path, out) << where;
+    EXPECT_EQ(c.stderr_path, err) << where;
+  };
+  auto rec = DecodeTaskRecord(Record("p"));
+  ASSERT_TRUE(rec.ok()) << rec.error().message();
+  check(rec->config(), "record");
+  check(tm_->Inspect("p")->config, "inspect");
+  EXPECT_EQ(*tm_->LogPath("p", true), log_dir + "/p.stderr");
+
+  // A record from an agent with another runtime dir keeps its own FIFO path.
+  TaskRecord moved = *rec;
+  moved.handle.config.id = moved.handle.config.name = "m";
+  moved.handle.config.stdout_path = dir_ + "/old-run/fifo/m.stdout";
+  ASSERT_TRUE(sys::WriteFileAtomic(dir_ + "/state/tasks/m.json", EncodeTaskRecord(moved), 0600).ok());
+  fake_.calls.clear();
+  Reopen();
+  ASSERT_TRUE(tm_->Recover().ok());
+  ASSERT_EQ(fake_.recovered.size(), 2u);
+  for (const driver::TaskHandle& h : fake_.recovered) {
+    if (h.config.id == "p") check(h.config, "given to the driver at recovery");
+  }
+  check(tm_->Inspect("p")->config, "inspect after recovery");
+  EXPECT_EQ(tm_->Inspect("m")->config.stdout_path, dir_ + "/old-run/fifo/m.stdout");
+  EXPECT_EQ(tm_->Inspect("m")->config.stderr_path, err) << "as recorded";
+}
+
+TEST_F(TaskManagerTest, DriverEventsGetTheJobAndTaskNameFromTheRecord) {
+  driver::TaskConfig c = Config("e");
+  c.name = "web";
+  ASSERT_TRUE(Start(c).ok());
+  driver::TaskEvent ev;
+  ev.task_id = "e";
+  ev.type = "started";
+  fake_.Publish(ev);
+  auto got = events_.After(0, "e");
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got.back().event.type, "started");
+  EXPECT_EQ(got.back().event.task_name, "web");
+  EXPECT_EQ(got.back().event.job, "j");
+}
+
 TEST_F(TaskManagerTest, RecordsOfTheFirstOnDiskFormatAreRecovered) {
   // What the exec driver wrote itself before the task layer kept records.
   std::string v1 = R"({"version": 1, "driver": "exec", "pid": 99, "start_ticks": 5, "started_at_ns": 10,
@@ -380,7 +431,7 @@ TEST_F(TaskManagerTest, RecordsOfTheFirstOnDiskFormatAreRecovered) {
                "log_max_files": 10, "log_max_file_size": 10485760}})";
   auto rec = DecodeTaskRecord(v1);
   ASSERT_TRUE(rec.ok()) << rec.error().message();
-  EXPECT_EQ(rec->driver, "exec");
+  EXPECT_EQ(rec->driver(), "exec");
   EXPECT_EQ(rec->handle.version, 0);
   EXPECT_EQ(rec->handle.driver_state, v1) << "the exec driver reads its old fields from the whole file";
   EXPECT_EQ(rec->handle.pid, 99);

@@ -38,7 +38,12 @@ Error NotFound() { return Error(Code::kNotFound, kNotFound); }
 
 struct ExecDriver::Task {
   KeptConfig config;
-  State state;
+  // The driver state (State) of the task, less the boot id: every task the
+  // driver tracks runs in this boot.
+  pid_t pid = 0;
+  uint64_t start_ticks = 0;
+  std::string instance;
+  const char* parent = "keeper";  // who reaps it: "keeper" or "agent"
   int64_t started_at = 0;
   TaskState run_state = TaskState::kRunning;
   bool our_child = false;         // reaped by this process through the loop
@@ -68,7 +73,7 @@ ExecDriver::~ExecDriver() {
   if (fingerprint_timer_) loop_->CancelTimer(fingerprint_timer_);
   for (auto& [id, t] : tasks_) {
     if (t->kill_timer) loop_->CancelTimer(t->kill_timer);
-    if (t->our_child) loop_->UnwatchChild(t->state.pid);
+    if (t->our_child) loop_->UnwatchChild(t->pid);
   }
 }
 
@@ -124,7 +129,7 @@ ExecDriver::Task* ExecDriver::Find(const std::string& id) {
 
 ExecDriver::Task* ExecDriver::FindByPid(pid_t pid) {
   for (auto& [id, t] : tasks_) {
-    if (t->state.pid == pid && t->run_state != TaskState::kExited) return t.get();
+    if (t->pid == pid && t->run_state != TaskState::kExited) return t.get();
   }
   return nullptr;
 }
@@ -133,12 +138,14 @@ TaskHandle ExecDriver::HandleOf(const Task& t, const TaskConfig& config) const {
   TaskHandle h;
   h.version = kStateVersion;
   h.config = config;
-  h.pid = t.state.pid;
+  h.pid = t.pid;
   h.started_at_unix_nanos = t.started_at;
-  // Every task the driver tracks runs in this boot: the id is written into
-  // the handle here rather than kept per task.
-  State s = t.state;
+  State s;
+  s.pid = t.pid;
+  s.start_ticks = t.start_ticks;
+  s.instance = t.instance;
   s.boot_id = proc::CurrentBootId();
+  s.parent = t.parent;
   h.driver_state = EncodeState(s);
   return h;
 }
@@ -146,8 +153,6 @@ TaskHandle ExecDriver::HandleOf(const Task& t, const TaskConfig& config) const {
 void ExecDriver::Emit(const Task& t, const std::string& type, const std::string& message) {
   TaskEvent ev;
   ev.task_id = t.config.id;
-  ev.task_name = t.config.name;
-  ev.job = t.config.job;
   ev.timestamp_unix_nanos = WallNanos();
   ev.type = type;
   ev.message = message;
@@ -249,12 +254,12 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
 
   auto t = std::make_unique<Task>();
   t->config = KeptConfig(cfg);
-  t->state.pid = spawned->pid;
+  t->pid = spawned->pid;
   t->started_at = WallNanos();
   proc::ProcStat ps;
-  if (proc::ReadProcStat(spawned->pid, &ps)) t->state.start_ticks = ps.start_ticks;
-  t->state.parent = options_.keeper_is_parent ? "keeper" : "agent";
-  t->state.instance = instance;
+  if (proc::ReadProcStat(spawned->pid, &ps)) t->start_ticks = ps.start_ticks;
+  t->parent = options_.keeper_is_parent ? "keeper" : "agent";
+  t->instance = instance;
   t->pidfd = std::move(spawned->pidfd);
   Task* raw = t.get();
   tasks_[cfg.id] = std::move(t);
@@ -264,8 +269,8 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
     log::WarnIfError(loop_->WatchChild(pid, [this, pid](pid_t, int status) { OnProcessExit(pid, status, WallNanos()); }),
                      "cannot watch task process", {{"task", cfg.id}});
   }
-  log::Info("task started", {{"task", cfg.id}, {"pid", std::to_string(raw->state.pid)}, {"command", *path}});
-  Emit(*raw, "started", Format("started with pid %d", raw->state.pid));
+  log::Info("task started", {{"task", cfg.id}, {"pid", std::to_string(raw->pid)}, {"command", *path}});
+  Emit(*raw, "started", Format("started with pid %d", raw->pid));
   done(HandleOf(*raw, cfg));
 }
 
@@ -323,14 +328,14 @@ void ExecDriver::KillEverything(Task* t) {
   // The group id is only safe to signal while the leader lives: once it is
   // gone the number can be reused. Group members that outlive the leader
   // carry the marker and are found below.
-  pid_t pid = t->state.pid;
+  pid_t pid = t->pid;
   if (t->run_state != TaskState::kExited) SignalGroup(pid, SIGKILL);
   if (!t->config.cgroup.empty()) return;
   // Descendants that left the process group (setsid daemons) still carry
   // the task's marker in their environment. Handles written before the
   // instance marker existed fall back to the id.
-  std::string marker = t->state.instance.empty() ? "OUTPOST_TASK_ID=" + t->config.id
-                                                 : std::string(kInstanceVar) + "=" + t->state.instance;
+  std::string marker = t->instance.empty() ? "OUTPOST_TASK_ID=" + t->config.id
+                                                 : std::string(kInstanceVar) + "=" + t->instance;
   for (pid_t p : proc::ProcessesWithEnv(marker)) {
     if (p != ::getpid()) ::kill(p, SIGKILL);
   }
@@ -340,7 +345,7 @@ void ExecDriver::StopTask(const std::string& id, int64_t timeout_nanos, const st
                           DoneCallback done) {
   Task* t = Find(id);
   if (!t) return done(NotFound());
-  auto sig = proc::ParseSignal(signal.empty() ? t->config.kill_signal : signal);
+  auto sig = proc::ParseSignal(signal.empty() ? "SIGTERM" : signal);
   if (!sig.ok()) return done(sig.error());
   if (t->run_state == TaskState::kExited) return done(OkStatus());
   t->stop_waiters.push_back(std::move(done));
@@ -348,7 +353,7 @@ void ExecDriver::StopTask(const std::string& id, int64_t timeout_nanos, const st
     KillEverything(t);
     return;
   }
-  SignalGroup(t->state.pid, *sig);
+  SignalGroup(t->pid, *sig);
   Emit(*t, "stopping",
        Format("sent %s, killing in %s", proc::SignalName(*sig), FormatDuration(timeout_nanos).c_str()));
   if (!t->kill_timer) {
@@ -367,7 +372,7 @@ void ExecDriver::DestroyTask(const std::string& id, bool force, DoneCallback don
   if (!t) return done(NotFound());
   auto remove = [this, id](DoneCallback cb) {
     if (Task* task = Find(id)) {
-      if (task->our_child) loop_->UnwatchChild(task->state.pid);
+      if (task->our_child) loop_->UnwatchChild(task->pid);
       tasks_.erase(id);
     }
     cb(OkStatus());
@@ -383,7 +388,6 @@ void ExecDriver::InspectTask(const std::string& id, InspectCallback done) {
   if (!t) return done(NotFound());
   TaskStatus s;
   s.id = id;
-  s.name = t->config.name;
   s.state = t->run_state;
   // Running means alive now: an exit the keeper has not reported yet shows
   // in the pidfd first.
@@ -391,12 +395,12 @@ void ExecDriver::InspectTask(const std::string& id, InspectCallback done) {
     pollfd p{t->pidfd.get(), POLLIN, 0};
     if (::poll(&p, 1, 0) == 1) s.state = TaskState::kUnknown;
   }
-  s.pid = t->state.pid;
+  s.pid = t->pid;
   s.started_at_unix_nanos = t->started_at;
   s.completed_at_unix_nanos = t->completed_at;
   s.exit = t->exit;
-  s.attributes["pid"] = std::to_string(t->state.pid);
-  s.attributes["parent"] = t->foreign_parent ? "foreign" : t->state.parent;
+  s.attributes["pid"] = std::to_string(t->pid);
+  s.attributes["parent"] = t->foreign_parent ? "foreign" : t->parent;
   done(s);
 }
 
@@ -408,7 +412,7 @@ void ExecDriver::SignalTask(const std::string& id, const std::string& signal, Do
   if (t->run_state == TaskState::kExited) {
     return done(Error(Code::kFailedPrecondition, "task " + id + " is not running"));
   }
-  if (SignalGroup(t->state.pid, *sig) != 0) return done(ErrnoError("signal task " + id));
+  if (SignalGroup(t->pid, *sig) != 0) return done(ErrnoError("signal task " + id));
   done(OkStatus());
 }
 
@@ -419,8 +423,8 @@ void ExecDriver::TaskStats(const std::string& id, StatsCallback done) {
   s.timestamp_unix_nanos = WallNanos();
   if (t->run_state == TaskState::kExited) return done(s);
   int64_t now = MonotonicNanos();
-  std::vector<pid_t> members = proc::ProcessGroupMembers(t->state.pid);
-  if (members.empty()) members.push_back(t->state.pid);
+  std::vector<pid_t> members = proc::ProcessGroupMembers(t->pid);
+  if (members.empty()) members.push_back(t->pid);
   uint64_t user = 0, sys_ticks = 0, pages = 0;
   for (pid_t p : members) {
     proc::ProcStat ps;
@@ -447,7 +451,7 @@ void ExecDriver::TaskStats(const std::string& id, StatsCallback done) {
 void ExecDriver::WatchForeignProcess(Task* t) {
   // Not our child and not the keeper's: a pidfd still tells us when it
   // ends, but nobody can tell us how.
-  int fd = PidfdOpen(t->state.pid);
+  int fd = PidfdOpen(t->pid);
   if (fd < 0) return;
   std::string id = t->config.id;
   auto w = LoopFd::Watch(loop_, UniqueFd(fd), EPOLLIN, [this, id](uint32_t) {
@@ -469,15 +473,17 @@ void ExecDriver::RecoverTask(const TaskHandle& handle, DoneCallback done) {
   if (!state.ok()) return done(state.error().Wrap("recover task " + id + ": driver state"));
   auto t = std::make_unique<Task>();
   t->config = KeptConfig(handle.config);
-  t->state = *state;
+  const State& s = *state;
+  t->pid = s.pid;
+  t->start_ticks = s.start_ticks;
+  t->instance = s.instance;
+  t->parent = s.parent == "agent" ? "agent" : "keeper";
   t->started_at = handle.started_at_unix_nanos;
-  const State& s = t->state;
   proc::ProcStat ps;
   bool same_boot = s.boot_id.empty() || proc::CurrentBootId().empty() || s.boot_id == proc::CurrentBootId();
   bool alive = same_boot && s.pid > 0 && proc::ReadProcStat(s.pid, &ps) && ps.state != 'Z' &&
                (s.start_ticks == 0 || ps.start_ticks == s.start_ticks);
   if (!same_boot) log::Info("task from before a reboot: its process is gone", {{"task", id}});
-  t->state.boot_id.clear();  // checked; not needed again
   Task* raw = t.get();
   tasks_[id] = std::move(t);
   if (alive) {
@@ -528,7 +534,7 @@ void ExecDriver::ExecTask(const std::string& id, const std::vector<std::string>&
   // The task's context: its environment as the process really has it, its
   // cgroup, identity, rlimits and working dir.
   proc::ChildRunRequest req;
-  auto environ = sys::ReadFile(Format("/proc/%d/environ", t->state.pid), 1 << 20);
+  auto environ = sys::ReadFile(Format("/proc/%d/environ", t->pid), 1 << 20);
   if (!environ.ok()) return done(environ.error().Wrap("exec: cannot read the task's environment"));
   for (const std::string& kv : Split(*environ, '\0')) {
     if (!kv.empty()) req.env.push_back(kv);

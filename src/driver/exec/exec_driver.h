@@ -50,7 +50,7 @@ class ExecDriver : public Driver {
     // cgroup) without confusing them with another agent's same-named task.
     std::string instance;
     // The boot it started in: after a reboot the pid is someone else's.
-    // Persisted; in memory only until RecoverTask has checked it.
+    // Persisted, and checked by RecoverTask; not kept per task.
     std::string boot_id;
     std::string parent;  // "keeper" or "agent": who reaps it
   };
@@ -88,31 +88,27 @@ class ExecDriver : public Driver {
   void JournalReplayed();
 
  private:
-  // What the driver keeps of a task's config: what stop, signal, exec and
-  // events use. The task layer holds the whole config; a second full copy per
-  // task (limits, paths, args, spec hash) would cost about a KiB each.
+  // What the driver keeps of a task's config: what signal and exec use
+  // (the task layer holds the whole config, and fills in the job and task
+  // names of the events the driver publishes).
   struct KeptConfig {
-    std::string id, job, name;
+    std::string id;
     std::string exec_dir;  // the working dir exec uses: workdir, else task_dir
     bool switch_user = false;
     uid_t uid = 0;
     gid_t gid = 0;
     std::vector<gid_t> groups;
     std::vector<proc::Rlimit> rlimits;
-    std::string kill_signal;
     std::string cgroup;
 
     explicit KeptConfig(const TaskConfig& c)
         : id(c.id),
-          job(c.job),
-          name(c.name),
           exec_dir(c.workdir.empty() ? c.task_dir : c.workdir),
           switch_user(c.identity.switch_user),
           uid(c.identity.uid),
           gid(c.identity.gid),
-          groups(c.identity.groups),
+          groups(c.identity.switch_user ? c.identity.groups : std::vector<gid_t>()),
           rlimits(c.rlimits),
-          kill_signal(c.kill_signal),
           cgroup(c.cgroup) {}
     KeptConfig() = default;
   };

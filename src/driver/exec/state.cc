@@ -13,7 +13,9 @@ std::string ExecDriver::EncodeState(const State& s) {
   o["instance"] = picojson::value(s.instance);
   if (!s.boot_id.empty()) o["boot_id"] = picojson::value(s.boot_id);
   o["parent"] = picojson::value(s.parent);
-  return picojson::value(o).serialize();
+  std::string out = picojson::value(o).serialize();
+  out.shrink_to_fit();  // kept per task in its record: no spare capacity
+  return out;
 }
 
 Result<ExecDriver::State> ExecDriver::DecodeState(int version, const std::string& text) {
