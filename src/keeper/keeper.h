@@ -68,8 +68,9 @@ int RunKeeper(const std::vector<std::string>& agent_args, int journal_fd);
 
 // ---- restart policy --------------------------------------------------------
 
-// Worker restart delay: 0.5 s, doubling to 30 s; back to 0.5 s once a worker
-// stayed up for 60 s.
+// Worker restart delay: none for the first restart (the tasks' exits and
+// output wait while no worker runs), then 0.5 s doubling to 30 s; back to
+// none once a worker stayed up for 60 s.
 class RestartBackoff {
  public:
   static constexpr int64_t kInitialNanos = 500LL * 1000000;
@@ -80,7 +81,7 @@ class RestartBackoff {
   int64_t NextDelay(int64_t uptime_nanos);
 
  private:
-  int64_t next_ = kInitialNanos;
+  int64_t next_ = 0;
 };
 
 enum class StopRequest { kNone, kStop, kUpgrade };

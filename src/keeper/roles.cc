@@ -60,9 +60,9 @@ Result<KeeperFlags> TakeKeeperFlags(std::vector<std::string>* args) {
 // ---- restart policy --------------------------------------------------------
 
 int64_t RestartBackoff::NextDelay(int64_t uptime_nanos) {
-  if (uptime_nanos >= kResetAfterNanos) next_ = kInitialNanos;
+  if (uptime_nanos >= kResetAfterNanos) next_ = 0;
   int64_t d = next_;
-  next_ = next_ * 2 > kMaxNanos ? kMaxNanos : next_ * 2;
+  next_ = next_ == 0 ? kInitialNanos : next_ * 2 > kMaxNanos ? kMaxNanos : next_ * 2;
   return d;
 }
 

@@ -94,12 +94,13 @@ test_worker_failing_at_start_is_retried_with_backoff_not_in_a_loop() {
   rm -f "$SOCK" && echo taken >"$SOCK"
   local t0=$SECONDS
   kill -9 "$w"
-  # Starts at about +0.5 s, +1.5 s, +3.5 s fail; the next waits 4 s.
+  # Starts at once, then at about +0.5 s, +1.5 s, +3.5 s fail; the next waits 4 s.
   wait_for 15 grep -q "restarting the worker in=4s" "$T/agent.log" || fail "backoff did not reach 4s"
   local elapsed=$((SECONDS - t0))
-  [ "$elapsed" -ge 3 ] || fail "three failed starts took only ${elapsed}s: no backoff"
-  expect_eq "$(log_count 'worker started')" "4" "worker starts (first + 3 retries)"
-  expect_eq "$(log_count 'refusing to replace')" "3" "failed starts"
+  [ "$elapsed" -ge 3 ] || fail "four failed starts took only ${elapsed}s: no backoff"
+  expect_eq "$(log_count 'worker started')" "5" "worker starts (first + 4 retries)"
+  expect_eq "$(log_count 'refusing to replace')" "4" "failed starts"
+  expect_eq "$(log_count 'restarting the worker in=0s')" "1" "only the first restart is immediate"
   expect_contains "$(cat "$T/agent.log")" "restarting the worker in=2s" "backoff doubles"
   kill -0 "$AGENT_PID" || fail "the keeper gave up"
   # Fixed: the next attempt succeeds.

@@ -311,15 +311,15 @@ TEST(KeeperFlags, MalformedOrContradictoryFlagsAreUsageErrors) {
 
 // ---- restart policy ------------------------------------------------------------
 
-TEST(RestartBackoff, DoublesToThirtySecondsAndResetsAfterAMinuteUp) {
+TEST(RestartBackoff, FirstRestartAtOnceThenDoublesToThirtySecondsAndResetsAfterAMinuteUp) {
   RestartBackoff b;
   std::vector<int64_t> got;
-  for (int i = 0; i < 9; ++i) got.push_back(b.NextDelay(kSec));
-  EXPECT_EQ(got, (std::vector<int64_t>{kSec / 2, kSec, 2 * kSec, 4 * kSec, 8 * kSec, 16 * kSec, 30 * kSec,
+  for (int i = 0; i < 10; ++i) got.push_back(b.NextDelay(kSec));
+  EXPECT_EQ(got, (std::vector<int64_t>{0, kSec / 2, kSec, 2 * kSec, 4 * kSec, 8 * kSec, 16 * kSec, 30 * kSec,
                                        30 * kSec, 30 * kSec}));
   EXPECT_EQ(b.NextDelay(59 * kSec), 30 * kSec);  // not long enough
-  EXPECT_EQ(b.NextDelay(60 * kSec), kSec / 2);
-  EXPECT_EQ(b.NextDelay(0), kSec);
+  EXPECT_EQ(b.NextDelay(60 * kSec), 0) << "a worker that was up a minute is restarted at once";
+  EXPECT_EQ(b.NextDelay(0), kSec / 2);
 }
 
 TEST(WorkerExit, DecisionTable) {
