@@ -16,7 +16,8 @@ using json::ObjectReader;
 constexpr int64_t kSecond = 1000000000LL;
 constexpr int64_t kHour = 3600 * kSecond;
 constexpr int64_t kMaxKillTimeout = kHour;
-constexpr int64_t kMinRestartDelay = kSecond;  // restarts never come faster than once a second
+// 0 = at once; the supervisor still starts a task at most once a second.
+constexpr int64_t kMinRestartDelay = 0;
 constexpr int64_t kMaxRestartDelay = kHour;
 constexpr int64_t kMinRestartInterval = kSecond;
 constexpr int64_t kMaxRestartInterval = 24 * kHour;

@@ -176,7 +176,7 @@ std::vector<BadSpec> BadSpecs() {
       {Task(R"("restart": {"attempts": 1.5})"), "tasks[0].restart.attempts: expected a whole number, got 1.5"},
       {Task(R"("restart": {"delay": "10s", "max_delay": "5s"})"),
        "tasks[0].restart.max_delay: must be at least delay (10s), got 5s"},
-      {Task(R"("restart": {"delay": "100ms"})"), "tasks[0].restart.delay: must be between 1s and 1h, got 100ms"},
+      {Task(R"("restart": {"delay": "2h"})"), "tasks[0].restart.delay: must be between 0s and 1h, got 2h"},
       {Task(R"("restart": {"interval": "0"})"), "tasks[0].restart.interval: must be between 1s and 24h, got 0s"},
       {R"({"id": "j", "tasks": [{"name": "a", "command": "x"},
           {"name": "b", "command": "x", "restart": {"delay": "five"}}]})",

@@ -155,6 +155,13 @@ TEST(JobRestartPolicy, NeverMoreThanOneStartPerSecond) {
   RestartDecision d = DecideRestart(s, true, "exit code 0", h, now);
   ASSERT_TRUE(d.restart);
   EXPECT_EQ(d.delay_nanos, 800 * kNanosPerMilli);
+  // With delay 0 a task that had been up for a while is restarted at once,
+  // however often it was restarted before (as runit and s6 do).
+  h.last_start_mono = now - 5 * kNanosPerSecond;
+  for (int i = 0; i < 3; i++) h.restarts_mono.push_back(now - (3 - i) * kNanosPerSecond);
+  RestartDecision up = DecideRestart(s, true, "exit code 0", h, now);
+  ASSERT_TRUE(up.restart);
+  EXPECT_EQ(up.delay_nanos, 0);
 }
 
 TEST(JobRestartPolicy, DescribeExit) {
