@@ -78,6 +78,9 @@ Result<std::unique_ptr<JobsDir>> JobsDir::Create(Loop* loop, Options options, Ca
   // the removal first.
   w.settle_nanos = d->options_.debounce_nanos;
   w.settle_all_events = true;
+  // A file renamed in from elsewhere (the atomic way to install one) is
+  // applied at once.
+  w.moved_in_at_once = true;
   // Internal rescans read every file again (contents are compared here).
   w.rescan_reports_unchanged = true;
   w.retry_nanos = d->options_.retry_nanos;

@@ -244,7 +244,7 @@ void DirWatch::OnInotify() {
       auto* ev = reinterpret_cast<struct inotify_event*>(p);
       // ev->name is NUL-padded to len bytes.
       std::string name = ev->len > 0 ? std::string(ev->name) : std::string();
-      OnEvent(ev->wd, ev->mask, name, &changes);
+      OnEvent(ev->wd, ev->mask, ev->cookie, name, &changes);
       p += sizeof(struct inotify_event) + ev->len;
     }
     if (!Deliver(changes)) return;
@@ -253,7 +253,7 @@ void DirWatch::OnInotify() {
 
 // Never calls the callback (it collects into out and arms timers), so it may
 // touch members freely.
-void DirWatch::OnEvent(int wd, uint32_t mask, const std::string& name, Changes* out) {
+void DirWatch::OnEvent(int wd, uint32_t mask, uint32_t cookie, const std::string& name, Changes* out) {
   if (mask & IN_Q_OVERFLOW) {
     // Events were dropped: compare everything with what was reported, once
     // the burst that overflowed the queue has had a settle time to end.
@@ -289,14 +289,19 @@ void DirWatch::OnEvent(int wd, uint32_t mask, const std::string& name, Changes* 
   } else if (options_.filter && !options_.filter(name)) {
     return;
   }
-  OnEntryEvent(path, mask, out);
+  // A rename from an entry the owner sees pairs a removal with this
+  // addition; one from a skipped or filtered name (`mv .x.tmp x`) does not.
+  if (mask & IN_MOVED_FROM) last_moved_from_cookie_ = cookie;
+  const bool renamed_within = (mask & IN_MOVED_TO) && cookie != 0 && cookie == last_moved_from_cookie_;
+  OnEntryEvent(path, mask, renamed_within, out);
 }
 
-void DirWatch::OnEntryEvent(const std::string& path, uint32_t mask, Changes* out) {
+void DirWatch::OnEntryEvent(const std::string& path, uint32_t mask, bool renamed_within, Changes* out) {
   bool later = options_.settle_all_events;
   if (mask & (IN_DELETE | IN_MOVED_FROM)) {
     later ? LookLater(path, false) : LookNow(path, false, out);
   } else if (mask & IN_MOVED_TO) {
+    if (options_.moved_in_at_once && !renamed_within) later = false;
     later ? LookLater(path, true) : LookNow(path, true, out);
   } else if (mask & IN_CREATE) {
     // open(O_CREAT) of a new file: IN_CLOSE_WRITE follows when the writer is

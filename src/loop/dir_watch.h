@@ -34,7 +34,12 @@
 // that path (truncate-then-write, several writes in a row). With
 // settle_all_events, every event waits for the settle time (needed where a
 // save by an editor through a backup name must read as one change rather than
-// a removal and an addition: vim renames x to x~ and writes x anew).
+// a removal and an addition: vim renames x to x~ and writes x anew), except,
+// with moved_in_at_once, an entry renamed in from outside the watched tree or
+// from a name the owner does not see (skipped or filtered: `mv .x.tmp x`): a
+// rename delivers a whole file, and no removal pairs with it. A rename from
+// one seen name to another (the kernel's IN_MOVED_FROM and IN_MOVED_TO with
+// the same cookie, one right after the other) still settles on both sides.
 //
 // Rescans. Rescan() lists the whole tree and reports how it differs from what
 // was reported: new entries, gone entries, and entries whose stat (inode,
@@ -102,6 +107,7 @@ class DirWatch {
     std::function<bool(const std::string& name)> filter;
     int64_t settle_nanos = 100LL * 1000000;
     bool settle_all_events = false;
+    bool moved_in_at_once = false;  // with settle_all_events; see "When" above
     int64_t retry_nanos = 5LL * 1000000000;
     // Rescans report every entry still there as kChanged, not only those
     // whose stat differs: for owners that compare contents themselves and
@@ -161,8 +167,8 @@ class DirWatch {
   void Register(const std::string& path, int wd);
   void OnRootLost(const std::string& why);
   void OnInotify();
-  void OnEvent(int wd, uint32_t mask, const std::string& name, Changes* out);
-  void OnEntryEvent(const std::string& path, uint32_t mask, Changes* out);
+  void OnEvent(int wd, uint32_t mask, uint32_t cookie, const std::string& name, Changes* out);
+  void OnEntryEvent(const std::string& path, uint32_t mask, bool renamed_within, Changes* out);
   // Subdirectory watches (recursive only).
   bool WatchDir(const std::string& path);
   void Unwatch(const std::string& path);
@@ -200,6 +206,7 @@ class DirWatch {
   bool watched_once_ = false;        // options_.create no longer applies
   Loop::TimerId watch_timer_ = 0;    // retry / rewatch of the root; 0 = none
   Loop::TimerId rescan_timer_ = 0;   // after IN_Q_OVERFLOW or a failed subdir watch; 0 = none
+  uint32_t last_moved_from_cookie_ = 0;  // of the latest IN_MOVED_FROM of a seen name
   std::map<std::string, Pending> pending_;  // path -> settle timer
   std::map<std::string, Entry> entries_;
   std::string problem_;

@@ -206,6 +206,33 @@ TEST_F(DirWatchTest, SettleAllEventsMakesABackupSaveOneChange) {
   EXPECT_EQ(events_, (V{"+x", "~x", "+zz"}));
 }
 
+TEST_F(DirWatchTest, MovedInAtOnceAppliesRenamesInButSettlesRenamesBetweenSeenNames) {
+  Mkdir(dir_);
+  Write(P("a.json"), "a");
+  DirWatch::Options o = Opts(kLongSettle);
+  o.settle_all_events = true;
+  o.moved_in_at_once = true;
+  o.filter = [](const std::string& n) { return n.size() > 5 && n.compare(n.size() - 5, 5, ".json") == 0; };
+  Start(o);
+  ASSERT_EQ(events_, (V{"+a.json"}));
+  // From outside the tree: at once (the settle time is never reached here).
+  Write(tmp_ + "/staged", "b");
+  Rename(tmp_ + "/staged", P("b.json"));
+  ASSERT_TRUE(WaitEvents(2));
+  // From a name the owner does not see (a partial file in the dir): at once.
+  Write(P("c.json.part"), "c");
+  Rename(P("c.json.part"), P("c.json"));
+  ASSERT_TRUE(WaitEvents(3));
+  // From one seen name to another: both sides wait for the settle time, so
+  // nothing of it comes before the rename in that follows it.
+  Rename(P("a.json"), P("d.json"));
+  Write(tmp_ + "/staged", "e");
+  Rename(tmp_ + "/staged", P("e.json"));
+  ASSERT_TRUE(WaitEvents(4));
+  Quiet();
+  EXPECT_EQ(events_, (V{"+a.json", "+b.json", "+c.json", "+e.json"}));
+}
+
 TEST_F(DirWatchTest, DotNamesAndFilteredNamesAreIgnored) {
   Mkdir(dir_);
   DirWatch::Options o = SocketOpts();
