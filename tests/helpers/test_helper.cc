@@ -23,12 +23,24 @@
 //   touch FILE             create FILE (0644) and print its owner "uid gid"
 //   cat                    copy stdin to stdout until EOF, exit 0
 //   args ARG...            print each argument on a line of its own
+//   floor                  the benchmarks' fork+exec floor, measured from this
+//                          small process (a big one forks slower): reads
+//                          requests on stdin, one per line, answers each with
+//                          one line (nanoseconds, or "error TEXT"):
+//                            stamp FILE  fork + exec of `<self> timestamp
+//                                        FILE`: before the fork until the
+//                                        child wrote its clock to FILE
+//                            exec K      K x fork + exec of `<self> sleep
+//                                        1000`: before the first fork until
+//                                        all K have exec'd (CLOEXEC pipes at
+//                                        EOF); they are then killed, reaped
 //
 // Uses only libc (no iostream) so it starts fast and stays small.
 #include <dirent.h>
 #include <errno.h>
 #include <sched.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
@@ -64,6 +76,118 @@ int SignalByName(const char* s) {
 }
 
 void OnTrap(int) { _exit(g_trap_exit); }
+
+long long NowNanos() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+// One `stamp FILE` request of `floor`: nanoseconds, or -1 (errno set).
+long long FloorStamp(const char* self, const char* file) {
+  const char* argv[] = {self, "timestamp", file, nullptr};
+  long long t0 = NowNanos();
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    execve(self, const_cast<char* const*>(argv), environ);
+    _exit(127);
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    errno = ECHILD;
+    return -1;
+  }
+  FILE* f = fopen(file, "r");
+  long long ts = -1;
+  if (!f) return -1;
+  if (fscanf(f, "%lld", &ts) != 1) ts = -1;
+  fclose(f);
+  return ts < 0 ? -1 : ts - t0;
+}
+
+// One `exec K` request of `floor`.
+long long FloorExec(const char* self, int k) {
+  const char* argv[] = {self, "sleep", "1000", nullptr};
+  pid_t pids[64];
+  int fds[64];
+  if (k < 1 || k > 64) {
+    errno = EINVAL;
+    return -1;
+  }
+  long long t0 = NowNanos();
+  int started = 0;
+  for (; started < k; started++) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) break;
+    pid_t pid = fork();
+    if (pid < 0) {
+      close(p[0]);
+      close(p[1]);
+      break;
+    }
+    if (pid == 0) {
+      execve(self, const_cast<char* const*>(argv), environ);
+      int e = errno;
+      (void)!write(p[1], &e, sizeof e);
+      _exit(127);
+    }
+    close(p[1]);
+    pids[started] = pid;
+    fds[started] = p[0];
+  }
+  bool failed = started < k;
+  for (int i = 0; i < started; i++) {
+    int e = 0;
+    ssize_t n;
+    while ((n = read(fds[i], &e, sizeof e)) < 0 && errno == EINTR) {
+    }
+    if (n != 0) failed = true;  // the child wrote execve's errno
+    close(fds[i]);
+  }
+  long long took = NowNanos() - t0;
+  for (int i = 0; i < started; i++) kill(pids[i], SIGKILL);
+  for (int i = 0; i < started; i++) {
+    while (waitpid(pids[i], nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (failed) {
+    errno = ECHILD;
+    return -1;
+  }
+  return took;
+}
+
+int Floor() {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) {
+    printf("error readlink /proc/self/exe: %s\n", strerror(errno));
+    return 1;
+  }
+  self[n] = '\0';
+  char line[4200];
+  while (fgets(line, sizeof line, stdin)) {
+    line[strcspn(line, "\n")] = '\0';
+    long long ns = -1;
+    if (!strncmp(line, "stamp ", 6)) {
+      ns = FloorStamp(self, line + 6);
+    } else if (!strncmp(line, "exec ", 5)) {
+      ns = FloorExec(self, atoi(line + 5));
+    } else {
+      errno = EINVAL;
+    }
+    if (ns < 0) {
+      printf("error %s: %s\n", line, strerror(errno));
+    } else {
+      printf("%lld\n", ns);
+    }
+    fflush(stdout);
+  }
+  return 0;
+}
 
 int Usage() {
   fputs("usage: outpost-test-helper exit N | sleep S | ignore-term S | trap SIG N | orphan S | lines N [PREFIX]"
@@ -220,6 +344,7 @@ int main(int argc, char** argv) {
     }
     return n == 0 ? 0 : 1;
   }
+  if (!strcmp(cmd, "floor") && argc == 2) return Floor();
   if (!strcmp(cmd, "args")) {
     for (int i = 2; i < argc; i++) printf("%s\n", argv[i]);
     return 0;

@@ -106,6 +106,7 @@ struct Run {
   std::vector<std::string> ids;
   std::vector<pid_t> pids;
   bool failed = false;
+  bench::FloorProbe floor;  // measures the fork+exec floor (exits when we do)
 };
 
 [[noreturn]] void Fatal(Run* run, const std::string& what);
@@ -275,24 +276,16 @@ void ApiStartLatency(Run* run, int n, char tag, double* api_p50, double* fork_p5
   const std::string stamp = run->dir + "/stamp";
   std::vector<int64_t> api, forked;
   for (int i = 0; i < n; ++i) {
-    int64_t t0 = MonotonicNanos();
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      const char* argv[] = {run->helper.c_str(), "timestamp", stamp.c_str(), nullptr};
-      ::execv(argv[0], const_cast<char* const*>(argv));
-      ::_exit(127);
-    }
-    int64_t ts = bench::WaitStamp(stamp, 10 * kNanosPerSecond);
-    ReapWithin(pid, 5 * kNanosPerSecond);
-    if (ts < 0) Fatal(run, "the helper did not write its timestamp (fork + exec)");
-    forked.push_back(ts - t0);
+    auto floor = run->floor.Stamp(run->dir + "/floor-stamp");
+    if (!floor.ok()) Fatal(run, floor.error().message());
+    forked.push_back(*floor);
 
     std::string id = Format("s%s-%c%03d", sys::Basename(run->dir).substr(20).c_str(), tag, i);
     std::string req = StartRequest(*run, id, "timestamp", stamp);
-    t0 = MonotonicNanos();
+    int64_t t0 = MonotonicNanos();
     auto reply = client->Call(kAgentService, "StartTask", req, 30 * kNanosPerSecond);
     if (!reply.ok()) Fatal(run, "StartTask " + id + ": " + reply.error().message());
-    ts = bench::WaitStamp(stamp, 10 * kNanosPerSecond);
+    int64_t ts = bench::WaitStamp(stamp, 10 * kNanosPerSecond);
     if (ts < 0) Fatal(run, "the helper did not write its timestamp (task " + id + ")");
     api.push_back(ts - t0);
     auto gone = client->Call(kAgentService, "DestroyTask", DestroyRequest(id), 30 * kNanosPerSecond);
@@ -373,6 +366,9 @@ int Main(int argc, char** argv) {
                        "/no-cgroup\"}\n";
   Status wst = sys::WriteFileAtomic(run.config, config, 0600);
   if (!wst.ok()) Fatal(&run, wst.error().message());
+
+  std::string probe = run.floor.Start(run.helper);
+  if (!probe.empty()) Fatal(&run, "floor probe: " + probe);
 
   // ---- baseline: one idle static helper ----
   pid_t helper = SpawnDetached({run.helper, "sleep", "600"}, "");

@@ -201,6 +201,70 @@ inline int64_t WaitStamp(const std::string& path, int64_t timeout_nanos) {
   return -1;
 }
 
+// The fork+exec floor, measured by `test_helper floor`: a small static
+// process started once for the purpose, so the floor does not grow with the
+// bench's own size (a process holding 1,000 tasks' state forks slower) and a
+// ratio cannot improve because its baseline got slower. Requests go one at a
+// time over pipes, so a bench can interleave them with what it measures.
+class FloorProbe {
+ public:
+  FloorProbe() = default;
+  FloorProbe(const FloorProbe&) = delete;
+  FloorProbe& operator=(const FloorProbe&) = delete;
+  // Empty error: started. env: the environment the probe (and so each child
+  // it starts) gets; empty = ours.
+  std::string Start(const std::string& helper, const std::vector<std::string>& env = {}) {
+    std::vector<char*> envp;
+    for (const std::string& kv : env) envp.push_back(const_cast<char*>(kv.c_str()));
+    envp.push_back(nullptr);
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) return std::string("pipe2: ") + std::strerror(errno);
+    pid_ = ::fork();
+    if (pid_ < 0) return std::string("fork: ") + std::strerror(errno);
+    if (pid_ == 0) {
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      ::signal(SIGINT, SIG_IGN);  // the bench's Ctrl-C handling closes the pipe instead
+      const char* argv[] = {helper.c_str(), "floor", nullptr};
+      ::execve(argv[0], const_cast<char* const*>(argv), env.empty() ? environ : envp.data());
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    to_ = in[1];
+    from_ = ::fdopen(out[0], "r");
+    return from_ ? "" : std::string("fdopen: ") + std::strerror(errno);
+  }
+  ~FloorProbe() {
+    if (to_ >= 0) ::close(to_);  // EOF: the helper exits
+    if (from_) ::fclose(from_);
+    if (pid_ > 0) ReapWithin(pid_, 5 * kNanosPerSecond);
+  }
+  pid_t pid() const { return pid_; }
+  // Nanoseconds from before the fork until `test_helper timestamp file` wrote its clock.
+  Result<int64_t> Stamp(const std::string& file) { return Ask("stamp " + file); }
+  // Nanoseconds from before the first fork until k children have exec'd.
+  Result<int64_t> Exec(int k) { return Ask("exec " + std::to_string(k)); }
+
+ private:
+  Result<int64_t> Ask(const std::string& request) {
+    std::string line = request + "\n";
+    if (to_ < 0 || !sys::WriteAll(to_, line.data(), line.size(), "floor probe").ok()) {
+      return Error(Code::kUnavailable, "floor probe: cannot write to test_helper floor");
+    }
+    char buf[512];
+    if (!std::fgets(buf, sizeof buf, from_)) return Error(Code::kUnavailable, "floor probe: test_helper floor exited");
+    buf[std::strcspn(buf, "\n")] = '\0';
+    char* end = nullptr;
+    long long ns = std::strtoll(buf, &end, 10);
+    if (end == buf || *end != '\0' || ns < 0) return Error(Code::kInternal, std::string("floor probe: ") + buf);
+    return static_cast<int64_t>(ns);
+  }
+  pid_t pid_ = -1;
+  int to_ = -1;
+  FILE* from_ = nullptr;
+};
+
 // Every process whose environment holds marker ("K=V"): the tasks a
 // bench started, for clean-up.
 inline std::vector<pid_t> PidsWithEnv(const std::string& marker) {

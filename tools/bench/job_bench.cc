@@ -107,7 +107,8 @@ struct Run {
   pid_t worker = 0;
   std::set<std::string> jobs;        // submitted, not removed yet
   std::vector<pid_t> task_pids;      // of the 100 jobs' tasks, for the fallback
-  std::vector<pid_t> baseline_pids;  // raw fork+exec children not reaped yet
+  std::vector<pid_t> baseline_pids;  // baseline children not reaped yet
+  bench::FloorProbe floor;           // measures the fork+exec floor (exits when we do)
   bool failed = false;
   bool cleaned = false;
 };
@@ -245,44 +246,12 @@ void Cleanup(Run* run) {
 
 // ---- 1. job start latency --------------------------------------------------------
 
-// 10 fork + execve of `helper sleep 1000`, each with a CLOEXEC exec-status
-// pipe; returns the nanoseconds until every pipe reported EOF (all exec'd).
-// The children are killed and reaped after the clock stops.
+// 10 fork + execve of `helper sleep 1000` by the floor probe (a small
+// separate process): nanoseconds until all 10 have exec'd.
 int64_t ForkExec10(Run* run) {
-  const char* argv[] = {run->helper.c_str(), "sleep", "1000", nullptr};
-  int fds[kTasksPerJob];
-  int64_t t0 = MonotonicNanos();
-  for (int i = 0; i < kTasksPerJob; ++i) {
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC) != 0) Fatal(run, std::string("pipe2: ") + std::strerror(errno));
-    pid_t pid = ::fork();
-    if (pid < 0) Fatal(run, std::string("fork: ") + std::strerror(errno));
-    if (pid == 0) {
-      ::execve(argv[0], const_cast<char* const*>(argv), environ);
-      int e = errno;
-      (void)!::write(p[1], &e, sizeof e);
-      ::_exit(127);
-    }
-    ::close(p[1]);
-    fds[i] = p[0];
-    run->baseline_pids.push_back(pid);
-  }
-  bool failed = false;
-  for (int i = 0; i < kTasksPerJob; ++i) {
-    int e = 0;
-    ssize_t n;
-    do {
-      n = ::read(fds[i], &e, sizeof e);
-    } while (n < 0 && errno == EINTR);
-    if (n != 0) failed = true;
-    ::close(fds[i]);
-  }
-  int64_t took = MonotonicNanos() - t0;
-  for (pid_t pid : run->baseline_pids) ::kill(pid, SIGKILL);
-  for (pid_t pid : run->baseline_pids) ReapWithin(pid, 5 * kNanosPerSecond);
-  run->baseline_pids.clear();
-  if (failed) Fatal(run, "exec of " + run->helper + " failed (baseline)");
-  return took;
+  auto took = run->floor.Exec(kTasksPerJob);
+  if (!took.ok()) Fatal(run, took.error().message());
+  return *took;
 }
 
 Result<std::string> Call(wire::BlockingClient* c, const char* method, const std::string& payload,
@@ -473,6 +442,9 @@ int Main(int argc, char** argv) {
                        std::to_string(njobs + 10) + "}\n";
   Status wst = sys::WriteFileAtomic(run.config, config, 0600);
   if (!wst.ok()) Fatal(&run, wst.error().message());
+
+  std::string probe = run.floor.Start(run.helper);
+  if (!probe.empty()) Fatal(&run, "floor probe: " + probe);
 
   // ---- baseline: one idle static helper ----
   pid_t helper = SpawnDetached({run.helper, "sleep", "600"}, "");

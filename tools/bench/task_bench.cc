@@ -71,32 +71,22 @@ class Bench {
     if (::mkdir((dir_ + "/task").c_str(), 0700) != 0) Die("mkdir", dir_ + "/task");
     if (::mkdir((dir_ + "/logs").c_str(), 0700) != 0) Die("mkdir", dir_ + "/logs");
     stamp_ = dir_ + "/stamp";
-    // The baseline child gets an environment of the same size as a task's.
+    // The floor's children get an environment of the same size as a task's.
     for (const char* kv : {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
                            "USER=root", "LOGNAME=root", "OUTPOST_JOB=", "OUTPOST_TASK=bench",
                            "OUTPOST_TASK_DIR=/tmp/x", "OUTPOST_TASK_ID=bench"}) {
       base_env_.push_back(kv);
     }
+    std::string probe = floor_.Start(helper_, base_env_);
+    if (!probe.empty()) Die("floor probe", probe);
   }
 
-  // fork + execve, nothing else: the physical limit.
+  // fork + execve, nothing else: the physical limit, measured by a small
+  // separate process (bench_util.h FloorProbe).
   int64_t ForkExec() {
-    const char* argv[] = {helper_.c_str(), "timestamp", stamp_.c_str(), nullptr};
-    std::vector<char*> envp;
-    for (const std::string& s : base_env_) envp.push_back(const_cast<char*>(s.c_str()));
-    envp.push_back(nullptr);
-    int64_t t0 = MonotonicNanos();
-    pid_t pid = ::fork();
-    if (pid < 0) Die("fork", std::strerror(errno));
-    if (pid == 0) {
-      ::execve(argv[0], const_cast<char* const*>(argv), envp.data());
-      ::_exit(127);
-    }
-    int st = 0;
-    if (sys::RetryEintr([&] { return ::waitpid(pid, &st, 0); }) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-      Die("helper", "baseline run did not exit 0");
-    }
-    return ReadStamp(stamp_) - t0;
+    auto took = floor_.Stamp(dir_ + "/floor-stamp");
+    if (!took.ok()) Die("floor probe", took.error().message());
+    return *took;
   }
 
   // One task through ExecDriver::StartTask, with FIFOs + LogPipes or /dev/null.
@@ -165,6 +155,7 @@ class Bench {
   std::string dir_;
   std::string stamp_;
   std::vector<std::string> base_env_;
+  bench::FloorProbe floor_;
   std::unique_ptr<Loop> loop_;
   std::unique_ptr<driver::ExecDriver> driver_;
   int n_ = 0;
