@@ -68,11 +68,11 @@ Result<std::unique_ptr<JobManager>> JobManager::Create(Loop* loop, TaskRunner* r
   return m;
 }
 
-std::shared_ptr<TaskSupervisor> JobManager::MakeSupervisor(Job* job, const TaskSpec& spec) {
-  std::string id = job->stored.spec.id;
+std::shared_ptr<TaskSupervisor> JobManager::MakeSupervisor(Job* job, size_t i) {
+  std::string id = job->stored->spec.id;
   std::weak_ptr<bool> alive = alive_;
-  return std::make_shared<TaskSupervisor>(loop_, runner_, options_.events, id, spec,
-                                          job->stored.spec.min_healthy_time_nanos, [this, alive, id] {
+  return std::make_shared<TaskSupervisor>(loop_, runner_, options_.events, id, job->TaskSpecAt(i),
+                                          job->stored->spec.min_healthy_time_nanos, [this, alive, id] {
                                             if (alive.lock()) ScheduleEvaluate(id);
                                           });
 }
@@ -158,7 +158,7 @@ void JobManager::Evaluate(const std::string& id) {
   if (j.restarting) {
     j.restarting = false;
     std::vector<std::shared_ptr<TaskSupervisor>> fresh;
-    for (const TaskSpec& s : j.stored.spec.tasks) fresh.push_back(MakeSupervisor(&j, s));
+    for (size_t i = 0; i < j.stored->spec.tasks.size(); i++) fresh.push_back(MakeSupervisor(&j, i));
     j.tasks = std::move(fresh);
     j.main_started = j.post_started = false;
     ScheduleEvaluate(id);
@@ -188,7 +188,7 @@ void JobManager::FinishRemove(const std::string& id) {
       unsaved_.Forget(store_.PathOf(id));
       Status rm = store_.Remove(id);
       auto waiters = std::move(jt->second->remove_waiters);
-      if (!jt->second->stored.file.empty()) file_jobs_.erase(jt->second->stored.file);
+      if (!jt->second->stored->file.empty()) file_jobs_.erase(jt->second->stored->file);
       jobs_.erase(jt);
       JobEvent(id, "job-removed", "job removed");
       for (auto& w : waiters) w(rm);
@@ -256,26 +256,26 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
                           spec.id.c_str(), jobs_.size()));
     }
     auto job = std::make_unique<Job>();
-    job->stored.spec = std::move(spec);
-    job->stored.source = source;
-    job->stored.file = file;
-    job->stored.submitted_unix_nanos = WallNanos();
-    Status st = store_.Save(job->stored);
-    if (!st.ok()) return st.error().Wrap("save job \"" + job->stored.spec.id + "\"");
-    for (const TaskSpec& s : job->stored.spec.tasks) job->tasks.push_back(MakeSupervisor(job.get(), s));
-    std::string id = job->stored.spec.id;
+    job->stored->spec = std::move(spec);
+    job->stored->source = source;
+    job->stored->file = file;
+    job->stored->submitted_unix_nanos = WallNanos();
+    Status st = store_.Save(*job->stored);
+    if (!st.ok()) return st.error().Wrap("save job \"" + job->stored->spec.id + "\"");
+    for (size_t i = 0; i < job->stored->spec.tasks.size(); i++) job->tasks.push_back(MakeSupervisor(job.get(), i));
+    std::string id = job->stored->spec.id;
     jobs_[id] = std::move(job);
     if (!file.empty()) file_jobs_[file] = id;
     size_t n = jobs_[id]->tasks.size();
-    if (jobs_[id]->stored.spec.resources.Any()) {
-      Status js = runner_->ApplyJobResources(id, jobs_[id]->stored.spec.resources);
+    if (jobs_[id]->stored->spec.resources.Any()) {
+      Status js = runner_->ApplyJobResources(id, jobs_[id]->stored->spec.resources);
       if (!js.ok()) log::Warn("job limits not applied", {{"job", id}, {"error", js.error().message()}});
     }
     JobEvent(id, "job-submitted",
              Format("job submitted (%zu task%s, source %s)", n, n == 1 ? "" : "s", SourceName(source)));
     ScheduleEvaluate(id);
     result.created = true;
-    for (const TaskSpec& s : jobs_[id]->stored.spec.tasks) result.added.push_back(s.name);
+    for (const TaskSpec& s : jobs_[id]->stored->spec.tasks) result.added.push_back(s.name);
     result.job = ViewOf(*jobs_[id]);
     return result;
   }
@@ -285,23 +285,23 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
   if (j.removing) {
     return Error(Code::kFailedPrecondition, "job \"" + id + "\" is being removed; submit it again once it is gone");
   }
-  if (j.stored.source == Source::kFile && source == Source::kApi) {
+  if (j.stored->source == Source::kFile && source == Source::kApi) {
     return Error(Code::kFailedPrecondition,
-                 "job \"" + id + "\" is managed by the file " + j.stored.file + "; edit that file instead");
+                 "job \"" + id + "\" is managed by the file " + j.stored->file + "; edit that file instead");
   }
-  if (j.stored.source == Source::kApi && source == Source::kFile) {
+  if (j.stored->source == Source::kApi && source == Source::kFile) {
     return Error(Code::kAlreadyExists, "job \"" + id +
                                            "\" already exists (submitted through the API); remove it with "
                                            "`outpost rm " + id + "` or use another id in this file");
   }
   // A job file renamed (or its job moved to another file): the old file is
   // gone, so the new one takes the job over as an update.
-  bool moved = source == Source::kFile && j.stored.file != file;
-  if (moved && file_jobs_.count(j.stored.file)) {
-    return Error(Code::kAlreadyExists, "job \"" + id + "\" is already defined by the file " + j.stored.file);
+  bool moved = source == Source::kFile && j.stored->file != file;
+  if (moved && file_jobs_.count(j.stored->file)) {
+    return Error(Code::kAlreadyExists, "job \"" + id + "\" is already defined by the file " + j.stored->file);
   }
 
-  SpecDiff diff = DiffSpecs(j.stored.spec, spec);
+  SpecDiff diff = DiffSpecs(j.stored->spec, spec);
   result.job_limits = diff.job_limits;
   result.added = diff.added;
   result.restarted = diff.restarted;
@@ -310,14 +310,14 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
   bool spec_changed = diff.changed;
   std::set<std::string> new_names;
   for (const TaskSpec& s : spec.tasks) new_names.insert(s.name);
-  bool was_stopped = !j.stored.running || j.restarting;
+  bool was_stopped = !j.stored->running || j.restarting;
   if (!spec_changed && !was_stopped && !moved) {
     result.unchanged = true;
     result.job = ViewOf(j);
     return result;
   }
 
-  StoredJob next = j.stored;
+  StoredJob next = *j.stored;
   next.spec = std::move(spec);
   next.running = true;
   if (moved) next.file = file;
@@ -329,7 +329,7 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
   if (was_stopped) {
     // A stopped job starts afresh with the new spec (in lifecycle order)
     // once everything of the old run has stopped.
-    j.stored = std::move(next);
+    j.stored = std::make_shared<StoredJob>(std::move(next));
     for (const auto& t : j.tasks) {
       if (!new_names.count(t->spec().name)) j.retiring.push_back(t);
     }
@@ -338,25 +338,28 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
   } else {
     std::map<std::string, std::shared_ptr<TaskSupervisor>> by_name;
     for (const auto& t : j.tasks) by_name[t->spec().name] = t;
+    j.stored = std::make_shared<StoredJob>(std::move(next));
     std::vector<std::shared_ptr<TaskSupervisor>> tasks;
-    for (const TaskSpec& s : next.spec.tasks) {
-      auto b = by_name.find(s.name);
+    for (size_t i = 0; i < j.stored->spec.tasks.size(); i++) {
+      const std::string& name = j.stored->spec.tasks[i].name;
+      auto b = by_name.find(name);
       if (b == by_name.end()) {
-        tasks.push_back(MakeSupervisor(&j, s));
+        tasks.push_back(MakeSupervisor(&j, i));
         continue;
       }
-      b->second->SetMinHealthy(next.spec.min_healthy_time_nanos);
-      if (diff.Restarts(s.name)) {
-        b->second->Replace(s);
-      } else if (diff.Updates(s.name)) {
-        (void)b->second->UpdateLimits(s);  // the outcome is an event
+      b->second->SetMinHealthy(j.stored->spec.min_healthy_time_nanos);
+      if (diff.Restarts(name)) {
+        b->second->Replace(j.TaskSpecAt(i));
+      } else if (diff.Updates(name)) {
+        (void)b->second->UpdateLimits(j.TaskSpecAt(i));  // the outcome is an event
+      } else {
+        b->second->Rebind(j.TaskSpecAt(i));
       }
       tasks.push_back(b->second);
       by_name.erase(b);
     }
     for (auto& [name, t] : by_name) j.retiring.push_back(t);
     j.tasks = std::move(tasks);
-    j.stored = std::move(next);
   }
   std::string what;
   if (!result.restarted.empty()) what += "; restarting: " + JoinNames(result.restarted);
@@ -364,10 +367,10 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
   if (!result.removed.empty()) what += "; removed: " + JoinNames(result.removed);
   if (!result.updated.empty()) what += "; limits updated live: " + JoinNames(result.updated);
   if (result.job_limits && j.Wanted()) {
-    Status js = runner_->ApplyJobResources(id, j.stored.spec.resources);
+    Status js = runner_->ApplyJobResources(id, j.stored->spec.resources);
     if (!js.ok()) what += "; job limits not applied: " + js.error().message();
   }
-  std::string head = spec_changed ? Format("job updated to version %lld", static_cast<long long>(j.stored.version))
+  std::string head = spec_changed ? Format("job updated to version %lld", static_cast<long long>(j.stored->version))
                                   : std::string(was_stopped ? "job started again" : "job unchanged");
   if (moved) head += "; now defined by the file " + file;
   if (spec_changed && was_stopped) head += "; starting";
@@ -381,13 +384,13 @@ void JobManager::Stop(const std::string& id, int64_t timeout_nanos, DoneCallback
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return done(JobNotFound(id));
   Job& j = *it->second;
-  if (j.stored.running) {
-    StoredJob next = j.stored;
+  if (j.stored->running) {
+    StoredJob next = *j.stored;
     next.running = false;
     std::string note;
     Status st = Persist(id, next, &note);
     if (!st.ok()) return done(st);
-    j.stored.running = false;
+    j.stored->running = false;
     JobEvent(id, "job-stopping", "job stop requested" + note);
   }
   j.restarting = false;
@@ -400,18 +403,18 @@ void JobManager::Remove(const std::string& id, DoneCallback done) {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return done(JobNotFound(id));
   Job& j = *it->second;
-  if (j.stored.source == Source::kFile && done) {
-    return done(Error(Code::kFailedPrecondition, "job \"" + id + "\" is managed by the file " + j.stored.file +
+  if (j.stored->source == Source::kFile && done) {
+    return done(Error(Code::kFailedPrecondition, "job \"" + id + "\" is managed by the file " + j.stored->file +
                                                     "; remove that file to remove the job"));
   }
-  if (j.stored.running) {
+  if (j.stored->running) {
     // If the agent dies mid-way, the job comes back stopped, not running.
-    StoredJob next = j.stored;
+    StoredJob next = *j.stored;
     next.running = false;
     std::string note;
     Status st = Persist(id, next, &note);
     if (!st.ok() && done) return done(st);
-    j.stored.running = false;
+    j.stored->running = false;
     if (!note.empty()) JobEvent(id, "job-removing", "job removal requested" + note);
   }
   j.removing = true;
@@ -439,11 +442,11 @@ Status JobManager::Restart(const std::string& id, const std::string& task) {
     return name.error();
   }
   std::string note;
-  if (!j.stored.running) {
-    StoredJob next = j.stored;
+  if (!j.stored->running) {
+    StoredJob next = *j.stored;
     next.running = true;
     OUTPOST_RETURN_IF_ERROR(Persist(id, next, &note));
-    j.stored.running = true;
+    j.stored->running = true;
   }
   JobEvent(id, "job-restarting", "job restart requested" + note);
   j.restarting = true;
@@ -453,13 +456,13 @@ Status JobManager::Restart(const std::string& id, const std::string& task) {
 
 JobView JobManager::ViewOf(const Job& j) const {
   JobView v;
-  v.id = j.stored.spec.id;
-  v.source = j.stored.source;
-  v.file = j.stored.file;
-  v.running = j.stored.running;
-  v.version = j.stored.version;
-  v.submitted_unix_nanos = j.stored.submitted_unix_nanos;
-  v.spec = j.stored.spec;
+  v.id = j.stored->spec.id;
+  v.source = j.stored->source;
+  v.file = j.stored->file;
+  v.running = j.stored->running;
+  v.version = j.stored->version;
+  v.submitted_unix_nanos = j.stored->submitted_unix_nanos;
+  v.spec = j.stored->spec;
   for (const auto& t : j.tasks) {
     TaskStatusView tv;
     tv.name = t->spec().name;

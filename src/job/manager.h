@@ -147,7 +147,8 @@ class JobManager {
   // What this node cannot do for spec (unknown drivers, limits it cannot
   // enforce), one line per problem with its path; the job is refused.
   Status CheckNode(const JobSpec& spec) const;
-  std::shared_ptr<TaskSupervisor> MakeSupervisor(Job* job, const TaskSpec& spec);
+  // The supervisor of the job's i-th task.
+  std::shared_ptr<TaskSupervisor> MakeSupervisor(Job* job, size_t i);
   void ScheduleEvaluate(const std::string& id);
   void Evaluate(const std::string& id);
   void FinishRemove(const std::string& id);

@@ -15,7 +15,11 @@ inline bool IsMain(const TaskSupervisor& t) { return t.spec().lifecycle.hook == 
 inline bool IsPoststart(const TaskSupervisor& t) { return t.spec().lifecycle.hook == Hook::kPoststart; }
 
 struct JobManager::Job {
-  StoredJob stored;
+  // The supervisors' specs point into it (one TaskSpec per task): a new
+  // spec makes a new StoredJob (the supervisors are then rebound or
+  // replaced, and the old one goes with the last of them); only the other
+  // fields are changed in place.
+  std::shared_ptr<StoredJob> stored = std::make_shared<StoredJob>();
   std::vector<std::shared_ptr<TaskSupervisor>> tasks;     // in spec order
   std::vector<std::shared_ptr<TaskSupervisor>> retiring;  // dropped by an update: stop, then purge
   bool main_started = false;
@@ -28,7 +32,10 @@ struct JobManager::Job {
   std::vector<DoneCallback> remove_waiters;
   std::set<std::string> purging;
 
-  bool Wanted() const { return stored.running && !removing && !restarting; }
+  bool Wanted() const { return stored->running && !removing && !restarting; }
+  std::shared_ptr<const TaskSpec> TaskSpecAt(size_t i) const {
+    return std::shared_ptr<const TaskSpec>(stored, &stored->spec.tasks[i]);
+  }
   bool AllDead() const {
     for (const auto& t : tasks) {
       if (t->state() != RunState::kDead) return false;

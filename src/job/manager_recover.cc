@@ -12,9 +12,9 @@ void JobManager::Recover() {
   for (const std::string& p : store_problems_) log::Error("cannot load a stored job", {{"error", p}});
   for (StoredJob& s : loaded) {
     auto job = std::make_unique<Job>();
-    job->stored = std::move(s);
-    std::string id = job->stored.spec.id;
-    for (const TaskSpec& t : job->stored.spec.tasks) job->tasks.push_back(MakeSupervisor(job.get(), t));
+    job->stored = std::make_shared<StoredJob>(std::move(s));
+    std::string id = job->stored->spec.id;
+    for (size_t i = 0; i < job->stored->spec.tasks.size(); i++) job->tasks.push_back(MakeSupervisor(job.get(), i));
     // Which instances survived? If none runs (a reboot, or everything died
     // while no agent ran), the job starts afresh in lifecycle order.
     std::vector<Result<TaskStore::Instance>> found;
@@ -32,16 +32,16 @@ void JobManager::Recover() {
         if (found[i]->running) {
           t->Adopt();
           if (found[i]->spec_hash != TaskFingerprint(t->spec())) {
-            t->Replace(t->spec());
+            t->Replace(job->TaskSpecAt(i));
           }
-        } else if (job->stored.running) {
+        } else if (job->stored->running) {
           t->AdoptExited(found[i]->exit);
         }
       }
     }
-    if (!job->stored.file.empty()) file_jobs_[job->stored.file] = id;
-    if (job->stored.running && job->stored.spec.resources.Any()) {
-      Status js = runner_->ApplyJobResources(id, job->stored.spec.resources);
+    if (!job->stored->file.empty()) file_jobs_[job->stored->file] = id;
+    if (job->stored->running && job->stored->spec.resources.Any()) {
+      Status js = runner_->ApplyJobResources(id, job->stored->spec.resources);
       if (!js.ok()) log::Warn("job limits not applied", {{"job", id}, {"error", js.error().message()}});
     }
     jobs_[id] = std::move(job);
@@ -87,7 +87,7 @@ void JobManager::OnFileChanged(const std::string& path, const std::string& conte
     std::string old = prev->second;
     file_jobs_.erase(prev);
     auto jt = jobs_.find(old);
-    if (jt != jobs_.end() && jt->second->stored.file == path) Remove(old, nullptr);
+    if (jt != jobs_.end() && jt->second->stored->file == path) Remove(old, nullptr);
   }
   auto r = Apply(std::move(*spec), Source::kFile, path);
   if (!r.ok()) {
@@ -111,7 +111,7 @@ void JobManager::OnFileRemoved(const std::string& path) {
   loop_->AddTimer(kFileMoveGraceNanos, [this, alive, id, path] {
     if (!alive.lock()) return;
     auto jt = jobs_.find(id);
-    if (jt == jobs_.end() || jt->second->stored.file != path || file_jobs_.count(path)) return;
+    if (jt == jobs_.end() || jt->second->stored->file != path || file_jobs_.count(path)) return;
     log::Info("job file removed: removing its job", {{"file", path}, {"job", id}});
     Remove(id, nullptr);
   });

@@ -146,7 +146,8 @@ driver::TaskConfig TaskConfigFor(const std::string& job, const TaskSpec& s) {
 }
 
 TaskSupervisor::TaskSupervisor(Loop* loop, TaskRunner* runner, task::EventSink* events, std::string job,
-                               TaskSpec spec, int64_t min_healthy_nanos, std::function<void()> on_change)
+                               std::shared_ptr<const TaskSpec> spec, int64_t min_healthy_nanos,
+                               std::function<void()> on_change)
     : loop_(loop),
       runner_(runner),
       events_(events),
@@ -195,16 +196,16 @@ void TaskSupervisor::Restart(const std::string& reason) {
   Handle(RunEvent::kRestart);
 }
 
-void TaskSupervisor::Replace(TaskSpec spec) {
+void TaskSupervisor::Replace(std::shared_ptr<const TaskSpec> spec) {
   spec_ = std::move(spec);
   if (state_ == RunState::kPending) return;  // starts with the new spec when allowed
   Restart("the task's spec changed");
 }
 
-Status TaskSupervisor::UpdateLimits(TaskSpec spec) {
+Status TaskSupervisor::UpdateLimits(std::shared_ptr<const TaskSpec> spec) {
   spec_ = std::move(spec);
   if (state_ != RunState::kRunning && state_ != RunState::kStarting) return OkStatus();
-  Status st = runner_->UpdateResources(task_id(), spec_.resources);
+  Status st = runner_->UpdateResources(task_id(), spec_->resources);
   Emit("updated", st.ok() ? "resource limits updated without a restart"
                           : "resource limits not applied: " + st.error().message());
   return st;
@@ -337,7 +338,7 @@ void TaskSupervisor::DoStart() {
   auto early_exit = std::make_shared<std::unique_ptr<driver::ExitResult>>();
   auto started = std::make_shared<bool>(false);
   runner_->Start(
-      TaskConfigFor(job_, spec_),
+      TaskConfigFor(job_, *spec_),
       [weak, gen, early_exit, started](Status st) {
         auto self = weak.lock();
         if (!self || self->generation_ != gen) return;
@@ -372,7 +373,7 @@ void TaskSupervisor::DoStop() {
 
 void TaskSupervisor::ApplyPolicy(bool success, const std::string& text) {
   int64_t now = MonotonicNanos();
-  RestartDecision d = DecideRestart(spec_, success, text, history_, now);
+  RestartDecision d = DecideRestart(*spec_, success, text, history_, now);
   reason_ = d.reason;
   if (!d.restart) {
     SetState(RunState::kDead);
@@ -383,7 +384,7 @@ void TaskSupervisor::ApplyPolicy(bool success, const std::string& text) {
   }
   auto& times = history_.restarts_mono;
   times.erase(std::remove_if(times.begin(), times.end(),
-                             [&](int64_t t) { return t <= now - spec_.restart.interval_nanos; }),
+                             [&](int64_t t) { return t <= now - spec_->restart.interval_nanos; }),
               times.end());
   times.push_back(now + d.delay_nanos);
   history_.total++;
@@ -402,7 +403,7 @@ void TaskSupervisor::ApplyPolicy(bool success, const std::string& text) {
 void TaskSupervisor::Emit(const std::string& type, const std::string& message) {
   driver::TaskEvent ev;
   ev.task_id = task_id();
-  ev.task_name = spec_.name;
+  ev.task_name = spec_->name;
   ev.job = job_;
   ev.timestamp_unix_nanos = WallNanos();
   ev.type = type;

@@ -113,9 +113,10 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   // job). The driver config is built from (job, spec) at each start, not
   // kept: with a thousand tasks every kept byte counts.
   // min_healthy_nanos: how long an instance must stay up (and be alive when
-  // that time has passed) to count as healthy.
-  TaskSupervisor(Loop* loop, TaskRunner* runner, task::EventSink* events, std::string job, TaskSpec spec,
-                 int64_t min_healthy_nanos, std::function<void()> on_change);
+  // that time has passed) to count as healthy. spec: shared with the job's
+  // stored spec (one copy per task), never changed through this pointer.
+  TaskSupervisor(Loop* loop, TaskRunner* runner, task::EventSink* events, std::string job,
+                 std::shared_ptr<const TaskSpec> spec, int64_t min_healthy_nanos, std::function<void()> on_change);
   ~TaskSupervisor();
 
   // Event inputs (the owner's requests).
@@ -127,10 +128,13 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   // A recovered instance had ended before we looked: treat as an exit.
   void AdoptExited(const driver::ExitResult& exit);
   // New spec (an update that changed this task): restart with it if it runs.
-  void Replace(TaskSpec spec);
+  void Replace(std::shared_ptr<const TaskSpec> spec);
   // Only the limits changed: the running task keeps running; its cgroup
   // gets the new limits (and a later start uses them).
-  Status UpdateLimits(TaskSpec spec);
+  Status UpdateLimits(std::shared_ptr<const TaskSpec> spec);
+  // The same spec in a newer copy of the job (an update that left this task
+  // alone): nothing happens, the older copy can go.
+  void Rebind(std::shared_ptr<const TaskSpec> spec) { spec_ = std::move(spec); }
 
   void SetMinHealthy(int64_t nanos) { min_healthy_nanos_ = nanos; }
 
@@ -139,8 +143,8 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   // driver when that time has passed). Emits a "healthy" event once per
   // instance.
   bool healthy() const { return healthy_; }
-  const TaskSpec& spec() const { return spec_; }
-  std::string task_id() const { return JobTaskId(job_, spec_.name); }
+  const TaskSpec& spec() const { return *spec_; }
+  std::string task_id() const { return JobTaskId(job_, spec_->name); }
   bool failed() const { return failed_; }
   bool completed() const { return state_ == RunState::kDead && !failed_ && finished_; }
   bool ever_running() const { return ever_running_; }
@@ -163,7 +167,7 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   TaskRunner* runner_;
   task::EventSink* events_;
   std::string job_;
-  TaskSpec spec_;
+  std::shared_ptr<const TaskSpec> spec_;
   std::function<void()> on_change_;
   int64_t min_healthy_nanos_;
   RunState state_ = RunState::kPending;
