@@ -12,6 +12,7 @@
 #   make chaos [CYCLES=1000] [PARALLEL=4] [SEED=S]  random kill -9 of worker/keeper/agent, invariants checked
 #   make power-cuts [CUTS=100] [ARCH=arm64]  power cuts at random moments of a churn, in the VM
 #   make bench                build and run tools/bench
+#   make size [ARCH=...]      bytes of the stripped binary per source folder, budget, delta (docs/benchmarks.md)
 #   make test-fresh           (root) make run + make test in a pristine Debian 12 root (docs/testing.md)
 #
 # Two passes. The first (outer) pass computes nothing from the machine: it
@@ -179,7 +180,7 @@ HELPER_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(HELPER_SRCS))
 GTEST_OBJS := $(BUILD)/obj/gtest/gtest-all.o $(BUILD)/obj/gtest/gtest_main.o
 DEP_HEADERS := $(if $(filter $(BUILD)/deps/include,$(NANOPB_INC) $(PICOJSON_INC)),$(BUILD)/deps/.stamp)
 
-.PHONY: all outpost tests deps vendor test test-fresh run fuzz fuzz-long chaos power-cuts bench bench-build clean unit help-make
+.PHONY: all outpost tests deps vendor test test-fresh run fuzz fuzz-long chaos power-cuts bench bench-build size clean unit help-make
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/outpost $(BUILD)/outpost.stripped
@@ -318,6 +319,12 @@ bench: all $(BENCH_BINS) $(BUILD)/test_helper
 
 # The benchmark binaries only: make test builds them so they keep compiling.
 bench-build: $(BENCH_BINS)
+
+# Bytes of the stripped binary per source folder, against the 1.5 MiB budget
+# and tools/size-baseline.txt (SIZE_RECORD=1 rewrites this arch's lines).
+SIZE_ARCH := $(if $(filter native,$(ARCH)),$(shell uname -m),$(if $(filter arm64,$(ARCH)),aarch64,$(ARCH)))
+size: $(BUILD)/outpost.stripped
+	$(Q)NM=$(CROSS)nm tools/size-report.sh $(BUILD)/outpost $(BUILD)/outpost.stripped $(SIZE_ARCH)
 
 # ---- set-up, tests, run -----------------------------------------------------
 # The first pass installed what the goals need; `make deps` installs all.

@@ -111,6 +111,7 @@ cross_suite() {
   local arch="$1" qemu="$2"
   if step "build $arch" make -j"$JOBS" ARCH="$arch" all "build/$arch/unit_tests" "build/$arch/test_helper"; then
     if file "build/$arch/outpost" | grep -q 'statically linked'; then pass; else fail "build/$arch/outpost is not statically linked"; fi
+    step "size budget $arch" make ARCH="$arch" size
     gtest_suite "unit-$arch" "$qemu" "build/$arch/unit_tests"
   fi
 }
@@ -127,12 +128,14 @@ else
     # check itself on fake trees with and without a wrong include.
     step "layer check" tools/check-layers.sh src
     tap_suite layers-test tests/scripts/check_layers_test.sh
+    tap_suite size-report-test tests/scripts/size_report_test.sh
   fi
   built=0
   if want build || want unit || want integration || want chaos || want vm; then
     if step "build native" make -j"$JOBS" all build/unit_tests build/test_helper bench-build; then
       built=1
       if file build/outpost | grep -q 'statically linked'; then pass; else fail "build/outpost is not statically linked"; fi
+      step "size budget" make size
     fi
   fi
   if [ $built = 1 ]; then

@@ -482,13 +482,14 @@ int Main(int argc, char** argv) {
   CheckAllRunning(&run, "after recovery");
   Print(("recovery_" + nt + "_tasks").c_str(), recovery_ms, "ms", ("proc_stat_" + nt).c_str(), floor_ms);
   // Where the time goes, from the per-task "task recovered" lines that the
-  // driver logs while it reads the handles (the log pipes are reopened after).
+  // driver logs as it is handed each task (after the task layer has read
+  // every record and reopened every log pipe).
   std::vector<std::string> each = FindLogLines(run, offset, " task recovered task=");
   if (!each.empty()) {
     int64_t s0 = LineMillis(started_line), h0 = LineMillis(each.front()), h1 = LineMillis(each.back());
-    Info("recovery: %lld ms worker start-up (exec, config, API socket) until the first handle, %lld ms reading %zu "
-         "handles and checking their processes, %lld ms reopening log pipes; kill -9 to \"worker started\" %lld ms "
-         "(the keeper's restart back-off)",
+    Info("recovery: %lld ms from the worker's start (exec, config, API socket, reading the records, reopening the "
+         "log pipes) until the first task reached its driver, %lld ms for the driver to check %zu processes, %lld ms "
+         "after; kill -9 to \"worker started\" %lld ms",
          static_cast<long long>(h0 - s0), static_cast<long long>(h1 - h0), each.size(),
          static_cast<long long>(LineMillis(recovered_line) - h1),
          static_cast<long long>(s0 - killed_at_ms));

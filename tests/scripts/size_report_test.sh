@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Tests tools/size-report.sh with a fake nm (a known symbol table) and fake
+# binaries of known sizes. Prints "ok NAME" or "not ok NAME - why" per case;
+# exits 1 if any case failed.
+set -u
+cd "$(dirname "$0")/../.."
+REPORT="$PWD/tools/size-report.sh"
+
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+FAILED=0
+
+ok() { echo "ok $1"; }
+not_ok() { echo "not ok $1 - $2"; FAILED=1; }
+expect_line() {  # NAME PATTERN: OUT has a line matching PATTERN (grep -E)
+  if grep -qE -- "$2" <<<"$OUT"; then ok "$1"; else not_ok "$1" "no line matching '$2' in: $OUT"; fi
+}
+
+# nm -C --print-size output: address, size, type, demangled name.
+cat >"$TMP/nm" <<'EOF'
+#!/bin/sh
+cat <<'SYMS'
+0000000000401000 0000000000000100 T outpost::job::JobManager::Apply(outpost::job::JobSpec)
+0000000000401000 0000000000000100 T outpost::job::JobManager::Apply(outpost::job::JobSpec) [clone alias]
+0000000000401100 0000000000000040 t std::_Function_handler<void (), outpost::task::TaskManager::Start()::{lambda()#1}>::_M_invoke(std::_Any_data const&)
+0000000000401140 0000000000000020 T outpost::Loop::Run()
+0000000000401160 0000000000000010 T outpost::Format(char const*, ...)
+0000000000401170 0000000000000030 T std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >::_M_mutate(unsigned long, unsigned long, char const*, unsigned long)
+00000000004011a0 0000000000000008 T pb_decode
+00000000004011a8 0000000000000008 R outpost_v1_TaskSpec_msg
+00000000004011b0 0000000000000018 W picojson::value::~value()
+00000000004011c8 0000000000000200 T memcpy
+0000000000600000 0000000000004000 B __pthread_keys
+                 U some_undefined
+SYMS
+EOF
+chmod +x "$TMP/nm"
+touch "$TMP/outpost"
+head -c 4096 /dev/zero >"$TMP/small"  # the "stripped" file: 4,096 bytes
+
+OUT=$(NM="$TMP/nm" "$REPORT" "$TMP/outpost" "$TMP/small" testarch "$TMP/none.txt" 2>&1)
+RC=$?
+[ $RC -eq 0 ] && ok "under the budget exits 0" || not_ok "under the budget exits 0" "exit $RC: $OUT"
+expect_line "header names arch, size and what is left" '^size: testarch .*/small 4,096 B, budget 1,572,864 B \(1\.5 MiB\): 1,568,768 B left$'
+expect_line "an alias counts once" '^size: testarch +job +256 B'
+expect_line "a lambda counts in the folder it was made in" '^size: testarch +task +64 B'
+expect_line "outpost::Loop is loop/" '^size: testarch +loop +32 B'
+expect_line "other outpost:: names are base/" '^size: testarch +base +16 B'
+expect_line "std:: is libstdc++" '^size: testarch +libstdc\+\+ +48 B'
+expect_line "pb_ and generated descriptors are nanopb" '^size: testarch +nanopb +16 B'
+expect_line "picojson" '^size: testarch +picojson +24 B'
+expect_line "the rest is libc" '^size: testarch +libc +512 B'
+# 4096 - (256+64+32+16+48+16+24+512) = 3128; .bss and undefined symbols take no bytes.
+expect_line "the rest of the file is unattributed" '^size: testarch +unattributed +3,128 B'
+expect_line "no baseline yet" 'not in the baseline'
+
+OUT=$(SIZE_RECORD=1 NM="$TMP/nm" "$REPORT" "$TMP/outpost" "$TMP/small" testarch "$TMP/base.txt" 2>&1)
+if grep -qx "testarch job 256" "$TMP/base.txt"; then ok "SIZE_RECORD writes the baseline"; else not_ok "SIZE_RECORD writes the baseline" "$(cat "$TMP/base.txt")"; fi
+echo "otherarch job 999" >>"$TMP/base.txt"
+sed -i 's/^testarch job 256$/testarch job 200/' "$TMP/base.txt"
+OUT=$(NM="$TMP/nm" "$REPORT" "$TMP/outpost" "$TMP/small" testarch "$TMP/base.txt" 2>&1)
+expect_line "delta against the baseline" '^size: testarch +job +256 B +\(\+56 since the baseline\)'
+OUT=$(SIZE_RECORD=1 NM="$TMP/nm" "$REPORT" "$TMP/outpost" "$TMP/small" testarch "$TMP/base.txt" 2>&1)
+if grep -qx "otherarch job 999" "$TMP/base.txt"; then ok "recording keeps the other arches"; else not_ok "recording keeps the other arches" "$(cat "$TMP/base.txt")"; fi
+
+truncate -s $((3 * 512 * 1024 + 10)) "$TMP/big"
+OUT=$(NM="$TMP/nm" "$REPORT" "$TMP/outpost" "$TMP/big" testarch "$TMP/none.txt" 2>&1)
+RC=$?
+[ $RC -eq 1 ] && ok "over the budget exits 1" || not_ok "over the budget exits 1" "exit $RC"
+expect_line "over the budget says by how much" 'OVER by 10 B$'
+
+OUT=$(NM="$TMP/nm" "$REPORT" "$TMP/missing" "$TMP/small" testarch 2>&1)
+RC=$?
+[ $RC -eq 2 ] && grep -q "missing" <<<"$OUT" && ok "a missing binary is named" || not_ok "a missing binary is named" "exit $RC: $OUT"
+
+exit $FAILED

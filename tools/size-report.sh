@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# `make size [ARCH=...]`: where the bytes of the static binary go, by source
+# folder, against the size budget and against the last recorded report.
+#
+#   tools/size-report.sh BINARY STRIPPED ARCH [BASELINE]
+#
+# BINARY is the linked (unstripped) build/<arch>/outpost, STRIPPED the copy
+# that ships. Every sized symbol of BINARY that takes bytes in the file (nm,
+# demangled; .bss takes none; an alias counts once) is counted toward
+# the first outpost folder its name mentions (outpost::job::... -> job; a
+# lambda or template instantiated for a folder's type counts there too), or
+# toward libstdc++ (std::, __gnu_cxx, __cxxabiv1, typeinfo/vtables of
+# library types), picojson, nanopb (pb_* and the generated descriptors) or
+# libc (everything else). Bytes no symbol covers (string literals, unwind
+# tables, ELF headers) are shown as "unattributed": with them the folders add
+# up to the stripped file. Link-time optimisation inlines across folders; an
+# inlined function counts where it was inlined.
+#
+# BASELINE (default tools/size-baseline.txt) holds "ARCH FOLDER BYTES" lines;
+# each folder's delta is printed against it. `SIZE_RECORD=1` rewrites that
+# architecture's lines with this report (commit it with the change that
+# moved the figures).
+#
+# Prints, then exits 1 if the stripped binary is over the budget:
+#   size: x86_64 build/outpost.stripped 1,481,864 B, budget 1,572,864 B (1.5 MiB): 91,000 B left
+#   size: x86_64   job   61,234 B   (+1,024 since the baseline)
+set -euo pipefail
+bin="${1:?binary}"
+stripped="${2:?stripped binary}"
+arch="${3:?arch}"
+baseline="${4:-$(dirname "$0")/size-baseline.txt}"
+budget=$((3 * 512 * 1024))
+nm_tool="${NM:-nm}"
+
+[ -f "$bin" ] || { echo "size: $bin missing (build it first)" >&2; exit 2; }
+[ -f "$stripped" ] || { echo "size: $stripped missing (build it first)" >&2; exit 2; }
+total=$(stat -c %s "$stripped")
+
+report=$("$nm_tool" -C --print-size "$bin" | awk -v total="$total" '
+  function hex(h,   i, n) {
+    n = 0
+    h = tolower(h)
+    for (i = 1; i <= length(h); i++) n = n * 16 + index("0123456789abcdef", substr(h, i, 1)) - 1
+    return n
+  }
+  # Sized symbols that take bytes in the file (not .bss), each address once
+  # (aliases such as __libc_start_main and __libc_start_main_impl).
+  NF >= 4 && $2 ~ /^[0-9a-fA-F]+$/ && $3 !~ /^[UBbCc]$/ && !seen[$1]++ {
+    size = hex($2)
+    name = $4
+    for (i = 5; i <= NF; i++) name = name " " $i
+    folder = ""
+    if (match(name, /outpost::[A-Za-z_]+/)) {
+      ns = substr(name, RSTART + 9, RLENGTH - 9)
+      if (ns ~ /^(agent|cgroup|cli|driver|job|keeper|logs|loop|proc|task|wire)$/) folder = ns
+      else if (ns ~ /^(Loop|LoopFd|PendingWrites)$/) folder = "loop"
+      else folder = "base"
+    } else if (name ~ /^outpost_v1_|^ttrpc_/) {
+      folder = "nanopb"
+    } else if (name ~ /picojson/) {
+      folder = "picojson"
+    } else if (name ~ /^pb_|^pb_[a-z]/) {
+      folder = "nanopb"
+    } else if (name ~ /(^|[ <(])std::|__gnu_cxx|__cxxabiv1|^typeinfo|^vtable|^operator (new|delete)|^VTT/) {
+      folder = "libstdc++"
+    } else {
+      folder = "libc"
+    }
+    bytes[folder] += size
+    sum += size
+  }
+  END {
+    for (f in bytes) printf "%s %d\n", f, bytes[f]
+    printf "unattributed %d\n", total - sum
+  }' | sort -k2,2nr)
+
+if [ "${SIZE_RECORD:-0}" = 1 ]; then
+  { [ -f "$baseline" ] && grep -v "^$arch " "$baseline" || true; sed "s/^/$arch /" <<<"$report"; } | sort -k1,1 -k3,3nr >"$baseline.tmp"
+  mv "$baseline.tmp" "$baseline"
+  echo "size: recorded $arch in $baseline"
+fi
+
+# 1234567 -> 1,234,567 (whatever the locale)
+fmt() { sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\($\|,\)/\1,\2\3/' -e 'ta' <<<"$1"; }
+left=$((budget - total))
+if [ "$left" -ge 0 ]; then verdict="$(fmt "$left") B left"; else verdict="OVER by $(fmt $((-left))) B"; fi
+echo "size: $arch $stripped $(fmt "$total") B, budget $(fmt "$budget") B (1.5 MiB): $verdict"
+while read -r folder bytes; do
+  base=""
+  if [ -f "$baseline" ]; then base=$(awk -v a="$arch" -v f="$folder" '$1 == a && $2 == f { print $3 }' "$baseline"); fi
+  if [ -n "$base" ]; then
+    d=$((bytes - base))
+    delta="$( [ "$d" -ge 0 ] && echo "+$(fmt "$d")" || echo "-$(fmt $((-d)))") since the baseline"
+  else
+    delta="not in the baseline"
+  fi
+  printf "size: %-8s %-13s %10s B   (%s)\n" "$arch" "$folder" "$(fmt "$bytes")" "$delta"
+done <<<"$report"
+[ "$left" -ge 0 ]
