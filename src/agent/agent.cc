@@ -383,9 +383,9 @@ Status Agent::AttachKeeper(UniqueFd fd) {
   return OkStatus();
 }
 
-// Each task costs the worker about 11 fds (FIFOs, scratch pipes, log and
-// cursor files, pidfd) and the keeper 2; busybox's usual soft limit of 1024
-// would stop the node at about 90 tasks. Raise the soft limit to the hard one
+// Each task costs the worker about 7 fds (FIFOs, log and cursor files,
+// pidfd) and the keeper 2; busybox's usual soft limit of 1024 would stop the
+// node at about 140 tasks. Raise the soft limit to the hard one
 // (and, as root, the hard one to the kernel's nr_open).
 static void RaiseFileLimit() {
   rlimit lim;

@@ -9,7 +9,7 @@
 // order, and the FIFO holds the rest.
 //
 // Data path ("splice mode", the normal case), per chunk:
-//  1. Peek: tee(2) the FIFO into a private scratch pipe and read that copy.
+//  1. Peek: tee(2) the FIFO into the scratch pipe and read that copy.
 //     The FIFO is unchanged. Decide how many bytes to move (whole lines, the
 //     rotation boundary, a held partial line).
 //  2. Move: splice(2) exactly that many bytes from the FIFO to the active
@@ -150,7 +150,7 @@ char* LogPipe::PeekBuffer(size_t cap) {
 }
 
 size_t LogPipe::Peek(char* buf) {
-  ssize_t n = sys::RetryEintr([&] { return ::tee(fifo_.get(), scratch_w_.get(), buf_cap_, SPLICE_F_NONBLOCK); });
+  ssize_t n = sys::RetryEintr([&] { return ::tee(fifo_.get(), scratch_w_, buf_cap_, SPLICE_F_NONBLOCK); });
   if (n <= 0) {
     // EAGAIN: empty; 0: empty and no writer.
     if (n < 0 && errno != EAGAIN) Fail(ErrnoError("tee '" + fifo_path_ + "'"));
@@ -158,15 +158,16 @@ size_t LogPipe::Peek(char* buf) {
   }
   size_t got = 0;
   while (got < static_cast<size_t>(n)) {
-    ssize_t r = sys::Read(scratch_r_.get(), buf + got, static_cast<size_t>(n) - got);
+    ssize_t r = sys::Read(scratch_r_, buf + got, static_cast<size_t>(n) - got);
     if (r <= 0) break;
     got += static_cast<size_t>(r);
   }
   if (got < static_cast<size_t>(n)) {
-    // Cannot happen with a private pipe; never let a stale copy linger.
+    // Cannot happen (nothing else reads it); never let a stale copy linger
+    // into the next pipe's peek.
     Fail(ErrnoError("read scratch pipe"));
     char sink[256];
-    while (sys::Read(scratch_r_.get(), sink, sizeof sink) > 0) {
+    while (sys::Read(scratch_r_, sink, sizeof sink) > 0) {
     }
   }
   if (Crash(Step::kPeeked)) return 0;

@@ -1,6 +1,6 @@
 // One task output stream (stdout or stderr) from its FIFO into rotating log
-// files. Owns: the FIFO's read end (and its loop registration), a private
-// scratch pipe, the hold timer and a Rotator (logs/rotator), which holds the
+// files. Owns: the FIFO's read end (and its loop registration), the hold
+// timer and a Rotator (logs/rotator), which holds the
 // active log file's fd and the cursor file (a small crash-recovery record)
 // and does the rotation. Does not own: the task's end of the FIFO (OpenWriteEnd hands it to
 // the spawner), the log directory, reading the logs back (logs/log_files), or
@@ -129,6 +129,14 @@ class LogPipe {
   void Pump(bool flush, uint64_t budget);
   static char* PeekBuffer(size_t cap);
   size_t Peek(char* buf);  // tee into the scratch pipe, read the copy into buf
+  // The process's scratch pipe, shared by every LogPipe: a peek leaves it
+  // empty, and the loop runs one peek at a time. Made on first use in each
+  // process (a forked child makes its own), never closed.
+  struct Scratch {
+    int r = -1, w = -1;
+    size_t cap = 0;
+  };
+  static Result<Scratch> SharedScratch();
   void Emit(const char* data, size_t len);
   size_t Move(const char* data, size_t len, bool* failed);
   size_t MoveCopy(const char* data, size_t len, bool* failed);
@@ -153,8 +161,8 @@ class LogPipe {
   std::shared_ptr<bool> alive_;  // guards deferred on_error calls (made by the first)
 
   LoopFd fifo_;         // read end, O_RDONLY|O_NONBLOCK
-  UniqueFd scratch_r_;  // private pipe: tee target for peeking
-  UniqueFd scratch_w_;
+  int scratch_r_ = -1;  // the shared scratch pipe (SharedScratch; not owned)
+  int scratch_w_ = -1;
   Rotator files_;       // the active file, rotated files, cursor file
   bool copy_mode_ = false;
 

@@ -23,6 +23,33 @@ constexpr uint32_t kEvents = EPOLLIN | EPOLLET;
 
 }  // namespace
 
+Result<LogPipe::Scratch> LogPipe::SharedScratch() {
+  static Scratch s;
+  static pid_t owner = 0;
+  if (owner == ::getpid()) return s;
+  if (owner != 0) {  // inherited from the process we were forked from: not ours to share
+    ::close(s.r);
+    ::close(s.w);
+    s = Scratch();
+    owner = 0;
+  }
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return ErrnoError("log pipe: scratch pipe");
+  (void)::fcntl(fds[1], F_SETPIPE_SZ, kPipeSize);
+  int size = ::fcntl(fds[1], F_GETPIPE_SZ);
+  if (size <= 0) {
+    Error e = ErrnoError("log pipe: F_GETPIPE_SZ");
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return e;
+  }
+  s.r = fds[0];
+  s.w = fds[1];
+  s.cap = static_cast<size_t>(size);
+  owner = ::getpid();
+  return s;
+}
+
 LogPipe::LogPipe(Loop* loop, std::string fifo_path, std::string log_path, std::string cursor_path,
                  RotationPolicy policy, ErrorCallback on_error, TestHooks hooks)
     : loop_(loop),
@@ -57,17 +84,14 @@ Result<std::unique_ptr<LogPipe>> LogPipe::Open(Loop* loop, const std::string& fi
   if (!watched.ok()) return watched.error();
   p->fifo_ = std::move(*watched);
 
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return ErrnoError("log pipe: scratch pipe");
-  p->scratch_r_.Reset(fds[0]);
-  p->scratch_w_.Reset(fds[1]);
+  auto scratch = SharedScratch();
+  if (!scratch.ok()) return scratch.error();
+  p->scratch_r_ = scratch->r;
+  p->scratch_w_ = scratch->w;
   int fifo_size = ::fcntl(p->fifo_.get(), F_GETPIPE_SZ);
-  (void)::fcntl(p->scratch_w_.get(), F_SETPIPE_SZ, fifo_size > 0 ? fifo_size : kPipeSize);
-  int scratch_size = ::fcntl(p->scratch_w_.get(), F_GETPIPE_SZ);
-  if (scratch_size <= 0) return ErrnoError("log pipe: F_GETPIPE_SZ");
-  // A peek returns at most the scratch pipe's size; smaller than the FIFO's
-  // only costs an extra round.
-  p->buf_cap_ = static_cast<size_t>(scratch_size);
+  // A peek returns at most what the FIFO holds and what the scratch pipe
+  // takes; a scratch smaller than the FIFO only costs an extra round.
+  p->buf_cap_ = fifo_size > 0 ? std::min(scratch->cap, static_cast<size_t>(fifo_size)) : scratch->cap;
   p->hold_cap_ = std::max<size_t>(1, std::min(kMaxHold, p->buf_cap_ / 2));
 
   (void)p->EnsureSink();  // a failure is an error episode; retried on data

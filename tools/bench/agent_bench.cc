@@ -343,9 +343,9 @@ int Main(int argc, char** argv) {
   log::SetLevel(log::Level::kError);
   bench::CatchInterrupts();
 
-  // Each task costs the worker about 11 fds (FIFO ends, scratch pipes, log
-  // and cursor files, pidfd; measured below): a soft RLIMIT_NOFILE of 1024
-  // stops the agent at about 90 tasks. The agent inherits our limits: raise
+  // Each task costs the worker about 7 fds (FIFO ends, log and cursor files,
+  // pidfd; measured below): a soft RLIMIT_NOFILE of 1024 stops the agent at
+  // about 140 tasks. The agent inherits our limits: raise
   // the soft one to the hard one, and the hard one too if it is short and we
   // may (root, CAP_SYS_RESOURCE).
   bench::RaiseNofile(static_cast<rlim_t>(tasks) * 16 + 1024);

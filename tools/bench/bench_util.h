@@ -105,7 +105,7 @@ inline std::string FindBinaries(std::string* outpost, std::string* helper) {
 
 // Raises the soft RLIMIT_NOFILE to the hard one, and the hard one to `want`
 // if it is short and we may (root, CAP_SYS_RESOURCE): an agent inherits it,
-// and each task costs its worker about 11 fds. Returns the soft limit now.
+// and each task costs its worker about 7 fds. Returns the soft limit now.
 inline rlim_t RaiseNofile(rlim_t want) {
   rlimit nofile;
   ::getrlimit(RLIMIT_NOFILE, &nofile);

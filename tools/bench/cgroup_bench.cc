@@ -631,7 +631,7 @@ int Main(int argc, char** argv) {
 
   log::SetLevel(log::Level::kError);
   bench::CatchInterrupts();
-  // About 11 fds per task in each worker (see agent_bench).
+  // About 7 fds per task in each worker (see agent_bench).
   bench::RaiseNofile(static_cast<rlim_t>(tasks) * 16 + 1024);
 
   const char* tmp = std::getenv("TMPDIR");

@@ -421,7 +421,7 @@ int Main(int argc, char** argv) {
   bench::CatchInterrupts();
   const int64_t begun = MonotonicNanos();
 
-  // About 11 fds per task in the worker (agent_bench): raise the soft
+  // About 7 fds per task in the worker (agent_bench): raise the soft
   // RLIMIT_NOFILE to the hard one (and the hard one if short and we may);
   // the agent inherits it.
   bench::RaiseNofile(static_cast<rlim_t>(ntasks) * 16 + 1024);
