@@ -195,6 +195,46 @@ TEST_F(LogPipeTest, ManyLinesFromAChildArriveByteExact) {
   EXPECT_TRUE(errors_.empty());
 }
 
+// Every pipe of a process peeks through the one scratch pipe: a second pipe
+// costs its FIFO, cursor and log file only, and interleaved output of two
+// tasks reaches each one's file and nothing of it the other's.
+TEST_F(LogPipeTest, PipesShareOneScratchPipeAndKeepTheirOutputApart) {
+  auto open_fds = [] {
+    int n = 0;
+    DIR* d = ::opendir("/proc/self/fd");
+    if (!d) return -1;
+    while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+    ::closedir(d);
+    return n;
+  };
+  auto a = Open();
+  ASSERT_TRUE(a);
+  int before = open_fds();
+  Paths pb(dir_.path() + "/b");
+  ASSERT_TRUE(sys::MkdirAll(pb.dir, 0700).ok());
+  auto b = LogPipe::Open(loop_.get(), pb.fifo, pb.log, pb.cursor, {}, ::getuid(), ::getgid(), nullptr);
+  ASSERT_TRUE(b.ok()) << b.error().message();
+  EXPECT_EQ(open_fds() - before, 3) << "FIFO read end, cursor file, active log file; no scratch pipe of its own";
+  UniqueFd wa = WriteEnd(a.get()), wb = WriteEnd(b->get());
+  std::string ea, eb;
+  for (int i = 0; i < 2000; i++) {
+    std::string la = "a" + std::to_string(i) + "\n", lb = "b" + std::to_string(i) + "\n";
+    ASSERT_TRUE(sys::WriteAll(wa.get(), la.data(), la.size(), "write").ok());
+    ASSERT_TRUE(sys::WriteAll(wb.get(), lb.data(), lb.size(), "write").ok());
+    ea += la;
+    eb += lb;
+    if (i % 100 == 0) {
+      ASSERT_TRUE(loop_->RunOnce(0).ok());  // peeks of both, interleaved
+    }
+  }
+  ASSERT_TRUE(RunUntilFifoHolds(wa.get(), 0));
+  ASSERT_TRUE(RunUntilFifoHolds(wb.get(), 0));
+  a->Drain();
+  (*b)->Drain();
+  EXPECT_TRUE(ReadOrEmpty(paths_.log) == ea) << "a's file holds a's lines, exactly";
+  EXPECT_TRUE(ReadOrEmpty(pb.log) == eb) << "b's file holds b's lines, exactly";
+}
+
 TEST_F(LogPipeTest, RotationKeepsLinesWholeFilesUnderLimitAndNewestIsDotOne) {
   RotationPolicy pol;
   pol.max_file_size = 100;
