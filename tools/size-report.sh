@@ -59,7 +59,7 @@ report=$("$nm_tool" -C --print-size "$bin" | awk -v total="$total" '
       folder = "nanopb"
     } else if (name ~ /picojson/) {
       folder = "picojson"
-    } else if (name ~ /^pb_|^pb_[a-z]/) {
+    } else if (name ~ /^pb_/) {
       folder = "nanopb"
     } else if (name ~ /(^|[ <(])std::|__gnu_cxx|__cxxabiv1|^typeinfo|^vtable|^operator (new|delete)|^VTT/) {
       folder = "libstdc++"

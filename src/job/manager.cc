@@ -77,6 +77,11 @@ std::shared_ptr<TaskSupervisor> JobManager::MakeSupervisor(Job* job, size_t i) {
                                           });
 }
 
+void JobManager::MakeSupervisors(Job* job) {
+  job->tasks.clear();
+  for (size_t i = 0; i < job->stored->spec.tasks.size(); i++) job->tasks.push_back(MakeSupervisor(job, i));
+}
+
 void JobManager::ScheduleEvaluate(const std::string& id) {
   auto it = jobs_.find(id);
   if (it == jobs_.end() || it->second->eval_scheduled) return;
@@ -157,9 +162,7 @@ void JobManager::Evaluate(const std::string& id) {
   }
   if (j.restarting) {
     j.restarting = false;
-    std::vector<std::shared_ptr<TaskSupervisor>> fresh;
-    for (size_t i = 0; i < j.stored->spec.tasks.size(); i++) fresh.push_back(MakeSupervisor(&j, i));
-    j.tasks = std::move(fresh);
+    MakeSupervisors(&j);
     j.main_started = j.post_started = false;
     ScheduleEvaluate(id);
   }
@@ -262,7 +265,7 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
     job->stored->submitted_unix_nanos = WallNanos();
     Status st = store_.Save(*job->stored);
     if (!st.ok()) return st.error().Wrap("save job \"" + job->stored->spec.id + "\"");
-    for (size_t i = 0; i < job->stored->spec.tasks.size(); i++) job->tasks.push_back(MakeSupervisor(job.get(), i));
+    MakeSupervisors(job.get());
     std::string id = job->stored->spec.id;
     jobs_[id] = std::move(job);
     if (!file.empty()) file_jobs_[file] = id;

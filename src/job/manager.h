@@ -149,6 +149,8 @@ class JobManager {
   Status CheckNode(const JobSpec& spec) const;
   // The supervisor of the job's i-th task.
   std::shared_ptr<TaskSupervisor> MakeSupervisor(Job* job, size_t i);
+  // job->tasks: a new supervisor for every task of the stored spec.
+  void MakeSupervisors(Job* job);
   void ScheduleEvaluate(const std::string& id);
   void Evaluate(const std::string& id);
   void FinishRemove(const std::string& id);

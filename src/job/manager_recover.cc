@@ -14,7 +14,7 @@ void JobManager::Recover() {
     auto job = std::make_unique<Job>();
     job->stored = std::make_shared<StoredJob>(std::move(s));
     std::string id = job->stored->spec.id;
-    for (size_t i = 0; i < job->stored->spec.tasks.size(); i++) job->tasks.push_back(MakeSupervisor(job.get(), i));
+    MakeSupervisors(job.get());
     // Which instances survived? If none runs (a reboot, or everything died
     // while no agent ran), the job starts afresh in lifecycle order.
     std::vector<Result<TaskStore::Instance>> found;

@@ -158,7 +158,7 @@ class LogPipe {
   ErrorCallback on_error_;
   std::unique_ptr<TestHooks> hooks_;  // null unless a test set one
   const TestHooks& hooks() const;
-  std::shared_ptr<bool> alive_;  // guards deferred on_error calls (made by the first)
+  std::shared_ptr<bool> alive_;  // guards deferred on_error calls (made by the first report)
 
   LoopFd fifo_;         // read end, O_RDONLY|O_NONBLOCK
   int scratch_r_ = -1;  // the shared scratch pipe (SharedScratch; not owned)

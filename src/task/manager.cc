@@ -70,10 +70,10 @@ Result<std::unique_ptr<TaskManager>> TaskManager::Create(Loop* loop, Options opt
 // task's record.
 void TaskManager::PublishDriverEvent(const driver::TaskEvent& ev) {
   const Task* t = Find(ev.task_id);
-  if (!t || (!ev.task_name.empty() && !ev.job.empty())) return options_.events->Publish(ev);
+  if (!t) return options_.events->Publish(ev);
   driver::TaskEvent named = ev;
-  if (named.task_name.empty()) named.task_name = t->config().name;
-  if (named.job.empty()) named.job = t->config().job;
+  named.task_name = t->config().name;
+  named.job = t->config().job;
   options_.events->Publish(named);
 }
 

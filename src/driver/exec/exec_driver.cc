@@ -335,7 +335,7 @@ void ExecDriver::KillEverything(Task* t) {
   // the task's marker in their environment. Handles written before the
   // instance marker existed fall back to the id.
   std::string marker = t->instance.empty() ? "OUTPOST_TASK_ID=" + t->config.id
-                                                 : std::string(kInstanceVar) + "=" + t->instance;
+                                           : std::string(kInstanceVar) + "=" + t->instance;
   for (pid_t p : proc::ProcessesWithEnv(marker)) {
     if (p != ::getpid()) ::kill(p, SIGKILL);
   }
