@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/sched.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -11,9 +13,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 
 #include "base/strings.h"
 #include "base/sys.h"
+#include "proc/clone_vm.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -39,6 +43,7 @@ enum Step {
   kStepChdir,
   kStepExec,
   kStepCgroup,
+  kStepPreExec,
 };
 
 const char* StepName(int step) {
@@ -52,6 +57,7 @@ const char* StepName(int step) {
     case kStepChdir: return "chdir";
     case kStepExec: return "exec";
     case kStepCgroup: return "join cgroup";
+    case kStepPreExec: return "pre-exec step";
   }
   return "spawn";
 }
@@ -73,7 +79,15 @@ struct ChildPlan {
   size_t nrlimits;
   bool new_pgrp;
   int join_cgroup_fd;  // -1, or cgroup.procs to write "0" to (no CLONE_INTO_CGROUP)
+  const std::function<int()>* pre_exec;
 };
+
+// The 32-bit id calls where the architecture has both (arm).
+#ifdef SYS_setuid32
+constexpr long kSysSetuid = SYS_setuid32, kSysSetgid = SYS_setgid32, kSysSetgroups = SYS_setgroups32;
+#else
+constexpr long kSysSetuid = SYS_setuid, kSysSetgid = SYS_setgid, kSysSetgroups = SYS_setgroups;
+#endif
 
 [[noreturn]] void ChildFail(const ChildPlan& p, int step) {
   ChildError e{step, errno};
@@ -128,11 +142,22 @@ struct ChildPlan {
     }
   }
   if (p.set_creds) {
-    if (::setgroups(p.ngroups, p.groups) != 0) ChildFail(p, kStepGroups);
-    if (::setgid(p.gid) != 0) ChildFail(p, kStepGid);
-    if (::setuid(p.uid) != 0) ChildFail(p, kStepUid);
+    // Raw system calls: libc's wrappers may try to apply the change to
+    // every thread of the process, and a child sharing our memory would
+    // reach for our threads.
+    if (::syscall(kSysSetgroups, p.ngroups, p.groups) != 0) ChildFail(p, kStepGroups);
+    if (::syscall(kSysSetgid, p.gid) != 0) ChildFail(p, kStepGid);
+    if (::syscall(kSysSetuid, p.uid) != 0) ChildFail(p, kStepUid);
   }
   if (p.workdir && ::chdir(p.workdir) != 0) ChildFail(p, kStepChdir);
+  if (p.pre_exec) {
+    // Only ever in a child with its own copy of our memory (see Spawn).
+    int err = (*p.pre_exec)();
+    if (err != 0) {
+      errno = err;
+      ChildFail(p, kStepPreExec);
+    }
+  }
   ::execve(p.path, p.argv, p.envp);
   ChildFail(p, kStepExec);
 }
@@ -145,23 +170,25 @@ std::vector<char*> CStrings(const std::vector<std::string>& v) {
   return out;
 }
 
-struct CloneArgs {
-  uint64_t flags;
-  uint64_t pidfd;
-  uint64_t child_tid;
-  uint64_t parent_tid;
-  uint64_t exit_signal;
-  uint64_t stack;
-  uint64_t stack_size;
-  uint64_t tls;
-  uint64_t set_tid;
-  uint64_t set_tid_size;
-  uint64_t cgroup;
-};
+// Where the child runs until it execs when it shares our memory: its own
+// small stack (the caller's frames stay intact for when it resumes).
+constexpr size_t kChildStack = 64 << 10;
+
+#if defined(__SANITIZE_ADDRESS__)
+// The sanitizer's shadow memory and interceptors assume one stack per
+// thread; a child borrowing our memory on another stack confuses them.
+constexpr bool kCanShareMemory = false;
+#else
+constexpr bool kCanShareMemory = true;
+#endif
+
+int ChildEntry(void* plan) { ChildMain(*static_cast<const ChildPlan*>(plan)); }
 
 // clone3 where the kernel (or qemu-user) has it; clone otherwise. Returns
-// the pid in the parent, 0 in the child, -1 with errno on failure.
-pid_t CloneProcess(bool clone_parent, int cgroup_fd, int* pidfd) {
+// the pid in the parent, 0 in the child, -1 with errno on failure. With
+// fork semantics (a copy of our memory): for a child that runs a pre-exec
+// step, which must not hold us up.
+pid_t CloneCopy(bool clone_parent, int cgroup_fd, int* pidfd) {
   *pidfd = -1;
   uint64_t flags = CLONE_PIDFD | (clone_parent ? CLONE_PARENT : 0);
 #ifdef SYS_clone3
@@ -193,6 +220,48 @@ pid_t CloneProcess(bool clone_parent, int cgroup_fd, int* pidfd) {
   // we are to be the parent; the caller opens a pidfd afterwards if it can.
   *pidfd = -1;
   return ::fork();
+}
+
+// The child borrows our memory (CLONE_VM) and we wait (CLONE_VFORK) until
+// it has exec'd or exited, as posix_spawn does: no page tables are copied,
+// so the cost does not grow with our size. The child runs ChildMain on a
+// stack of its own and never returns. Returns the pid, or -1 with errno.
+pid_t CloneShared(const ChildPlan& plan, bool clone_parent, int cgroup_fd, int* pidfd) {
+  *pidfd = -1;
+  void* stack = ::mmap(nullptr, kChildStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) return -1;
+  char* top = static_cast<char*>(stack) + kChildStack;
+  void* arg = const_cast<ChildPlan*>(&plan);
+  uint64_t flags = CLONE_VM | CLONE_VFORK | CLONE_PIDFD | (clone_parent ? CLONE_PARENT : 0);
+  CloneArgs args;
+  std::memset(&args, 0, sizeof args);
+  args.flags = flags;
+  args.pidfd = reinterpret_cast<uintptr_t>(pidfd);
+  args.exit_signal = clone_parent ? 0 : SIGCHLD;
+  args.stack = reinterpret_cast<uintptr_t>(stack);
+  args.stack_size = kChildStack;
+  if (cgroup_fd >= 0) {
+    args.flags |= CLONE_INTO_CGROUP;
+    args.cgroup = static_cast<uint64_t>(cgroup_fd);
+  }
+  pid_t pid = static_cast<pid_t>(RawClone3(&args, ChildEntry, arg));
+  if (pid < 0 && (errno == ENOSYS || errno == E2BIG)) {
+    if (cgroup_fd >= 0) {
+      errno = ENOSYS;  // the caller retries with the child joining the cgroup itself
+    } else {
+      int cflags = static_cast<int>(flags) | SIGCHLD;
+      pid = ::clone(ChildEntry, top, cflags, arg, pidfd);
+      if (pid < 0 && !clone_parent && (errno == EINVAL || errno == ENOSYS)) {
+        // Emulators (qemu-user) reject CLONE_PIDFD; see CloneCopy.
+        *pidfd = -1;
+        pid = ::clone(ChildEntry, top, cflags & ~CLONE_PIDFD, arg);
+      }
+    }
+  }
+  int saved = errno;
+  ::munmap(stack, kChildStack);  // the child has exec'd or exited (or never ran)
+  errno = saved;
+  return pid;
 }
 
 }  // namespace
@@ -238,40 +307,74 @@ Result<Spawned> Spawn(const SpawnRequest& req, int* exit_code) {
   plan.new_pgrp = req.new_process_group;
   plan.join_cgroup_fd = -1;
 
+  plan.pre_exec = req.pre_exec ? &req.pre_exec : nullptr;
+
+  // Every signal blocked across the clone, so that none of our handlers
+  // runs in the child before it has reset them (it then unblocks all).
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  const bool shared = kCanShareMemory && !req.pre_exec;
+  auto clone = [&](int cgroup_fd, int* pidfd) -> pid_t {
+    if (shared) return CloneShared(plan, req.clone_parent, cgroup_fd, pidfd);
+    pid_t p = CloneCopy(req.clone_parent, cgroup_fd, pidfd);
+    if (p == 0) ChildMain(plan);
+    return p;
+  };
   int pidfd = -1;
-  pid_t pid = CloneProcess(req.clone_parent, req.cgroup_fd, &pidfd);
+  pid_t pid = clone(req.cgroup_fd, &pidfd);
   if (pid < 0 && req.cgroup_fd >= 0 && req.cgroup_procs_fd >= 0 &&
       (errno == ENOSYS || errno == E2BIG || errno == EINVAL)) {
     // No CLONE_INTO_CGROUP here: the child joins before exec instead.
     plan.join_cgroup_fd = req.cgroup_procs_fd;
-    pid = CloneProcess(req.clone_parent, -1, &pidfd);
+    pid = clone(-1, &pidfd);
   }
-  if (pid < 0) return ErrnoError("clone");
-  if (pid == 0) ChildMain(plan);
+  int clone_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) return ErrnoError("clone", clone_errno);
 
   Spawned out;
   out.pid = pid;
   out.pidfd.Reset(pidfd);
   out.parent_is_caller = !req.clone_parent;
   err_w.Reset();
-  ChildError ce{};
-  ssize_t n = sys::Read(err_r.get(), &ce, sizeof ce);
-  if (n == static_cast<ssize_t>(sizeof ce)) {
+  if (req.pre_exec) {
+    // The child may take its time before exec: the caller reads the
+    // outcome when the pipe is readable (ReadExecReport).
+    out.exec_report = std::move(err_r);
+    return out;
+  }
+  // Our child has exec'd or failed by now when it shared our memory; with a
+  // copy, the read waits for its exec (the pipe closes) or its failure.
+  Status st = ReadExecReport(err_r.get(), req.path, req.workdir, exit_code);
+  if (!st.ok()) {
     // The child failed before exec and is exiting; reap it if it is ours.
     if (out.parent_is_caller) {
-      int st;
-      sys::RetryEintr([&] { return ::waitpid(pid, &st, 0); });
+      int ws;
+      sys::RetryEintr([&] { return ::waitpid(pid, &ws, 0); });
     }
-    int code = ce.step == kStepExec ? (ce.err == ENOENT ? 127 : 126) : 1;
-    if (exit_code) *exit_code = code;
-    std::string what = ce.step == kStepExec ? "exec '" + req.path + "'"
-                       : ce.step == kStepChdir ? "chdir '" + req.workdir + "'"
-                                               : StepName(ce.step);
-    Error e = ErrnoError(what, ce.err);
-    return Error(ce.step == kStepExec && ce.err == ENOENT ? Code::kNotFound : e.code(),
-                 e.message() + Format(" (exit status %d)", code));
+    return st.error();
   }
   return out;
+}
+
+Status ReadExecReport(int fd, const std::string& path, const std::string& workdir, int* exit_code) {
+  if (exit_code) *exit_code = 0;
+  ChildError ce{};
+  ssize_t n = sys::Read(fd, &ce, sizeof ce);
+  if (n < 0) return ErrnoError("read the exec report of '" + path + "'");
+  if (n == 0) return OkStatus();  // closed at exec
+  if (n != static_cast<ssize_t>(sizeof ce)) {
+    return Error(Code::kInternal, "short exec report from the child for '" + path + "'");
+  }
+  int code = ce.step == kStepExec ? (ce.err == ENOENT ? 127 : 126) : 1;
+  if (exit_code) *exit_code = code;
+  std::string what = ce.step == kStepExec    ? "exec '" + path + "'"
+                     : ce.step == kStepChdir ? "chdir '" + workdir + "'"
+                                             : StepName(ce.step);
+  Error e = ErrnoError(what, ce.err);
+  return Error(ce.step == kStepExec && ce.err == ENOENT ? Code::kNotFound : e.code(),
+               e.message() + Format(" (exit status %d)", code));
 }
 
 Result<std::string> ResolveCommand(const std::string& cmd, const std::string& path_var, int* exit_code) {

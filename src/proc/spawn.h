@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,18 +46,34 @@ struct SpawnRequest {
   int cgroup_fd = -1;        // the task's cgroup dir: clone3(CLONE_INTO_CGROUP)
   int cgroup_procs_fd = -1;  // its cgroup.procs: the child joins before exec where
                              // the kernel has no CLONE_INTO_CGROUP (before 5.7)
+  // A step run inside the new process right before exec (after stdio,
+  // rlimits, credentials and workdir): returns 0, or an errno that fails the
+  // spawn ("pre-exec step: ..."). It may take long (run a hook program and
+  // wait for it): Spawn then returns at once with exec_report set, and the
+  // caller learns the outcome from ReadExecReport when that fd is readable.
+  // Such a child gets a copy of the caller's memory (fork semantics); without
+  // a pre-exec step the child shares it until exec (CLONE_VM | CLONE_VFORK),
+  // which costs the same however big the caller is.
+  std::function<int()> pre_exec;
 };
 
 struct Spawned {
   pid_t pid = 0;
   UniqueFd pidfd;           // may be invalid on kernels without CLONE_PIDFD
   bool parent_is_caller = true;
+  UniqueFd exec_report;     // only with a pre_exec step: see ReadExecReport
 };
 
 // Exec failure: the Error message names the path and the reason, and
 // *exit_code (when given) gets 127 or 126 (or 1 for setup failures such as
 // chdir or setuid).
 Result<Spawned> Spawn(const SpawnRequest& req, int* exit_code = nullptr);
+
+// The outcome of a spawn with a pre-exec step, from Spawned::exec_report
+// once it is readable: OK when the child exec'd (the fd reads EOF), else the
+// error Spawn would have returned (with *exit_code as there). A child that
+// failed exits by itself: the caller reaps it as it reaps the task.
+Status ReadExecReport(int fd, const std::string& path, const std::string& workdir, int* exit_code = nullptr);
 
 // Finds cmd in the PATH of env (or a default PATH) the way a shell does.
 // Not found → NotFound "... not found in PATH=..." (exit 127); found but

@@ -1,8 +1,12 @@
 // proc/: command resolution, signal and rlimit names, /proc parsing, users.
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -131,6 +135,83 @@ TEST(Spawn, TaskRlimitsResolveNamesCheckOrderAndAddTheDefaultNofile) {
             "rlimit nofile: soft limit is above the hard limit");
   EXPECT_FALSE(proc::TaskRlimits({{"nofiles", 1, 1}}).ok());
   proc::SetTaskDefaultNofile(saved);  // what a task inherits anyway
+}
+
+// The OCI hooks run a hook inside the new process before exec: that step
+// may take long, and the spawner (the loop) must not wait for it.
+TEST(Spawn, APreExecStepRunsInTheChildWithoutHoldingUpTheSpawner) {
+  int go[2];
+  ASSERT_EQ(::pipe2(go, O_CLOEXEC), 0);
+  UniqueFd go_r(go[0]), go_w(go[1]);
+  proc::SpawnRequest req;
+  req.path = "/bin/sh";
+  req.argv = {"sh", "-c", "exit 7"};
+  req.pre_exec = [fd = go_r.get()] {
+    // Waits for the spawner to say so: it can only when Spawn returned.
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 20000) != 1) return ETIMEDOUT;
+    char c;
+    return ::read(fd, &c, 1) == 1 && c == 'g' ? 0 : EIO;
+  };
+  auto s = proc::Spawn(req);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  ASSERT_TRUE(s->exec_report) << "a spawn with a pre-exec step reports its exec later";
+  ASSERT_EQ(::write(go_w.get(), "g", 1), 1);
+  EXPECT_TRUE(proc::ReadExecReport(s->exec_report.get(), req.path, req.workdir).ok());
+  int st = 0;
+  ASSERT_EQ(::waitpid(s->pid, &st, 0), s->pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 7) << "the step ran, then the program";
+}
+
+TEST(Spawn, AFailedPreExecStepIsReportedAndTheChildExits) {
+  proc::SpawnRequest req;
+  req.path = "/bin/sh";
+  req.argv = {"sh", "-c", "exit 0"};
+  req.pre_exec = [] { return EPERM; };
+  auto s = proc::Spawn(req);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  int code = 0;
+  Status st = proc::ReadExecReport(s->exec_report.get(), req.path, req.workdir, &code);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message(), "pre-exec step: " + std::string(std::strerror(EPERM)) + " (exit status 1)");
+  EXPECT_EQ(code, 1);
+  int ws = 0;
+  ASSERT_EQ(::waitpid(s->pid, &ws, 0), s->pid);
+  EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 1);
+}
+
+// Without a pre-exec step the child shares the spawner's memory until it
+// execs: nothing it does before exec may show in the spawner, and an exec
+// failure is still reported by Spawn itself.
+TEST(Spawn, WithoutAPreExecStepTheOutcomeIsKnownWhenSpawnReturns) {
+  proc::SpawnRequest req;
+  req.path = "/bin/sh";
+  req.argv = {"sh", "-c", "exit 5"};
+  req.workdir = "/";
+  errno = 0;
+  auto ok = proc::Spawn(req);
+  ASSERT_TRUE(ok.ok()) << ok.error().message();
+  EXPECT_FALSE(ok->exec_report);
+  int ws = 0;
+  ASSERT_EQ(::waitpid(ok->pid, &ws, 0), ok->pid);
+  EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 5);
+  char cwd[4096];
+  ASSERT_NE(::getcwd(cwd, sizeof cwd), nullptr);
+  EXPECT_NE(std::string(cwd), "/") << "the child's chdir is its own";
+
+  req.workdir = "/no/such/dir";
+  int code = 0;
+  auto bad = proc::Spawn(req, &code);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message(), "chdir '/no/such/dir': " + std::string(std::strerror(ENOENT)) + " (exit status 1)");
+  EXPECT_EQ(code, 1);
+  req.workdir = "";
+  req.path = "/no/such/program";
+  auto missing = proc::Spawn(req, &code);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code(), Code::kNotFound);
+  EXPECT_EQ(code, 127);
 }
 
 }  // namespace
