@@ -49,6 +49,14 @@ void JobTaskRunner::Purge(const std::string& task_id, std::function<void(Status)
   tm_->Purge(task_id, std::move(done));
 }
 
+std::vector<std::pair<std::string, std::string>> JobTaskRunner::EndedJobTasks() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const task::TaskView& v : tm_->List()) {
+    if (!v.config.job.empty() && v.status.state == driver::TaskState::kExited) out.push_back({v.config.id, v.config.job});
+  }
+  return out;
+}
+
 namespace {
 
 outpost_v1_EnvVar* Pairs(const std::map<std::string, std::string>& m, Arena* a) {

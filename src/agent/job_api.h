@@ -32,6 +32,7 @@ class JobTaskRunner : public job::TaskRunner, public job::TaskStore {
   Status ApplyJobResources(const std::string& job, const cgroup::Resources& r) override;
   Result<Instance> Lookup(const std::string& task_id) override;
   void Purge(const std::string& task_id, std::function<void(Status)> done) override;
+  std::vector<std::pair<std::string, std::string>> EndedJobTasks() override;
 
  private:
   task::TaskManager* tm_;

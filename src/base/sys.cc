@@ -79,13 +79,14 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
   return out;
 }
 
-Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode) {
+Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode, Durability durability) {
+  const bool sync = durability == Durability::kPowerCut;
   std::string tmp = path + ".tmp";
   {
     auto fd = Open(tmp, O_WRONLY | O_CREAT | O_TRUNC, mode);
     if (!fd.ok()) return fd.error();
     Status st = WriteAll(fd->get(), data.data(), data.size(), "write '" + tmp + "'");
-    if (st.ok() && ::fsync(fd->get()) != 0) st = PathError("fsync", tmp);
+    if (st.ok() && sync && ::fsync(fd->get()) != 0) st = PathError("fsync", tmp);
     if (!st.ok()) {
       ::unlink(tmp.c_str());  // a partial file would only hold on to space a full disk lacks
       return st;
@@ -96,6 +97,7 @@ Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t 
     ::unlink(tmp.c_str());
     return e;
   }
+  if (!sync) return OkStatus();
   auto dir = Open(Dirname(path), O_RDONLY | O_DIRECTORY);
   if (!dir.ok()) return dir.error();
   if (::fsync(dir->get()) != 0) return PathError("fsync", Dirname(path));

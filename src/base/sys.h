@@ -41,8 +41,16 @@ Status MkdirAll(const std::string& path, mode_t mode);
 
 // Whole small file (config, /proc entries). Refuses files above max_bytes.
 Result<std::string> ReadFile(const std::string& path, size_t max_bytes = 16 << 20);
-// Write temp file, fsync, rename over path, fsync the directory.
-Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode);
+// What a state file must survive (docs/process-model.md, "What is written
+// when, and what survives what").
+enum class Durability {
+  kPowerCut,      // fsync the file before the rename and the directory after
+  kProcessCrash,  // the page cache is enough: no fsync
+};
+// Write a temp file, rename it over path (so a reader sees the old or the
+// new content, never a mix), with the fsyncs durability asks for.
+Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode,
+                       Durability durability = Durability::kPowerCut);
 // unlink, then fsync the directory so the removal survives a power cut.
 // A missing file is not an error.
 Status RemoveFileDurable(const std::string& path);

@@ -54,7 +54,7 @@ JobManager::JobManager(Loop* loop, TaskRunner* runner, TaskStore* tasks, Options
       tasks_(tasks),
       options_(std::move(options)),
       store_(options_.state_dir),
-      unsaved_(loop) {}
+      unsaved_(loop, sys::Durability::kPowerCut) {}
 
 JobManager::~JobManager() {
   *alive_ = false;

@@ -40,6 +40,8 @@ class TaskStore {
   virtual Result<Instance> Lookup(const std::string& task_id) = 0;
   // Removes the (ended) instance, its task dir and its logs.
   virtual void Purge(const std::string& task_id, std::function<void(Status)> done) = 0;
+  // The ended instances that belong to a job, as (task id, job id).
+  virtual std::vector<std::pair<std::string, std::string>> EndedJobTasks() = 0;
 };
 
 struct TaskStatusView {

@@ -47,6 +47,16 @@ void JobManager::Recover() {
     jobs_[id] = std::move(job);
     ScheduleEvaluate(id);
   }
+  // Task records are not written for power cuts (docs/process-model.md):
+  // one removed with its job just before a cut may be back. Its job, whose
+  // record is, is gone for good, so the task goes too.
+  for (const auto& [task_id, job_id] : tasks_->EndedJobTasks()) {
+    if (jobs_.count(job_id)) continue;
+    log::Info("removing a task of a removed job", {{"task", task_id}, {"job", job_id}});
+    tasks_->Purge(task_id, [task_id = task_id](Status st) {
+      log::WarnIfError(st, "cannot remove a task of a removed job", {{"task", task_id}});
+    });
+  }
   log::Info("jobs recovered", {{"count", std::to_string(jobs_.size())}});
   recovered_ = true;
   if (options_.jobs_dir.empty()) return;

@@ -14,14 +14,14 @@ bool DiskFull(const Status& st) { return st.error().sys_errno() == ENOSPC || st.
 PendingWrites::~PendingWrites() {
   if (timer_ != 0) loop_->CancelTimer(timer_);
   for (const auto& [path, data] : pending_) {
-    Status st = sys::WriteFileAtomic(path, data, 0600);
+    Status st = WriteNow(path, data);
     if (!st.ok()) log::Error("state not written: the change is lost", {{"file", path}, {"error", st.error().message()}});
   }
 }
 
 Status PendingWrites::Write(const std::string& path, const std::string& data, bool* kept) {
   *kept = false;
-  Status st = sys::WriteFileAtomic(path, data, 0600);
+  Status st = WriteNow(path, data);
   if (st.ok()) {
     pending_.erase(path);
     if (!pending_.empty()) Retry();  // there is room again: the rest too
@@ -37,7 +37,7 @@ Status PendingWrites::Write(const std::string& path, const std::string& data, bo
 
 void PendingWrites::Retry() {
   for (auto it = pending_.begin(); it != pending_.end();) {
-    if (!sys::WriteFileAtomic(it->first, it->second, 0600).ok()) {
+    if (!WriteNow(it->first, it->second).ok()) {
       ++it;
       continue;
     }

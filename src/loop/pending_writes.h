@@ -1,6 +1,7 @@
 // Files that could not be written because their filesystem was full, kept in
 // memory until there is room. Owns: the pending contents (path -> data) and
-// one retry timer. Write goes through sys::WriteFileAtomic; when it fails with
+// one retry timer. Write goes through sys::WriteFileAtomic (with the
+// durability given at construction); when it fails with
 // ENOSPC or EDQUOT the data is kept and written again every kRetryNanos and
 // after any later Write that succeeds. Users: the job store and the task
 // records (docs/supervision.md, "When the disk is full").
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "base/sys.h"
 #include "loop/loop.h"
 
 namespace outpost {
@@ -18,7 +20,7 @@ class PendingWrites {
  public:
   static constexpr int64_t kRetryNanos = 2000LL * 1000000;
 
-  explicit PendingWrites(Loop* loop) : loop_(loop) {}
+  PendingWrites(Loop* loop, sys::Durability durability) : loop_(loop), durability_(durability) {}
   // One last try for what is pending; what still fails is logged as lost.
   ~PendingWrites();
   PendingWrites(const PendingWrites&) = delete;
@@ -36,7 +38,12 @@ class PendingWrites {
   void Retry();
   void Arm();
 
+  Status WriteNow(const std::string& path, const std::string& data) const {
+    return sys::WriteFileAtomic(path, data, 0600, durability_);
+  }
+
   Loop* loop_;
+  sys::Durability durability_;
   std::map<std::string, std::string> pending_;
   Loop::TimerId timer_ = 0;
 };

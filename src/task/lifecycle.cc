@@ -410,9 +410,11 @@ void TaskManager::Forget(const std::string& id) {
   if (!t) return;
   CloseLogs(t, true);
   unsaved_.Forget(RecordPath(id));
-  // Durable, so a power cut right after `rm` does not bring it back.
-  Status rm = sys::RemoveFileDurable(RecordPath(id));
-  if (!rm.ok() && rm.error().sys_errno() != ENOENT) log::WarnIfError(rm, "cannot remove task record", {{"task", id}});
+  // Like the record's writes, without fsync (docs/process-model.md, "What
+  // is written when"): after a power cut, recovery drops what came back.
+  if (::unlink(RecordPath(id).c_str()) != 0 && errno != ENOENT) {
+    log::Warn("cannot remove task record", {{"task", id}, {"error", PathError("remove", RecordPath(id)).message()}});
+  }
   tasks_.erase(id);
 }
 

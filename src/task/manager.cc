@@ -41,7 +41,7 @@ Status ValidateTaskId(const std::string& id) {
   return OkStatus();
 }
 
-TaskManager::TaskManager(Loop* loop, Options options) : loop_(loop), options_(std::move(options)), unsaved_(loop) {}
+TaskManager::TaskManager(Loop* loop, Options options) : loop_(loop), options_(std::move(options)), unsaved_(loop, sys::Durability::kProcessCrash) {}
 
 TaskManager::~TaskManager() {
   *alive_ = false;
@@ -427,6 +427,13 @@ Status TaskManager::Recover() {
   for (const std::string& f : files) {
     std::string path = dir + "/" + f;
     auto text = sys::ReadFile(path, 4 << 20);
+    if (text.ok() && text->empty()) {
+      // Records are not fsync'd (docs/process-model.md): a power cut can
+      // leave one that was new empty. Its process died with the node.
+      log::Info("task record left empty by a power cut: removed", {{"file", path}});
+      ::unlink(path.c_str());
+      continue;
+    }
     Result<TaskRecord> rec = text.ok() ? DecodeTaskRecord(*text) : Result<TaskRecord>(text.error());
     if (!rec.ok()) {
       // A corrupt record must not stop the others from coming back. It is

@@ -268,6 +268,13 @@ class FakeTasks : public TaskRunner, public TaskStore, public task::EventSink {
     inst.erase(id);
     done(OkStatus());
   }
+  std::vector<std::pair<std::string, std::string>> EndedJobTasks() override {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& [id, i] : inst) {
+      if (!i.running) out.push_back({id, id.substr(0, id.find('.'))});
+    }
+    return out;
+  }
   void Exit(const std::string& id, int code) {
     Inst& i = inst[id];
     if (!i.running) return;
@@ -457,6 +464,21 @@ TEST_F(JobManagerTest, RecoveryAdoptsRunningTasksAndRestartsStaleOnes) {
   ASSERT_TRUE(loop_->RunOnce(0).ok());
   EXPECT_EQ(Status("p"), "stopped");
   EXPECT_EQ(fake_.inst["p.a"].starts, 1);
+}
+
+// Task records are not fsync'd: after a power cut, the record of a task
+// removed with its job can be back while the job's record is not.
+TEST_F(JobManagerTest, RecoveryRemovesEndedTasksOfJobsThatAreGone) {
+  ASSERT_TRUE(jobs_->Submit(R"({"id": "kept", "tasks": [{"name": "a", "command": "/a"}]})").ok());
+  ASSERT_TRUE(Settle([&] { return Status("kept") == "running"; }));
+  fake_.inst["kept.a"].running = false;  // ended while no agent ran: restarted, not removed
+  fake_.inst["gone.a"].running = false;  // came back after a power cut
+  Reopen();
+  ASSERT_TRUE(Settle([&] { return fake_.inst["kept.a"].starts == 2; }));
+  EXPECT_GE(fake_.Index("purge gone.a"), 0);
+  EXPECT_EQ(fake_.inst.count("gone.a"), 0u);
+  EXPECT_LT(fake_.Index("purge kept.a"), 0);
+  EXPECT_EQ(State("kept", "a"), "running");
 }
 
 TEST_F(JobManagerTest, RemoveDeletesTasksAndRecord) {

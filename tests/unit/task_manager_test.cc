@@ -354,6 +354,8 @@ TEST_F(TaskManagerTest, RecoveryHandsEachRunningRecordToItsDriver) {
   rec.handle.config.id = "gone";
   ASSERT_TRUE(sys::WriteFileAtomic(dir_ + "/state/tasks/gone.json", EncodeTaskRecord(rec), 0600).ok());
   ASSERT_TRUE(sys::WriteFileAtomic(dir_ + "/state/tasks/corrupt.json", "{oops", 0600).ok());
+  // What a power cut leaves of a record written just before (no fsync).
+  ASSERT_TRUE(sys::WriteFileAtomic(dir_ + "/state/tasks/cut.json", "", 0600).ok());
   fake_.calls.clear();
   Reopen();
   ASSERT_TRUE(tm_->Recover().ok());
@@ -367,6 +369,9 @@ TEST_F(TaskManagerTest, RecoveryHandsEachRunningRecordToItsDriver) {
   EXPECT_FALSE(tm_->Inspect("corrupt").ok());
   EXPECT_FALSE(Exists(dir_ + "/state/tasks/corrupt.json")) << "moved out of the way of the next start";
   EXPECT_TRUE(Exists(dir_ + "/state/tasks/corrupt.json.bad")) << "kept for inspection";
+  EXPECT_FALSE(tm_->Inspect("cut").ok());
+  EXPECT_FALSE(Exists(dir_ + "/state/tasks/cut.json")) << "an empty record is what a power cut left: dropped";
+  EXPECT_FALSE(Exists(dir_ + "/state/tasks/cut.json.bad"));
   int ended = 0;
   ASSERT_TRUE(tm_->Watch("live", [&](const driver::ExitResult&) { ended++; }).ok());
   fake_.End("live", 0);
