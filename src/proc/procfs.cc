@@ -61,27 +61,49 @@ std::vector<pid_t> ProcessGroupMembers(pid_t pgid) {
 }
 
 namespace {
+// Whether pid's environment has the entry (or, with prefix, an entry
+// starting with it); *rest gets the remainder of that entry.
+bool EnvMatch(pid_t pid, const std::string& entry, bool prefix, std::string* rest) {
+  auto env = sys::ReadFile(Format("/proc/%d/environ", pid), 1 << 20);
+  if (!env.ok()) return false;
+  size_t start = 0;
+  while (start < env->size()) {
+    size_t end = env->find('\0', start);
+    if (end == std::string::npos) end = env->size();
+    size_t len = prefix ? std::min(end - start, entry.size()) : end - start;
+    if ((!prefix || end - start >= entry.size()) && env->compare(start, len, entry) == 0) {
+      if (rest) *rest = env->substr(start + entry.size(), end - start - entry.size());
+      return true;
+    }
+    start = end + 1;
+  }
+  return false;
+}
+
 std::vector<pid_t> WithEnv(const std::string& entry, bool prefix, std::vector<std::string>* rest) {
   std::vector<pid_t> out;
   ForEachPid([&](pid_t pid) {
-    auto env = sys::ReadFile(Format("/proc/%d/environ", pid), 1 << 20);
-    if (!env.ok()) return;
-    size_t start = 0;
-    while (start < env->size()) {
-      size_t end = env->find('\0', start);
-      if (end == std::string::npos) end = env->size();
-      size_t len = prefix ? std::min(end - start, entry.size()) : end - start;
-      if ((!prefix || end - start >= entry.size()) && env->compare(start, len, entry) == 0) {
-        out.push_back(pid);
-        if (rest) rest->push_back(env->substr(start + entry.size(), end - start - entry.size()));
-        return;
-      }
-      start = end + 1;
-    }
+    std::string r;
+    if (!EnvMatch(pid, entry, prefix, rest ? &r : nullptr)) return;
+    out.push_back(pid);
+    if (rest) rest->push_back(std::move(r));
   });
   return out;
 }
 }  // namespace
+
+bool HasEnv(pid_t pid, const std::string& marker) { return EnvMatch(pid, marker, false, nullptr); }
+
+bool ChildrenOf(pid_t pid, std::vector<pid_t>* out) {
+  out->clear();
+  auto text = sys::ReadFile(Format("/proc/%d/task/%d/children", pid, pid), 1 << 20);
+  if (!text.ok()) return false;
+  for (const std::string& f : Split(*text, ' ')) {
+    auto p = ParseInt(f, 1, INT32_MAX);
+    if (p.ok()) out->push_back(static_cast<pid_t>(*p));
+  }
+  return true;
+}
 
 std::vector<pid_t> ProcessesWithEnv(const std::string& marker) { return WithEnv(marker, false, nullptr); }
 

@@ -34,6 +34,12 @@ std::vector<pid_t> ProcessesWithEnv(const std::string& marker);
 // Pids whose environment has an entry starting with `prefix`, and in *rest
 // (same order) the remainder of that entry.
 std::vector<pid_t> ProcessesWithEnvPrefix(const std::string& prefix, std::vector<std::string>* rest);
+// Whether pid's environment contains the exact entry `marker`.
+bool HasEnv(pid_t pid, const std::string& marker);
+// The children of pid (of its main thread: /proc/PID/task/PID/children).
+// False where the kernel has no such file (CONFIG_PROC_CHILDREN off) or pid
+// is gone; then *out is empty.
+bool ChildrenOf(pid_t pid, std::vector<pid_t>* out);
 
 // /proc/sys/kernel/random/boot_id (read once; "" where missing).
 const std::string& CurrentBootId();

@@ -78,6 +78,24 @@ test_rm_force_kills_background_children() {
     || fail "orphan $orphan survived rm --force"
 }
 
+# A daemon in a session of its own with a child of its own: when the task
+# ends, the daemon moves up to the keeper but its child stays below it; both
+# must go (the sweep walks the daemon's tree before killing it).
+test_rm_force_kills_a_daemons_children_too() {
+  start_agent
+  op task run --id deep -- /bin/sh -c "setsid /bin/sh -c '$HELPER sleep 120 & echo \$!; wait' & sleep 120" >/dev/null
+  wait_for 10 sh -c "op logs deep | grep -q '^[0-9]'"
+  local grandchild; grandchild="$(op logs deep | head -n1)"
+  kill -0 "$grandchild" || fail "process $grandchild not running"
+  local daemon; daemon="$(awk '{print $4}' "/proc/$grandchild/stat")"
+  expect_exit 0 op task rm --force deep
+  local p
+  for p in "$daemon" "$grandchild"; do
+    wait_for 10 sh -c "! kill -0 $p 2>/dev/null || [ \"\$(awk '{print \$3}' /proc/$p/stat)\" = Z ]" \
+      || fail "process $p survived rm --force"
+  done
+}
+
 test_signal_exec_stats_and_events() {
   start_agent
   op task run --id sig --env MARK=hello -- "$HELPER" trap USR1 42 >/dev/null

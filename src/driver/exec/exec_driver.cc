@@ -7,6 +7,9 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cstring>
+#include <unordered_set>
+
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -336,9 +339,44 @@ void ExecDriver::KillEverything(Task* t) {
   // instance marker existed fall back to the id.
   std::string marker = t->instance.empty() ? "OUTPOST_TASK_ID=" + t->config.id
                                            : std::string(kInstanceVar) + "=" + t->instance;
+  if (SweepKeeperChildren(t, marker)) return;
   for (pid_t p : proc::ProcessesWithEnv(marker)) {
     if (p != ::getpid()) ::kill(p, SIGKILL);
   }
+}
+
+// The keeper is a subreaper and the parent of our tasks: once a task's main
+// process has exited, every descendant it left is a child of the keeper or
+// below one. So only the keeper's children that are no running task's main
+// process need their environment read, not every process on the node: the
+// cost does not grow with the number of tasks. False where this cannot be
+// done (no keeper, or a kernel without /proc/PID/task/PID/children): then
+// the caller reads every process.
+bool ExecDriver::SweepKeeperChildren(Task* t, const std::string& marker) {
+  if (!options_.keeper_is_parent || options_.keeper_pid <= 0 || std::strcmp(t->parent, "keeper") != 0) return false;
+  // While the main process lives its descendants may still be below it;
+  // its exit (Finish) sweeps them.
+  if (t->run_state != TaskState::kExited) return true;
+  std::vector<pid_t> kids;
+  if (!proc::ChildrenOf(options_.keeper_pid, &kids)) return false;
+  std::unordered_set<pid_t> mains;
+  for (const auto& [id, task] : tasks_) {
+    if (task->run_state != TaskState::kExited) mains.insert(task->pid);
+  }
+  const pid_t self = ::getpid();
+  for (pid_t k : kids) {
+    if (k == self || mains.count(k) || !proc::HasEnv(k, marker)) continue;
+    // It and whatever it started: collected before the kill, as the dead
+    // one's children move up to the keeper.
+    std::vector<pid_t> tree{k}, below;
+    for (size_t i = 0; i < tree.size() && tree.size() < 4096; ++i) {
+      if (proc::ChildrenOf(tree[i], &below)) tree.insert(tree.end(), below.begin(), below.end());
+    }
+    for (pid_t p : tree) {
+      if (p != self) ::kill(p, SIGKILL);
+    }
+  }
+  return true;
 }
 
 void ExecDriver::StopTask(const std::string& id, int64_t timeout_nanos, const std::string& signal,

@@ -120,6 +120,7 @@ class ExecDriver : public Driver {
   Task* FindByPid(pid_t pid);
   void Finish(Task* t, const ExitResult& result, int64_t unix_nanos);
   void KillEverything(Task* t);
+  bool SweepKeeperChildren(Task* t, const std::string& marker);
   void Emit(const Task& t, const std::string& type, const std::string& message);
   void RefreshFingerprint();
   void WatchForeignProcess(Task* t);
