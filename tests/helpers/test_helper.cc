@@ -34,7 +34,8 @@
 //                            sleep S     sleep S seconds
 //                            exit N      exit with status N at once
 //                          (exit 0 after the last step)
-//   (no arguments, when run as `run`) read the arguments, one per line, from
+//   (run as `run`, with no argument or one: s6-supervise passes the service's
+//                          name) read the arguments, one per line, from
 //                          ./run.args: a service directory's `run` can be a
 //                          symlink to this helper (s6, runit and outpost then
 //                          exec the very same program, without a shell)
@@ -277,7 +278,7 @@ int Usage() {
 int main(int argc, char** argv) {
   const long long main_ns = NowNanos();  // first: `service stamp` reports it
   char* run_argv[64];
-  if (argc == 1) {
+  if (argc <= 2) {  // s6-supervise passes the service's name as an argument
     int n = RunArgs(argv[0], run_argv, 64);
     if (n > 0) {
       argc = n;
