@@ -386,9 +386,10 @@ struct Tree {
         ::usleep(5000);
       }
     } else if (peer == kS6) {
+      // Ready once it listens on its control FIFO (which exists a moment before).
       struct stat st;
-      while (::stat((scan + "/.s6-svscan/control").c_str(), &st) != 0) {
-        if (MonotonicNanos() > end) Fatal("s6-svscan did not create its control FIFO within 10 s");
+      while (::stat((scan + "/.s6-svscan/control").c_str(), &st) != 0 || !RunCommand({g_bins.svscanctl, "-a", scan})) {
+        if (MonotonicNanos() > end) Fatal("s6-svscan did not listen on its control FIFO within 10 s");
         CheckInterrupt();
         ::usleep(2000);
       }
@@ -1082,6 +1083,18 @@ void InstalledSize() {
   f.v[kS6] = InstalledKiB("s6 (glibc not counted)",
                           {g_bins.svscan, g_bins.svscanctl, g_bins.supervise, g_bins.s6log, g_bins.s6svc});
   f.v[kRunit] = InstalledKiB("runit (glibc not counted)", {g_bins.runsvdir, g_bins.runsv, g_bins.svlogd, g_bins.sv});
+  // The shared glibc the peers use (outpost carries its own, static).
+  std::string libc;
+  FILE* l = ::popen(("ldd '" + g_bins.runsv + "' 2>/dev/null").c_str(), "r");
+  char line[1024];
+  while (l && std::fgets(line, sizeof line, l)) {
+    const char* arrow = std::strstr(line, "=> /");
+    if (arrow && std::strstr(line, "libc.so")) libc = std::string(arrow + 3).substr(0, std::string(arrow + 3).find(' '));
+  }
+  if (l) ::pclose(l);
+  double libc_kib = libc.empty() ? 0 : static_cast<double>(FileBytes(libc)) / 1024;
+  Info("not counted above: the peers' shared %s, %.0f KiB (with it: s6 %.0f KiB, runit %.0f KiB)",
+       libc.empty() ? "libc" : libc.c_str(), libc_kib, f.v[kS6] + libc_kib, f.v[kRunit] + libc_kib);
   AddFigure(f);
 }
 
