@@ -95,7 +95,13 @@ group() {
       # VM tests: emulators, initramfs and state-disk tools, busybox for the guest
       add qemu-system-x86 qemu-system-arm busybox-static cpio gzip e2fsprogs file
       ;;
-    bench) group build; group test-build ;;
+    bench)
+      group build; group test-build
+      # the peers peer_bench compares with. It starts its own s6-svscan and
+      # runsvdir on private dirs; these two packages start no supervisor of
+      # their own (runit-init or runit-systemd would: not installed)
+      add s6 runit
+      ;;
     fuzz) add clang libclang-rt-14-dev llvm ;;
     vendor)
       add nanopb libnanopb-dev picojson-dev python3-protobuf protobuf-compiler

@@ -23,6 +23,22 @@
 //   touch FILE             create FILE (0644) and print its owner "uid gid"
 //   cat                    copy stdin to stdout until EOF, exit 0
 //   args ARG...            print each argument on a line of its own
+//   service STEP...        a supervised service of the peer benchmark, steps
+//                          done in order:
+//                            stamp FILE  write "<ns> <pid>" (CLOCK_MONOTONIC
+//                                        at the first instruction of main)
+//                                        to FILE.tmp, then rename it to FILE
+//                            count FILE  append "<ns>\n" to FILE (one line
+//                                        per start, for crash loops)
+//                            lines N     print N numbered lines "<i>" to stdout
+//                            sleep S     sleep S seconds
+//                            exit N      exit with status N at once
+//                          (exit 0 after the last step)
+//   (run as `run`, with no argument or one: s6-supervise passes the service's
+//                          name) read the arguments, one per line, from
+//                          ./run.args: a service directory's `run` can be a
+//                          symlink to this helper (s6, runit and outpost then
+//                          exec the very same program, without a shell)
 //   floor                  the benchmarks' fork+exec floor, measured from this
 //                          small process (a big one forks slower): reads
 //                          requests on stdin, one per line, answers each with
@@ -189,9 +205,70 @@ int Floor() {
   return 0;
 }
 
+// `service STEP...`, started at main_ns.
+int Service(int argc, char** argv, long long main_ns) {
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const char* step = argv[i];
+    const char* arg = argv[i + 1];
+    if (!strcmp(step, "stamp")) {
+      char tmp[4200];
+      snprintf(tmp, sizeof tmp, "%s.tmp", arg);
+      int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0) return 1;
+      dprintf(fd, "%lld %d\n", main_ns, static_cast<int>(getpid()));
+      close(fd);
+      if (rename(tmp, arg) != 0) return 1;
+    } else if (!strcmp(step, "count")) {
+      int fd = open(arg, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (fd < 0) return 1;
+      dprintf(fd, "%lld\n", main_ns);
+      close(fd);
+    } else if (!strcmp(step, "lines")) {
+      long n = atol(arg);
+      static char buf[1 << 16];
+      setvbuf(stdout, buf, _IOFBF, sizeof buf);
+      for (long k = 1; k <= n; ++k) printf("%ld\n", k);
+      if (fflush(stdout) != 0) return 1;
+    } else if (!strcmp(step, "sleep")) {
+      SleepSeconds(atof(arg));
+    } else if (!strcmp(step, "exit")) {
+      return atoi(arg);
+    } else {
+      fprintf(stderr, "service: unknown step %s\n", step);
+      return 2;
+    }
+  }
+  return 0;
+}
+
+// Run as `run` without arguments: argv from ./run.args, one per line.
+int RunArgs(const char* argv0, char** out, int max) {
+  const char* base = strrchr(argv0, '/');
+  base = base ? base + 1 : argv0;
+  if (strcmp(base, "run") != 0) return 0;
+  static char text[8192];
+  int fd = open("run.args", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  text[n] = '\0';
+  int argc = 0;
+  out[argc++] = const_cast<char*>(argv0);
+  for (char* p = text; *p && argc < max - 1;) {
+    char* nl = strchr(p, '\n');
+    if (nl) *nl = '\0';
+    out[argc++] = p;
+    if (!nl) break;
+    p = nl + 1;
+  }
+  out[argc] = nullptr;
+  return argc;
+}
+
 int Usage() {
   fputs("usage: outpost-test-helper exit N | sleep S | ignore-term S | trap SIG N | orphan S | lines N [PREFIX]"
-        " | huge-line BYTES | stderr TEXT | list-fds | timestamp FILE | env | pwd | id\n",
+        " | huge-line BYTES | stderr TEXT | list-fds | timestamp FILE | env | pwd | id | service STEP...\n",
         stderr);
   return 2;
 }
@@ -199,6 +276,15 @@ int Usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const long long main_ns = NowNanos();  // first: `service stamp` reports it
+  char* run_argv[64];
+  if (argc <= 2) {  // s6-supervise passes the service's name as an argument
+    int n = RunArgs(argv[0], run_argv, 64);
+    if (n > 0) {
+      argc = n;
+      argv = run_argv;
+    }
+  }
   if (argc < 2) return Usage();
   const char* cmd = argv[1];
   if (!strcmp(cmd, "exit") && argc == 3) return atoi(argv[2]);
@@ -345,6 +431,7 @@ int main(int argc, char** argv) {
     return n == 0 ? 0 : 1;
   }
   if (!strcmp(cmd, "floor") && argc == 2) return Floor();
+  if (!strcmp(cmd, "service")) return Service(argc, argv, main_ns);
   if (!strcmp(cmd, "args")) {
     for (int i = 2; i < argc; i++) printf("%s\n", argv[i]);
     return 0;
