@@ -129,6 +129,7 @@ else
     step "layer check" tools/check-layers.sh src
     tap_suite layers-test tests/scripts/check_layers_test.sh
     tap_suite size-report-test tests/scripts/size_report_test.sh
+    tap_suite bench-targets-test tests/scripts/bench_targets_test.sh
   fi
   built=0
   if want build || want unit || want integration || want chaos || want vm; then

@@ -28,6 +28,9 @@
 // Output (values in KiB, ms or us):
 //   BENCH task_start_api_idle_p50 <us> us baseline=fork_exec_p50 <us> ratio=<r>
 //   BENCH task_start_api_1000_tasks_p50 <us> us baseline=fork_exec_p50 <us> ratio=<r>
+//   BENCH task_start_api_burst_1000 <us per start> us baseline=target_1000_per_s 1000 ratio=<r>
+//   BENCH worker_fds_per_task <fds> fds baseline=target_per_task 3 ratio=<r>
+//   BENCH remove_1000_tasks <ms> ms baseline=target 1000 ratio=<r>   (clean-up, when every removal succeeded)
 //   BENCH worker_rss_idle <KiB> KiB baseline=static_helper_rss <KiB> ratio=<r>
 //   BENCH worker_rss_1000_tasks ...       BENCH worker_rss_per_task <KiB> KiB baseline=target_per_task 8 ratio=<r>
 //   BENCH keeper_rss_idle ...             BENCH keeper_rss_1000_tasks ...
@@ -106,6 +109,7 @@ struct Run {
   std::vector<std::string> ids;
   std::vector<pid_t> pids;
   bool failed = false;
+  double remove_ms = -1;  // DestroyTask(force) of every task, when all succeeded
   bench::FloorProbe floor;  // measures the fork+exec floor (exits when we do)
 };
 
@@ -192,6 +196,7 @@ void Cleanup(Run* run) {
     Info("clean-up: DestroyTask(force) of %zu tasks: %zu ok, %zu failed, %zu not attempted, %.2f s (%.1f ms/task)%s%s",
          res.size(), ok, failed, skipped, secs, ok ? secs * 1000 / static_cast<double>(ok) : 0.0,
          first_error.empty() ? "" : "; first error: ", first_error.c_str());
+    if (!failed && !skipped) run->remove_ms = secs * 1000;
     if (failed || skipped) {
       run->failed = true;
       std::fprintf(stderr, "agent_bench: DestroyTask did not remove every task; killing the rest directly\n");
@@ -451,6 +456,9 @@ int Main(int argc, char** argv) {
   double api_full = 0, fork_full = 0;
   ApiStartLatency(&run, 21, 'f', &api_full, &fork_full);
   Print("task_start_api_idle_p50", api_idle, "us", "fork_exec_p50", fork_idle);
+  // The burst above, per start (8 in flight): at least 1,000 starts/s.
+  Print(("task_start_api_burst_" + nt).c_str(), start_secs * 1e6 / tasks, "us", "target_1000_per_s", 1000.0);
+  Print("worker_fds_per_task", fds_per_task, "fds", "target_per_task", 3.0);
   Print(("task_start_api_" + nt + "_tasks_p50").c_str(), api_full, "us", "fork_exec_p50", fork_full);
   Print("worker_rss_idle", worker_idle, "KiB", "static_helper_rss", helper_rss);
   Print(("worker_rss_" + nt + "_tasks").c_str(), worker_full, "KiB", "static_helper_rss", helper_rss);
@@ -510,6 +518,9 @@ int Main(int argc, char** argv) {
   std::fflush(stdout);
 
   Cleanup(&run);
+  if (run.remove_ms >= 0) {
+    Print(("remove_" + nt + "_tasks").c_str(), run.remove_ms, "ms", "target", 1000.0);
+  }
   if (run.failed) {
     std::fprintf(stderr, "agent_bench: clean-up needed the fallback (see above)\n");
     return 1;
