@@ -100,6 +100,7 @@ void LogPipe::Pump(bool flush, uint64_t budget) {
       held_ = 0;
       break;
     }
+    if (n >= fifo_size_ / 2 && fifo_size_ < kBigFifo) Grow();
     if (n != held_) last_growth_ = MonotonicNanos();
     const void* nl = ::memrchr(buf, '\n', n);
     size_t complete = nl ? static_cast<size_t>(static_cast<const char*>(nl) - buf) + 1 : 0;

@@ -88,6 +88,9 @@ class LogPipe {
   // A partial line at least this long (or half the pipe, if smaller) is
   // written without waiting.
   static constexpr size_t kMaxHold = 256 << 10;
+  // A FIFO starts at the kernel's default size and grows to this once a
+  // peek finds it half full (a task that writes in bursts).
+  static constexpr size_t kBigFifo = 1 << 20;
 
   using Step = LogPipeStep;
   using TestHooks = LogPipeTestHooks;
@@ -152,6 +155,8 @@ class LogPipe {
   friend class Rotator;  // checks the crash points too
   bool Crash(Step step);
   uint64_t FifoBytes() const;
+  void SetCaps();
+  void Grow();
 
   Loop* loop_;
   std::string fifo_path_;
@@ -167,8 +172,10 @@ class LogPipe {
   bool copy_mode_ = false;
 
   std::unique_ptr<char[]> discard_;  // target of consuming reads (copy mode, drops)
-  size_t buf_cap_ = 0;
-  size_t hold_cap_ = 0;
+  size_t scratch_cap_ = 0;
+  size_t fifo_size_ = 0;        // F_GETPIPE_SZ of the FIFO
+  size_t buf_cap_ = 0;          // most a peek takes
+  size_t hold_cap_ = 0;         // longest partial line held back
   size_t held_ = 0;             // bytes of partial line left in the FIFO
   int64_t last_growth_ = 0;     // when held_ last changed
   Loop::TimerId hold_timer_ = 0;

@@ -18,7 +18,7 @@ namespace outpost::logs {
 
 namespace {
 
-constexpr int kPipeSize = 1 << 20;
+constexpr int kPipeSize = static_cast<int>(LogPipe::kBigFifo);
 constexpr uint32_t kEvents = EPOLLIN | EPOLLET;
 
 }  // namespace
@@ -88,11 +88,8 @@ Result<std::unique_ptr<LogPipe>> LogPipe::Open(Loop* loop, const std::string& fi
   if (!scratch.ok()) return scratch.error();
   p->scratch_r_ = scratch->r;
   p->scratch_w_ = scratch->w;
-  int fifo_size = ::fcntl(p->fifo_.get(), F_GETPIPE_SZ);
-  // A peek returns at most what the FIFO holds and what the scratch pipe
-  // takes; a scratch smaller than the FIFO only costs an extra round.
-  p->buf_cap_ = fifo_size > 0 ? std::min(scratch->cap, static_cast<size_t>(fifo_size)) : scratch->cap;
-  p->hold_cap_ = std::max<size_t>(1, std::min(kMaxHold, p->buf_cap_ / 2));
+  p->scratch_cap_ = scratch->cap;
+  p->SetCaps();
 
   (void)p->EnsureSink();  // a failure is an error episode; retried on data
   return p;
@@ -119,10 +116,29 @@ Result<UniqueFd> LogPipe::OpenFifo(uid_t uid, gid_t gid) {
     return Error(Code::kFailedPrecondition, "log FIFO '" + fifo_path_ + "' exists and is not a FIFO");
   }
   if (::fchown(fd->get(), uid, gid) != 0) return ErrnoError("chown '" + fifo_path_ + "'");
-  // Bigger chunks, fewer syscalls, more room while no worker reads. Beyond
-  // /proc/sys/fs/pipe-max-size (unprivileged) it fails: keep the default.
-  (void)::fcntl(fd->get(), F_SETPIPE_SZ, kPipeSize);
+  // The kernel's default size (64 KiB) until the task writes enough to need
+  // more (Grow): most tasks log little, and every 1 MiB FIFO costs 10 KiB of
+  // kernel memory for its ring however little it holds.
   return std::move(*fd);
+}
+
+void LogPipe::SetCaps() {
+  int fifo_size = ::fcntl(fifo_.get(), F_GETPIPE_SZ);
+  fifo_size_ = fifo_size > 0 ? static_cast<size_t>(fifo_size) : 0;
+  // A peek returns at most what the FIFO holds and what the scratch pipe
+  // takes; a scratch smaller than the FIFO only costs an extra round.
+  buf_cap_ = fifo_size_ > 0 ? std::min(scratch_cap_, fifo_size_) : scratch_cap_;
+  hold_cap_ = std::max<size_t>(1, std::min(kMaxHold, buf_cap_ / 2));
+}
+
+// A peek found the FIFO at least half full: this task writes in bursts, so
+// it gets the big FIFO (bigger chunks, fewer system calls, room for a second
+// or so of output while no worker reads). Beyond /proc/sys/fs/pipe-max-size
+// or the user's pipe quota (unprivileged) the kernel refuses: it keeps the
+// size it has, and the next half-full peek tries again.
+void LogPipe::Grow() {
+  if (fifo_size_ >= static_cast<size_t>(kPipeSize)) return;
+  if (::fcntl(fifo_.get(), F_SETPIPE_SZ, kPipeSize) > 0) SetCaps();
 }
 
 Result<UniqueFd> LogPipe::OpenWriteEnd() {

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <map>
 #include <random>
 #include <string>
@@ -144,6 +145,24 @@ class LogPipeTest : public ::testing::Test {
   // Runs the loop until the FIFO (seen through fd) holds at most `left` bytes.
   bool RunUntilFifoHolds(int fd, uint64_t left) {
     return RunUntil(loop_.get(), [&] { return PipeBytes(fd) <= left; });
+  }
+
+  // Writes s as the task would, running the loop whenever the FIFO is full
+  // (more than its default 64 KiB would otherwise block the test).
+  void Feed(int fd, const std::string& s) {
+    int flags = ::fcntl(fd, F_GETFL);
+    ASSERT_EQ(0, ::fcntl(fd, F_SETFL, flags | O_NONBLOCK));
+    size_t off = 0;
+    while (off < s.size()) {
+      ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+      if (n > 0) {
+        off += static_cast<size_t>(n);
+      } else {
+        ASSERT_TRUE(n < 0 && errno == EAGAIN) << std::strerror(errno);
+        ASSERT_TRUE(loop_->RunOnce(kNanosPerSecond).ok());
+      }
+    }
+    ASSERT_EQ(0, ::fcntl(fd, F_SETFL, flags));
   }
 
   // Lets the loop run for a while with nothing expected to happen (shorter
@@ -388,12 +407,34 @@ TEST_F(LogPipeTest, PartialLineIsFlushedByTheTimerWhenNoMoreDataComes) {
   EXPECT_GE(MonotonicNanos() - start, LogPipe::kHoldNanos);
 }
 
+// A FIFO costs kernel memory by its size: it keeps the kernel's default
+// until a peek finds it half full, then grows to kBigFifo.
+TEST_F(LogPipeTest, AFifoGrowsOnlyForATaskThatWritesInBursts) {
+  auto p = Open();
+  UniqueFd w = WriteEnd(p.get());
+  const int initial = ::fcntl(w.get(), F_GETPIPE_SZ);
+  ASSERT_GT(initial, 0);
+  ASSERT_LT(static_cast<size_t>(initial), LogPipe::kBigFifo) << "starts at the default size";
+  for (int i = 0; i < 100; ++i) {
+    WriteAll(w.get(), "a short line\n");
+    ASSERT_TRUE(RunUntilFifoHolds(w.get(), 0));
+  }
+  EXPECT_EQ(::fcntl(w.get(), F_GETPIPE_SZ), initial) << "a task writing little keeps the small FIFO";
+  std::string burst = NumberedLines(1, 20000);  // far more than the small FIFO holds
+  ASSERT_GT(burst.size(), static_cast<size_t>(initial));
+  Feed(w.get(), burst);
+  ASSERT_TRUE(RunUntil(loop_.get(), [&] { return p->stats().bytes_written == 100 * 13 + burst.size(); }));
+  EXPECT_EQ(::fcntl(w.get(), F_GETPIPE_SZ), static_cast<int>(LogPipe::kBigFifo));
+  std::string all = ReadOrEmpty(paths_.log);
+  EXPECT_EQ(all.substr(100 * 13), burst) << "every line once, in order, across the growth";
+}
+
 TEST_F(LogPipeTest, LongPartialLineIsWrittenAtTheHoldCap) {
   auto p = Open();
   UniqueFd w = WriteEnd(p.get());
   std::string big(LogPipe::kMaxHold + 1000, 'z');
   int64_t start = MonotonicNanos();
-  WriteAll(w.get(), big);
+  Feed(w.get(), big);
   ASSERT_TRUE(RunUntil(loop_.get(), [&] { return p->stats().bytes_written == big.size(); }));
   EXPECT_LT(MonotonicNanos() - start, LogPipe::kHoldNanos) << "must not wait for the hold timer";
 }
