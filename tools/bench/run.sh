@@ -27,7 +27,10 @@ usage="usage: tools/bench/run.sh <builddir> [--vm-also <builddir2>]"
 build=${1:?$usage}
 also=
 if [ $# -ge 2 ]; then
-  [ "$2" = --vm-also ] && [ $# -eq 3 ] || { echo "$usage" >&2; exit 2; }
+  if [ "$2" != --vm-also ] || [ $# -ne 3 ]; then
+    echo "$usage" >&2
+    exit 2
+  fi
   also=$3
   [ -f "$also/outpost" ] || { echo "run.sh: no $also/outpost (build it first: make ARCH=arm64)" >&2; exit 1; }
 fi

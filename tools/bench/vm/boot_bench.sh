@@ -74,8 +74,8 @@ fi
 # The last boot's agent log lines (wall-clock ms) on the stamps' CLOCK_MONOTONIC axis,
 # as ms after the agent's exec: time of day of the line minus that of the
 # exec (mono and wall clock read together by `test_helper clocks`).
-set -- $("$H" clocks)
-awk -v mono="$1" -v real="$2" -v e="$agent_exec" '
+clk=$("$H" clocks)
+awk -v mono="${clk% *}" -v real="${clk#* }" -v e="$agent_exec" '
   BEGIN { exec_tod = ((real - (mono - e)) / 1e9) % 86400 }
   NR <= 20 && $1 ~ /^[0-9-]+T[0-9:.]+Z$/ {
     split(substr($1, 12, 12), t, ":")

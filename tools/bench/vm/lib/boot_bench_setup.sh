@@ -12,7 +12,8 @@
 set -u
 mkdir -p /run/boot-bench
 rm -rf /var/lib/outpost/agent
-mkdir -p -m 0700 /var/lib/outpost/agent /var/lib/outpost/boot-bench
+mkdir -p /var/lib/outpost/boot-bench
+mkdir -m 0700 /var/lib/outpost/agent
 cat >/etc/outpost/boot-bench.json <<'JSON'
 {"state_dir": "/var/lib/outpost/agent", "runtime_dir": "/run/outpost", "api_socket": "/run/outpost/outpost.sock", "log_level": "info"}
 JSON
