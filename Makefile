@@ -11,7 +11,7 @@
 #   make fuzz-long [FUZZ_SECONDS=600]  run every fuzz target that long, print execs/coverage
 #   make chaos [CYCLES=1000] [PARALLEL=4] [SEED=S]  random kill -9 of worker/keeper/agent, invariants checked
 #   make power-cuts [CUTS=100] [ARCH=arm64]  power cuts at random moments of a churn, in the VM
-#   make bench                build and run tools/bench
+#   make bench [BENCH_ARM64=1] [BENCH_ONLY=GLOB]  build and run tools/bench (BENCH_ARM64=1: VM benchmarks on aarch64 too)
 #   make size [ARCH=...]      bytes of the stripped binary per source folder, budget, delta (docs/benchmarks.md)
 #   make test-fresh           (root) make run + make test in a pristine Debian 12 root (docs/testing.md)
 #
@@ -40,6 +40,7 @@ DEPS_GROUPS := $(sort \
   $(if $(filter vendor,$(GOALS)),vendor) \
   $(if $(filter run,$(GOALS)),build) \
   $(if $(filter bench chaos,$(GOALS)),bench) \
+  $(if $(and $(filter bench,$(GOALS)),$(BENCH_ARM64)),arm64) \
   $(if $(filter power-cuts,$(GOALS)),build vm test-build $(filter arm64,$(ARCH))) \
   $(if $(filter fuzz fuzz-long,$(GOALS)),fuzz) \
   $(if $(filter test-fresh,$(GOALS)),fresh))
@@ -180,7 +181,7 @@ HELPER_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(HELPER_SRCS))
 GTEST_OBJS := $(BUILD)/obj/gtest/gtest-all.o $(BUILD)/obj/gtest/gtest_main.o
 DEP_HEADERS := $(if $(filter $(BUILD)/deps/include,$(NANOPB_INC) $(PICOJSON_INC)),$(BUILD)/deps/.stamp)
 
-.PHONY: all outpost tests deps vendor test test-fresh run fuzz fuzz-long chaos power-cuts bench bench-build size clean unit help-make
+.PHONY: all outpost tests deps vendor test test-fresh run fuzz fuzz-long chaos power-cuts bench bench-build bench-arm64-build size clean unit help-make
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/outpost $(BUILD)/outpost.stripped
@@ -314,8 +315,16 @@ $(BUILD)/bench/%: $(BUILD)/obj/tools/bench/%.o $(BUILD)/liboutpost.a
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(NANOPB_LIB)
 
-bench: all $(BENCH_BINS) $(BUILD)/test_helper
-	$(Q)tools/bench/run.sh $(BUILD)
+# BENCH_ARM64=1 (native builds only): also build build/arm64/ (outpost,
+# test_helper, the bench binaries) and run the VM benchmarks a second time
+# in the aarch64 VM (docs/benchmarks.md). BENCH_ONLY=GLOB: only the
+# benchmarks whose name matches (e.g. BENCH_ONLY=boot_bench).
+BENCH_ARM64_ON := $(if $(and $(BENCH_ARM64),$(filter native,$(ARCH))),1)
+bench: all $(BENCH_BINS) $(BUILD)/test_helper $(if $(BENCH_ARM64_ON),bench-arm64-build)
+	$(Q)BENCH_ONLY='$(BENCH_ONLY)' tools/bench/run.sh $(BUILD) $(if $(BENCH_ARM64_ON),--vm-also build/arm64)
+
+bench-arm64-build:
+	$(Q)$(MAKE) --no-print-directory ARCH=arm64 all build/arm64/test_helper bench-build
 
 # The benchmark binaries only: make test builds them so they keep compiling.
 bench-build: $(BENCH_BINS)

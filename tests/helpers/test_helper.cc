@@ -12,6 +12,13 @@
 //   stderr TEXT            print TEXT to stderr
 //   list-fds               print the open fd numbers, one per line
 //   timestamp FILE         write CLOCK_MONOTONIC nanoseconds to FILE, exit 0
+//   stamp-exec FILE PROG [ARG...]  write CLOCK_MONOTONIC nanoseconds to
+//                          FILE, then execv PROG with ARGs (argv[0] = PROG;
+//                          PROG is a path, no PATH lookup): a measurement
+//                          that starts at PROG's exec (exit 127 if it fails)
+//   clocks                 print "MONOTONIC_NS REALTIME_NS", read one right
+//                          after the other (puts wall-clock log times on
+//                          the CLOCK_MONOTONIC axis of the stamps)
 //   env                    print the environment
 //   pwd / id               print working dir / "uid gid groups"
 //   memhog MIB             allocate and touch MIB MiB, one MiB at a time
@@ -268,7 +275,8 @@ int RunArgs(const char* argv0, char** out, int max) {
 
 int Usage() {
   fputs("usage: outpost-test-helper exit N | sleep S | ignore-term S | trap SIG N | orphan S | lines N [PREFIX]"
-        " | huge-line BYTES | stderr TEXT | list-fds | timestamp FILE | env | pwd | id | service STEP...\n",
+        " | huge-line BYTES | stderr TEXT | list-fds | timestamp FILE | stamp-exec FILE PROG [ARG...]"
+        " | clocks | env | pwd | id | service STEP...\n",
         stderr);
   return 2;
 }
@@ -349,6 +357,30 @@ int main(int argc, char** argv) {
     if (fd < 0) return 1;
     dprintf(fd, "%lld\n", static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec);
     close(fd);
+    return 0;
+  }
+  if (!strcmp(cmd, "stamp-exec") && argc >= 4) {
+    // The stamp is written (and the file closed) before the exec, so the
+    // interval it starts holds PROG's execve and nothing of ours after it.
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int fd = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      fprintf(stderr, "stamp-exec: open %s: %s\n", argv[2], strerror(errno));
+      return 127;
+    }
+    dprintf(fd, "%lld\n", static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec);
+    close(fd);
+    execv(argv[3], argv + 3);
+    fprintf(stderr, "stamp-exec: exec %s: %s\n", argv[3], strerror(errno));
+    return 127;
+  }
+  if (!strcmp(cmd, "clocks")) {
+    struct timespec mono, real;
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    clock_gettime(CLOCK_REALTIME, &real);
+    printf("%lld %lld\n", static_cast<long long>(mono.tv_sec) * 1000000000LL + mono.tv_nsec,
+           static_cast<long long>(real.tv_sec) * 1000000000LL + real.tv_nsec);
     return 0;
   }
   if (!strcmp(cmd, "env")) {

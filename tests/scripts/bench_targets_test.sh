@@ -41,4 +41,11 @@ has "lines of a benchmark that then failed still count" "remove_1000_tasks.ratio
 has "a figure not printed is not measured" "boot_to_first_task<=50:NOT-MEASURED"
 total=$(grep -cvE '^[[:space:]]*(#|$)' tools/bench/targets.txt)
 has "the counts add up to every target" "2 met, 3 missed, $((total - 5)) not measured"
+
+# A run that printed no BENCH line at all: every target not measured.
+mkdir -p "$TMP/empty/bench"
+printf '#!/bin/sh\necho "nothing measured"\n' >"$TMP/empty/bench/quiet_bench"
+chmod +x "$TMP/empty/bench/quiet_bench"
+OUT=$("$RUN" "$TMP/empty" 2>/dev/null)
+has "a run without figures measures nothing" "0 met, 0 missed, $total not measured"
 exit $FAILED

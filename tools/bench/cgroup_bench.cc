@@ -190,6 +190,10 @@ void StartAgent(Run* run, Agent* ag, const char* name, bool cgroups) {
   ag->log = ag->dir + "/agent.log";
   std::string config = "{\"state_dir\": \"" + ag->dir + "/state\", \"runtime_dir\": \"" + ag->dir +
                        "/run\", \"log_file\": \"" + ag->log + "\", \"log_level\": \"info\", " +
+                       // Agent B's connection idles while the many-task stats
+                       // run on A only (85 s in the aarch64 VM): past the default
+                       // 60 s the agent closes it and the clean-up calls fail.
+                       "\"api_idle_timeout\": \"10m\", " +
                        "\"jobs_dir\": \"" + ag->dir + "/jobs.d\", \"cgroup_root\": \"" +
                        (cgroups ? run->cg_root : std::string("/nonexistent-outpost-bench")) + "\"" +
                        (cgroups ? "" : ", \"cgroup_allow_without_limits\": true") + "}\n";
