@@ -24,6 +24,7 @@
 #include "base/sys.h"
 #include "keeper/keeper.h"
 #include "proc/uid_pool.h"
+#include "proc/procfs.h"
 #include "proc/spawn.h"
 #include "keeper/link.h"
 #include "keeper/proto.h"
@@ -54,6 +55,27 @@ pid_t PeerPidOf(const std::string& path) {
   if (!fd.ok()) return 0;
   auto cred = sys::GetPeerCred(fd->get());
   return cred.ok() ? cred->pid : 0;
+}
+
+// Whether this is the first worker since the node booted: <runtime_dir>/boot-id
+// holds the kernel's boot id of the last one. The runtime dir (tmpfs /run by
+// default) does not outlive a boot, and a state dir wiped by hand does not
+// touch it; the file is not fsync'd (after a power cut it is old, empty or
+// missing, which all mean "first" in the new boot, as they should). Unknown
+// boot id: never first, so nothing is skipped.
+bool FirstStartSinceBoot(const std::string& runtime_dir) {
+  const std::string& now = proc::CurrentBootId();
+  if (now.empty()) return false;
+  std::string path = runtime_dir + "/boot-id";
+  auto last = sys::ReadFile(path, 128);
+  if (last.ok() && *last == now + "\n") return false;
+  Status st = sys::WriteFileAtomic(path, now + "\n", 0600, sys::Durability::kProcessCrash);
+  if (!st.ok()) {
+    log::Warn("cannot record the boot id", {{"error", st.error().message()}});
+    return false;  // the next worker could not tell: look for leftovers now too
+  }
+  log::Info("first start since boot: no leftovers of an earlier agent to look for");
+  return true;
 }
 
 }  // namespace
@@ -214,6 +236,8 @@ Status Agent::StartTasks() {
   o.cgroups = cgroups_.get();
   o.oom = oom_.get();
   o.allow_without_limits = config_.cgroup_allow_without_limits;
+  const bool first_since_boot = FirstStartSinceBoot(config_.runtime_dir);
+  o.first_since_boot = first_since_boot;
   auto pool = proc::UidPool::Open(config_.state_dir + "/dynamic-users.json",
                                   static_cast<uint32_t>(config_.dynamic_uid_first),
                                   static_cast<uint32_t>(config_.dynamic_uid_last));
@@ -230,7 +254,8 @@ Status Agent::StartTasks() {
   tasks_ = std::move(*tm);
   OUTPOST_RETURN_IF_ERROR(tasks_->Recover());
   RegisterTaskApi(tasks_.get(), &events_, loop_.get(), api_.get());
-  if (cgroups_->available()) {
+  if (cgroups_->available() && !first_since_boot) {
+    // (After a boot the cgroup tree is new: nothing can be left.)
     // Cgroups of tasks nobody knows (an agent whose state was wiped, a
     // task removed while no agent ran) are killed and removed.
     std::set<std::string> keep;

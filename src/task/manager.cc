@@ -508,7 +508,7 @@ Status TaskManager::Recover() {
       WaitForExit(id);
     });
   }
-  KillUnrecorded(running);
+  if (!options_.first_since_boot) KillUnrecorded(running);
   log::Info("tasks recovered", {{"count", std::to_string(tasks_.size())}});
   return OkStatus();
 }

@@ -74,6 +74,9 @@ class TaskManager {
     proc::UidPool* uids = nullptr;
     std::string dynamic_users_problem;
     proc::UserDb users;  // where user and group names are looked up
+    // The first worker since the node booted: no process of an earlier
+    // agent can be left, so recovery does not look for unrecorded ones.
+    bool first_since_boot = false;
   };
   using DoneCallback = std::function<void(Status)>;
   using StartedCallback = std::function<void(Result<TaskView>)>;

@@ -116,3 +116,37 @@ test_output_of_a_task_that_exits_while_no_worker_runs_is_kept() {
   all_lines "$(task_field late log_dir)" late >"$T/late.txt"
   check_numbered "$T/late.txt" 50000
 }
+
+# A process of one of this agent's task dirs that no running record accounts
+# for (what a worker killed between spawning a task and writing its record
+# leaves) is killed by the next worker of the same boot. The first worker
+# since boot (no <runtime_dir>/boot-id of this boot) does not look: nothing
+# of an earlier agent can have survived a reboot.
+test_an_unrecorded_task_process_is_killed_by_the_next_worker_of_the_boot() {
+  start_agent
+  expect_contains "$(cat "$T/agent.log")" "first start since boot" "a fresh runtime dir is a first start"
+  expect_eq "$(cat "$T/run/boot-id")" "$(cat /proc/sys/kernel/random/boot_id)" "boot id recorded"
+  mkdir -p "$T/state/task-data/ghost"
+  OUTPOST_TASK_DIR="$T/state/task-data/ghost/" setsid "$HELPER" sleep 600 </dev/null >/dev/null 2>&1 &
+  local ghost=$!
+  echo "$ghost" >>"$T/.pids"
+  wait_for 5 grep -q OUTPOST_TASK_DIR "/proc/$ghost/environ" || fail "ghost did not start"
+  local w; w="$(worker_pid)"
+  kill -9 "$w"
+  wait_for 15 new_worker_answers "$w" || fail "no new worker"
+  wait_for 10 sh -c "! kill -0 $ghost 2>/dev/null || grep -q '^State:[[:space:]]*Z' /proc/$ghost/status" \
+    || fail "the unrecorded process $ghost survived the new worker's recovery"
+  expect_contains "$(cat "$T/agent.log")" "killing a task process that no record accounts for" "logged"
+  # As if the node had rebooted: the next worker does not look.
+  OUTPOST_TASK_DIR="$T/state/task-data/ghost/" setsid "$HELPER" sleep 600 </dev/null >/dev/null 2>&1 &
+  local ghost2=$!
+  echo "$ghost2" >>"$T/.pids"
+  wait_for 5 grep -q OUTPOST_TASK_DIR "/proc/$ghost2/environ" || fail "second ghost did not start"
+  echo "an-earlier-boot" >"$T/run/boot-id"
+  w="$(worker_pid)"
+  kill -9 "$w"
+  wait_for 15 new_worker_answers "$w" || fail "no new worker"
+  expect_eq "$(grep -c "first start since boot" "$T/agent.log")" "2" "the changed boot id was taken for a reboot"
+  kill -0 "$ghost2" || fail "the first worker since boot looked for leftovers"
+  kill -9 "$ghost2"
+}
