@@ -104,6 +104,34 @@ Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t 
   return OkStatus();
 }
 
+Status OverwriteFile(const std::string& path, const std::string& data, mode_t mode) {
+  constexpr size_t kPage = 4096, kRound = 512;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd >= 0) {
+    struct stat st;
+    bool fits = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<size_t>(st.st_size) >= data.size() &&
+                static_cast<size_t>(st.st_size) <= kPage;
+    if (fits) {
+      std::string padded = data;
+      padded.resize(static_cast<size_t>(st.st_size), ' ');
+      if (!padded.empty() && padded.size() > data.size()) padded.back() = '\n';
+      ssize_t n = RetryEintr([&] { return ::pwrite(fd, padded.data(), padded.size(), 0); });
+      int err = errno;
+      ::close(fd);
+      if (n == static_cast<ssize_t>(padded.size())) return OkStatus();
+      // A short write cannot happen over blocks the file already has; if it
+      // did, the whole content goes down the atomic way below.
+      if (n < 0) return ErrnoError("write '" + path + "'", err);
+    } else {
+      ::close(fd);
+    }
+  }
+  std::string padded = data;
+  padded.resize((data.size() + kRound) / kRound * kRound, ' ');
+  padded.back() = '\n';
+  return WriteFileAtomic(path, padded, mode, Durability::kProcessCrash);
+}
+
 static Result<sockaddr_un> UnixAddr(const std::string& path) {
   sockaddr_un addr;
   std::memset(&addr, 0, sizeof addr);

@@ -51,6 +51,16 @@ enum class Durability {
 // new content, never a mix), with the fsyncs durability asks for.
 Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode,
                        Durability durability = Durability::kPowerCut);
+// For a small text state file that only has to survive a process crash
+// (Durability::kProcessCrash) and is rewritten often, such as a task record:
+// where the file exists, is no longer than a page and at least as long as
+// data, one pwrite at offset 0 of data padded with spaces to the file's
+// length (JSON readers skip them). A kill cannot split a one-page write, so
+// a reader sees the old or the new content whole, and no inode is created
+// and deleted per write (which ext4 makes slower the more were deleted
+// lately). Otherwise WriteFileAtomic without fsync, of data padded to a
+// multiple of 512 bytes, so that the next writes fit in place.
+Status OverwriteFile(const std::string& path, const std::string& data, mode_t mode);
 // unlink, then fsync the directory so the removal survives a power cut.
 // A missing file is not an error.
 Status RemoveFileDurable(const std::string& path);

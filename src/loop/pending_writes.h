@@ -39,7 +39,8 @@ class PendingWrites {
   void Arm();
 
   Status WriteNow(const std::string& path, const std::string& data) const {
-    return sys::WriteFileAtomic(path, data, 0600, durability_);
+    return durability_ == sys::Durability::kProcessCrash ? sys::OverwriteFile(path, data, 0600)
+                                                         : sys::WriteFileAtomic(path, data, 0600, durability_);
   }
 
   Loop* loop_;

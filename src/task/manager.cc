@@ -427,9 +427,9 @@ Status TaskManager::Recover() {
   for (const std::string& f : files) {
     std::string path = dir + "/" + f;
     auto text = sys::ReadFile(path, 4 << 20);
-    if (text.ok() && text->empty()) {
+    if (text.ok() && text->find_first_not_of(std::string(1, '\0')) == std::string::npos) {
       // Records are not fsync'd (docs/process-model.md): a power cut can
-      // leave one that was new empty. Its process died with the node.
+      // leave one that was new empty (or its blocks unwritten: zeros). Its process died with the node.
       log::Info("task record left empty by a power cut: removed", {{"file", path}});
       ::unlink(path.c_str());
       continue;

@@ -23,6 +23,39 @@ class SysDirs : public ::testing::Test {
   std::string dir_;
 };
 
+// Task records are rewritten at every start and exit: in place where they
+// fit (no inode created and deleted each time), always whole.
+TEST_F(SysDirs, OverwriteFileWritesInPlaceWhenItFitsAndAtomicallyOtherwise) {
+  std::string path = dir_ + "/rec.json";
+  auto inode = [&] {
+    struct stat st;
+    EXPECT_EQ(0, ::stat(path.c_str(), &st));
+    return std::make_pair(st.st_ino, static_cast<size_t>(st.st_size));
+  };
+  ASSERT_TRUE(sys::OverwriteFile(path, "{\"a\": 1}", 0600).ok());
+  auto first = inode();
+  EXPECT_EQ(first.second, 512u) << "a new file is padded so later writes fit";
+  const std::string a = "{\"a\": 1}";
+  EXPECT_EQ(*sys::ReadFile(path), a + std::string(512 - a.size() - 1, ' ') + "\n");
+
+  ASSERT_TRUE(sys::OverwriteFile(path, "{\"b\": 22}", 0600).ok());
+  EXPECT_EQ(inode(), first) << "rewritten in place";
+  EXPECT_EQ(sys::ReadFile(path)->substr(0, 10), "{\"b\": 22} ");
+
+  std::string big = "{\"c\": \"" + std::string(600, 'x') + "\"}";
+  ASSERT_TRUE(sys::OverwriteFile(path, big, 0600).ok());
+  auto grown = inode();
+  EXPECT_NE(grown.first, first.first) << "longer than the file: a new file, renamed over it";
+  EXPECT_EQ(grown.second, 1024u);
+  EXPECT_EQ(sys::ReadFile(path)->substr(0, big.size() + 1), big + " ");
+
+  std::string huge = "{\"d\": \"" + std::string(5000, 'y') + "\"}";
+  ASSERT_TRUE(sys::OverwriteFile(path, huge, 0600).ok());
+  ASSERT_TRUE(sys::OverwriteFile(path, "{}", 0600).ok());
+  EXPECT_EQ(inode().second, 512u) << "beyond a page nothing is written in place (one write of a page is whole)";
+  EXPECT_EQ(sys::ReadFile(path)->substr(0, 3), "{} ");
+}
+
 TEST_F(SysDirs, MkdirAllGivesExactModesWhateverTheUmask) {
   mode_t old = ::umask(077);
   Status st = sys::MkdirAll(dir_ + "/a/b/state/", 0711);
