@@ -19,6 +19,9 @@
 #include "base/sys.h"
 #include "proc/clone_vm.h"
 
+#ifndef CLOSE_RANGE_UNSHARE
+#define CLOSE_RANGE_UNSHARE (1U << 1)
+#endif
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
@@ -31,6 +34,14 @@ namespace {
 struct ChildError {
   int step;
   int err;
+};
+
+// Written by the child into the caller's memory. With CLONE_VM the caller
+// sees it once the child has exec'd; under an emulator that makes vfork a
+// fork (qemu-user) it never does, which is how Spawn tells.
+struct ChildReport {
+  volatile int ran = 0;
+  ChildError error{0, 0};
 };
 
 enum Step {
@@ -80,6 +91,12 @@ struct ChildPlan {
   bool new_pgrp;
   int join_cgroup_fd;  // -1, or cgroup.procs to write "0" to (no CLONE_INTO_CGROUP)
   const std::function<int()>* pre_exec;
+  // The child shares our fd table until it has its stdio (CLONE_FILES), then
+  // takes a private copy of fds 0..2 only: cloning and exec then cost the
+  // same however many fds we hold. It reports a failure through *report
+  // (our memory), not err_fd.
+  bool share_files;
+  ChildReport* report;  // always set; in our memory
 };
 
 // The 32-bit id calls where the architecture has both (arm).
@@ -91,6 +108,10 @@ constexpr long kSysSetuid = SYS_setuid, kSysSetgid = SYS_setgid, kSysSetgroups =
 
 [[noreturn]] void ChildFail(const ChildPlan& p, int step) {
   ChildError e{step, errno};
+  if (p.share_files) {
+    p.report->error = e;
+    ::_exit(step == kStepExec ? (e.err == ENOENT ? 127 : 126) : 1);
+  }
   // Best effort: if the parent went away there is nobody to tell.
   ssize_t r;
   do {
@@ -99,9 +120,13 @@ constexpr long kSysSetuid = SYS_setuid, kSysSetgid = SYS_setgid, kSysSetgroups =
   ::_exit(step == kStepExec ? (e.err == ENOENT ? 127 : 126) : 1);
 }
 
+void MoveStdio(const ChildPlan& p);
+[[noreturn]] void ChildSetup(const ChildPlan& p);
+
 // The child side. Async-signal-safe calls only: no allocation, no locks,
 // no C++ beyond reading the plan.
 [[noreturn]] void ChildMain(const ChildPlan& p) {
+  p.report->ran = 1;
   // Signals: the agent blocks the ones it handles through signalfd and may
   // ignore SIGPIPE; the task must start with a clean slate.
   struct sigaction dfl;
@@ -120,8 +145,30 @@ constexpr long kSysSetuid = SYS_setuid, kSysSetgid = SYS_setgid, kSysSetgroups =
   if (p.join_cgroup_fd >= 0 && ::write(p.join_cgroup_fd, "0", 1) != 1) ChildFail(p, kStepCgroup);
   if (p.new_pgrp && ::setpgid(0, 0) != 0) ChildFail(p, kStepSetpgid);
 
-  // Move the three stdio fds out of the 0..2 range first so that dup2 into
-  // 0..2 cannot clobber a source that happens to be 0..2 itself.
+  if (p.share_files) {
+    // Our fd table is the caller's (which waits, and has saved its own 0..2
+    // to restore them): the sources are all >= 3, so dup2 clobbers none.
+    for (int i = 0; i < 3; ++i) {
+      if (::dup2(p.fds[i], i) < 0) ChildFail(p, kStepDup);
+    }
+    // A private table of 0..2 alone (5.9+): nothing else is copied, nothing
+    // else to close at exec. Older kernels: a whole copy, then close the rest.
+    if (::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_UNSHARE) != 0) {
+      if (::unshare(CLONE_FILES) != 0) ChildFail(p, kStepDup);
+      if (::syscall(SYS_close_range, 3U, ~0U, 0U) != 0) {
+        for (int fd = 3; fd < 65536; ++fd) ::close(fd);
+      }
+    }
+  } else {
+    MoveStdio(p);
+  }
+  ChildSetup(p);
+}
+
+// stdio from p.fds without a shared table. The three sources move out of
+// the 0..2 range first so that dup2 into 0..2 cannot clobber a source that
+// happens to be 0..2 itself.
+void MoveStdio(const ChildPlan& p) {
   int src[3];
   for (int i = 0; i < 3; ++i) {
     src[i] = ::fcntl(p.fds[i], F_DUPFD_CLOEXEC, 3);
@@ -135,6 +182,10 @@ constexpr long kSysSetuid = SYS_setuid, kSysSetgid = SYS_setgid, kSysSetgroups =
   if (::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
     for (int fd = 3; fd < 4096; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
   }
+}
+
+// Limits, credentials, workdir, the pre-exec step, exec.
+[[noreturn]] void ChildSetup(const ChildPlan& p) {
 
   for (size_t i = 0; i < p.nrlimits; ++i) {
     if (::setrlimit(static_cast<__rlimit_resource_t>(p.rlimits[i].first), &p.rlimits[i].second) != 0) {
@@ -226,16 +277,16 @@ pid_t CloneCopy(bool clone_parent, int cgroup_fd, int* pidfd) {
 // it has exec'd or exited, as posix_spawn does: no page tables are copied,
 // so the cost does not grow with our size. The child runs ChildMain on a
 // stack of its own and never returns. Returns the pid, or -1 with errno.
-pid_t CloneShared(const ChildPlan& plan, bool clone_parent, int cgroup_fd, int* pidfd) {
+pid_t CloneShared(ChildPlan* plan, bool clone_parent, int cgroup_fd, int* pidfd) {
   *pidfd = -1;
   void* stack = ::mmap(nullptr, kChildStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) return -1;
   char* top = static_cast<char*>(stack) + kChildStack;
-  void* arg = const_cast<ChildPlan*>(&plan);
+  void* arg = plan;
   uint64_t flags = CLONE_VM | CLONE_VFORK | CLONE_PIDFD | (clone_parent ? CLONE_PARENT : 0);
   CloneArgs args;
   std::memset(&args, 0, sizeof args);
-  args.flags = flags;
+  args.flags = flags | (plan->share_files ? CLONE_FILES : 0);
   args.pidfd = reinterpret_cast<uintptr_t>(pidfd);
   args.exit_signal = clone_parent ? 0 : SIGCHLD;
   args.stack = reinterpret_cast<uintptr_t>(stack);
@@ -246,6 +297,7 @@ pid_t CloneShared(const ChildPlan& plan, bool clone_parent, int cgroup_fd, int* 
   }
   pid_t pid = static_cast<pid_t>(RawClone3(&args, ChildEntry, arg));
   if (pid < 0 && (errno == ENOSYS || errno == E2BIG)) {
+    plan->share_files = false;  // only ever with clone3 on a kernel of our own
     if (cgroup_fd >= 0) {
       errno = ENOSYS;  // the caller retries with the child joining the cgroup itself
     } else {
@@ -262,6 +314,17 @@ pid_t CloneShared(const ChildPlan& plan, bool clone_parent, int cgroup_fd, int* 
   ::munmap(stack, kChildStack);  // the child has exec'd or exited (or never ran)
   errno = saved;
   return pid;
+}
+
+Status ExecReportStatus(const ChildError& ce, const std::string& path, const std::string& workdir, int* exit_code) {
+  int code = ce.step == kStepExec ? (ce.err == ENOENT ? 127 : 126) : 1;
+  if (exit_code) *exit_code = code;
+  std::string what = ce.step == kStepExec    ? "exec '" + path + "'"
+                     : ce.step == kStepChdir ? "chdir '" + workdir + "'"
+                                             : StepName(ce.step);
+  Error e = ErrnoError(what, ce.err);
+  return Error(ce.step == kStepExec && ce.err == ENOENT ? Code::kNotFound : e.code(),
+               e.message() + Format(" (exit status %d)", code));
 }
 
 }  // namespace
@@ -308,6 +371,8 @@ Result<Spawned> Spawn(const SpawnRequest& req, int* exit_code) {
   plan.join_cgroup_fd = -1;
 
   plan.pre_exec = req.pre_exec ? &req.pre_exec : nullptr;
+  ChildReport report;
+  plan.report = &report;
 
   // Every signal blocked across the clone, so that none of our handlers
   // runs in the child before it has reset them (it then unblocks all).
@@ -315,8 +380,22 @@ Result<Spawned> Spawn(const SpawnRequest& req, int* exit_code) {
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
   const bool shared = kCanShareMemory && !req.pre_exec;
+  // Sharing our fd table too once an earlier spawn showed the child really
+  // shares our memory (not so under qemu-user), when the stdio sources are
+  // not 0..2 themselves. Our own 0..2, which the child replaces in the
+  // shared table, are saved here and put back once it has its own table.
+  static int memory_really_shared = -1;  // -1: not known yet
+  plan.share_files = shared && memory_really_shared == 1 && fds[0] > 2 && fds[1] > 2 && fds[2] > 2;
+  int saved[3] = {-1, -1, -1}, saved_flags[3] = {0, 0, 0};
+  if (plan.share_files) {
+    for (int i = 0; i < 3; ++i) {
+      saved_flags[i] = ::fcntl(i, F_GETFD);
+      if (saved_flags[i] >= 0) saved[i] = ::fcntl(i, F_DUPFD_CLOEXEC, 3);
+      if (saved_flags[i] >= 0 && saved[i] < 0) plan.share_files = false;  // out of fds: no sharing
+    }
+  }
   auto clone = [&](int cgroup_fd, int* pidfd) -> pid_t {
-    if (shared) return CloneShared(plan, req.clone_parent, cgroup_fd, pidfd);
+    if (shared) return CloneShared(&plan, req.clone_parent, cgroup_fd, pidfd);
     pid_t p = CloneCopy(req.clone_parent, cgroup_fd, pidfd);
     if (p == 0) ChildMain(plan);
     return p;
@@ -330,6 +409,16 @@ Result<Spawned> Spawn(const SpawnRequest& req, int* exit_code) {
     pid = clone(-1, &pidfd);
   }
   int clone_errno = errno;
+  for (int i = 0; i < 3; ++i) {  // our 0..2 as they were (closed ones closed)
+    if (saved[i] >= 0) {
+      ::dup2(saved[i], i);
+      if (saved_flags[i] & FD_CLOEXEC) ::fcntl(i, F_SETFD, FD_CLOEXEC);
+      ::close(saved[i]);
+    } else if (plan.share_files && saved_flags[i] < 0) {
+      ::close(i);
+    }
+  }
+  if (shared && memory_really_shared == -1 && pid > 0) memory_really_shared = report.ran ? 1 : 0;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) return ErrnoError("clone", clone_errno);
 
@@ -346,7 +435,10 @@ Result<Spawned> Spawn(const SpawnRequest& req, int* exit_code) {
   }
   // Our child has exec'd or failed by now when it shared our memory; with a
   // copy, the read waits for its exec (the pipe closes) or its failure.
-  Status st = ReadExecReport(err_r.get(), req.path, req.workdir, exit_code);
+  // With our fd table shared it reported into our memory instead.
+  Status st = plan.share_files && report.error.step != 0
+                  ? ExecReportStatus(report.error, req.path, req.workdir, exit_code)
+                  : plan.share_files ? OkStatus() : ReadExecReport(err_r.get(), req.path, req.workdir, exit_code);
   if (!st.ok()) {
     // The child failed before exec and is exiting; reap it if it is ours.
     if (out.parent_is_caller) {
@@ -367,15 +459,9 @@ Status ReadExecReport(int fd, const std::string& path, const std::string& workdi
   if (n != static_cast<ssize_t>(sizeof ce)) {
     return Error(Code::kInternal, "short exec report from the child for '" + path + "'");
   }
-  int code = ce.step == kStepExec ? (ce.err == ENOENT ? 127 : 126) : 1;
-  if (exit_code) *exit_code = code;
-  std::string what = ce.step == kStepExec    ? "exec '" + path + "'"
-                     : ce.step == kStepChdir ? "chdir '" + workdir + "'"
-                                             : StepName(ce.step);
-  Error e = ErrnoError(what, ce.err);
-  return Error(ce.step == kStepExec && ce.err == ENOENT ? Code::kNotFound : e.code(),
-               e.message() + Format(" (exit status %d)", code));
+  return ExecReportStatus(ce, path, workdir, exit_code);
 }
+
 
 Result<std::string> ResolveCommand(const std::string& cmd, const std::string& path_var, int* exit_code) {
   *exit_code = 0;

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/fd.h"
 #include "base/sys.h"
 #include "proc/exit_status.h"
 #include "proc/procfs.h"
@@ -189,6 +191,31 @@ TEST(Spawn, WithoutAPreExecStepTheOutcomeIsKnownWhenSpawnReturns) {
   req.path = "/bin/sh";
   req.argv = {"sh", "-c", "exit 5"};
   req.workdir = "/";
+  // The child may share our fd table until it has its own stdio (after a
+  // first spawn showed it shares our memory): our 0..2 must be ours after.
+  int held[2];
+  ASSERT_EQ(::pipe2(held, O_CLOEXEC), 0);  // stdio sources that are not 0..2
+  UniqueFd held_r(held[0]), held_w(held[1]);
+  req.stdout_fd = held_w.get();
+  auto ours = [] {
+    std::string s;
+    for (int fd = 0; fd < 3; ++fd) {
+      struct stat st;
+      s += ::fstat(fd, &st) == 0 ? std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) : "closed";
+      int fl = ::fcntl(fd, F_GETFD);
+      s += fl >= 0 && (fl & FD_CLOEXEC) ? "+cloexec " : " ";
+    }
+    return s;
+  };
+  const std::string before = ours();
+  for (int i = 0; i < 2; ++i) {  // the first one finds out whether memory is shared
+    auto s = proc::Spawn(req);
+    ASSERT_TRUE(s.ok()) << s.error().message();
+    int ws = 0;
+    ASSERT_EQ(::waitpid(s->pid, &ws, 0), s->pid);
+  }
+  EXPECT_EQ(ours(), before);
+  req.stdout_fd = -1;
   errno = 0;
   auto ok = proc::Spawn(req);
   ASSERT_TRUE(ok.ok()) << ok.error().message();

@@ -74,6 +74,7 @@ Result<std::unique_ptr<ExecDriver>> ExecDriver::Create(Loop* loop, Options optio
 
 ExecDriver::~ExecDriver() {
   if (fingerprint_timer_) loop_->CancelTimer(fingerprint_timer_);
+  for (Loop::TimerId id : exec_retries_) loop_->CancelTimer(id);
   for (auto& [id, t] : tasks_) {
     if (t->kill_timer) loop_->CancelTimer(t->kill_timer);
     if (t->our_child) loop_->UnwatchChild(t->pid);
@@ -561,6 +562,11 @@ void ExecDriver::JournalReplayed() {
 
 void ExecDriver::ExecTask(const std::string& id, const std::vector<std::string>& cmd, int64_t timeout_nanos,
                           ExecCallback done) {
+  ExecTaskTry(id, cmd, timeout_nanos, std::move(done), 0);
+}
+
+void ExecDriver::ExecTaskTry(const std::string& id, const std::vector<std::string>& cmd, int64_t timeout_nanos,
+                             ExecCallback done, int attempt) {
   Task* t = Find(id);
   if (!t) return done(NotFound());
   if (cmd.empty()) return done(Error(Code::kInvalidArgument, "exec: command is empty"));
@@ -576,6 +582,20 @@ void ExecDriver::ExecTask(const std::string& id, const std::vector<std::string>&
   if (!environ.ok()) return done(environ.error().Wrap("exec: cannot read the task's environment"));
   for (const std::string& kv : Split(*environ, '\0')) {
     if (!kv.empty()) req.env.push_back(kv);
+  }
+  if (req.env.empty()) {
+    // Every task has OUTPOST_TASK_* at least: none means the kernel has not
+    // set up the new image's environment yet (the start returns as soon as
+    // the task's exec has replaced its memory, a little before). Again in
+    // 1 ms, for up to a second.
+    if (attempt >= 1000) return done(Error(Code::kUnavailable, "exec: the task's environment is empty"));
+    auto timer = std::make_shared<Loop::TimerId>(0);
+    *timer = loop_->AddTimer(kNanosPerMilli, [this, timer, id, cmd, timeout_nanos, done, attempt] {
+      exec_retries_.erase(*timer);
+      ExecTaskTry(id, cmd, timeout_nanos, done, attempt + 1);
+    });
+    exec_retries_.insert(*timer);
+    return;
   }
   std::string path_var = kDefaultPath;
   for (const std::string& kv : req.env) {

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -121,6 +122,8 @@ class ExecDriver : public Driver {
   void Finish(Task* t, const ExitResult& result, int64_t unix_nanos);
   void KillEverything(Task* t);
   bool SweepKeeperChildren(Task* t, const std::string& marker);
+  void ExecTaskTry(const std::string& id, const std::vector<std::string>& cmd, int64_t timeout_nanos,
+                   ExecCallback done, int attempt);
   void Emit(const Task& t, const std::string& type, const std::string& message);
   void RefreshFingerprint();
   void WatchForeignProcess(Task* t);
@@ -136,6 +139,7 @@ class ExecDriver : public Driver {
   bool journal_replayed_ = false;
   std::map<uint64_t, std::unique_ptr<proc::ChildRun>> sessions_;  // `outpost exec` runs
   uint64_t next_session_ = 1;
+  std::set<Loop::TimerId> exec_retries_;  // ExecTaskTry waiting for the environment
 };
 
 }  // namespace outpost::driver
