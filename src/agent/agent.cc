@@ -57,25 +57,26 @@ pid_t PeerPidOf(const std::string& path) {
   return cred.ok() ? cred->pid : 0;
 }
 
-// Whether this is the first worker since the node booted: <runtime_dir>/boot-id
-// holds the kernel's boot id of the last one. The runtime dir (tmpfs /run by
-// default) does not outlive a boot, and a state dir wiped by hand does not
-// touch it; the file is not fsync'd (after a power cut it is old, empty or
-// missing, which all mean "first" in the new boot, as they should). Unknown
-// boot id: never first, so nothing is skipped.
-bool FirstStartSinceBoot(const std::string& runtime_dir) {
+// Whether this is the first worker since the node booted: <state_dir>/boot-id
+// holds the kernel's boot id of the last worker. Only a boot id that is
+// there and differs says so; a missing or empty file (a new or wiped state
+// dir, an agent from before this file, what a power cut left of a file
+// that was new) does not, and the worker looks for leftovers as before.
+// Written without fsync; an unknown boot id is never "first".
+bool FirstStartSinceBoot(const std::string& state_dir) {
   const std::string& now = proc::CurrentBootId();
   if (now.empty()) return false;
-  std::string path = runtime_dir + "/boot-id";
+  std::string path = state_dir + "/boot-id";
   auto last = sys::ReadFile(path, 128);
   if (last.ok() && *last == now + "\n") return false;
+  bool first = last.ok() && !last->empty() && last->find('\0') == std::string::npos;
   Status st = sys::WriteFileAtomic(path, now + "\n", 0600, sys::Durability::kProcessCrash);
   if (!st.ok()) {
     log::Warn("cannot record the boot id", {{"error", st.error().message()}});
     return false;  // the next worker could not tell: look for leftovers now too
   }
-  log::Info("first start since boot: no leftovers of an earlier agent to look for");
-  return true;
+  if (first) log::Info("first start since boot: no leftovers of an earlier agent to look for");
+  return first;
 }
 
 }  // namespace
@@ -236,7 +237,7 @@ Status Agent::StartTasks() {
   o.cgroups = cgroups_.get();
   o.oom = oom_.get();
   o.allow_without_limits = config_.cgroup_allow_without_limits;
-  const bool first_since_boot = FirstStartSinceBoot(config_.runtime_dir);
+  const bool first_since_boot = FirstStartSinceBoot(config_.state_dir);
   o.first_since_boot = first_since_boot;
   auto pool = proc::UidPool::Open(config_.state_dir + "/dynamic-users.json",
                                   static_cast<uint32_t>(config_.dynamic_uid_first),

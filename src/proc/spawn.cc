@@ -186,7 +186,6 @@ void MoveStdio(const ChildPlan& p) {
 
 // Limits, credentials, workdir, the pre-exec step, exec.
 [[noreturn]] void ChildSetup(const ChildPlan& p) {
-
   for (size_t i = 0; i < p.nrlimits; ++i) {
     if (::setrlimit(static_cast<__rlimit_resource_t>(p.rlimits[i].first), &p.rlimits[i].second) != 0) {
       ChildFail(p, kStepRlimit);
