@@ -22,11 +22,14 @@
 #               architectures, clang/libFuzzer, qemu, busybox, iproute2, ...
 #   vm          QEMU, busybox-static and the disk tools of the VM tests
 #               (tools/vmtest, `make power-cuts`)
-#   bench       the build, and the peers `make bench` compares with
+#   bench       the build, and the peers `make bench` compares with (peers)
+#   peers       s6 and runit, which peer_bench runs side by side with outpost;
+#               only `make bench` asks for them (not in all: `make test` and
+#               `make deps` never need them)
 #   fuzz        clang and its libFuzzer runtime
 #   vendor      what `make vendor` copies from (nanopb, picojson, all arches)
 #   fresh       what `make test-fresh` needs (debootstrap)
-#   all         every group
+#   all         every group but peers
 
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,8 +41,8 @@ GROUPS_WANTED=()
 for a in "$@"; do
   case "$a" in
     --check) CHECK_ONLY=1 ;;
-    build | arm64 | armhf | test-build | test | vm | bench | fuzz | vendor | fresh | all) GROUPS_WANTED+=("$a") ;;
-    *) die "unknown group '$a' (groups: build arm64 armhf test-build test vm bench fuzz vendor fresh all)" ;;
+    build | arm64 | armhf | test-build | test | vm | bench | peers | fuzz | vendor | fresh | all) GROUPS_WANTED+=("$a") ;;
+    *) die "unknown group '$a' (groups: build arm64 armhf test-build test vm bench peers fuzz vendor fresh all)" ;;
   esac
 done
 ((${#GROUPS_WANTED[@]})) || GROUPS_WANTED=(all)
@@ -95,8 +98,8 @@ group() {
       # VM tests: emulators, initramfs and state-disk tools, busybox for the guest
       add qemu-system-x86 qemu-system-arm busybox-static cpio gzip e2fsprogs file
       ;;
-    bench)
-      group build; group test-build
+    bench) group build; group test-build; group peers ;;
+    peers)
       # the peers peer_bench compares with. It starts its own s6-svscan and
       # runsvdir on private dirs; these two packages start no supervisor of
       # their own (runit-init or runit-systemd would: not installed)
@@ -111,7 +114,7 @@ group() {
       done
       ;;
     fresh) add debootstrap git ;;
-    all) group test; group bench; group fresh ;;
+    all) group test; group build; group test-build; group fresh ;;
   esac
 }
 for g in "${GROUPS_WANTED[@]}"; do group "$g"; done
