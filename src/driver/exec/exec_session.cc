@@ -1,0 +1,88 @@
+// The exec driver's `outpost exec` sessions: a command run in a running
+// task's context (its environment as the process has it, its cgroup,
+// identity, rlimits and working dir), with bounded output and a deadline.
+#include "base/clock.h"
+#include "base/strings.h"
+#include "base/sys.h"
+#include "driver/exec/exec_driver.h"
+#include "driver/exec/task.h"
+#include "proc/spawn.h"
+
+namespace outpost::driver {
+
+void ExecDriver::ExecTask(const std::string& id, const std::vector<std::string>& cmd, int64_t timeout_nanos,
+                          ExecCallback done) {
+  ExecTaskTry(id, cmd, timeout_nanos, std::move(done), 0);
+}
+
+void ExecDriver::ExecTaskTry(const std::string& id, const std::vector<std::string>& cmd, int64_t timeout_nanos,
+                             ExecCallback done, int attempt) {
+  Task* t = Find(id);
+  if (!t) return done(NotFound());
+  if (cmd.empty()) return done(Error(Code::kInvalidArgument, "exec: command is empty"));
+  if (t->run_state == TaskState::kExited) {
+    return done(Error(Code::kFailedPrecondition, "task " + id + " is not running"));
+  }
+  if (timeout_nanos <= 0) timeout_nanos = 60LL * kNanosPerSecond;
+  const KeptConfig& cfg = t->config;
+  // The task's context: its environment as the process really has it, its
+  // cgroup, identity, rlimits and working dir.
+  proc::ChildRunRequest req;
+  auto environ = sys::ReadFile(Format("/proc/%d/environ", t->pid), 1 << 20);
+  if (!environ.ok()) return done(environ.error().Wrap("exec: cannot read the task's environment"));
+  for (const std::string& kv : Split(*environ, '\0')) {
+    if (!kv.empty()) req.env.push_back(kv);
+  }
+  if (req.env.empty()) {
+    // Every task has OUTPOST_TASK_* at least: none means the kernel has not
+    // set up the new image's environment yet (the start returns as soon as
+    // the task's exec has replaced its memory, a little before). Again in
+    // 1 ms, for up to a second.
+    if (attempt >= 1000) return done(Error(Code::kUnavailable, "exec: the task's environment is empty"));
+    auto timer = std::make_shared<Loop::TimerId>(0);
+    *timer = loop_->AddTimer(kNanosPerMilli, [this, timer, id, cmd, timeout_nanos, done, attempt] {
+      exec_retries_.erase(*timer);
+      ExecTaskTry(id, cmd, timeout_nanos, done, attempt + 1);
+    });
+    exec_retries_.insert(*timer);
+    return;
+  }
+  std::string path_var = kDefaultPath;
+  for (const std::string& kv : req.env) {
+    if (StartsWith(kv, "PATH=")) path_var = kv.substr(5);
+  }
+  int exit_code = 0;
+  auto path = proc::ResolveCommand(cmd[0], path_var, &exit_code);
+  if (!path.ok()) return done(path.error());
+  auto rlimits = proc::TaskRlimits(cfg.rlimits);
+  if (!rlimits.ok()) return done(rlimits.error());
+  req.path = *path;
+  req.argv = cmd;
+  req.workdir = cfg.exec_dir;
+  req.merge_stderr = true;
+  req.output_limit = options_.exec_output_limit;
+  req.timeout_nanos = timeout_nanos;
+  req.cgroup = cfg.cgroup;
+  req.set_credentials = cfg.switch_user;
+  req.creds.uid = cfg.uid;
+  req.creds.gid = cfg.gid;
+  req.creds.groups = cfg.groups;
+  req.rlimits = std::move(*rlimits);
+  uint64_t session = next_session_++;
+  auto run = proc::ChildRun::Start(loop_, std::move(req), [this, session, done](const proc::ChildRunResult& r) {
+    if (r.timed_out) {
+      done(Error(Code::kDeadlineExceeded, "exec: command timed out and was killed"));
+    } else {
+      ExecResult er;
+      er.exit_code = r.exit.exit_code;
+      er.output = r.out;
+      er.truncated = r.out_dropped > 0;
+      done(std::move(er));
+    }
+    sessions_.erase(session);  // destroys the finished run
+  });
+  if (!run.ok()) return done(run.error());
+  sessions_[session] = std::move(*run);
+}
+
+}  // namespace outpost::driver
