@@ -204,9 +204,10 @@ void JobManager::FinishRemove(const std::string& id) {
   }
 }
 
-Status JobManager::Persist(const std::string& id, const StoredJob& next, std::string* note) {
+Status JobManager::Persist(const std::string& id, const StoredJob& next, std::string* note,
+                           sys::Durability durability) {
   bool kept = false;
-  Status st = unsaved_.Write(store_.PathOf(id), JobStore::Encode(next), &kept);
+  Status st = unsaved_.Write(store_.PathOf(id), JobStore::Encode(next), &kept, durability);
   if (!st.ok()) return st.error().Wrap("save job \"" + id + "\"");
   if (kept) *note = " (saved in memory only: no space left on device; will be written when space returns)";
   return st;
@@ -250,6 +251,13 @@ Status JobManager::CheckNode(const JobSpec& spec) const {
 
 Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::string& file) {
   SubmitResult result;
+  // A job from jobs.d has its desired state on disk already: the file, read
+  // again at every start. Its record only has to survive a worker crash, so
+  // it is not fsync'd (which made every job file dropped in cost two fsyncs
+  // before its tasks could start). A job through the API is on disk before
+  // the call returns.
+  const sys::Durability durability =
+      source == Source::kFile ? sys::Durability::kProcessCrash : sys::Durability::kPowerCut;
   OUTPOST_RETURN_IF_ERROR(CheckNode(spec));
   auto it = jobs_.find(spec.id);
   if (it == jobs_.end()) {
@@ -263,8 +271,13 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
     job->stored->source = source;
     job->stored->file = file;
     job->stored->submitted_unix_nanos = WallNanos();
-    Status st = store_.Save(*job->stored);
-    if (!st.ok()) return st.error().Wrap("save job \"" + job->stored->spec.id + "\"");
+    std::string note;
+    if (source == Source::kFile) {
+      OUTPOST_RETURN_IF_ERROR(Persist(job->stored->spec.id, *job->stored, &note, durability));
+    } else {
+      Status st = store_.Save(*job->stored);
+      if (!st.ok()) return st.error().Wrap("save job \"" + job->stored->spec.id + "\"");
+    }
     MakeSupervisors(job.get());
     std::string id = job->stored->spec.id;
     jobs_[id] = std::move(job);
@@ -275,7 +288,7 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
       if (!js.ok()) log::Warn("job limits not applied", {{"job", id}, {"error", js.error().message()}});
     }
     JobEvent(id, "job-submitted",
-             Format("job submitted (%zu task%s, source %s)", n, n == 1 ? "" : "s", SourceName(source)));
+             Format("job submitted (%zu task%s, source %s)", n, n == 1 ? "" : "s", SourceName(source)) + note);
     ScheduleEvaluate(id);
     result.created = true;
     for (const TaskSpec& s : jobs_[id]->stored->spec.tasks) result.added.push_back(s.name);
@@ -327,7 +340,7 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
   if (spec_changed) next.version++;
   next.submitted_unix_nanos = WallNanos();
   std::string note;
-  OUTPOST_RETURN_IF_ERROR(Persist(id, next, &note));
+  OUTPOST_RETURN_IF_ERROR(Persist(id, next, &note, durability));
 
   if (was_stopped) {
     // A stopped job starts afresh with the new spec (in lifecycle order)

@@ -159,7 +159,10 @@ class JobManager {
   // Writes next as id's record. When the disk is full (ENOSPC, EDQUOT) the
   // change is kept in memory only: OK, with a note for the event, and the
   // record is written when space returns (loop/pending_writes).
-  Status Persist(const std::string& id, const StoredJob& next, std::string* note);
+  // Writes a job record: fsync'd (it must survive a power cut) unless
+  // durability says otherwise (docs/process-model.md, "What is written when").
+  Status Persist(const std::string& id, const StoredJob& next, std::string* note,
+                 sys::Durability durability = sys::Durability::kPowerCut);
   JobView ViewOf(const Job& job) const;
   void JobEvent(const std::string& job, const std::string& type, const std::string& message);
   void OnFileChanged(const std::string& path, const std::string& content);

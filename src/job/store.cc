@@ -1,5 +1,7 @@
 #include "job/store.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "base/json.h"
@@ -78,6 +80,15 @@ std::vector<StoredJob> JobStore::LoadAll(std::vector<std::string>* errors) {
     if (!EndsWith(n, ".json")) continue;
     std::string path = dir_ + "/" + n;
     auto text = sys::ReadFile(path, kMaxSpecBytes + 4096);
+    if (text.ok() && text->find_first_not_of(std::string("\0 \n", 3)) == std::string::npos) {
+      // The record of a jobs.d job is not fsync'd (its file is): a power cut
+      // can leave a new one empty, or its blocks unwritten (zeros). The next
+      // pass over jobs.d adds the job again.
+      log::Warn("job record left empty by a power cut: removed (a jobs.d file adds its job again)",
+                {{"file", path}});
+      ::unlink(path.c_str());
+      continue;
+    }
     Result<StoredJob> j = text.ok() ? Decode(*text, path) : Result<StoredJob>(text.error());
     if (j.ok() && j->spec.id + ".json" != n) {
       j = Error(Code::kInvalidArgument, path + ": holds job \"" + j->spec.id + "\"");

@@ -1,6 +1,7 @@
 // Desired state on disk. Owns: one record per job in <state_dir>/jobs/<id>.json
 // (written atomically with fsync, so a power cut leaves the old or the new
-// record, never a torn one), its versioned encoding, and loading all records
+// record, never a torn one; a jobs.d job's record is written by the job
+// manager without fsync, its file being the desired state), its versioned encoding, and loading all records
 // at start with a clear error for each unreadable one (which is kept, moved
 // aside as <id>.json.bad, never deleted). Does not decide anything.
 #pragma once

@@ -113,6 +113,9 @@ void LogPipe::Pump(bool flush, uint64_t budget) {
     Emit(buf, emit);
     done += emit;
   }
+  // The files' fds are held only during a burst: a worker with thousands of
+  // tasks holds no fd for an idle one beyond its FIFO's read end.
+  if (!dead_) files_.Release();
   if (!dead_ && held_ > 0 && hold_timer_ == 0) {
     hold_timer_ = loop_->AddTimerAt(last_growth_ + kHoldNanos, [this] {
       hold_timer_ = 0;

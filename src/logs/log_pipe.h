@@ -1,8 +1,8 @@
 // One task output stream (stdout or stderr) from its FIFO into rotating log
 // files. Owns: the FIFO's read end (and its loop registration), the hold
-// timer and a Rotator (logs/rotator), which holds the
-// active log file's fd and the cursor file (a small crash-recovery record)
-// and does the rotation. Does not own: the task's end of the FIFO (OpenWriteEnd hands it to
+// timer and a Rotator (logs/rotator), which opens the active log file and
+// the cursor file (a small crash-recovery record) while it writes, and does
+// the rotation. Does not own: the task's end of the FIFO (OpenWriteEnd hands it to
 // the spawner), the log directory, reading the logs back (logs/log_files), or
 // deleting files when a job goes away.
 //
@@ -96,9 +96,11 @@ class LogPipe {
   using TestHooks = LogPipeTestHooks;
 
   // Creates the FIFO (0600, owned by uid:gid) if missing or reuses it, opens
-  // its read end, recovers from an interrupted run (cursor_path), opens or
-  // creates the active file log_path (its existing size counts toward the
-  // limit) and registers with loop. Fails only for FIFO problems (not a FIFO,
+  // its read end, finishes a rotation or copy-mode write an interrupted run
+  // left half done (cursor_path) and registers with loop. The active file
+  // log_path (and its directory) is opened or created when the first data
+  // arrives (its existing size counts toward the limit), and closed again
+  // after each burst. Fails only for FIFO problems (not a FIFO,
   // cannot create or open) or a bad policy; log-file problems are reported
   // through on_error and retried on the next data. on_error runs from the
   // loop (deferred), so it may destroy this LogPipe.

@@ -91,7 +91,14 @@ Result<std::unique_ptr<LogPipe>> LogPipe::Open(Loop* loop, const std::string& fi
   p->scratch_cap_ = scratch->cap;
   p->SetCaps();
 
-  (void)p->EnsureSink();  // a failure is an error episode; retried on data
+  // The log file is made when the task first writes. Only a rotation or a
+  // copy-mode write that a killed worker left half done is finished now, so
+  // that readers see whole files.
+  auto record = p->files_.ReadRecord();
+  if (!record.ok() || record->state != CursorRecord::kIdle) {
+    (void)p->EnsureSink();  // a failure is an error episode; retried on data
+  }
+  p->files_.Release();
   return p;
 }
 
@@ -260,7 +267,7 @@ bool LogPipe::MakeRoom(int err, bool* retried) {
 
 bool LogPipe::EnsureSink() {
   if (files_.ready()) return true;
-  Status st = Recover();
+  Status st = files_.released() ? files_.Reopen() : Recover();
   if (dead_) return false;
   if (!st.ok()) {
     files_.active().fd.Reset();

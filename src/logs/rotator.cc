@@ -95,16 +95,28 @@ bool Rotator::Crash(LogPipeStep step) {
   return stopped_;
 }
 
+Status Rotator::OpenCursor() {
+  if (cursor_fd_) return OkStatus();
+  auto fd = sys::Open(cursor_path_, O_RDWR | O_CREAT | O_NONBLOCK | O_NOFOLLOW, 0600);
+  if (!fd.ok()) return fd.error();
+  cursor_fd_ = std::move(*fd);
+  return OkStatus();
+}
+
 Result<CursorRecord> Rotator::ReadRecord() {
+  CursorRecord r;
   if (!cursor_fd_) {
-    auto fd = sys::Open(cursor_path_, O_RDWR | O_CREAT | O_NONBLOCK | O_NOFOLLOW, 0600);
-    if (!fd.ok()) return fd.error();
+    // Never created: nothing was ever recorded (most streams never rotate).
+    auto fd = sys::Open(cursor_path_, O_RDWR | O_NONBLOCK | O_NOFOLLOW);
+    if (!fd.ok()) {
+      if (fd.error().code() == Code::kNotFound) return r;
+      return fd.error();
+    }
     cursor_fd_ = std::move(*fd);
   }
   unsigned char b[kRecordSize];
   ssize_t n = sys::RetryEintr([&] { return ::pread(cursor_fd_.get(), b, sizeof b, 0); });
   if (n < 0) return ErrnoError("read '" + cursor_path_ + "'");
-  CursorRecord r;
   if (n == static_cast<ssize_t>(kRecordSize)) {
     if (!Decode(b, &r)) {
       log::Warn("log files: ignoring a damaged cursor record", {{"cursor", cursor_path_}});
@@ -117,6 +129,7 @@ Result<CursorRecord> Rotator::ReadRecord() {
 }
 
 Status Rotator::WriteRecord(const CursorRecord& r) {
+  OUTPOST_RETURN_IF_ERROR(OpenCursor());
   unsigned char b[kRecordSize];
   Encode(r, b);
   ssize_t n = sys::RetryEintr([&] { return ::pwrite(cursor_fd_.get(), b, sizeof b, 0); });
@@ -124,10 +137,25 @@ Status Rotator::WriteRecord(const CursorRecord& r) {
   return OkStatus();
 }
 
+namespace {
+
+// O_RDWR: LoadTail reads the last byte back. Never O_APPEND: splice refuses
+// it, and every write goes to an explicit offset anyway. The log directory
+// is made with the first file (a task that never writes has none).
+Result<UniqueFd> OpenLogFile(const std::string& path) {
+  constexpr int kFlags = O_RDWR | O_CREAT | O_NONBLOCK | O_NOFOLLOW;
+  auto fd = sys::Open(path, kFlags, 0640);
+  if (!fd.ok() && fd.error().code() == Code::kNotFound) {
+    OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(sys::Dirname(path), 0755));
+    fd = sys::Open(path, kFlags, 0640);
+  }
+  return fd;
+}
+
+}  // namespace
+
 Status Rotator::OpenActive() {
-  // O_RDWR: LoadTail reads the last byte back. Never O_APPEND: splice
-  // refuses it, and every write goes to an explicit offset anyway.
-  auto fd = sys::Open(log_path_, O_RDWR | O_CREAT | O_NONBLOCK | O_NOFOLLOW, 0640);
+  auto fd = OpenLogFile(log_path_);
   if (!fd.ok()) return fd.error();
   struct stat st;
   if (::fstat(fd->get(), &st) != 0) return ErrnoError("stat '" + log_path_ + "'");
@@ -136,6 +164,33 @@ Status Rotator::OpenActive() {
   active_.inode = static_cast<uint64_t>(st.st_ino);
   active_.size = static_cast<uint64_t>(st.st_size);
   return LoadTail();
+}
+
+void Rotator::Release() {
+  released_ = ready();
+  active_.fd.Reset();
+  cursor_fd_.Reset();
+}
+
+Status Rotator::Reopen() {
+  uint64_t inode = active_.inode, size = active_.size;
+  bool mid_line = active_.mid_line;
+  auto fd = OpenLogFile(log_path_);
+  if (!fd.ok()) return fd.error();
+  struct stat st;
+  if (::fstat(fd->get(), &st) != 0) return ErrnoError("stat '" + log_path_ + "'");
+  if (!S_ISREG(st.st_mode)) return Error(Code::kFailedPrecondition, "'" + log_path_ + "' is not a regular file");
+  active_.fd = std::move(*fd);
+  active_.inode = static_cast<uint64_t>(st.st_ino);
+  active_.size = static_cast<uint64_t>(st.st_size);
+  released_ = false;
+  if (active_.inode == inode && active_.size == size) {
+    active_.mid_line = mid_line;
+    return OkStatus();
+  }
+  Status st2 = LoadTail();
+  if (!st2.ok()) active_.fd.Reset();
+  return st2;
 }
 
 Status Rotator::LoadTail() {

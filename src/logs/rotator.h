@@ -6,6 +6,12 @@
 // LogPipe writes through active() and records its copy-mode writes with
 // WriteRecord. How a rotation survives a kill at any instant: see the comment
 // at the top of rotator.cc.
+//
+// Files and fds exist only while needed: the active file (and its
+// directory) is created when the first byte is written, the cursor file
+// only when a rotation or a copy-mode write records something, and both fds
+// are closed again after each burst (Release), so an idle task costs the
+// worker no fd here and a silent one no inode.
 #pragma once
 
 #include <cstdint>
@@ -53,15 +59,25 @@ class Rotator {
 
   Active& active() { return active_; }
   bool ready() const { return active_.fd.valid(); }
+  // Closes the active file's and the cursor file's fds. When the files were
+  // ready (no rotation or recovery pending), Reopen makes them ready again
+  // without reading the cursor file.
+  void Release();
+  bool released() const { return released_; }
+  // Opens (or creates) the active file again after Release: a file replaced
+  // or truncated meanwhile (by hand, or by another program) is taken as it
+  // is now.
+  Status Reopen();
   const std::string& log_path() const { return log_path_; }
   const RotationPolicy& policy() const { return policy_; }
   uint64_t rotations() const { return rotations_; }  // completed ones
 
-  // Opens (or creates) the cursor file on first use and reads its record. A
-  // damaged or short record reads as idle (with a warning).
+  // Reads the cursor file's record; a missing file, or a damaged or short
+  // record (with a warning), reads as idle.
   Result<CursorRecord> ReadRecord();
   Status WriteRecord(const CursorRecord& r);
-  // Opens or creates the active file; its size counts toward the limit.
+  // Opens or creates the active file (and its directory); its size counts
+  // toward the limit.
   Status OpenActive();
   // Cuts the active file back to size bytes.
   Status Truncate(uint64_t size);
@@ -78,6 +94,7 @@ class Rotator {
 
  private:
   Status LoadTail();
+  Status OpenCursor();
   void ScanRotated(int keep);
   Status Run(int keep, int first_step);
   bool Crash(LogPipeStep step);
@@ -87,6 +104,7 @@ class Rotator {
   RotationPolicy policy_;
   LogPipe* owner_;
   bool stopped_ = false;
+  bool released_ = false;  // closed by Release while ready
 
   UniqueFd cursor_fd_;
   Active active_;

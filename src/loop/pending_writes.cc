@@ -13,15 +13,17 @@ bool DiskFull(const Status& st) { return st.error().sys_errno() == ENOSPC || st.
 
 PendingWrites::~PendingWrites() {
   if (timer_ != 0) loop_->CancelTimer(timer_);
-  for (const auto& [path, data] : pending_) {
-    Status st = WriteNow(path, data);
+  for (const auto& [path, p] : pending_) {
+    Status st = WriteNow(path, p);
     if (!st.ok()) log::Error("state not written: the change is lost", {{"file", path}, {"error", st.error().message()}});
   }
 }
 
-Status PendingWrites::Write(const std::string& path, const std::string& data, bool* kept) {
+Status PendingWrites::Write(const std::string& path, const std::string& data, bool* kept,
+                            sys::Durability durability) {
   *kept = false;
-  Status st = WriteNow(path, data);
+  Pending p{data, durability};
+  Status st = WriteNow(path, p);
   if (st.ok()) {
     pending_.erase(path);
     if (!pending_.empty()) Retry();  // there is room again: the rest too
@@ -29,7 +31,7 @@ Status PendingWrites::Write(const std::string& path, const std::string& data, bo
   }
   if (!DiskFull(st)) return st;
   log::Warn("disk full: state kept in memory until there is room", {{"error", st.error().message()}});
-  pending_[path] = data;
+  pending_[path] = std::move(p);
   *kept = true;
   Arm();
   return OkStatus();

@@ -144,7 +144,8 @@ void TaskManager::Emit(const driver::TaskConfig& c, const std::string& type, con
 }
 
 Status TaskManager::OpenLogs(const driver::TaskConfig& c, uid_t uid, gid_t gid, Task* t) {
-  OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(c.log_dir, 0755));
+  // The log dir is made with the first log file (logs/rotator): a task that
+  // never writes costs no inode there.
   logs::RotationPolicy policy;
   policy.max_files = c.log_max_files;
   policy.max_file_size = c.log_max_file_size;

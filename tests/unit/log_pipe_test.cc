@@ -62,8 +62,6 @@ std::string ReadOrEmpty(const std::string& path) {
   return r.ok() ? *r : std::string();
 }
 
-bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
-
 // Every log file in dir (dotfiles are the FIFO and the cursor): name -> content.
 std::map<std::string, std::string> Snapshot(const std::string& dir) {
   std::map<std::string, std::string> out;
@@ -217,6 +215,8 @@ TEST_F(LogPipeTest, ManyLinesFromAChildArriveByteExact) {
 // Every pipe of a process peeks through the one scratch pipe: a second pipe
 // costs its FIFO, cursor and log file only, and interleaved output of two
 // tasks reaches each one's file and nothing of it the other's.
+bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
 TEST_F(LogPipeTest, PipesShareOneScratchPipeAndKeepTheirOutputApart) {
   auto open_fds = [] {
     int n = 0;
@@ -233,7 +233,8 @@ TEST_F(LogPipeTest, PipesShareOneScratchPipeAndKeepTheirOutputApart) {
   ASSERT_TRUE(sys::MkdirAll(pb.dir, 0700).ok());
   auto b = LogPipe::Open(loop_.get(), pb.fifo, pb.log, pb.cursor, {}, ::getuid(), ::getgid(), nullptr);
   ASSERT_TRUE(b.ok()) << b.error().message();
-  EXPECT_EQ(open_fds() - before, 3) << "FIFO read end, cursor file, active log file; no scratch pipe of its own";
+  EXPECT_EQ(open_fds() - before, 1) << "the FIFO read end only: no scratch pipe of its own, no file before data";
+  EXPECT_FALSE(Exists(pb.log)) << "the log file is made by the first write";
   UniqueFd wa = WriteEnd(a.get()), wb = WriteEnd(b->get());
   std::string ea, eb;
   for (int i = 0; i < 2000; i++) {
@@ -248,6 +249,9 @@ TEST_F(LogPipeTest, PipesShareOneScratchPipeAndKeepTheirOutputApart) {
   }
   ASSERT_TRUE(RunUntilFifoHolds(wa.get(), 0));
   ASSERT_TRUE(RunUntilFifoHolds(wb.get(), 0));
+  EXPECT_EQ(open_fds() - before, 3) << "the FIFO read end, and the write end this test holds; the files are "
+                                       "closed after each burst";
+  EXPECT_FALSE(Exists(pb.cursor)) << "nothing was recorded: no cursor file";
   a->Drain();
   (*b)->Drain();
   EXPECT_TRUE(ReadOrEmpty(paths_.log) == ea) << "a's file holds a's lines, exactly";
@@ -569,21 +573,47 @@ TEST_F(LogPipeTest, FileSizeLimitDropsWithoutBlockingTheWriterThenRecovers) {
   EXPECT_EQ(errors_.size(), 1u);
 }
 
-TEST_F(LogPipeTest, MissingLogDirDropsThenRecoversWhenItAppears) {
-  std::string sub = paths_.dir + "/logs";
-  auto p = LogPipe::Open(loop_.get(), paths_.fifo, sub + "/web.stdout", sub + "/.web.stdout.cursor", {}, ::getuid(),
-                         ::getgid(), [this](const std::string& e, uint64_t dropped) { Notice(e, dropped); });
+// The log dir is made with the first file; where it cannot be, the output is
+// dropped (one error episode) until it can.
+TEST_F(LogPipeTest, LogDirIsMadeByTheFirstWriteAndDropsWhileItCannotBe) {
+  std::string blocker = paths_.dir + "/blocker";
+  ASSERT_TRUE(sys::WriteFileAtomic(blocker, "not a directory", 0600).ok());
+  std::string sub = blocker + "/logs";
+  auto p = LogPipe::Open(loop_.get(), paths_.fifo, sub + "/web.stdout", paths_.dir + "/.web.stdout.cursor", {},
+                         ::getuid(), ::getgid(), [this](const std::string& e, uint64_t dropped) { Notice(e, dropped); });
   ASSERT_TRUE(p.ok()) << p.error().message();
   UniqueFd w = WriteEnd(p->get());
   WriteAll(w.get(), "nowhere to go\n");
   ASSERT_TRUE(RunUntilFifoHolds(w.get(), 0));
   ASSERT_TRUE(RunUntil(loop_.get(), [&] { return !errors_.empty(); }));
   EXPECT_EQ(errors_.size(), 1u);
+  EXPECT_NE(errors_[0].find(blocker), std::string::npos) << errors_[0];
   EXPECT_EQ((*p)->stats().bytes_dropped, 14u);
-  ASSERT_EQ(0, ::mkdir(sub.c_str(), 0755));
+  ASSERT_EQ(0, ::unlink(blocker.c_str()));
   WriteAll(w.get(), "arrives\n");
   ASSERT_TRUE(RunUntilFifoHolds(w.get(), 0));
   EXPECT_EQ(ReadOrEmpty(sub + "/web.stdout"), "arrives\n");
+  EXPECT_EQ((*p)->stats().bytes_dropped, 14u);
+}
+
+// Between bursts the pipe holds no file open: a log file replaced or
+// truncated meanwhile (by hand, or by another program) is taken as it is.
+TEST_F(LogPipeTest, ALogFileReplacedBetweenBurstsIsTakenAsItIs) {
+  auto p = Open();
+  ASSERT_TRUE(p);
+  UniqueFd w = WriteEnd(p.get());
+  WriteAll(w.get(), "one\n");
+  ASSERT_TRUE(RunUntilFifoHolds(w.get(), 0));
+  EXPECT_EQ(ReadOrEmpty(paths_.log), "one\n");
+  ASSERT_EQ(0, ::unlink(paths_.log.c_str()));
+  WriteAll(w.get(), "two\n");
+  ASSERT_TRUE(RunUntilFifoHolds(w.get(), 0));
+  EXPECT_EQ(ReadOrEmpty(paths_.log), "two\n");
+  ASSERT_TRUE(sys::WriteFileAtomic(paths_.log, "partial", 0600).ok());  // replaced: writing goes on at its end
+  WriteAll(w.get(), "three\n");
+  ASSERT_TRUE(RunUntilFifoHolds(w.get(), 0));
+  EXPECT_EQ(ReadOrEmpty(paths_.log), "partialthree\n");
+  EXPECT_EQ(p->stats().bytes_written, 14u);
 }
 
 // ---- exactly once across crashes ---------------------------------------------
