@@ -107,6 +107,7 @@ Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t 
 Status OverwriteFile(const std::string& path, const std::string& data, mode_t mode) {
   constexpr size_t kPage = 4096, kRound = 512;
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  const bool missing = fd < 0 && errno == ENOENT;
   if (fd >= 0) {
     struct stat st;
     bool fits = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<size_t>(st.st_size) >= data.size() &&
@@ -129,6 +130,22 @@ Status OverwriteFile(const std::string& path, const std::string& data, mode_t mo
   std::string padded = data;
   padded.resize((data.size() + kRound) / kRound * kRound, ' ');
   padded.back() = '\n';
+  if (missing && padded.size() <= kPage) {
+    // A new file: no old content to keep whole, so no temp file and rename
+    // either (one inode, not two operations on the directory). A kill
+    // between the create and the write leaves it empty, which readers of
+    // such files take as absent.
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (fd >= 0) {
+      ssize_t n = RetryEintr([&] { return ::pwrite(fd, padded.data(), padded.size(), 0); });
+      int err = n < 0 ? errno : ENOSPC;
+      ::close(fd);
+      if (n == static_cast<ssize_t>(padded.size())) return OkStatus();
+      ::unlink(path.c_str());
+      return ErrnoError("write '" + path + "'", err);
+    }
+    if (errno != EEXIST) return ErrnoError("create '" + path + "'");
+  }
   return WriteFileAtomic(path, padded, mode, Durability::kProcessCrash);
 }
 

@@ -58,8 +58,10 @@ Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t 
 // length (JSON readers skip them). A kill cannot split a one-page write, so
 // a reader sees the old or the new content whole, and no inode is created
 // and deleted per write (which ext4 makes slower the more were deleted
-// lately). Otherwise WriteFileAtomic without fsync, of data padded to a
-// multiple of 512 bytes, so that the next writes fit in place.
+// lately). A new file is created and written the same way (a reader that
+// finds it empty takes it as absent). Otherwise WriteFileAtomic without
+// fsync. Data is padded to a multiple of 512 bytes, so that the next writes
+// fit in place.
 Status OverwriteFile(const std::string& path, const std::string& data, mode_t mode);
 // unlink, then fsync the directory so the removal survives a power cut.
 // A missing file is not an error.

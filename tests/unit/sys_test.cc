@@ -1,8 +1,13 @@
 // base/sys: directories the agent creates and removes.
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <string>
+#include <vector>
+
+#include "base/fd.h"
 #include "base/sys.h"
 #include "test_util.h"
 
@@ -54,6 +59,29 @@ TEST_F(SysDirs, OverwriteFileWritesInPlaceWhenItFitsAndAtomicallyOtherwise) {
   ASSERT_TRUE(sys::OverwriteFile(path, "{}", 0600).ok());
   EXPECT_EQ(inode().second, 512u) << "beyond a page nothing is written in place (one write of a page is whole)";
   EXPECT_EQ(sys::ReadFile(path)->substr(0, 3), "{} ");
+}
+
+// A new record is one inode: created under its own name and written, with
+// no temp file renamed over it (two more directory operations per start).
+TEST_F(SysDirs, OverwriteFileMakesANewFileWithoutATempFile) {
+  UniqueFd in(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  ASSERT_TRUE(in.valid());
+  ASSERT_GE(::inotify_add_watch(in.get(), dir_.c_str(), IN_CREATE | IN_MOVED_TO), 0);
+  ASSERT_TRUE(sys::OverwriteFile(dir_ + "/new.json", "{\"a\": 1}", 0640).ok());
+  alignas(struct inotify_event) char buf[4096];
+  ssize_t n = ::read(in.get(), buf, sizeof buf);
+  ASSERT_GT(n, 0);
+  std::vector<std::string> seen;
+  for (char* p = buf; p < buf + n;) {
+    auto* ev = reinterpret_cast<struct inotify_event*>(p);
+    seen.push_back(std::string(ev->mask & IN_CREATE ? "create " : "moved_to ") + ev->name);
+    p += sizeof(struct inotify_event) + ev->len;
+  }
+  EXPECT_EQ(seen, std::vector<std::string>{"create new.json"});
+  struct stat st;
+  ASSERT_EQ(0, ::stat((dir_ + "/new.json").c_str(), &st));
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  EXPECT_EQ(sys::ReadFile(dir_ + "/new.json")->substr(0, 9), "{\"a\": 1} ");
 }
 
 TEST_F(SysDirs, MkdirAllGivesExactModesWhateverTheUmask) {
