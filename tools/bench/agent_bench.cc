@@ -90,8 +90,8 @@ using bench::SpawnDetached;
 using bench::Verdict;
 using bench::WaitForWorker;
 
-constexpr double kWorkerBaseKiB = 2048;  // target: worker <= 2 MiB + 8 KiB per task
-constexpr double kPerTaskKiB = 8;
+constexpr double kWorkerBaseKiB = 2048;  // target: worker <= 2 MiB + 4 KiB per task
+constexpr double kPerTaskKiB = 4.0;
 constexpr double kKeeperKiB = 256;
 constexpr double kRecoveryMs = 500;
 
@@ -103,7 +103,7 @@ bool Alive(pid_t pid) {
 // ---- the agent -------------------------------------------------------------------
 
 struct Run {
-  std::string outpost, helper, dir, config, socket, log, marker;
+  std::string outpost, helper, dir, rundir, config, socket, log, marker;
   pid_t keeper = 0;
   pid_t worker = 0;
   std::vector<std::string> ids;
@@ -247,6 +247,9 @@ void Cleanup(Run* run) {
     if (!left.empty()) std::fprintf(stderr, "agent_bench: %zu processes with %s survive!\n", left.size(),
                                     run->marker.c_str());
   }
+  if (!run->rundir.empty() && run->rundir.compare(0, run->dir.size() + 1, run->dir + "/") != 0) {
+    bench::RemoveTree(run->rundir);
+  }
   if (!run->dir.empty()) bench::RemoveTree(run->dir);
 }
 
@@ -361,10 +364,12 @@ int Main(int argc, char** argv) {
   run.dir = tmpl;
   run.marker = std::string(kMarkerVar) + "=" + run.dir;
   run.config = run.dir + "/config.json";
-  run.socket = run.dir + "/run/outpost.sock";
+  run.rundir = bench::MakeRuntimeDir(run.dir);
+  Info("state dir %s/state, runtime dir %s", run.dir.c_str(), run.rundir.c_str());
+  run.socket = run.rundir + "/outpost.sock";
   run.log = run.dir + "/agent.log";
-  std::string config = "{\"state_dir\": \"" + run.dir + "/state\", \"runtime_dir\": \"" + run.dir +
-                       "/run\", \"log_file\": \"" + run.log +
+  std::string config = "{\"state_dir\": \"" + run.dir + "/state\", \"runtime_dir\": \"" + run.rundir +
+                       "\", \"log_file\": \"" + run.log +
                        // No jobs.d, and a cgroup root outside any cgroup2 mount: the
                        // benchmark never touches the host's /etc or cgroups.
                        "\", \"log_level\": \"info\", \"jobs_dir\": \"\", \"cgroup_root\": \"" + run.dir +

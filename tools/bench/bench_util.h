@@ -10,7 +10,9 @@
 #include <ftw.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -146,6 +148,21 @@ inline double PercentileMicros(std::vector<int64_t> v, double q) {
 
 inline int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
 inline void RemoveTree(const std::string& dir) { ::nftw(dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS); }
+
+// The agent's runtime dir (FIFOs, cursor files, the API socket) for a bench
+// whose state dir is under dir: on tmpfs, as on a node (the default
+// runtime_dir, /run/outpost, is tmpfs there), when /dev/shm is one; else
+// dir/run. The caller removes it when it is not under dir.
+inline std::string MakeRuntimeDir(const std::string& dir) {
+  struct statfs fs;
+  if (::statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC) {
+    std::string t = "/dev/shm/outpost-bench-run-XXXXXX";
+    if (::mkdtemp(&t[0])) return t;
+  }
+  std::string d = dir + "/run";
+  ::mkdir(d.c_str(), 0700);
+  return d;
+}
 
 // Starts a process in its own session (a Ctrl-C of the bench does not reach
 // it), stdio on /dev/null (stderr to stderr_path when given).

@@ -102,7 +102,7 @@ constexpr double kKeeperKiB = 256;
 // ---- the agent -------------------------------------------------------------------
 
 struct Run {
-  std::string outpost, helper, dir, tag, config, socket, log, marker;
+  std::string outpost, helper, dir, rundir, tag, config, socket, log, marker;
   pid_t keeper = 0;
   pid_t worker = 0;
   std::set<std::string> jobs;        // submitted, not removed yet
@@ -240,6 +240,9 @@ void Cleanup(Run* run) {
     if (!left.empty()) {
       std::fprintf(stderr, "job_bench: %zu processes with %s survive!\n", left.size(), run->marker.c_str());
     }
+  }
+  if (!run->rundir.empty() && run->rundir.compare(0, run->dir.size() + 1, run->dir + "/") != 0) {
+    bench::RemoveTree(run->rundir);
   }
   if (!run->dir.empty()) bench::RemoveTree(run->dir);
 }
@@ -433,10 +436,12 @@ int Main(int argc, char** argv) {
   run.tag = run.dir.substr(run.dir.size() - 6);  // [A-Za-z0-9]: valid in job ids
   run.marker = std::string(kMarkerVar) + "=" + run.dir;
   run.config = run.dir + "/config.json";
-  run.socket = run.dir + "/run/outpost.sock";
+  run.rundir = bench::MakeRuntimeDir(run.dir);
+  Info("state dir %s/state, runtime dir %s", run.dir.c_str(), run.rundir.c_str());
+  run.socket = run.rundir + "/outpost.sock";
   run.log = run.dir + "/agent.log";
   std::string config = "{\"state_dir\": " + JsonString(run.dir + "/state") +
-                       ", \"runtime_dir\": " + JsonString(run.dir + "/run") + ", \"log_file\": " +
+                       ", \"runtime_dir\": " + JsonString(run.rundir) + ", \"log_file\": " +
                        JsonString(run.log) + ", \"cgroup_root\": " + JsonString(run.dir + "/no-cgroup") +
                        ", \"log_level\": \"info\", \"jobs_dir\": \"\", \"max_jobs\": " +
                        std::to_string(njobs + 10) + "}\n";
