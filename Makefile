@@ -305,12 +305,23 @@ build/fuzz/%: tests/fuzz/%.cc $(FUZZ_OBJS)
 	$(Q)clang++ $(FUZZ_CXXFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(NANOPB_LIB)
 
 # ---- benchmarks -------------------------------------------------------------
-BENCH_SRCS := $(sort $(wildcard tools/bench/*.cc))
+# One binary per tools/bench/*.cc, except peer_bench: its main is in
+# peer_bench.cc, the rest in peer_bench_*.cc, which are parts of it, not
+# benchmarks of their own.
+PEER_BENCH_PARTS := $(sort $(wildcard tools/bench/peer_bench_*.cc))
+BENCH_SRCS := $(filter-out $(PEER_BENCH_PARTS),$(sort $(wildcard tools/bench/*.cc)))
 BENCH_BINS := $(patsubst tools/bench/%.cc,$(BUILD)/bench/%,$(BENCH_SRCS))
-BENCH_OBJS := $(patsubst tools/bench/%.cc,$(BUILD)/obj/tools/bench/%.o,$(BENCH_SRCS))
+BENCH_OBJS := $(patsubst tools/bench/%.cc,$(BUILD)/obj/tools/bench/%.o,$(BENCH_SRCS) $(PEER_BENCH_PARTS))
 .SECONDARY: $(BENCH_OBJS)
 
 $(BUILD)/bench/%: $(BUILD)/obj/tools/bench/%.o $(BUILD)/liboutpost.a
+	@echo "  LINK    $@"
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(NANOPB_LIB)
+
+$(BUILD)/bench/peer_bench: $(BUILD)/obj/tools/bench/peer_bench.o \
+                           $(patsubst tools/bench/%.cc,$(BUILD)/obj/tools/bench/%.o,$(PEER_BENCH_PARTS)) \
+                           $(BUILD)/liboutpost.a
 	@echo "  LINK    $@"
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(NANOPB_LIB)

@@ -504,5 +504,27 @@ TEST_F(ExecDriverTest, RecoveryDetectsPidReuseByStartTime) {
   EXPECT_NE(r.error.find("exit status unknown"), std::string::npos);
 }
 
+// The exit of a pid goes to the task still running under it, not to an
+// ended one that had the same pid: a recovered handle naming a live task's
+// pid but another start time is a process gone (pid reused), ended at once.
+TEST_F(ExecDriverTest, AnEndedTaskWithTheSamePidDoesNotTakeTheExit) {
+  auto a = Start(Config("a", {"sleep", "30"}));
+  ASSERT_TRUE(a.ok());
+  TaskHandle h;
+  h.version = ExecDriver::kStateVersion;
+  h.config = Config("0-ghost", {"sleep", "1"});  // sorts before "a"
+  ExecDriver::State s;
+  s.pid = a->pid;
+  s.start_ticks = 1;
+  s.parent = "agent";
+  h.driver_state = ExecDriver::EncodeState(s);
+  ASSERT_TRUE(Call([&](Driver::DoneCallback cb) { driver_->RecoverTask(h, cb); }).ok());
+  EXPECT_EQ(Wait("0-ghost").exit_code, -1);
+  EXPECT_EQ(Inspect("a")->state, TaskState::kRunning);
+  ::kill(a->pid, SIGKILL);
+  EXPECT_EQ(Wait("a").signal, SIGKILL);
+  EXPECT_TRUE(Destroy("0-ghost", false).ok());
+}
+
 }  // namespace
 }  // namespace outpost::driver

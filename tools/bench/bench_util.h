@@ -2,7 +2,8 @@
 // the BENCH line (format in docs/benchmarks.md), percentiles of latency samples,
 // SIGINT/SIGTERM, child processes and /proc figures, removing a scratch tree;
 // then, for the benchmarks that drive a whole agent (agent_bench, job_bench,
-// cgroup_bench), the agent's API. Header-only: each benchmark is one .cc file.
+// cgroup_bench), the agent's API. Header-only: each benchmark is one .cc file
+// (but peer_bench: peer_bench*.cc, see peer_bench.h).
 #pragma once
 
 #include <dirent.h>

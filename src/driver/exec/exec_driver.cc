@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <unordered_set>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -107,10 +106,31 @@ ExecDriver::Task* ExecDriver::Find(const std::string& id) {
 }
 
 ExecDriver::Task* ExecDriver::FindByPid(pid_t pid) {
-  for (auto& [id, t] : tasks_) {
-    if (t->pid == pid && t->run_state != TaskState::kExited) return t.get();
+  // The exit names only the pid: of two tasks sharing it (by_pid_), the
+  // lowest id, so that the choice does not depend on the hash table.
+  Task* found = nullptr;
+  auto range = by_pid_.equal_range(pid);
+  for (auto it = range.first; it != range.second; ++it) {
+    if (!found || it->second->config.id < found->config.id) found = it->second;
   }
-  return nullptr;
+  return found;
+}
+
+ExecDriver::Task* ExecDriver::Add(std::unique_ptr<Task> t) {
+  Task* raw = t.get();
+  tasks_[raw->config.id] = std::move(t);
+  if (raw->run_state != TaskState::kExited) by_pid_.emplace(raw->pid, raw);
+  return raw;
+}
+
+void ExecDriver::Unindex(Task* t) {
+  auto range = by_pid_.equal_range(t->pid);
+  for (auto it = range.first; it != range.second; ++it) {
+    if (it->second == t) {
+      by_pid_.erase(it);
+      return;
+    }
+  }
 }
 
 TaskHandle ExecDriver::HandleOf(const Task& t, const TaskConfig& config) const {
@@ -240,8 +260,7 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
   t->parent = options_.keeper_is_parent ? "keeper" : "agent";
   t->instance = instance;
   t->pidfd = std::move(spawned->pidfd);
-  Task* raw = t.get();
-  tasks_[cfg.id] = std::move(t);
+  Task* raw = Add(std::move(t));
   if (spawned->parent_is_caller) {
     raw->our_child = true;
     pid_t pid = spawned->pid;
@@ -268,6 +287,7 @@ void ExecDriver::OnProcessExit(pid_t pid, int wait_status, int64_t unix_nanos) {
 void ExecDriver::Finish(Task* t, const ExitResult& result, int64_t unix_nanos) {
   if (t->run_state == TaskState::kExited) return;
   t->run_state = TaskState::kExited;
+  Unindex(t);
   t->awaiting_journal = false;
   t->exit = result;
   t->completed_at = unix_nanos;
@@ -335,13 +355,10 @@ bool ExecDriver::SweepKeeperChildren(Task* t, const std::string& marker) {
   if (t->run_state != TaskState::kExited) return true;
   std::vector<pid_t> kids;
   if (!proc::ChildrenOf(options_.keeper_pid, &kids)) return false;
-  std::unordered_set<pid_t> mains;
-  for (const auto& [id, task] : tasks_) {
-    if (task->run_state != TaskState::kExited) mains.insert(task->pid);
-  }
   const pid_t self = ::getpid();
   for (pid_t k : kids) {
-    if (k == self || mains.count(k) || !proc::HasEnv(k, marker)) continue;
+    // by_pid_: the main processes of the tasks still running.
+    if (k == self || by_pid_.count(k) || !proc::HasEnv(k, marker)) continue;
     // It and whatever it started: collected before the kill, as the dead
     // one's children move up to the keeper.
     std::vector<pid_t> tree{k}, below;
@@ -387,6 +404,7 @@ void ExecDriver::DestroyTask(const std::string& id, bool force, DoneCallback don
   auto remove = [this, id](DoneCallback cb) {
     if (Task* task = Find(id)) {
       if (task->our_child) loop_->UnwatchChild(task->pid);
+      Unindex(task);
       tasks_.erase(id);
     }
     cb(OkStatus());
@@ -498,8 +516,7 @@ void ExecDriver::RecoverTask(const TaskHandle& handle, DoneCallback done) {
   bool alive = same_boot && s.pid > 0 && proc::ReadProcStat(s.pid, &ps) && ps.state != 'Z' &&
                (s.start_ticks == 0 || ps.start_ticks == s.start_ticks);
   if (!same_boot) log::Info("task from before a reboot: its process is gone", {{"task", id}});
-  Task* raw = t.get();
-  tasks_[id] = std::move(t);
+  Task* raw = Add(std::move(t));
   if (alive) {
     raw->run_state = TaskState::kRunning;
     if (options_.keeper_is_parent && ps.ppid == options_.keeper_pid) {

@@ -21,6 +21,7 @@
 #include <set>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "driver/driver.h"
@@ -119,6 +120,11 @@ class ExecDriver : public Driver {
 
   Task* Find(const std::string& id);
   Task* FindByPid(pid_t pid);
+  // The one way into tasks_ (the id is not there yet: callers check), and
+  // into by_pid_ (a task's pid is set before and never changes after).
+  Task* Add(std::unique_ptr<Task> t);
+  // Out of by_pid_: when the task's exit is recorded, or it is erased.
+  void Unindex(Task* t);
   void Finish(Task* t, const ExitResult& result, int64_t unix_nanos);
   void KillEverything(Task* t);
   bool SweepKeeperChildren(Task* t, const std::string& marker);
@@ -132,6 +138,11 @@ class ExecDriver : public Driver {
   Loop* loop_;
   Options options_;
   std::map<std::string, std::unique_ptr<Task>> tasks_;
+  // The tasks not exited yet, by pid: every exit is looked up here (a scan
+  // of tasks_ would cost O(tasks) per exit). A multimap because two of them
+  // can share a pid: a recovered task whose process is gone, awaiting its
+  // exit from the keeper's journal, and a later one that got the pid again.
+  std::unordered_multimap<pid_t, Task*> by_pid_;
   std::map<uint64_t, EventCallback> subscribers_;
   uint64_t next_subscriber_ = 1;
   Fingerprint fingerprint_;

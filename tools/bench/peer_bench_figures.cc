@@ -1,0 +1,454 @@
+// peer_bench: figures 1-4, 6 and 7 (start of one and of 100 services,
+// restart after kill -9, crash loop CPU, log throughput, installed size;
+// what each measures is at the top of peer_bench.cc).
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/strings.h"
+#include "base/sys.h"
+#include "peer_bench.h"
+
+namespace outpost::peer_bench {
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+int g_tree_seq = 0;
+
+}  // namespace
+
+std::string TreeName(Peer p, const char* what) { return Format("%s-%s-%d", kPeerName[p], what, g_tree_seq++); }
+
+std::vector<std::string> StampSleep(const Tree& t, const std::string& name) {
+  return {"service", "stamp", t.StampPath(name), "sleep", "100000"};
+}
+
+// ---- start and restart -------------------------------------------------------------
+
+namespace {
+
+// Figures 1 and 3: in one tree per peer (started for `services`), `measure`
+// takes the samples (ms); each peer's p50 (what: its name in the Info line)
+// against the floor's, fork+exec of the same program to its stamp.
+void OneTreeFigure(const char* name, const char* tree, int services, const char* what, int reps,
+                   bench::FloorProbe* floor, const std::function<std::vector<double>(Tree&)>& measure) {
+  Figure f{name, "ms"};
+  for (int p = 0; p < kPeers; ++p) {
+    Tree t(static_cast<Peer>(p), TreeName(static_cast<Peer>(p), tree));
+    t.Start(services);
+    std::vector<double> ms = measure(t);
+    t.Stop();
+    f.v[p] = Median(ms);
+    std::sort(ms.begin(), ms.end());
+    Info("%s, %s: p50 %.3f ms, min %.3f, max %.3f ms (%d reps)", what, kPeerName[p], f.v[p], ms.front(), ms.back(),
+         reps);
+  }
+  std::vector<double> fl;
+  for (int r = 0; r < reps; ++r) {
+    auto ns = floor->Stamp(g_dir + "/floor-stamp");
+    if (!ns.ok()) Fatal(ns.error().message());
+    fl.push_back(Ms(*ns));
+  }
+  f.floor = Median(fl);
+  AddFigure(f);
+}
+
+}  // namespace
+
+// 1. One service, reps times, in one tree per peer.
+void StartOne(bench::FloorProbe* floor, int reps) {
+  OneTreeFigure("start_1_service_p50", "start1", reps + 1, "start of 1 service", reps, floor, [reps](Tree& t) {
+    std::vector<double> ms;
+    for (int r = 0; r <= reps; ++r) {  // the first is a warm-up
+      std::string n = Format("a%02d", r);
+      t.Prepare({n, StampSleep(t, n)});
+      int64_t t0 = MonotonicNanos();
+      t.Activate({n});
+      auto st = t.WaitStamps({n}, 30 * kNanosPerSecond);
+      if (r > 0) ms.push_back(Ms(st[n].ns - t0));
+    }
+    return ms;
+  });
+}
+
+// 2. 100 services at once, in a fresh tree per rep.
+void StartHundred(bench::FloorProbe* floor, int reps) {
+  constexpr int kN = 100;
+  Figure f{"start_100_services_p50", "ms"};
+  for (int p = 0; p < kPeers; ++p) {
+    std::vector<double> ms;
+    for (int r = 0; r < reps; ++r) {
+      Tree t(static_cast<Peer>(p), TreeName(static_cast<Peer>(p), "start100"));
+      t.Start(kN);
+      std::vector<std::string> names;
+      std::set<std::string> want;
+      for (int i = 0; i < kN; ++i) {
+        names.push_back(Format("h%03d", i));
+        want.insert(names.back());
+        t.Prepare({names.back(), StampSleep(t, names.back())});
+      }
+      int64_t t0 = MonotonicNanos();
+      t.Activate(names);
+      auto st = t.WaitStamps(want, 60 * kNanosPerSecond);
+      int64_t last = 0;
+      for (auto& kv : st) last = std::max(last, kv.second.ns);
+      ms.push_back(Ms(last - t0));
+      t.Stop();
+    }
+    f.v[p] = Median(ms);
+    std::sort(ms.begin(), ms.end());
+    Info("start of 100 services, %s: p50 %.2f ms, min %.2f, max %.2f ms (%d reps)", kPeerName[p], f.v[p],
+         ms.front(), ms.back(), reps);
+  }
+  std::vector<double> fl;
+  for (int r = 0; r < reps; ++r) {
+    auto a = floor->Exec(50);
+    auto b = floor->Exec(50);
+    if (!a.ok() || !b.ok()) Fatal("floor probe: exec 50 failed");
+    fl.push_back(Ms(*a + *b));
+  }
+  f.floor = Median(fl);
+  AddFigure(f);
+}
+
+// 3. Restart after kill -9 of a service that has been up 1.2 s.
+void Restart(bench::FloorProbe* floor, int reps) {
+  OneTreeFigure("restart_after_kill9_p50", "restart", 1, "restart after kill -9", reps, floor, [reps](Tree& t) {
+    std::string n = "r";
+    t.Prepare({n, StampSleep(t, n)});
+    t.Activate({n});
+    auto st = t.WaitStamps({n}, 30 * kNanosPerSecond);
+    std::vector<double> ms;
+    for (int r = 0; r < reps; ++r) {
+      pid_t pid = st[n].pid;
+      ::usleep(1200 * 1000);  // up for more than 1 s: no restart throttle applies
+      CheckInterrupt();
+      if (Comm(pid) != "run" || !HasMarker(pid)) Fatal(Format("pid %d is not our service any more", pid));
+      int64_t t0 = MonotonicNanos();
+      if (::kill(pid, SIGKILL) != 0) Fatal(Format("kill %d: %s", pid, std::strerror(errno)));
+      st = t.WaitStamps({n}, 30 * kNanosPerSecond);
+      if (st[n].pid == pid) Fatal("the service's pid did not change");
+      ms.push_back(Ms(st[n].ns - t0));
+    }
+    return ms;
+  });
+}
+
+// ---- crash loop ----------------------------------------------------------------------
+
+namespace {
+
+// CPU (us) of `fork + exec helper service exit 1 + wait`, from a small child.
+double ForkExecCpuUs(int n) {
+  rusage before, after;
+  ::getrusage(RUSAGE_CHILDREN, &before);
+  std::fflush(stdout);
+  pid_t c = ::fork();
+  if (c == 0) {
+    for (int i = 0; i < n; ++i) {
+      pid_t k = ::fork();
+      if (k == 0) {
+        const char* argv[] = {g_bins.helper.c_str(), "service", "exit", "1", nullptr};
+        ::execv(argv[0], const_cast<char* const*>(argv));
+        ::_exit(127);
+      }
+      ::waitpid(k, nullptr, 0);
+    }
+    ::_exit(0);
+  }
+  ::waitpid(c, nullptr, 0);
+  ::getrusage(RUSAGE_CHILDREN, &after);
+  auto us = [](const rusage& r) {
+    return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1e6 +
+           static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
+  };
+  return (us(after) - us(before)) / n;
+}
+
+}  // namespace
+
+// 4. Crash loop CPU: tree with `service count F exit 1` minus tree with a sleeping service, same window.
+void CrashLoop(double window_s) {
+  Figure f{"crash_loop_cpu", "ms/s"};
+  Figure starts{"crash_loop_starts", "1/s"};
+  int64_t window = static_cast<int64_t>(window_s * 1e9);
+  for (int p = 0; p < kPeers; ++p) {
+    long long cpu[2] = {0, 0};
+    int count = 0;
+    for (int crash = 0; crash < 2; ++crash) {
+      Tree t(static_cast<Peer>(p), TreeName(static_cast<Peer>(p), crash ? "crash" : "idle"));
+      t.Start(1);
+      std::string n = "c";
+      std::string counter = t.dir + "/starts";
+      t.Prepare({n, crash ? std::vector<std::string>{"service", "count", counter, "exit", "1"}
+                          : std::vector<std::string>{"service", "count", counter, "sleep", "100000"}});
+      t.Activate({n});
+      // The window opens at the first start (runsvdir may take up to 5 s to see the service).
+      int64_t t0 = 0;
+      for (int64_t end = MonotonicNanos() + 30 * kNanosPerSecond; t0 == 0;) {
+        auto text = sys::ReadFile(counter, 4096);
+        if (text.ok() && !text->empty() && text->back() == '\n') t0 = std::strtoll(text->c_str(), nullptr, 10);
+        if (MonotonicNanos() > end) Fatal(Format("%s: the crash-loop service did not start", kPeerName[p]));
+        CheckInterrupt();
+        if (t0 == 0) ::usleep(2000);  // polled every 2 ms
+      }
+      while (MonotonicNanos() - t0 < window) {
+        CheckInterrupt();
+        ::usleep(20000);
+      }
+      if (crash) {
+        auto text = sys::ReadFile(counter, 1 << 20);
+        count = 0;
+        for (const std::string& l : Split(text.ok() ? *text : std::string(), '\n')) {
+          if (!l.empty() && std::strtoll(l.c_str(), nullptr, 10) < t0 + window) ++count;
+        }
+      }
+      cpu[crash] = t.Stop();
+    }
+    f.v[p] = static_cast<double>(cpu[1] - cpu[0]) / 1000.0 / window_s;
+    starts.v[p] = count / window_s;
+    Info("crash loop, %s: %d starts in %.1f s; tree CPU %.1f ms crashing, %.1f ms with a sleeping service: "
+         "%.3f ms CPU per s, %.3f ms per start",
+         kPeerName[p], count, window_s, cpu[1] / 1000.0, cpu[0] / 1000.0, f.v[p],
+         count > 1 ? static_cast<double>(cpu[1] - cpu[0]) / 1000.0 / (count - 1) : 0.0);
+  }
+  double per_start_us = ForkExecCpuUs(20);
+  f.floor = per_start_us / 1000.0 * 1.0;  // one start per second
+  starts.floor = -1;
+  Info("default backoff: s6-supervise waits 1 s before restarting a service that ran < 1 s; runsv waits 1 s "
+       "likewise; outpost (default delay 1s doubling to 1m, 5 attempts per 5m, then failed) is measured here "
+       "with delay 0s, attempts 0 (no limit): at most one start per second, as the peers");
+  Info("floor: one fork+exec+exit of the same program per second: %.3f ms CPU per start", per_start_us / 1000.0);
+  AddFigure(f);
+  Info("crash loop starts per second: outpost %.2f, s6 %.2f, runit %.2f", starts.v[0], starts.v[1], starts.v[2]);
+}
+
+// ---- log throughput ------------------------------------------------------------------
+
+namespace {
+
+uint64_t ExpectedBytes(long n) {
+  uint64_t b = 0;
+  for (long i = 1; i <= n; ++i) b += std::to_string(i).size() + 1;
+  return b;
+}
+
+uint64_t LogBytes(Peer p, const std::string& dir, std::vector<std::string>* files) {
+  uint64_t total = 0;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;
+  while (dirent* e = ::readdir(d)) {
+    if (!Tree::IsLogFile(p, e->d_name)) continue;
+    struct stat st;
+    std::string path = dir + "/" + e->d_name;
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    total += static_cast<uint64_t>(st.st_size);
+    if (files) files->push_back(path);
+  }
+  ::closedir(d);
+  return total;
+}
+
+void VerifyLines(const char* who, const std::vector<std::string>& files, long n) {
+  std::vector<uint8_t> seen(static_cast<size_t>(n) + 1, 0);
+  long lines = 0;
+  for (const std::string& f : files) {
+    auto text = sys::ReadFile(f, 1 << 30);
+    if (!text.ok()) Fatal(std::string(who) + ": read " + f);
+    size_t at = 0;
+    while (at < text->size()) {
+      size_t nl = text->find('\n', at);
+      if (nl == std::string::npos) Fatal(Format("%s: %s ends in a partial line", who, f.c_str()));
+      char* end = nullptr;
+      long v = std::strtol(text->c_str() + at, &end, 10);
+      if (end != text->c_str() + nl || v < 1 || v > n) {
+        Fatal(Format("%s: unexpected line in %s: \"%s\"", who, f.c_str(), text->substr(at, std::min<size_t>(nl - at, 80)).c_str()));
+      }
+      if (seen[static_cast<size_t>(v)]++) Fatal(Format("%s: line %ld is in the logs twice", who, v));
+      ++lines;
+      at = nl + 1;
+    }
+  }
+  if (lines != n) {
+    long first = 0;
+    for (long i = 1; i <= n && !first; ++i) {
+      if (!seen[static_cast<size_t>(i)]) first = i;
+    }
+    Fatal(Format("%s: %ld of %ld lines in the logs (first missing: %ld)", who, lines, n, first));
+  }
+}
+
+}  // namespace
+
+// 6. Log throughput, each line exactly once.
+void LogThroughput(long n, int runs) {
+  Figure f{"log_throughput", "MiB/s"};
+  f.higher_better = true;
+  f.bench_name = "peer_log_ns_per_line";
+  f.bench_unit = "ns";
+  const uint64_t bytes = ExpectedBytes(n);
+  for (int p = 0; p < kPeers; ++p) {
+    double best = 1e30;
+    size_t nfiles = 0;
+    for (int r = 0; r < runs; ++r) {
+      Tree t(static_cast<Peer>(p), TreeName(static_cast<Peer>(p), "log"));
+      t.Start(1);
+      std::string name = "l";
+      t.Prepare({name, {"service", "stamp", t.StampPath(name), "lines", std::to_string(n), "sleep", "100000"}});
+      t.Activate({name});
+      auto st = t.WaitStamps({name}, 30 * kNanosPerSecond);
+      std::string dir = t.LogDir(name);
+      int64_t done = 0;
+      for (int64_t end = MonotonicNanos() + 120 * kNanosPerSecond;;) {  // polled every 1 ms
+        uint64_t now = LogBytes(static_cast<Peer>(p), dir, nullptr);
+        if (now >= bytes) {
+          done = MonotonicNanos();
+          break;
+        }
+        if (MonotonicNanos() > end) {
+          Fatal(Format("%s: %llu of %llu bytes in %s after 120 s", kPeerName[p], static_cast<unsigned long long>(now),
+                       static_cast<unsigned long long>(bytes), dir.c_str()));
+        }
+        CheckInterrupt();
+        ::usleep(1000);
+      }
+      ::usleep(200000);  // anything beyond the expected bytes (a duplicate) has time to show up
+      std::vector<std::string> files;
+      LogBytes(static_cast<Peer>(p), dir, &files);
+      VerifyLines(kPeerName[p], files, n);
+      nfiles = files.size();
+      best = std::min(best, static_cast<double>(done - st[name].ns) / 1e9);
+      t.Stop();
+    }
+    f.v[p] = static_cast<double>(bytes) / (1 << 20) / best;
+    f.bench_v[p] = best * 1e9 / static_cast<double>(n);
+    Info("log, %s: %ld lines (%.1f MiB) in the log files %.3f s after the service's main (best of %d): "
+         "%.0f lines/s, %.1f MiB/s; %zu files; every line once",
+         kPeerName[p], n, static_cast<double>(bytes) / (1 << 20), best, runs, n / best, f.v[p], nfiles);
+  }
+  // Floor: the same program writing to a regular file.
+  double best = 1e30;
+  for (int r = 0; r < runs; ++r) {
+    std::string out = g_dir + "/floor.log", stamp = g_dir + "/floor-log-stamp";
+    int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    std::fflush(stdout);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::dup2(fd, 1);
+      std::string ns = std::to_string(n);
+      const char* argv[] = {g_bins.helper.c_str(), "service", "stamp", stamp.c_str(), "lines", ns.c_str(), nullptr};
+      ::execv(argv[0], const_cast<char* const*>(argv));
+      ::_exit(127);
+    }
+    ::close(fd);
+    ::waitpid(pid, nullptr, 0);
+    int64_t done = MonotonicNanos();
+    auto text = sys::ReadFile(stamp, 128);
+    if (!text.ok()) Fatal("floor: no stamp");
+    best = std::min(best, static_cast<double>(done - std::strtoll(text->c_str(), nullptr, 10)) / 1e9);
+    ::unlink(out.c_str());
+    ::unlink(stamp.c_str());
+  }
+  f.floor = static_cast<double>(bytes) / (1 << 20) / best;
+  Info("log floor: the same %ld lines to a regular file in %.3f s: %.0f lines/s", n, best, n / best);
+  AddFigure(f);
+}
+
+// ---- installed size ------------------------------------------------------------------
+
+namespace {
+
+long FileBytes(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<long>(st.st_size) : -1;
+}
+
+// The shared libraries path needs, except libc and the dynamic loader (ldd's "=> /path").
+std::vector<std::string> SharedLibs(const std::string& path) {
+  std::vector<std::string> out;
+  std::string cmd = "ldd '" + path + "' 2>/dev/null";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (!f) return out;
+  char line[1024];
+  while (std::fgets(line, sizeof line, f)) {
+    const char* arrow = std::strstr(line, "=> /");
+    if (!arrow) continue;
+    std::string lib = arrow + 3;
+    lib = lib.substr(0, lib.find(' '));
+    if (lib.find("/libc.so") != std::string::npos || lib.find("ld-linux") != std::string::npos) continue;
+    out.push_back(lib);
+  }
+  ::pclose(f);
+  return out;
+}
+
+double InstalledKiB(const char* who, const std::vector<std::string>& bins) {
+  std::set<std::string> files(bins.begin(), bins.end());
+  for (const std::string& b : bins) {
+    for (const std::string& l : SharedLibs(b)) files.insert(l);
+  }
+  long total = 0;
+  std::string list;
+  for (const std::string& f : files) {
+    long b = FileBytes(f);
+    total += std::max(0L, b);
+    list += Format(" %s=%ld", f.c_str(), b);
+  }
+  Info("installed, %s: %ld bytes:%s", who, total, list.c_str());
+  return static_cast<double>(total) / 1024;
+}
+
+}  // namespace
+
+// 7. Installed size.
+void InstalledSize() {
+  Figure f{"installed_size", "KiB"};
+  std::string stripped = g_dir + "/outpost.stripped";
+  std::string strip = Which("strip");
+  if (!strip.empty() && RunCommand({strip, "-o", stripped, g_bins.outpost})) {
+    f.v[kOutpost] = InstalledKiB("outpost (stripped, static: its libc included)", {stripped});
+  } else {
+    f.v[kOutpost] = InstalledKiB("outpost (not stripped: no strip found)", {g_bins.outpost});
+  }
+  f.v[kS6] = InstalledKiB("s6 (glibc not counted)",
+                          {g_bins.svscan, g_bins.svscanctl, g_bins.supervise, g_bins.s6log, g_bins.s6svc});
+  f.v[kRunit] = InstalledKiB("runit (glibc not counted)", {g_bins.runsvdir, g_bins.runsv, g_bins.svlogd, g_bins.sv});
+  // The shared glibc the peers use (outpost carries its own, static).
+  std::string libc;
+  FILE* l = ::popen(("ldd '" + g_bins.runsv + "' 2>/dev/null").c_str(), "r");
+  char line[1024];
+  while (l && std::fgets(line, sizeof line, l)) {
+    const char* arrow = std::strstr(line, "=> /");
+    if (arrow && std::strstr(line, "libc.so")) libc = std::string(arrow + 3).substr(0, std::string(arrow + 3).find(' '));
+  }
+  if (l) ::pclose(l);
+  double libc_kib = libc.empty() ? 0 : static_cast<double>(FileBytes(libc)) / 1024;
+  Info("not counted above: the peers' shared %s, %.0f KiB (with it: s6 %.0f KiB, runit %.0f KiB)",
+       libc.empty() ? "libc" : libc.c_str(), libc_kib, f.v[kS6] + libc_kib, f.v[kRunit] + libc_kib);
+  AddFigure(f);
+}
+
+}  // namespace outpost::peer_bench
