@@ -41,23 +41,24 @@ Status MkdirAll(const std::string& path, mode_t mode) {
   std::string p = path;
   while (p.size() > 1 && p.back() == '/') p.pop_back();
   if (p.empty()) return Error(Code::kInvalidArgument, "mkdir: empty path");
-  for (size_t i = 1; i <= p.size(); ++i) {
-    if (i < p.size() && p[i] != '/') continue;
-    bool last = i == p.size();
-    p[i] = '\0';  // p.c_str() is now the directory up to i
-    mode_t m = last ? mode : 0755;
-    if (::mkdir(p.c_str(), m) == 0) {
-      // Ours: the umask must not narrow it (a 0711 state dir at umask 077
-      // would keep task users out).
-      if (::chmod(p.c_str(), m) != 0) return PathError("chmod", p);
-    } else if (errno != EEXIST) {
-      return PathError("mkdir", p);
-    }
-    if (!last) p[i] = '/';
+  // The leaf first: its parents exist in the common case (a task's dir under
+  // the state dir), which then costs one mkdir, not one per component.
+  bool created = ::mkdir(p.c_str(), mode) == 0;
+  if (!created && errno == ENOENT) {
+    size_t slash = p.find_last_of('/');
+    if (slash != std::string::npos && slash > 0) OUTPOST_RETURN_IF_ERROR(MkdirAll(p.substr(0, slash), 0755));
+    created = ::mkdir(p.c_str(), mode) == 0;
   }
-  struct stat st;
-  if (::stat(p.c_str(), &st) != 0) return PathError("stat", p);
-  if (!S_ISDIR(st.st_mode)) return Error(Code::kFailedPrecondition, "'" + p + "' is not a directory");
+  if (!created) {
+    if (errno != EEXIST) return PathError("mkdir", p);
+    struct stat st;
+    if (::stat(p.c_str(), &st) != 0) return PathError("stat", p);
+    if (!S_ISDIR(st.st_mode)) return Error(Code::kFailedPrecondition, "'" + p + "' is not a directory");
+    return OkStatus();
+  }
+  // Ours: the umask must not narrow it (a 0711 state dir at umask 077 would
+  // keep task users out).
+  if (::chmod(p.c_str(), mode) != 0) return PathError("chmod", p);
   return OkStatus();
 }
 
