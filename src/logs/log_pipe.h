@@ -128,7 +128,7 @@ class LogPipe {
   LogPipe(Loop* loop, std::string fifo_path, std::string log_path, std::string cursor_path, RotationPolicy policy,
           ErrorCallback on_error, TestHooks hooks);
 
-  Result<UniqueFd> OpenFifo(uid_t uid, gid_t gid);
+  Result<UniqueFd> OpenFifo(uid_t uid, gid_t gid, bool* made);  // *made: it did not exist
   void OnEvent(uint32_t events);
   void OnHoldTimer();
   void Pump(bool flush, uint64_t budget);

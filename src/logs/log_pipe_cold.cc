@@ -72,7 +72,8 @@ Result<std::unique_ptr<LogPipe>> LogPipe::Open(Loop* loop, const std::string& fi
   }
   std::unique_ptr<LogPipe> p(
       new LogPipe(loop, fifo_path, log_path, cursor_path, policy, std::move(on_error), std::move(hooks)));
-  auto fifo = p->OpenFifo(uid, gid);
+  bool made = false;
+  auto fifo = p->OpenFifo(uid, gid, &made);
   if (!fifo.ok()) return fifo.error();
   LogPipe* raw = p.get();
   // Edge-triggered: a held partial line stays in the FIFO, and level
@@ -93,23 +94,27 @@ Result<std::unique_ptr<LogPipe>> LogPipe::Open(Loop* loop, const std::string& fi
 
   // The log file is made when the task first writes. Only a rotation or a
   // copy-mode write that a killed worker left half done is finished now, so
-  // that readers see whole files.
-  auto record = p->files_.ReadRecord();
-  if (!record.ok() || record->state != CursorRecord::kIdle) {
-    (void)p->EnsureSink();  // a failure is an error episode; retried on data
+  // that readers see whole files (a FIFO just made had no worker reading it).
+  if (!made) {
+    auto record = p->files_.ReadRecord();
+    if (!record.ok() || record->state != CursorRecord::kIdle) {
+      (void)p->EnsureSink();  // a failure is an error episode; retried on data
+    }
+    p->files_.Release();
   }
-  p->files_.Release();
   return p;
 }
 
-Result<UniqueFd> LogPipe::OpenFifo(uid_t uid, gid_t gid) {
+Result<UniqueFd> LogPipe::OpenFifo(uid_t uid, gid_t gid, bool* made) {
   struct stat st;
   if (::lstat(fifo_path_.c_str(), &st) == 0) {
     if (!S_ISFIFO(st.st_mode)) {
       return Error(Code::kFailedPrecondition, "log FIFO '" + fifo_path_ + "' exists and is not a FIFO");
     }
   } else if (errno == ENOENT) {
-    if (::mkfifo(fifo_path_.c_str(), 0600) != 0 && errno != EEXIST) {
+    if (::mkfifo(fifo_path_.c_str(), 0600) == 0) {
+      *made = true;
+    } else if (errno != EEXIST) {
       return ErrnoError("mkfifo '" + fifo_path_ + "'");
     }
   } else {

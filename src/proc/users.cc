@@ -1,8 +1,10 @@
 #include "proc/users.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <ctime>
 
 #include "base/strings.h"
 #include "base/sys.h"
@@ -63,10 +65,51 @@ std::vector<GroupEntry> ReadGroups(const std::string& path) {
   return out;
 }
 
+// The parsed file, kept while a stat of it shows the same file unchanged:
+// every task start resolves its user, and reading and splitting both files
+// each time cost hundreds of allocations per start. A file changed less than
+// kSettledSecs before it was read is not kept (a timestamp has the
+// granularity of the kernel's tick: two writes of the same size within one
+// would look the same), so an edit is seen by the next start whatever its
+// timing.
+template <typename Entry>
+class ParsedFile {
+ public:
+  using Parse = std::vector<Entry> (*)(const std::string&);
+  const std::vector<Entry>& Get(const std::string& path, Parse parse) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      valid_ = false;
+      entries_.clear();  // a missing file is an empty database
+      return entries_;
+    }
+    if (valid_ && path == path_ && Same(st)) return entries_;
+    entries_ = parse(path);
+    path_ = path;
+    st_ = st;
+    valid_ = std::time(nullptr) - st.st_mtim.tv_sec > kSettledSecs && std::time(nullptr) - st.st_ctim.tv_sec > kSettledSecs;
+    return entries_;
+  }
+
+ private:
+  static constexpr time_t kSettledSecs = 2;
+  bool Same(const struct stat& st) const {
+    return st.st_dev == st_.st_dev && st.st_ino == st_.st_ino && st.st_size == st_.st_size &&
+           st.st_mtim.tv_sec == st_.st_mtim.tv_sec && st.st_mtim.tv_nsec == st_.st_mtim.tv_nsec &&
+           st.st_ctim.tv_sec == st_.st_ctim.tv_sec && st.st_ctim.tv_nsec == st_.st_ctim.tv_nsec;
+  }
+  bool valid_ = false;
+  std::string path_;
+  struct stat st_ {};
+  std::vector<Entry> entries_;
+};
+
 }  // namespace
 
 Result<Credentials> ResolveCredentials(const std::string& user, const std::string& group, const UserDb& db) {
-  std::vector<PasswdEntry> passwd = ReadPasswd(db.passwd_path);
+  static ParsedFile<PasswdEntry> passwd_file;  // the worker's loop is its only caller
+  static ParsedFile<GroupEntry> group_file;
+  const std::vector<PasswdEntry>& passwd = passwd_file.Get(db.passwd_path, ReadPasswd);
   Credentials c;
   const PasswdEntry* entry = nullptr;
   if (user.empty()) {
@@ -97,7 +140,7 @@ Result<Credentials> ResolveCredentials(const std::string& user, const std::strin
     c.shell = entry->shell;
   }
 
-  std::vector<GroupEntry> groups = ReadGroups(db.group_path);
+  const std::vector<GroupEntry>& groups = group_file.Get(db.group_path, ReadGroups);
   if (!group.empty()) {
     if (IsNumber(group)) {
       auto gid = ParseInt(group, 0, 0xfffffffe);

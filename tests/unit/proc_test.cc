@@ -105,6 +105,57 @@ TEST(Users, ResolvesNamesNumbersAndGroupsFromFiles) {
   (void)::system(cmd.c_str());
 }
 
+// The files are parsed once and kept while unchanged; every kind of change
+// is seen by the next lookup: a file replaced (rename), edited in place to
+// the same size just now (within one timestamp tick of the last read), or
+// removed.
+TEST(Users, ChangesToTheFilesAreSeenByTheNextLookup) {
+  char tmpl[] = "/tmp/outpost-users.XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  proc::UserDb db{dir + "/passwd", dir + "/group"};
+  auto settle = [](const std::string& path) {  // as if written long ago: kept
+    struct timespec old[2] = {{1000000000, 0}, {1000000000, 0}};
+    ASSERT_EQ(0, ::utimensat(AT_FDCWD, path.c_str(), old, 0));
+  };
+  ASSERT_TRUE(sys::WriteFileAtomic(db.passwd_path, "app:x:1001:1001::/home/a:/bin/sh\n", 0644).ok());
+  ASSERT_TRUE(sys::WriteFileAtomic(db.group_path, "app:x:1001:\n", 0644).ok());
+  settle(db.passwd_path);
+  settle(db.group_path);
+  EXPECT_EQ(proc::ResolveCredentials("app", "", db)->home, "/home/a");
+  EXPECT_EQ(proc::ResolveCredentials("app", "", db)->home, "/home/a");
+
+  // Replaced by a rename, as useradd and vipw do.
+  ASSERT_TRUE(sys::WriteFileAtomic(db.passwd_path, "app:x:1001:1001::/home/b:/bin/sh\n", 0644).ok());
+  EXPECT_EQ(proc::ResolveCredentials("app", "", db)->home, "/home/b");
+
+  // Rewritten in place, same size, twice in a row (same timestamp tick).
+  settle(db.passwd_path);
+  EXPECT_EQ(proc::ResolveCredentials("app", "", db)->home, "/home/b");
+  for (const char* home : {"/home/c", "/home/d"}) {
+    std::string text = std::string("app:x:1001:1001::") + home + ":/bin/sh\n";
+    int fd = ::open(db.passwd_path.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pwrite(fd, text.data(), text.size(), 0), static_cast<ssize_t>(text.size()));
+    ::close(fd);
+    EXPECT_EQ(proc::ResolveCredentials("app", "", db)->home, home);
+  }
+
+  // A group membership added; the group file removed.
+  ASSERT_TRUE(sys::WriteFileAtomic(db.group_path, "app:x:1001:\naudio:x:29:app\n", 0644).ok());
+  EXPECT_EQ(proc::ResolveCredentials("app", "", db)->groups, (std::vector<gid_t>{1001, 29}));
+  ASSERT_EQ(0, ::unlink(db.group_path.c_str()));
+  EXPECT_EQ(proc::ResolveCredentials("app", "", db)->groups, (std::vector<gid_t>{1001}));
+  ASSERT_FALSE(proc::ResolveCredentials("app", "audio", db).ok());
+
+  // Another database (another agent config in the same process).
+  proc::UserDb other{dir + "/passwd2", dir + "/group"};
+  ASSERT_TRUE(sys::WriteFileAtomic(other.passwd_path, "app:x:2002:2002::/srv:/bin/sh\n", 0644).ok());
+  EXPECT_EQ(proc::ResolveCredentials("app", "", other)->uid, 2002u);
+  EXPECT_EQ(proc::ResolveCredentials("app", "", db)->uid, 1001u);
+  std::string cmd = "rm -rf " + dir;
+  (void)::system(cmd.c_str());
+}
+
 TEST(ExitStatus, OneWordingOfAWaitStatus) {
   proc::ExitStatus s = proc::DecodeWaitStatus(3 << 8);
   EXPECT_EQ(s.exit_code, 3);
