@@ -82,6 +82,8 @@ class Agent {
   Status AttachKeeper(UniqueFd fd);
   Status StartTasks();
   void ApplyRuntimeSettings();
+  void TrimAfterActivity();
+  void TrimWhenQuiet(uint64_t seen);
 
   Config config_;
   std::unique_ptr<Loop> loop_;
@@ -90,6 +92,7 @@ class Agent {
   std::unique_ptr<cgroup::OomWatcher> oom_;
   std::unique_ptr<proc::UidPool> uids_;
   task::EventLog events_;
+  Loop::TimerId trim_timer_ = 0;
   driver::Registry drivers_;
   std::unique_ptr<driver::ExecDriver> exec_;
   std::unique_ptr<task::TaskManager> tasks_;
