@@ -157,7 +157,7 @@ size_t LogPipe::Peek(char* buf) {
   ssize_t n = sys::RetryEintr([&] { return ::tee(fifo_.get(), scratch_w_, buf_cap_, SPLICE_F_NONBLOCK); });
   if (n <= 0) {
     // EAGAIN: empty; 0: empty and no writer.
-    if (n < 0 && errno != EAGAIN) Fail(ErrnoError("tee '" + fifo_path_ + "'"));
+    if (n < 0 && errno != EAGAIN) Fail(ErrnoError("tee '" + paths_->Fifo() + "'"));
     return 0;
   }
   size_t got = 0;

@@ -23,6 +23,17 @@ constexpr uint32_t kEvents = EPOLLIN | EPOLLET;
 
 }  // namespace
 
+std::string FixedLogPaths::Fifo() const { return fifo_; }
+std::string FixedLogPaths::Log() const { return log_; }
+std::string FixedLogPaths::Cursor() const { return cursor_; }
+
+Result<std::unique_ptr<LogPipe>> LogPipe::Open(Loop* loop, const std::string& fifo_path, const std::string& log_path,
+                                               const std::string& cursor_path, RotationPolicy policy, uid_t uid,
+                                               gid_t gid, ErrorCallback on_error, TestHooks hooks) {
+  return Open(loop, std::make_unique<FixedLogPaths>(fifo_path, log_path, cursor_path), policy, uid, gid,
+              std::move(on_error), std::move(hooks));
+}
+
 Result<LogPipe::Scratch> LogPipe::SharedScratch() {
   static Scratch s;
   static pid_t owner = 0;
@@ -50,28 +61,28 @@ Result<LogPipe::Scratch> LogPipe::SharedScratch() {
   return s;
 }
 
-LogPipe::LogPipe(Loop* loop, std::string fifo_path, std::string log_path, std::string cursor_path,
-                 RotationPolicy policy, ErrorCallback on_error, TestHooks hooks)
+LogPipe::LogPipe(Loop* loop, std::unique_ptr<const LogPaths> paths, RotationPolicy policy, ErrorCallback on_error,
+                 TestHooks hooks)
     : loop_(loop),
-      fifo_path_(std::move(fifo_path)),
+      paths_(std::move(paths)),
       on_error_(std::move(on_error)),
       hooks_(hooks.crash_at || hooks.fail_write || hooks.max_move || hooks.force_copy
                  ? std::make_unique<TestHooks>(std::move(hooks))
                  : nullptr),
-      files_(std::move(log_path), std::move(cursor_path), policy, this) {}
+      files_(paths_.get(), policy, this) {}
 
 LogPipe::~LogPipe() {
   if (hold_timer_ != 0) loop_->CancelTimer(hold_timer_);
 }
 
-Result<std::unique_ptr<LogPipe>> LogPipe::Open(Loop* loop, const std::string& fifo_path, const std::string& log_path,
-                                               const std::string& cursor_path, RotationPolicy policy, uid_t uid,
-                                               gid_t gid, ErrorCallback on_error, TestHooks hooks) {
+Result<std::unique_ptr<LogPipe>> LogPipe::Open(Loop* loop, std::unique_ptr<const LogPaths> paths,
+                                               RotationPolicy policy, uid_t uid, gid_t gid, ErrorCallback on_error,
+                                               TestHooks hooks) {
   if (policy.max_file_size < 1 || policy.max_files < 1) {
     return Error(Code::kInvalidArgument, "log rotation: max_file_size and max_files must be at least 1");
   }
   std::unique_ptr<LogPipe> p(
-      new LogPipe(loop, fifo_path, log_path, cursor_path, policy, std::move(on_error), std::move(hooks)));
+      new LogPipe(loop, std::move(paths), policy, std::move(on_error), std::move(hooks)));
   bool made = false;
   auto fifo = p->OpenFifo(uid, gid, &made);
   if (!fifo.ok()) return fifo.error();
@@ -106,28 +117,29 @@ Result<std::unique_ptr<LogPipe>> LogPipe::Open(Loop* loop, const std::string& fi
 }
 
 Result<UniqueFd> LogPipe::OpenFifo(uid_t uid, gid_t gid, bool* made) {
+  const std::string fifo = paths_->Fifo();
   struct stat st;
-  if (::lstat(fifo_path_.c_str(), &st) == 0) {
+  if (::lstat(fifo.c_str(), &st) == 0) {
     if (!S_ISFIFO(st.st_mode)) {
-      return Error(Code::kFailedPrecondition, "log FIFO '" + fifo_path_ + "' exists and is not a FIFO");
+      return Error(Code::kFailedPrecondition, "log FIFO '" + fifo + "' exists and is not a FIFO");
     }
   } else if (errno == ENOENT) {
-    if (::mkfifo(fifo_path_.c_str(), 0600) == 0) {
+    if (::mkfifo(fifo.c_str(), 0600) == 0) {
       *made = true;
     } else if (errno != EEXIST) {
-      return ErrnoError("mkfifo '" + fifo_path_ + "'");
+      return ErrnoError("mkfifo '" + fifo + "'");
     }
   } else {
-    return ErrnoError("stat '" + fifo_path_ + "'");
+    return ErrnoError("stat '" + fifo + "'");
   }
   // O_NOFOLLOW and the fstat check close the window between lstat and open.
-  auto fd = sys::Open(fifo_path_, O_RDONLY | O_NONBLOCK | O_NOFOLLOW);
+  auto fd = sys::Open(fifo, O_RDONLY | O_NONBLOCK | O_NOFOLLOW);
   if (!fd.ok()) return fd.error().Wrap("log FIFO");
-  if (::fstat(fd->get(), &st) != 0) return ErrnoError("stat '" + fifo_path_ + "'");
+  if (::fstat(fd->get(), &st) != 0) return ErrnoError("stat '" + fifo + "'");
   if (!S_ISFIFO(st.st_mode)) {
-    return Error(Code::kFailedPrecondition, "log FIFO '" + fifo_path_ + "' exists and is not a FIFO");
+    return Error(Code::kFailedPrecondition, "log FIFO '" + fifo + "' exists and is not a FIFO");
   }
-  if (::fchown(fd->get(), uid, gid) != 0) return ErrnoError("chown '" + fifo_path_ + "'");
+  if (::fchown(fd->get(), uid, gid) != 0) return ErrnoError("chown '" + fifo + "'");
   // The kernel's default size (64 KiB) until the task writes enough to need
   // more (Grow): most tasks log little, and every 1 MiB FIFO costs 10 KiB of
   // kernel memory for its ring however little it holds.
@@ -156,14 +168,15 @@ void LogPipe::Grow() {
 Result<UniqueFd> LogPipe::OpenWriteEnd() {
   // Not O_NONBLOCK: this becomes the task's stdout/stderr, and programs
   // expect blocking writes. Opening a FIFO O_RDWR never blocks on Linux.
-  auto fd = sys::Open(fifo_path_, O_RDWR | O_NOFOLLOW);
+  const std::string fifo = paths_->Fifo();
+  auto fd = sys::Open(fifo, O_RDWR | O_NOFOLLOW);
   if (!fd.ok()) return fd.error().Wrap("log FIFO");
   struct stat mine, theirs;
   if (::fstat(fd->get(), &theirs) != 0 || ::fstat(fifo_.get(), &mine) != 0) {
-    return ErrnoError("stat '" + fifo_path_ + "'");
+    return ErrnoError("stat '" + fifo + "'");
   }
   if (theirs.st_dev != mine.st_dev || theirs.st_ino != mine.st_ino) {
-    return Error(Code::kFailedPrecondition, "log FIFO '" + fifo_path_ + "' was replaced");
+    return Error(Code::kFailedPrecondition, "log FIFO '" + fifo + "' was replaced");
   }
   return std::move(*fd);
 }
@@ -299,7 +312,7 @@ Status LogPipe::Recover() {
       // Written in full, FIFO untouched: finish the way a live run would.
       r.state = CursorRecord::kCopyWritten;
       OUTPOST_RETURN_IF_ERROR(files_.WriteRecord(r));
-      if (Consume(r.length) != r.length) return Error(Code::kInternal, "log FIFO '" + fifo_path_ + "' is short");
+      if (Consume(r.length) != r.length) return Error(Code::kInternal, "log FIFO '" + paths_->Fifo() + "' is short");
     } else if (r.state == CursorRecord::kCopyPending) {
       OUTPOST_RETURN_IF_ERROR(files_.Truncate(r.offset));
     }

@@ -87,8 +87,10 @@ bool Decode(const unsigned char* in, CursorRecord* r) {
 
 }  // namespace
 
-Rotator::Rotator(std::string log_path, std::string cursor_path, RotationPolicy policy, LogPipe* owner)
-    : log_path_(std::move(log_path)), cursor_path_(std::move(cursor_path)), policy_(policy), owner_(owner) {}
+Rotator::Rotator(const LogPaths* paths, RotationPolicy policy, LogPipe* owner)
+    : paths_(paths), policy_(policy), owner_(owner) {}
+
+std::string Rotator::log_path() const { return paths_->Log(); }
 
 bool Rotator::Crash(LogPipeStep step) {
   if (!stopped_ && owner_ && owner_->Crash(step)) stopped_ = true;
@@ -96,18 +98,20 @@ bool Rotator::Crash(LogPipeStep step) {
 }
 
 Status Rotator::OpenCursor() {
+  const std::string cursor = paths_->Cursor();
   if (cursor_fd_) return OkStatus();
-  auto fd = sys::Open(cursor_path_, O_RDWR | O_CREAT | O_NONBLOCK | O_NOFOLLOW, 0600);
+  auto fd = sys::Open(cursor, O_RDWR | O_CREAT | O_NONBLOCK | O_NOFOLLOW, 0600);
   if (!fd.ok()) return fd.error();
   cursor_fd_ = std::move(*fd);
   return OkStatus();
 }
 
 Result<CursorRecord> Rotator::ReadRecord() {
+  const std::string cursor = paths_->Cursor();
   CursorRecord r;
   if (!cursor_fd_) {
     // Never created: nothing was ever recorded (most streams never rotate).
-    auto fd = sys::Open(cursor_path_, O_RDWR | O_NONBLOCK | O_NOFOLLOW);
+    auto fd = sys::Open(cursor, O_RDWR | O_NONBLOCK | O_NOFOLLOW);
     if (!fd.ok()) {
       if (fd.error().code() == Code::kNotFound) return r;
       return fd.error();
@@ -116,24 +120,25 @@ Result<CursorRecord> Rotator::ReadRecord() {
   }
   unsigned char b[kRecordSize];
   ssize_t n = sys::RetryEintr([&] { return ::pread(cursor_fd_.get(), b, sizeof b, 0); });
-  if (n < 0) return ErrnoError("read '" + cursor_path_ + "'");
+  if (n < 0) return ErrnoError("read '" + cursor + "'");
   if (n == static_cast<ssize_t>(kRecordSize)) {
     if (!Decode(b, &r)) {
-      log::Warn("log files: ignoring a damaged cursor record", {{"cursor", cursor_path_}});
+      log::Warn("log files: ignoring a damaged cursor record", {{"cursor", cursor}});
       r = CursorRecord{};
     }
   } else if (n != 0) {
-    log::Warn("log files: ignoring a short cursor record", {{"cursor", cursor_path_}});
+    log::Warn("log files: ignoring a short cursor record", {{"cursor", cursor}});
   }
   return r;
 }
 
 Status Rotator::WriteRecord(const CursorRecord& r) {
+  const std::string cursor = paths_->Cursor();
   OUTPOST_RETURN_IF_ERROR(OpenCursor());
   unsigned char b[kRecordSize];
   Encode(r, b);
   ssize_t n = sys::RetryEintr([&] { return ::pwrite(cursor_fd_.get(), b, sizeof b, 0); });
-  if (n != static_cast<ssize_t>(sizeof b)) return ErrnoError("write '" + cursor_path_ + "'", n < 0 ? errno : EIO);
+  if (n != static_cast<ssize_t>(sizeof b)) return ErrnoError("write '" + cursor + "'", n < 0 ? errno : EIO);
   return OkStatus();
 }
 
@@ -155,11 +160,12 @@ Result<UniqueFd> OpenLogFile(const std::string& path) {
 }  // namespace
 
 Status Rotator::OpenActive() {
-  auto fd = OpenLogFile(log_path_);
+  const std::string path = paths_->Log();
+  auto fd = OpenLogFile(path);
   if (!fd.ok()) return fd.error();
   struct stat st;
-  if (::fstat(fd->get(), &st) != 0) return ErrnoError("stat '" + log_path_ + "'");
-  if (!S_ISREG(st.st_mode)) return Error(Code::kFailedPrecondition, "'" + log_path_ + "' is not a regular file");
+  if (::fstat(fd->get(), &st) != 0) return ErrnoError("stat '" + path + "'");
+  if (!S_ISREG(st.st_mode)) return Error(Code::kFailedPrecondition, "'" + path + "' is not a regular file");
   active_.fd = std::move(*fd);
   active_.inode = static_cast<uint64_t>(st.st_ino);
   active_.size = static_cast<uint64_t>(st.st_size);
@@ -173,13 +179,14 @@ void Rotator::Release() {
 }
 
 Status Rotator::Reopen() {
+  const std::string path = paths_->Log();
   uint64_t inode = active_.inode, size = active_.size;
   bool mid_line = active_.mid_line;
-  auto fd = OpenLogFile(log_path_);
+  auto fd = OpenLogFile(path);
   if (!fd.ok()) return fd.error();
   struct stat st;
-  if (::fstat(fd->get(), &st) != 0) return ErrnoError("stat '" + log_path_ + "'");
-  if (!S_ISREG(st.st_mode)) return Error(Code::kFailedPrecondition, "'" + log_path_ + "' is not a regular file");
+  if (::fstat(fd->get(), &st) != 0) return ErrnoError("stat '" + path + "'");
+  if (!S_ISREG(st.st_mode)) return Error(Code::kFailedPrecondition, "'" + path + "' is not a regular file");
   active_.fd = std::move(*fd);
   active_.inode = static_cast<uint64_t>(st.st_ino);
   active_.size = static_cast<uint64_t>(st.st_size);
@@ -194,19 +201,21 @@ Status Rotator::Reopen() {
 }
 
 Status Rotator::LoadTail() {
+  const std::string path = paths_->Log();
   active_.mid_line = false;
   if (active_.size == 0) return OkStatus();
   char last;
   ssize_t n = sys::RetryEintr(
       [&] { return ::pread(active_.fd.get(), &last, 1, static_cast<off_t>(active_.size - 1)); });
-  if (n != 1) return ErrnoError("read '" + log_path_ + "'", n < 0 ? errno : EIO);
+  if (n != 1) return ErrnoError("read '" + path + "'", n < 0 ? errno : EIO);
   active_.mid_line = last != '\n';
   return OkStatus();
 }
 
 Status Rotator::Truncate(uint64_t size) {
+  const std::string path = paths_->Log();
   if (::ftruncate(active_.fd.get(), static_cast<off_t>(size)) != 0) {
-    return ErrnoError("truncate '" + log_path_ + "'");
+    return ErrnoError("truncate '" + path + "'");
   }
   active_.size = size;
   return LoadTail();
@@ -222,8 +231,9 @@ Status Rotator::Resume(const CursorRecord& r) {
 // (left by a run with a larger max_files) and notes the highest index left,
 // so a rotation only renames files that exist.
 void Rotator::ScanRotated(int keep) {
-  std::string dir = sys::Dirname(log_path_);
-  std::string prefix = sys::Basename(log_path_) + ".";
+  const std::string path = paths_->Log();
+  std::string dir = sys::Dirname(path);
+  std::string prefix = sys::Basename(path) + ".";
   DIR* d = ::opendir(dir.c_str());
   if (!d) return;  // the rotation reports the real error
   std::vector<std::string> victims;
@@ -264,10 +274,11 @@ Status Rotator::Rotate() {
 }
 
 bool Rotator::DeleteOldest() {
+  const std::string path = paths_->Log();
   if (!ready()) return false;
   if (highest_rotated_ < 0) ScanRotated(policy_.max_files - 1);
   while (highest_rotated_ > 0) {
-    std::string victim = logfiles::RotatedPath(log_path_, highest_rotated_--);
+    std::string victim = logfiles::RotatedPath(path, highest_rotated_--);
     if (::unlink(victim.c_str()) == 0) {
       log::Warn("log files: disk full, deleted the oldest rotated file", {{"file", victim}});
       return true;
@@ -277,6 +288,7 @@ bool Rotator::DeleteOldest() {
 }
 
 Status Rotator::Run(int keep, int first_step) {
+  const std::string path = paths_->Log();
   for (int s = first_step; s <= keep + 1; ++s) {
     CursorRecord r;
     r.state = CursorRecord::kRotating;
@@ -285,11 +297,11 @@ Status Rotator::Run(int keep, int first_step) {
     OUTPOST_RETURN_IF_ERROR(WriteRecord(r));
     if (Crash(LogPipeStep::kRotateRecorded)) return OkStatus();
     if (s == 0) {
-      std::string victim = logfiles::RotatedPath(log_path_, keep);
+      std::string victim = logfiles::RotatedPath(path, keep);
       if (::unlink(victim.c_str()) != 0 && errno != ENOENT) return ErrnoError("unlink '" + victim + "'");
     } else if (s <= keep) {
-      std::string from = logfiles::RotatedPath(log_path_, keep - s);
-      std::string to = logfiles::RotatedPath(log_path_, keep - s + 1);
+      std::string from = logfiles::RotatedPath(path, keep - s);
+      std::string to = logfiles::RotatedPath(path, keep - s + 1);
       if (::rename(from.c_str(), to.c_str()) != 0 && errno != ENOENT) {
         return ErrnoError("rename '" + from + "' to '" + to + "'");
       }

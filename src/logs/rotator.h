@@ -29,6 +29,7 @@ struct RotationPolicy {
 
 enum class LogPipeStep;  // logs/log_pipe.h: the test seams' crash points
 class LogPipe;
+class LogPaths;
 
 // The cursor file's record.
 struct CursorRecord {
@@ -55,7 +56,7 @@ class Rotator {
   // owner: the pipe whose crash points (test seams, LogPipe::Crash) the
   // rotator checks (nullptr: none); once one fires the rotator stops where
   // it is, as if the process had been killed.
-  Rotator(std::string log_path, std::string cursor_path, RotationPolicy policy, LogPipe* owner);
+  Rotator(const LogPaths* paths, RotationPolicy policy, LogPipe* owner);
 
   Active& active() { return active_; }
   bool ready() const { return active_.fd.valid(); }
@@ -68,7 +69,7 @@ class Rotator {
   // or truncated meanwhile (by hand, or by another program) is taken as it
   // is now.
   Status Reopen();
-  const std::string& log_path() const { return log_path_; }
+  std::string log_path() const;
   const RotationPolicy& policy() const { return policy_; }
   uint64_t rotations() const { return rotations_; }  // completed ones
 
@@ -99,8 +100,7 @@ class Rotator {
   Status Run(int keep, int first_step);
   bool Crash(LogPipeStep step);
 
-  std::string log_path_;
-  std::string cursor_path_;
+  const LogPaths* paths_;  // the owner's
   RotationPolicy policy_;
   LogPipe* owner_;
   bool stopped_ = false;

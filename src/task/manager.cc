@@ -143,6 +143,29 @@ void TaskManager::Emit(const driver::TaskConfig& c, const std::string& type, con
   options_.events->Publish(ev);
 }
 
+// One stream's files, from the task's record: derived from its id where the
+// record left the path out (DropDerivedPaths), so a pipe keeps no path.
+class TaskManager::StreamPaths final : public logs::LogPaths {
+ public:
+  StreamPaths(const TaskManager* m, const Task* t, bool err) : m_(m), t_(t), err_(err) {}
+  std::string Fifo() const override {
+    const driver::TaskConfig& c = t_->config();
+    if (t_->derived_paths & (err_ ? kStderr : kStdout)) return m_->FifoPath(c.id, err_ ? "stderr" : "stdout");
+    return err_ ? c.stderr_path : c.stdout_path;
+  }
+  std::string Log() const override {
+    const driver::TaskConfig& c = t_->config();
+    std::string dir = (t_->derived_paths & kLogDir) ? m_->LogDirPath(c.id) : c.log_dir;
+    return dir + "/" + c.name + (err_ ? ".stderr" : ".stdout");
+  }
+  std::string Cursor() const override { return Fifo() + ".cursor"; }
+
+ private:
+  const TaskManager* m_;
+  const Task* t_;
+  bool err_;
+};
+
 Status TaskManager::OpenLogs(const driver::TaskConfig& c, uid_t uid, gid_t gid, Task* t) {
   // The log dir is made with the first log file (logs/rotator): a task that
   // never writes costs no inode there.
@@ -162,11 +185,9 @@ Status TaskManager::OpenLogs(const driver::TaskConfig& c, uid_t uid, gid_t gid, 
   };
   auto on_stdout_error = [report, t](const std::string& e, uint64_t d) { report(t, "stdout", e, d); };
   auto on_stderr_error = [report, t](const std::string& e, uint64_t d) { report(t, "stderr", e, d); };
-  auto o = logs::LogPipe::Open(loop_, c.stdout_path, c.log_dir + "/" + c.name + ".stdout",
-                               c.stdout_path + ".cursor", policy, uid, gid, on_stdout_error);
+  auto o = logs::LogPipe::Open(loop_, std::make_unique<StreamPaths>(this, t, false), policy, uid, gid, on_stdout_error);
   if (!o.ok()) return o.error().Wrap("stdout log");
-  auto e = logs::LogPipe::Open(loop_, c.stderr_path, c.log_dir + "/" + c.name + ".stderr",
-                               c.stderr_path + ".cursor", policy, uid, gid, on_stderr_error);
+  auto e = logs::LogPipe::Open(loop_, std::make_unique<StreamPaths>(this, t, true), policy, uid, gid, on_stderr_error);
   if (!e.ok()) return e.error().Wrap("stderr log");
   t->out = std::move(*o);
   t->err = std::move(*e);

@@ -151,6 +151,7 @@ class TaskManager {
  private:
   struct Task;
   struct StartOp;
+  class StreamPaths;  // a task's log paths, derived when asked (manager.cc)
   struct Logs;
 
   TaskManager(Loop* loop, Options options);
