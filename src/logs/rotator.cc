@@ -98,9 +98,8 @@ bool Rotator::Crash(LogPipeStep step) {
 }
 
 Status Rotator::OpenCursor() {
-  const std::string cursor = paths_->Cursor();
   if (cursor_fd_) return OkStatus();
-  auto fd = sys::Open(cursor, O_RDWR | O_CREAT | O_NONBLOCK | O_NOFOLLOW, 0600);
+  auto fd = sys::Open(paths_->Cursor(), O_RDWR | O_CREAT | O_NONBLOCK | O_NOFOLLOW, 0600);
   if (!fd.ok()) return fd.error();
   cursor_fd_ = std::move(*fd);
   return OkStatus();
@@ -133,12 +132,13 @@ Result<CursorRecord> Rotator::ReadRecord() {
 }
 
 Status Rotator::WriteRecord(const CursorRecord& r) {
-  const std::string cursor = paths_->Cursor();
   OUTPOST_RETURN_IF_ERROR(OpenCursor());
   unsigned char b[kRecordSize];
   Encode(r, b);
   ssize_t n = sys::RetryEintr([&] { return ::pwrite(cursor_fd_.get(), b, sizeof b, 0); });
-  if (n != static_cast<ssize_t>(sizeof b)) return ErrnoError("write '" + cursor + "'", n < 0 ? errno : EIO);
+  if (n != static_cast<ssize_t>(sizeof b)) {
+    return ErrnoError("write '" + paths_->Cursor() + "'", n < 0 ? errno : EIO);
+  }
   return OkStatus();
 }
 
@@ -201,21 +201,19 @@ Status Rotator::Reopen() {
 }
 
 Status Rotator::LoadTail() {
-  const std::string path = paths_->Log();
   active_.mid_line = false;
   if (active_.size == 0) return OkStatus();
   char last;
   ssize_t n = sys::RetryEintr(
       [&] { return ::pread(active_.fd.get(), &last, 1, static_cast<off_t>(active_.size - 1)); });
-  if (n != 1) return ErrnoError("read '" + path + "'", n < 0 ? errno : EIO);
+  if (n != 1) return ErrnoError("read '" + paths_->Log() + "'", n < 0 ? errno : EIO);
   active_.mid_line = last != '\n';
   return OkStatus();
 }
 
 Status Rotator::Truncate(uint64_t size) {
-  const std::string path = paths_->Log();
   if (::ftruncate(active_.fd.get(), static_cast<off_t>(size)) != 0) {
-    return ErrnoError("truncate '" + path + "'");
+    return ErrnoError("truncate '" + paths_->Log() + "'");
   }
   active_.size = size;
   return LoadTail();
@@ -274,8 +272,8 @@ Status Rotator::Rotate() {
 }
 
 bool Rotator::DeleteOldest() {
-  const std::string path = paths_->Log();
   if (!ready()) return false;
+  const std::string path = paths_->Log();
   if (highest_rotated_ < 0) ScanRotated(policy_.max_files - 1);
   while (highest_rotated_ > 0) {
     std::string victim = logfiles::RotatedPath(path, highest_rotated_--);
