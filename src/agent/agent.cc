@@ -466,7 +466,7 @@ static void RaiseFileLimit() {
 // Fixed thresholds keep large buffers in their own mappings, returned when
 // freed, and let free() give back the top of the heap: the agent runs for
 // years and its memory per task is measured (docs/benchmarks.md).
-void TuneMalloc() {
+static void TuneMalloc() {
   (void)::mallopt(M_MMAP_THRESHOLD, 64 << 10);
   (void)::mallopt(M_TRIM_THRESHOLD, 128 << 10);
 }
