@@ -159,7 +159,8 @@ Result<UniqueFd> OpenLogFile(const std::string& path) {
 
 }  // namespace
 
-Status Rotator::OpenActive() {
+// Opens (or creates) the active file and takes its inode and size.
+Status Rotator::OpenFile() {
   const std::string path = paths_->Log();
   auto fd = OpenLogFile(path);
   if (!fd.ok()) return fd.error();
@@ -169,6 +170,11 @@ Status Rotator::OpenActive() {
   active_.fd = std::move(*fd);
   active_.inode = static_cast<uint64_t>(st.st_ino);
   active_.size = static_cast<uint64_t>(st.st_size);
+  return OkStatus();
+}
+
+Status Rotator::OpenActive() {
+  OUTPOST_RETURN_IF_ERROR(OpenFile());
   return LoadTail();
 }
 
@@ -179,25 +185,17 @@ void Rotator::Release() {
 }
 
 Status Rotator::Reopen() {
-  const std::string path = paths_->Log();
-  uint64_t inode = active_.inode, size = active_.size;
-  bool mid_line = active_.mid_line;
-  auto fd = OpenLogFile(path);
-  if (!fd.ok()) return fd.error();
-  struct stat st;
-  if (::fstat(fd->get(), &st) != 0) return ErrnoError("stat '" + path + "'");
-  if (!S_ISREG(st.st_mode)) return Error(Code::kFailedPrecondition, "'" + path + "' is not a regular file");
-  active_.fd = std::move(*fd);
-  active_.inode = static_cast<uint64_t>(st.st_ino);
-  active_.size = static_cast<uint64_t>(st.st_size);
+  const uint64_t inode = active_.inode, size = active_.size;
+  const bool mid_line = active_.mid_line;
+  OUTPOST_RETURN_IF_ERROR(OpenFile());
   released_ = false;
   if (active_.inode == inode && active_.size == size) {
     active_.mid_line = mid_line;
     return OkStatus();
   }
-  Status st2 = LoadTail();
-  if (!st2.ok()) active_.fd.Reset();
-  return st2;
+  Status st = LoadTail();
+  if (!st.ok()) active_.fd.Reset();
+  return st;
 }
 
 Status Rotator::LoadTail() {

@@ -94,6 +94,7 @@ class Rotator {
   bool DeleteOldest();
 
  private:
+  Status OpenFile();
   Status LoadTail();
   Status OpenCursor();
   void ScanRotated(int keep);

@@ -107,6 +107,10 @@ struct Tree {
   // Waits (inotify on the stamps dir) until every name has written its stamp;
   // reads and removes them. Fails after timeout.
   std::map<std::string, Stamp> WaitStamps(const std::set<std::string>& names, int64_t timeout);
+  // Prepares n services that stamp and sleep, named prefix + their number
+  // in digits digits, makes them all visible at once and waits until every
+  // main ran. Returns when they were made visible; *out gets their stamps.
+  int64_t StartSleepers(const char* prefix, int digits, int n, int64_t timeout, std::map<std::string, Stamp>* out);
 };
 
 // ---- peer_bench_figures.cc -----------------------------------------------------------

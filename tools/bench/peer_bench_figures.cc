@@ -103,16 +103,8 @@ void StartHundred(bench::FloorProbe* floor, int reps) {
     for (int r = 0; r < reps; ++r) {
       Tree t(static_cast<Peer>(p), TreeName(static_cast<Peer>(p), "start100"));
       t.Start(kN);
-      std::vector<std::string> names;
-      std::set<std::string> want;
-      for (int i = 0; i < kN; ++i) {
-        names.push_back(Format("h%03d", i));
-        want.insert(names.back());
-        t.Prepare({names.back(), StampSleep(t, names.back())});
-      }
-      int64_t t0 = MonotonicNanos();
-      t.Activate(names);
-      auto st = t.WaitStamps(want, 60 * kNanosPerSecond);
+      std::map<std::string, Tree::Stamp> st;
+      int64_t t0 = t.StartSleepers("h", 3, kN, 60 * kNanosPerSecond, &st);
       int64_t last = 0;
       for (auto& kv : st) last = std::max(last, kv.second.ns);
       ms.push_back(Ms(last - t0));

@@ -120,16 +120,8 @@ void Memory(const std::vector<int>& sizes) {
       int n = sizes[i];
       Tree t(static_cast<Peer>(p), TreeName(static_cast<Peer>(p), Format("mem%d", n).c_str()));
       t.Start(n);
-      std::vector<std::string> names;
-      std::set<std::string> want;
-      for (int k = 0; k < n; ++k) {
-        names.push_back(Format("m%04d", k));
-        want.insert(names.back());
-        t.Prepare({names.back(), StampSleep(t, names.back())});
-      }
-      int64_t t0 = MonotonicNanos();
-      t.Activate(names);
-      t.WaitStamps(want, 120 * kNanosPerSecond);
+      std::map<std::string, Tree::Stamp> stamps;
+      int64_t t0 = t.StartSleepers("m", 4, n, 120 * kNanosPerSecond, &stamps);
       double up_s = static_cast<double>(MonotonicNanos() - t0) / 1e9;
       Census c;
       // The loggers start alongside the services: wait until all are up (polled every 50 ms).

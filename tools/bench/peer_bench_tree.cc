@@ -379,6 +379,21 @@ void Tree::Activate(const std::vector<std::string>& names) {
   if (peer == kS6 && !RunCommand({g_bins.svscanctl, "-a", scan})) Fatal("s6-svscanctl -a failed");
 }
 
+int64_t Tree::StartSleepers(const char* prefix, int digits, int n, int64_t timeout,
+                            std::map<std::string, Stamp>* out) {
+  std::vector<std::string> names;
+  std::set<std::string> want;
+  for (int i = 0; i < n; ++i) {
+    names.push_back(Format("%s%0*d", prefix, digits, i));
+    want.insert(names.back());
+    Prepare({names.back(), StampSleep(*this, names.back())});
+  }
+  int64_t t0 = MonotonicNanos();
+  Activate(names);
+  *out = WaitStamps(want, timeout);
+  return t0;
+}
+
 std::map<std::string, Tree::Stamp> Tree::WaitStamps(const std::set<std::string>& names, int64_t timeout) {
   std::map<std::string, Stamp> got;
   int64_t end = MonotonicNanos() + timeout;
