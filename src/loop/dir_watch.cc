@@ -299,10 +299,13 @@ void DirWatch::OnEvent(int wd, uint32_t mask, uint32_t cookie, const std::string
 void DirWatch::OnEntryEvent(const std::string& path, uint32_t mask, bool renamed_within, Changes* out) {
   bool later = options_.settle_all_events;
   if (mask & (IN_DELETE | IN_MOVED_FROM)) {
+    unlinked_.insert(path);
     later ? LookLater(path, false) : LookNow(path, false, out);
   } else if (mask & IN_MOVED_TO) {
+    // Not forced: a replacing rename shows in the inode, and an entry a
+    // rescan reported just before its event was read is no change.
     if (options_.moved_in_at_once && !renamed_within) later = false;
-    later ? LookLater(path, true) : LookNow(path, true, out);
+    later ? LookLater(path, false) : LookNow(path, false, out);
   } else if (mask & IN_CREATE) {
     // open(O_CREAT) of a new file: IN_CLOSE_WRITE follows when the writer is
     // done, and looking now could see half a file. Everything else created
@@ -314,7 +317,10 @@ void DirWatch::OnEntryEvent(const std::string& path, uint32_t mask, bool renamed
     struct stat st;
     bool single = ::lstat(Abs(path).c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1;
     if (single && st.st_size == 0) return;
-    later || single ? LookLater(path, true) : LookNow(path, true, out);
+    // Others are not forced: a name is only created where the old entry
+    // was removed, which Look sees (unlinked_), and an entry a rescan
+    // reported just before its event was read is no change.
+    later || single ? LookLater(path, single) : LookNow(path, false, out);
   } else if (mask & (IN_CLOSE_WRITE | IN_ATTRIB)) {
     LookLater(path, true);
   }
@@ -402,16 +408,22 @@ void DirWatch::Look(const std::string& path, bool force, Changes* out) {
   if (f == Found::kUnknown) return;
   auto it = entries_.find(path);
   if (f == Found::kGone || !Qualifies(path, e.type)) {
+    if (f == Found::kGone) unlinked_.erase(path);
     if (it != entries_.end()) {
       out->push_back(Change{Kind::kRemoved, path, it->second.type});
       entries_.erase(it);
     }
     return;
   }
+  // Another entry under a reported name: its inode differs, or the old
+  // one's removal was seen (the inode number may be reused at once, within
+  // one timestamp tick).
+  bool removed = unlinked_.erase(path) > 0;
   if (it == entries_.end()) {
     out->push_back(Change{Kind::kAdded, path, e.type});
-  } else if (force || !it->second.SameAs(e)) {
-    out->push_back(Change{Kind::kChanged, path, e.type});
+  } else {
+    bool replaced = removed || it->second.dev != e.dev || it->second.ino != e.ino;
+    if (force || replaced || !it->second.SameAs(e)) out->push_back(Change{Kind::kChanged, path, e.type, replaced});
   }
   entries_[path] = e;
 }
@@ -488,7 +500,7 @@ bool DirWatch::Scan() {
     if (it == entries_.end()) {
       changes.push_back(Change{Kind::kAdded, path, e.type});
     } else if (options_.rescan_reports_unchanged || !it->second.SameAs(e)) {
-      changes.push_back(Change{Kind::kChanged, path, e.type});
+      changes.push_back(Change{Kind::kChanged, path, e.type, it->second.dev != e.dev || it->second.ino != e.ino});
     }
     entries_[path] = e;
   }

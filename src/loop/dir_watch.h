@@ -94,6 +94,10 @@ class DirWatch {
     Kind kind;
     std::string path;  // relative to options.dir
     Type type;         // for kRemoved: the type it was reported with
+    // kChanged: another entry under the name (a new inode, or the old one
+    // was deleted or renamed away first), not the same one written,
+    // chmod-ed or touched.
+    bool replaced = false;
   };
   using Callback = std::function<void(const std::vector<Change>& changes)>;
 
@@ -208,6 +212,9 @@ class DirWatch {
   Loop::TimerId rescan_timer_ = 0;   // after IN_Q_OVERFLOW or a failed subdir watch; 0 = none
   uint32_t last_moved_from_cookie_ = 0;  // of the latest IN_MOVED_FROM of a seen name
   std::map<std::string, Pending> pending_;  // path -> settle timer
+  // Names whose entry was deleted or renamed away since last looked at and
+  // found gone: a creation under such a name is a new entry.
+  std::set<std::string> unlinked_;
   std::map<std::string, Entry> entries_;
   std::string problem_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // expires with this object

@@ -101,6 +101,7 @@ class DirWatchTest : public ::testing::Test {
       for (const auto& c : changes) {
         events_.push_back(Str(c));
         types_[c.path] = c.type;
+        if (c.kind == Kind::kChanged) replaced_.push_back(c.replaced);
       }
     });
     ASSERT_TRUE(r.ok()) << r.error().message();
@@ -120,6 +121,7 @@ class DirWatchTest : public ::testing::Test {
   std::unique_ptr<DirWatch> w_;
   std::vector<std::string> events_;  // "+path", "~path", "-path"
   std::map<std::string, DirWatch::Type> types_;
+  std::vector<bool> replaced_;  // of each kChanged, in order
   int batches_ = 0;
 };
 
@@ -296,6 +298,40 @@ TEST_F(DirWatchTest, SocketsComeAndGoAtOnce) {
   Rename(P("plain"), P("c.sock"));
   ASSERT_TRUE(WaitEvents(7));
   EXPECT_EQ(Since(5), (V{"+c.sock", "-c.sock"}));
+}
+
+// A socket deleted and made again under its name is another entry, even
+// when it gets the same inode number within one timestamp tick; a chmod of
+// the same socket is a change that is not a replacement; and an entry a
+// rescan reported before its creation event was read is not reported twice.
+TEST_F(DirWatchTest, ReplacedSaysWhetherItIsAnotherEntry) {
+  Mkdir(dir_);
+  Start(SocketOpts(kSettle), false);
+  Bind(P("a.sock"));
+  w_->Rescan();  // sees it before its IN_CREATE is read
+  ASSERT_TRUE(WaitEvents(1));
+  Quiet();
+  ASSERT_EQ(events_, (V{"+a.sock"}));
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(0, ::unlink(P("a.sock").c_str()));
+    Bind(P("a.sock"));  // often the same inode number again
+    ASSERT_TRUE(WaitEvents(events_.size() + 1));
+    Quiet();
+  }
+  ASSERT_EQ(0, ::chmod(P("a.sock").c_str(), 0600));
+  ASSERT_TRUE(WaitEvents(events_.size() + 1));
+  Quiet();
+  // Each re-creation is one change (or a removal and an addition, when the
+  // removal was looked at before the new socket existed).
+  size_t changes = 0, readds = 0;
+  for (size_t i = 1; i < events_.size(); ++i) {
+    if (events_[i] == "~a.sock") ++changes;
+    if (events_[i] == "+a.sock") ++readds;
+  }
+  EXPECT_EQ(changes + readds, 6u) << ::testing::PrintToString(events_);
+  ASSERT_FALSE(replaced_.empty());
+  EXPECT_FALSE(replaced_.back());  // the chmod
+  for (size_t i = 0; i + 1 < replaced_.size(); ++i) EXPECT_TRUE(replaced_[i]) << i;
 }
 
 TEST_F(DirWatchTest, SubdirectoriesMadeLaterAreWatched) {
