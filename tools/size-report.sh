@@ -21,6 +21,11 @@
 # architecture's lines with this report (commit it with the change that
 # moved the figures).
 #
+# The budget (issue: "aarch64 stripped <= 1.5 MiB with every plugin system
+# in, x86_64 reported") holds for the ARM builds; x86_64 code is about 15%
+# larger than aarch64's for the same sources and is reported against it
+# only ("OVER by N B, reported": exit 0).
+#
 # Prints, then exits 1 if the stripped binary is over the budget:
 #   size: x86_64 build/outpost.stripped 1,481,864 B, budget 1,572,864 B (1.5 MiB): 91,000 B left
 #   size: x86_64   job   61,234 B   (+1,024 since the baseline)
@@ -52,10 +57,10 @@ report=$("$nm_tool" -C --print-size "$bin" | awk -v total="$total" '
     folder = ""
     if (match(name, /outpost::[A-Za-z_]+/)) {
       ns = substr(name, RSTART + 9, RLENGTH - 9)
-      if (ns ~ /^(agent|cgroup|cli|driver|job|keeper|logs|loop|proc|task|wire)$/) folder = ns
+      if (ns ~ /^(agent|cgroup|cli|driver|hook|job|keeper|logs|loop|net|nri|plugin|proc|task|wire)$/) folder = ns
       else if (ns ~ /^(Loop|LoopFd|PendingWrites)$/) folder = "loop"
       else folder = "base"
-    } else if (name ~ /^outpost_v1_|^ttrpc_/) {
+    } else if (name ~ /^outpost_v1_|^ttrpc_|^pluginregistration_/) {
       folder = "nanopb"
     } else if (name ~ /picojson/) {
       folder = "picojson"
@@ -83,7 +88,15 @@ fi
 # 1234567 -> 1,234,567 (whatever the locale)
 fmt() { sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\($\|,\)/\1,\2\3/' -e 'ta' <<<"$1"; }
 left=$((budget - total))
-if [ "$left" -ge 0 ]; then verdict="$(fmt "$left") B left"; else verdict="OVER by $(fmt $((-left))) B"; fi
+held=1
+[ "$arch" = x86_64 ] && held=0
+if [ "$left" -ge 0 ]; then
+  verdict="$(fmt "$left") B left"
+elif [ "$held" = 1 ]; then
+  verdict="OVER by $(fmt $((-left))) B"
+else
+  verdict="OVER by $(fmt $((-left))) B, reported (the budget holds for aarch64 and armhf)"
+fi
 echo "size: $arch $stripped $(fmt "$total") B, budget $(fmt "$budget") B (1.5 MiB): $verdict"
 while read -r folder bytes; do
   base=""
@@ -96,4 +109,4 @@ while read -r folder bytes; do
   fi
   printf "size: %-8s %-13s %10s B   (%s)\n" "$arch" "$folder" "$(fmt "$bytes")" "$delta"
 done <<<"$report"
-[ "$left" -ge 0 ]
+[ "$left" -ge 0 ] || [ "$held" = 0 ]
