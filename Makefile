@@ -149,7 +149,7 @@ DEFS := -DPB_ENABLE_MALLOC=1 -DPICOJSON_USE_LOCALE=0 -DPICOJSON_USE_INT64 -D_FIL
 OPT := -O2 -ffunction-sections -fdata-sections $(LTO)
 # src/base/compat holds an <iostream> stand-in so picojson does not drag the
 # iostream static initialiser (and ~900 KiB of locale code) into the binary.
-INCS := -Isrc -I$(GEN) -isystem $(NANOPB_INC) -isystem $(PICOJSON_INC)
+INCS := -Isrc -Iinclude -I$(GEN) -isystem $(NANOPB_INC) -isystem $(PICOJSON_INC)
 CXXFLAGS_BASE := -std=c++17 $(OPT) $(WARN) $(DEFS) $(SAN_FLAGS)
 # outpost never uses dynamic_cast or typeid: without RTTI the binary is ~20 KB
 # smaller. Sanitized builds keep it (UBSan's vptr check needs the type info of
@@ -184,11 +184,11 @@ DEP_HEADERS := $(if $(filter $(BUILD)/deps/include,$(NANOPB_INC) $(PICOJSON_INC)
 .PHONY: all outpost tests deps vendor test test-fresh run fuzz fuzz-long chaos power-cuts bench bench-build bench-arm64-build size clean unit help-make
 .DEFAULT_GOAL := all
 
-all: $(BUILD)/outpost $(BUILD)/outpost.stripped
+all: $(BUILD)/outpost $(BUILD)/outpost.stripped $(BUILD)/liboutpost-plugin.a
 
 outpost: all
 
-tests: $(BUILD)/unit_tests $(BUILD)/test_helper
+tests: $(BUILD)/unit_tests $(BUILD)/test_helper $(BUILD)/test_plugin
 
 # Copies of the system headers we use, so a cross compiler (which must not
 # see the host's /usr/include) finds them too.
@@ -273,6 +273,21 @@ $(BUILD)/unit_tests: $(UNIT_OBJS) $(BUILD)/liboutpost.a $(GTEST_OBJS)
 $(BUILD)/test_helper: $(HELPER_OBJS)
 	@echo "  LINK    $@"
 	$(Q)$(CXX) $(LDFLAGS) -o $@ $^
+
+# The plugin library (include/outpost/): the SDK over base, loop and wire,
+# with the messages those use. Plugins link it and nanopb's runtime.
+PLUGIN_LIB_OBJS := $(filter $(BUILD)/obj/src/base/% $(BUILD)/obj/src/loop/% $(BUILD)/obj/src/wire/% \
+                     $(BUILD)/obj/src/sdk/%,$(LIB_OBJS)) \
+                   $(patsubst %,$(BUILD)/obj/gen/%.pb.o,ttrpc status pluginregistration)
+
+$(BUILD)/liboutpost-plugin.a: $(PLUGIN_LIB_OBJS)
+	$(Q)rm -f $@
+	$(Q)$(AR) rcs $@ $^
+
+# A plugin built with the library, as a vendor would (tests/helpers/plugin/).
+$(BUILD)/test_plugin: $(BUILD)/obj/tests/helpers/plugin/test_plugin.o $(BUILD)/liboutpost-plugin.a
+	@echo "  LINK    $@"
+	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(NANOPB_LIB)
 
 # ---- fuzzing (clang + libFuzzer, native only) -------------------------------
 # The library is compiled once with fuzzer instrumentation into build/fuzz/obj
