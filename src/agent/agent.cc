@@ -29,6 +29,8 @@
 #include "proc/spawn.h"
 #include "keeper/link.h"
 #include "keeper/proto.h"
+#include "plugin/registry.h"
+#include "plugin/watcher.h"
 #include "wire/rpc_server.h"
 
 namespace outpost::agent {
@@ -99,6 +101,8 @@ Result<std::unique_ptr<Agent>> Agent::Start(Config config, UniqueFd keeper_fd) {
 }
 
 Agent::~Agent() {
+  plugin_watcher_.reset();
+  plugins_.reset();
   api_.reset();
   jobs_.reset();
   job_runner_.reset();
@@ -140,6 +144,7 @@ Status Agent::Setup() {
 
   OUTPOST_RETURN_IF_ERROR(BindApiSocket());
   OUTPOST_RETURN_IF_ERROR(StartTasks());
+  OUTPOST_RETURN_IF_ERROR(StartPlugins());
 
   Loop* l = loop_.get();
   OUTPOST_RETURN_IF_ERROR(l->AddSignal(SIGTERM, [this](const signalfd_siginfo&) {

@@ -34,6 +34,10 @@ class ExecDriver;
 namespace proc {
 class UidPool;
 }
+namespace plugin {
+class Registry;
+class Watcher;
+}
 
 namespace agent {
 
@@ -74,6 +78,8 @@ class Agent {
   job::JobManager* jobs() { return jobs_.get(); }
   cgroup::Cgroups* cgroups() { return cgroups_.get(); }
   Watchdog* watchdog() { return &watchdog_; }
+  plugin::Registry* plugins() { return plugins_.get(); }
+  plugin::Watcher* plugin_watcher() { return plugin_watcher_.get(); }
 
  private:
   Agent() = default;
@@ -81,6 +87,7 @@ class Agent {
   Status BindApiSocket();
   Status AttachKeeper(UniqueFd fd);
   Status StartTasks();
+  Status StartPlugins();  // plugin_api.cc
   void ApplyRuntimeSettings();
   void TrimAfterActivity();
   void TrimWhenQuiet(uint64_t seen);
@@ -98,6 +105,8 @@ class Agent {
   std::unique_ptr<task::TaskManager> tasks_;
   std::unique_ptr<JobTaskRunner> job_runner_;
   std::unique_ptr<job::JobManager> jobs_;
+  std::unique_ptr<plugin::Registry> plugins_;
+  std::unique_ptr<plugin::Watcher> plugin_watcher_;
   UniqueFd lock_fd_;
   std::string bound_socket_;
   dev_t socket_dev_ = 0;

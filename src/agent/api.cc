@@ -4,6 +4,7 @@
 
 #include "agent.pb.h"
 #include "agent/agent.h"
+#include "agent/plugin_api.h"
 #include "task/manager.h"
 #include "cgroup/cgroup.h"
 #include "job/manager.h"
@@ -82,6 +83,9 @@ std::vector<Feature> CollectFeatures(Agent* agent) {
     // Problems with files do not turn jobs off: they are listed in the detail.
     out.push_back({"jobs", true, detail});
   }
+  bool plugins_ok = false;
+  std::string plugins = PluginSummary(agent, &plugins_ok);
+  out.push_back({"plugins", plugins_ok, plugins});
   keeper::KeeperLink* keeper = agent->keeper_link();
   out.push_back({"keeper", keeper != nullptr,
                  keeper ? "pid " + std::to_string(keeper->keeper_pid()) + ": tasks outlive the worker"

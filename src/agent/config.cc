@@ -72,6 +72,8 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
       c.dynamic_uid_last = *last;
     }
   }
+  r.String("plugins_dir", &c.plugins_dir, false);
+  r.Duration("plugin_grace_period", &c.plugin_grace_period_nanos);
   r.Duration("heartbeat_timeout", &c.heartbeat_timeout_nanos);
   r.String("watchdog_device", &c.watchdog_device);
   r.RejectUnknown();
@@ -81,6 +83,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
   paths_ok &= CheckAbsolute(&r, "api_socket", &c.api_socket, &errors);
   if (!c.log_file.empty()) paths_ok &= CheckAbsolute(&r, "log_file", &c.log_file, &errors);
   if (!c.jobs_dir.empty()) paths_ok &= CheckAbsolute(&r, "jobs_dir", &c.jobs_dir, &errors);
+  if (r.Has("plugins_dir")) paths_ok &= CheckAbsolute(&r, "plugins_dir", &c.plugins_dir, &errors);
   CheckAbsolute(&r, "cgroup_root", &c.cgroup_root, &errors);
   // Conflicts between paths mean something only once every path is usable.
   if (paths_ok) CheckPathConflicts(c, &errors);
@@ -98,6 +101,13 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
   }
   if (c.ApiSocket().size() > 107) {
     errors.push_back("api_socket: path \"" + c.ApiSocket() + "\" is longer than the 107 bytes a unix socket allows");
+  }
+  if (r.Has("plugin_grace_period") && c.plugin_grace_period_nanos > 24 * 3600 * 1000000000LL) {
+    errors.push_back("plugin_grace_period: must be at most 24h");
+  }
+  if (c.PluginsDir().size() > 90) {
+    errors.push_back("plugins_dir: path \"" + c.PluginsDir() +
+                     "\" is longer than 90 bytes, too long for the plugins' socket paths (107 bytes at most)");
   }
   if (r.Has("api_idle_timeout") && c.api_idle_timeout_nanos < 1000000000LL) {
     errors.push_back("api_idle_timeout: must be at least 1s");
@@ -136,6 +146,7 @@ bool ReloadChangesRestartOnlyKeys(const Config& a, const Config& b, std::string*
   check(a.runtime_dir != b.runtime_dir, "runtime_dir");
   check(a.ApiSocket() != b.ApiSocket(), "api_socket");
   check(a.jobs_dir != b.jobs_dir, "jobs_dir");
+  check(a.plugins_dir != b.plugins_dir, "plugins_dir");
   check(a.cgroup_root != b.cgroup_root, "cgroup_root");
   check(a.watchdog_device != b.watchdog_device, "watchdog_device");
   check(a.dynamic_uid_first != b.dynamic_uid_first || a.dynamic_uid_last != b.dynamic_uid_last, "dynamic_users");

@@ -42,6 +42,12 @@ struct Config {
   int64_t dynamic_uid_first = 80000;
   int64_t dynamic_uid_last = 89999;
 
+  // Plugins (docs/plugins.md): the directory plugins put their sockets in
+  // ("" = <runtime_dir>/plugins), and how long a plugin may have no
+  // connected instance before what depends on it is cleaned up.
+  std::string plugins_dir;
+  int64_t plugin_grace_period_nanos = 30LL * 1000000000;
+
   // Supervision of the worker (docs/supervision.md): the keeper kills a
   // worker whose loop sends no heartbeat for this long (0 = never).
   int64_t heartbeat_timeout_nanos = 30LL * 1000000000;
@@ -49,6 +55,7 @@ struct Config {
   std::string watchdog_device;
 
   std::string ApiSocket() const { return api_socket.empty() ? runtime_dir + "/outpost.sock" : api_socket; }
+  std::string PluginsDir() const { return plugins_dir.empty() ? runtime_dir + "/plugins" : plugins_dir; }
 };
 
 // Loads and validates path. On error the message lists every problem, one
@@ -71,8 +78,9 @@ void CheckPathConflicts(const Config& c, std::vector<std::string>* errors);
 // the sticky bit, like /tmp). key names the config key in the error.
 Status CheckExistingDir(const char* key, const std::string& dir, bool sticky_ok = true);
 // CheckExistingDir for those of state_dir, runtime_dir, the API socket's
-// dir and jobs_dir (whose files are run as jobs: no sticky exception) that
-// exist; every problem, one per line. At start and for `--check`.
+// dir, jobs_dir (whose files are run as jobs) and plugins_dir (whose
+// sockets the agent trusts as plugins; neither with the sticky exception)
+// that exist; every problem, one per line. At start and for `--check`.
 Status CheckExistingDirs(const Config& c);
 
 // Keys whose change takes effect on SIGHUP; the rest need a restart.

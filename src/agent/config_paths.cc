@@ -65,23 +65,26 @@ __attribute__((noinline)) void CheckPathConflicts(const Config& c, std::vector<s
         "the runtime dir is private (0700), so tasks running as other users could not reach their task dirs");
   }
 
-  const char* const keys[] = {"api_socket", "log_file", "jobs_dir"};
+  const char* const keys[] = {"api_socket", "log_file", "jobs_dir", "plugins_dir"};
   const std::string socket = c.ApiSocket();
-  const std::string* const paths[] = {&socket, &c.log_file, &c.jobs_dir};
+  // (A default plugins_dir is inside runtime_dir, whose own conflicts say
+  // all there is to say.)
+  const std::string* const paths[] = {&socket, &c.log_file, &c.jobs_dir, &c.plugins_dir};
+  constexpr size_t kPaths = 4;
   const std::string fifo_dir = run + "/fifo";
-  for (size_t i = 0; i < 3; ++i) {
+  for (size_t i = 0; i < kPaths; ++i) {
     const std::string& p = *paths[i];
     if (p.empty()) continue;
     if (Inside(p, state)) {
       say(keys[i], p, p == state ? "is the same path as" : "is inside", "state_dir", state, kWhyStateOwn,
           " outside it");
-    } else if (Inside(p, run) && (i != 0 || p == run || Inside(p, fifo_dir))) {
-      // The API socket's usual place is the runtime dir (its default), but
-      // not the FIFOs' dir.
+    } else if (Inside(p, run) && (i == 1 || i == 2 || p == run || Inside(p, fifo_dir))) {
+      // The API socket's and the plugins dir's usual place is the runtime
+      // dir (their default), but not the FIFOs' dir.
       say(keys[i], p, p == run ? "is the same path as" : "is inside", "runtime_dir", run, kWhyRuntimeOwn,
-          i == 0 ? " out of its fifo/ dir" : " outside it");
+          i == 0 || i == 3 ? " out of its fifo/ dir" : " outside it");
     }
-    for (size_t j = i + 1; j < 3; ++j) {
+    for (size_t j = i + 1; j < kPaths; ++j) {
       if (p == *paths[j]) say(keys[i], p, "is the same path as", keys[j], p, "each needs a path of its own");
     }
   }
@@ -110,14 +113,15 @@ Status CheckExistingDir(const char* key, const std::string& dir, bool sticky_ok)
 
 Status CheckExistingDirs(const Config& c) {
   std::string socket_dir = sys::Dirname(c.ApiSocket());
-  const char* const keys[] = {"state_dir", "runtime_dir", "api_socket", "jobs_dir"};
-  const std::string* const dirs[] = {&c.state_dir, &c.runtime_dir, &socket_dir, &c.jobs_dir};
+  std::string plugins_dir = c.PluginsDir();
+  const char* const keys[] = {"state_dir", "runtime_dir", "api_socket", "jobs_dir", "plugins_dir"};
+  const std::string* const dirs[] = {&c.state_dir, &c.runtime_dir, &socket_dir, &c.jobs_dir, &plugins_dir};
   std::string all;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 5; ++i) {
     const std::string& d = *dirs[i];
     // Missing ones are created at start.
     if (d.empty() || (i == 2 && (d == c.state_dir || d == c.runtime_dir)) || ::access(d.c_str(), F_OK) != 0) continue;
-    Status s = CheckExistingDir(keys[i], d, i != 3);
+    Status s = CheckExistingDir(keys[i], d, i < 3);
     if (s.ok()) continue;
     if (!all.empty()) all += '\n';
     all += s.error().message();

@@ -71,6 +71,7 @@ const Command kCommands[] = {
     {"stats", "CPU and memory use of tasks", kStatsHelp, RunStats},
     {"update", "change a task's or job's resource limits live", kUpdateHelp, RunUpdate},
     {"status", "show the running agent's status", kStatusHelp, RunStatus},
+    {"plugins", "list registered plugins and plugin sockets", kPluginsHelp, RunPlugins},
     {"task", "run and manage bare tasks (run, ls, inspect, stop, rm, signal, exec, stats)", kTaskHelp, RunTask},
     {"version", "print the version of this binary", kVersionHelp, RunVersion},
     {"help", "show help for a command", kHelpHelp, RunHelp},

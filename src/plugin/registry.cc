@@ -18,7 +18,12 @@ constexpr int64_t kStableNanos = 1000LL * 1000000;
 
 std::string UidList(const std::vector<uid_t>& uids) {
   std::string s;
-  for (uid_t u : uids) s += (s.empty() ? "" : ", ") + std::to_string(u);
+  for (size_t i = 0; i < uids.size(); ++i) {
+    if (std::find(uids.begin(), uids.begin() + static_cast<long>(i), uids[i]) != uids.begin() + static_cast<long>(i)) {
+      continue;
+    }
+    s += (s.empty() ? "" : ", ") + std::to_string(uids[i]);
+  }
   return s;
 }
 
@@ -31,7 +36,7 @@ Result<UniqueFd> ConnectToPlugin(const std::string& path, const std::vector<uid_
   if (!cred.ok()) return cred.error().Wrap(path);
   if (std::find(allowed_uids.begin(), allowed_uids.end(), cred->uid) == allowed_uids.end()) {
     return Error(Code::kPermissionDenied,
-                 Format("%s is served by uid %u (pid %d); only uids %s may serve plugins", path.c_str(),
+                 Format("%s is served by uid %u (pid %d); only uid %s may serve plugins", path.c_str(),
                         static_cast<unsigned>(cred->uid), static_cast<int>(cred->pid),
                         UidList(allowed_uids).c_str()));
   }

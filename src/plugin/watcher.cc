@@ -27,7 +27,9 @@ std::string Shown(const std::string& s) {
   return out;
 }
 
-Result<Info> DecodeInfo(std::string_view bytes, const std::string& socket) {
+}  // namespace
+
+Result<Info> DecodePluginInfo(std::string_view bytes, const std::string& socket) {
   PbOwned<pluginregistration_PluginInfo> m(pluginregistration_PluginInfo_fields);
   OUTPOST_RETURN_IF_ERROR(m.Decode(bytes, "PluginInfo"));
   Info info;
@@ -60,8 +62,6 @@ Result<Info> DecodeInfo(std::string_view bytes, const std::string& socket) {
   }
   return info;
 }
-
-}  // namespace
 
 struct Watcher::Socket {
   uint64_t appearance = 0;
@@ -188,7 +188,7 @@ void Watcher::OnInfo(const std::string& path, uint64_t appearance, Result<std::s
   Socket* s = Current(path, appearance);
   if (!s) return End(path, appearance, "");
   if (!reply.ok()) return End(path, appearance, "GetInfo: " + reply.error().message());
-  auto info = DecodeInfo(*reply, path);
+  auto info = DecodePluginInfo(*reply, path);
   if (!info.ok()) return NotifyAndEnd(path, appearance, false, "GetInfo: " + info.error().message());
   s->info = *info;
   Handler* handler = registry_->HandlerFor(info->type);

@@ -42,6 +42,10 @@ namespace outpost::plugin {
 // The registration service every plugin serves on its socket.
 inline constexpr const char kRegistrationService[] = "pluginregistration.Registration";
 
+// A GetInfo reply (untrusted bytes): decoded and checked, the endpoint
+// resolved ("" = socket). InvalidArgument names the field.
+Result<Info> DecodePluginInfo(std::string_view bytes, const std::string& socket);
+
 struct WatcherOptions {
   std::string dir;  // must exist
   int64_t getinfo_timeout_nanos = 1LL * 1000000000;

@@ -113,12 +113,41 @@ TEST(Config, ReloadDetectsRestartOnlyKeys) {
   b.state_dir = "/s2";
   EXPECT_TRUE(ReloadChangesRestartOnlyKeys(a, b, &which));
   EXPECT_EQ(which, "state_dir, runtime_dir, api_socket");
+  Config c, d;
+  d.plugins_dir = "/p";
+  EXPECT_TRUE(ReloadChangesRestartOnlyKeys(c, d, &which));
+  EXPECT_EQ(which, "plugins_dir");
 }
+
 
 // Parses doc and returns its error ("" if it is valid).
 std::string ErrorOf(const std::string& doc) {
   auto c = ParseConfig(doc, "c.json");
   return c.ok() ? "" : c.error().message();
+}
+
+TEST(ConfigPlugins, DirDefaultsIntoTheRuntimeDirAndIsChecked) {
+  auto c = ParseConfig(R"({"runtime_dir": "/r", "plugin_grace_period": "45s"})", "c.json");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->PluginsDir(), "/r/plugins");
+  EXPECT_EQ(c->plugin_grace_period_nanos, 45 * kNanosPerSecond);
+  c = ParseConfig(R"({"plugins_dir": "/opt/plugins/"})", "c.json");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->PluginsDir(), "/opt/plugins");
+  EXPECT_EQ(ErrorOf(R"({"plugins_dir": "plugins"})"),
+            "config c.json: plugins_dir: must be an absolute path, got \"plugins\"");
+  EXPECT_NE(ErrorOf(R"({"state_dir": "/s", "plugins_dir": "/s/plugins"})")
+                .find("plugins_dir \"/s/plugins\" is inside state_dir \"/s\""),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"runtime_dir": "/r", "plugins_dir": "/r/fifo/p"})")
+                .find("plugins_dir \"/r/fifo/p\" is inside runtime_dir \"/r\""),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"runtime_dir": "/r", "plugins_dir": "/r"})").find("plugins_dir \"/r\" is the same path as"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"plugins_dir": "/)" + std::string(100, 'p') + R"("})").find("longer than 90 bytes"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"plugin_grace_period": "25h"})").find("plugin_grace_period: must be at most 24h"),
+            std::string::npos);
 }
 
 TEST(ConfigPaths, AreCleanedAndDotDotIsRefused) {

@@ -1,0 +1,149 @@
+#include "agent/plugin_api.h"
+
+#include <deque>
+
+#include "agent/agent.h"
+#include "agent/api.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/pb.h"
+#include "base/strings.h"
+#include "base/sys.h"
+#include "plugin.pb.h"
+#include "plugin/registry.h"
+#include "plugin/watcher.h"
+#include "wire/rpc_server.h"
+
+namespace outpost::agent {
+
+Status Agent::StartPlugins() {
+  const std::string dir = config_.PluginsDir();
+  // Not fatal: the watcher retries a dir it cannot watch, and status says why.
+  Status made = sys::MkdirAll(dir, 0700);
+  if (!made.ok()) log::Error("cannot create the plugins dir", {{"dir", dir}, {"error", made.error().message()}});
+
+  plugin::RegistryOptions ro;
+  ro.grace_nanos = config_.plugin_grace_period_nanos;
+  task::EventLog* events = &events_;
+  auto publish = [events](const plugin::Event& e) {
+    driver::TaskEvent ev;
+    ev.timestamp_unix_nanos = WallNanos();
+    ev.type = "plugin_" + e.kind;
+    ev.message = e.message;
+    if (!e.type.empty()) ev.annotations["plugin_type"] = e.type;
+    if (!e.name.empty()) ev.annotations["plugin_name"] = e.name;
+    if (!e.socket.empty()) ev.annotations["socket"] = e.socket;
+    events->Publish(ev);
+  };
+  ro.on_event = publish;
+  plugins_ = std::make_unique<plugin::Registry>(loop_.get(), ro);
+  // Handlers of the plugin types go here, before the first socket is looked at.
+
+  plugin::WatcherOptions wo;
+  wo.dir = dir;
+  wo.on_event = publish;
+  auto w = plugin::Watcher::Start(loop_.get(), plugins_.get(), wo);
+  if (!w.ok()) return w.error().Wrap("plugins dir " + dir);
+  plugin_watcher_ = std::move(*w);
+  RegisterPluginApi(this, api_.get());
+  return OkStatus();
+}
+
+namespace {
+
+void HandleListPlugins(Agent* agent, std::string_view payload, wire::Responder responder) {
+  PbOwned<outpost_v1_ListPluginsRequest> req(outpost_v1_ListPluginsRequest_fields);
+  Status st = req.Decode(payload, "ListPluginsRequest");
+  if (!st.ok()) return responder.Fail(st.error());
+  plugin::Registry* reg = agent->plugins();
+  plugin::Watcher* watcher = agent->plugin_watcher();
+
+  // nanopb points into these; they live until the reply is encoded.
+  std::vector<plugin::Registry::PluginView> plugins = reg->List();
+  std::vector<plugin::Watcher::SocketView> sockets = watcher->Sockets();
+  std::vector<std::string> types = reg->Types();
+  std::string dir = agent->config().PluginsDir(), problem = watcher->problem();
+
+  std::vector<char*> type_ptrs;
+  for (const std::string& t : types) type_ptrs.push_back(PbStr(t));
+  std::deque<std::vector<outpost_v1_PluginInstanceInfo>> instance_arrays;
+  std::vector<outpost_v1_PluginEntry> entries(plugins.size(), outpost_v1_PluginEntry{});
+  for (size_t i = 0; i < plugins.size(); ++i) {
+    const auto& p = plugins[i];
+    const plugin::Instance* active = reg->Active(p.type, p.name);
+    auto& arr = instance_arrays.emplace_back(p.instances.size(), outpost_v1_PluginInstanceInfo{});
+    for (size_t j = 0; j < p.instances.size(); ++j) {
+      const plugin::Instance& in = p.instances[j];
+      arr[j].socket = PbStr(in.socket);
+      arr[j].endpoint = PbStr(in.endpoint);
+      arr[j].version = PbStr(in.version);
+      arr[j].registered_at_unix_nanos = in.registered_unix_nanos;
+      arr[j].connected = in.connected;
+      arr[j].since_unix_nanos = in.since_unix_nanos;
+      arr[j].active = active && active->id == in.id;
+    }
+    entries[i].type = PbStr(p.type);
+    entries[i].name = PbStr(p.name);
+    entries[i].instances_count = static_cast<pb_size_t>(arr.size());
+    entries[i].instances = arr.data();
+    entries[i].expires_at_unix_nanos = p.expires_unix_nanos;
+    entries[i].last_error = PbStr(p.last_error);
+  }
+  std::vector<outpost_v1_PluginSocketInfo> socks(sockets.size(), outpost_v1_PluginSocketInfo{});
+  for (size_t i = 0; i < sockets.size(); ++i) {
+    const auto& s = sockets[i];
+    socks[i].path = PbStr(s.path);
+    socks[i].state = PbStr(s.state);
+    socks[i].type = PbStr(s.type);
+    socks[i].name = PbStr(s.name);
+    socks[i].failures = s.failures;
+    socks[i].last_error = PbStr(s.last_error);
+    socks[i].next_attempt_unix_nanos = s.next_attempt_unix_nanos;
+  }
+  outpost_v1_ListPluginsResponse resp = outpost_v1_ListPluginsResponse_init_zero;
+  resp.plugins_dir = PbStr(dir);
+  resp.problem = PbStr(problem);
+  resp.types_count = static_cast<pb_size_t>(type_ptrs.size());
+  resp.types = type_ptrs.data();
+  resp.grace_period_nanos = agent->config().plugin_grace_period_nanos;
+  resp.plugins_count = static_cast<pb_size_t>(entries.size());
+  resp.plugins = entries.data();
+  resp.sockets_count = static_cast<pb_size_t>(socks.size());
+  resp.sockets = socks.data();
+  responder.Finish(PbEncode(outpost_v1_ListPluginsResponse_fields, &resp, "ListPluginsResponse"));
+}
+
+}  // namespace
+
+void RegisterPluginApi(Agent* agent, wire::RpcServer* server) {
+  server->Register(kAgentService, "ListPlugins",
+                   [agent](const wire::CallContext&, std::string_view payload, wire::Responder responder) {
+                     HandleListPlugins(agent, payload, std::move(responder));
+                   });
+}
+
+std::string PluginSummary(Agent* agent, bool* on) {
+  plugin::Registry* reg = agent->plugins();
+  plugin::Watcher* watcher = agent->plugin_watcher();
+  *on = reg && watcher;
+  if (!*on) return "not started";
+  auto plugins = reg->List();
+  std::string out = Format("%zu plugin%s (%zu instance%s) in %s", plugins.size(), plugins.size() == 1 ? "" : "s",
+                           reg->instance_count(), reg->instance_count() == 1 ? "" : "s",
+                           agent->config().PluginsDir().c_str());
+  if (!watcher->problem().empty()) {
+    *on = false;
+    out += ": " + watcher->problem();
+  }
+  for (const auto& p : plugins) {
+    if (reg->Active(p.type, p.name)) continue;
+    out += Format("; %s %s has no connected instance", p.type.c_str(), p.name.c_str());
+  }
+  for (const auto& s : watcher->Sockets()) {
+    if (s.state != "waiting") continue;
+    out += "; " + s.path + " not registered: " + s.last_error;
+  }
+  return out;
+}
+
+}  // namespace outpost::agent

@@ -1,0 +1,79 @@
+# Plugin discovery and registration through the real agent and a plugin
+# built with the plugin library (build/test_plugin).
+
+TEST_PLUGIN="$(dirname "$HELPER")/test_plugin"
+
+# pl_start_plugin TYPE NAME: starts test_plugin in $T/run/plugins; its
+# registration statuses go to $T/plugin-NAME.out.
+pl_start_plugin() {
+  [ -x "$TEST_PLUGIN" ] || fail "$TEST_PLUGIN is missing (make build/test_plugin)"
+  "$TEST_PLUGIN" --type "$1" --name "$2" --versions v1 --dir "$T/run/plugins" --socket-file "$T/plugin-$2.sock" \
+    >"$T/plugin-$2.out" 2>&1 &
+  echo $! >>"$T/.pids"
+  PLUGIN_PID=$!
+}
+pl_plugins_say() { op plugins | grep -qF "$1"; }
+pl_refusals_at_least() { [ "$(grep -c refused "$T/plugin-$1.out")" -ge "$2" ]; }
+pl_socket_not_listed() { ! pl_socket_listed "$1"; }
+pl_socket_listed() { op --json plugins | python3 -c 'import json,sys; sys.exit(not any(s["path"] == sys.argv[1] for s in json.load(sys.stdin)["sockets"]))' "$1"; }
+
+test_plugins_unknown_type_is_told_why_and_retried() {
+  start_agent
+  expect_eq "$(stat -c %a "$T/run/plugins")" "700" "plugins dir mode"
+  pl_start_plugin NoSuchType demo
+  wait_for 10 grep -q "refused: no handler registered for plugin type NoSuchType" "$T/plugin-demo.out" ||
+    fail "plugin not told why: $(cat "$T/plugin-demo.out")"
+  # Retried with backoff while the socket is there (0.5 s, then 1 s).
+  wait_for 10 pl_refusals_at_least demo 2 || fail "refused attempt not retried"
+  local sock; sock="$(cat "$T/plugin-demo.sock")"
+  expect_eq "$sock" "$T/run/plugins/demo-$PLUGIN_PID.sock" "the library's socket name"
+  expect_exit 0 op plugins
+  expect_contains "$OUT" "$sock" "plugins lists the socket"
+  expect_contains "$OUT" "no handler registered for plugin type NoSuchType" "plugins says why"
+  expect_exit 0 op status
+  expect_contains "$OUT" "not registered: no handler registered" "status summarises it"
+  expect_exit 0 op events
+  expect_contains "$OUT" "plugin_failed" "event of the failed attempt"
+  # The plugin removes its own socket on SIGTERM; the agent forgets it.
+  kill -TERM "$PLUGIN_PID"
+  wait_gone "$PLUGIN_PID" 10 || fail "plugin did not stop on SIGTERM"
+  [ ! -e "$sock" ] || fail "plugin left its socket behind"
+  wait_for 10 pl_socket_not_listed "$sock" || fail "removed socket still listed"
+}
+
+test_plugins_socket_of_another_uid_is_refused() {
+  [ "$(id -u)" = 0 ] || { echo "skip: needs root to serve a socket as another uid"; return 0; }
+  start_agent
+  # A socket served by uid 65534 in the plugins dir: refused before any call.
+  chmod 0711 "$T"
+  install -d -o 65534 -g 65534 "$T/nobody"
+  setpriv --reuid 65534 --regid 65534 --clear-groups /usr/bin/python3 -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1]); s.listen(8)
+conns = []
+while True:
+    c, _ = s.accept(); conns.append(c)' "$T/nobody/other.sock" &
+  echo $! >>"$T/.pids"
+  wait_for 10 test -S "$T/nobody/other.sock" || fail "helper socket not made"
+  mv "$T/nobody/other.sock" "$T/run/plugins/other.sock"
+  wait_for 10 pl_plugins_say "is served by uid 65534" || fail "another uid's socket not refused: $(op plugins)"
+  expect_exit 0 op events
+  expect_contains "$OUT" "plugin_refused" "refusal event"
+}
+
+test_plugins_dir_checked_and_configurable() {
+  mkdir -m 0777 "$T/open-plugins"
+  write_config "\"plugins_dir\": \"$T/open-plugins\""
+  expect_exit 2 "$OUTPOST" agent --config "$T/config.json" --check
+  expect_contains "$OUT" "plugins_dir: '$T/open-plugins'" "the unsafe dir is named"
+  expect_contains "$OUT" "writable by other users" "and why"
+  write_config "\"plugins_dir\": \"$T/run/fifo/p\""
+  expect_exit 2 "$OUTPOST" agent --config "$T/config.json" --check
+  expect_contains "$OUT" "plugins_dir \"$T/run/fifo/p\" is inside runtime_dir" "fifo dir conflict"
+  write_config "\"plugins_dir\": \"$T/my-plugins\""
+  start_agent
+  expect_eq "$(stat -c %a "$T/my-plugins")" "700" "configured plugins dir made 0700"
+  expect_exit 0 op --json plugins
+  expect_eq "$(printf '%s' "$OUT" | json_get plugins_dir)" "$T/my-plugins" "plugins dir in the listing"
+}
