@@ -349,6 +349,19 @@ TaskSpec ReadTask(const picojson::value& v, const std::string& path, const Resta
     Status st = ValidateName(t.driver, "driver name");
     if (!st.ok()) r.Fail("driver", st.error().message());
   }
+  if (const picojson::value* cfg = r.Get("config")) {
+    if (!cfg->is<picojson::object>()) {
+      r.Fail("config", "must be an object (the task's settings for its driver)");
+    } else if (!cfg->get<picojson::object>().empty() && t.driver == "exec") {
+      r.Fail("config", "the exec driver takes no config (its settings are the task's own fields)");
+    } else if (!cfg->get<picojson::object>().empty()) {
+      t.driver_config = cfg->serialize();
+      if (t.driver_config.size() > kMaxDriverConfigBytes) {
+        r.Fail("config", Format("is %zu bytes as JSON, more than the limit of %zu", t.driver_config.size(),
+                                kMaxDriverConfigBytes));
+      }
+    }
+  }
   if (Required(r, "command")) ReadString(r, errors, "command", &t.command, false);
 
   size_t before = errors->size();

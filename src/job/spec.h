@@ -32,6 +32,7 @@ constexpr size_t kMaxIdLength = 63;           // job id, task name
 constexpr size_t kMaxTasks = 64;              // tasks per job
 constexpr size_t kMaxStringBytes = 4096;      // command, each arg, each env value, paths
 constexpr size_t kMaxArgs = 256;              // args per task
+constexpr size_t kMaxDriverConfigBytes = 64 << 10;  // a task's driver config, as JSON
 constexpr size_t kMaxEnvBytes = 64 << 10;     // sum of name=value over a task's env
 constexpr size_t kMaxLabels = 64;             // labels, and annotations, per job
 constexpr size_t kMaxLabelBytes = 1024;       // each label / annotation key or value
@@ -65,6 +66,9 @@ struct Lifecycle {
 struct TaskSpec {
   std::string name;
   std::string driver = "exec";
+  // The task's "config" object for its driver, as canonical JSON (keys
+  // sorted); "" = none. What is in it is the driver's to check.
+  std::string driver_config;
   std::string command;
   std::vector<std::string> args;
   std::map<std::string, std::string> env;

@@ -49,6 +49,10 @@ picojson::value TaskSpecToJson(const TaskSpec& t) {
   picojson::object o;
   o["name"] = picojson::value(t.name);
   o["driver"] = picojson::value(t.driver);
+  if (!t.driver_config.empty()) {
+    picojson::value cfg;
+    if (picojson::parse(cfg, t.driver_config).empty()) o["config"] = cfg;
+  }
   o["command"] = picojson::value(t.command);
   picojson::array args;
   for (const std::string& a : t.args) args.emplace_back(a);

@@ -129,6 +129,8 @@ driver::TaskConfig TaskConfigFor(const std::string& job, const TaskSpec& s) {
   c.id = JobTaskId(job, s.name);
   c.job = job;
   c.name = s.name;
+  c.driver = s.driver;
+  c.driver_config = s.driver_config;
   c.command = s.command;
   c.args = s.args;
   c.env = s.env;

@@ -11,6 +11,7 @@
 #include "base/strings.h"
 #include "base/sys.h"
 #include "job/spec.h"
+#include "job/supervisor.h"
 #include "unit/job_spec_test_util.h"
 
 namespace outpost::job {
@@ -114,6 +115,12 @@ std::vector<BadSpec> BadSpecs() {
       {Job(R"("min_healthy_time": "2h")"), "min_healthy_time: must be between 0s and 1h"},
       {Job(R"("min_healthy_time": 5)"), "min_healthy_time: expected a duration like \"5s\", got number 5"},
       {Task(R"("driver": 1)"), "tasks[0].driver: expected a string, got number"},
+      {Task(R"("driver": "oci", "config": ["x"])"),
+       "tasks[0].config: must be an object (the task's settings for its driver)"},
+      {Task(R"("config": {"image": "x"})"),
+       "tasks[0].config: the exec driver takes no config (its settings are the task's own fields)"},
+      {Task(R"("driver": "oci", "config": {"k": ")" + std::string(70000, 'x') + R"("})"),
+       "tasks[0].config: is 70008 bytes as JSON, more than the limit of 65536"},
       {Task(R"("args": "-c true")"), "tasks[0].args: expected an array of strings, got string"},
       {Task(R"("args": ["-c", 1, null])"),
        "tasks[0].args[1]: expected a string, got number\n"
@@ -524,4 +531,22 @@ TEST(JobSpec, NamesOfEnums) {
 }
 
 }  // namespace
+
+// A driver's config is kept as canonical JSON (keys sorted), goes into the
+// task's config for its driver, and shows in the spec's JSON form.
+TEST(JobSpec, DriverAndItsConfigReachTheTask) {
+  auto spec = ParseJobSpec(R"({"id": "j", "tasks": [{"name": "t", "driver": "oci", "command": "/x",
+      "config": {"z": 1, "image": "busybox", "mounts": ["a"]}}]})");
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+  EXPECT_EQ(spec->tasks[0].driver_config, R"({"image":"busybox","mounts":["a"],"z":1})");
+  driver::TaskConfig c = TaskConfigFor("j", spec->tasks[0]);
+  EXPECT_EQ(c.driver, "oci");
+  EXPECT_EQ(c.driver_config, spec->tasks[0].driver_config);
+  std::string json = TaskSpecToJson(spec->tasks[0]).serialize();
+  EXPECT_NE(json.find(R"("config":{"image":"busybox","mounts":["a"],"z":1})"), std::string::npos) << json;
+  auto empty = ParseJobSpec(R"({"id": "j", "tasks": [{"name": "t", "command": "/x", "config": {}}]})");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->tasks[0].driver_config, "");
+}
+
 }  // namespace outpost::job
