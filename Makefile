@@ -278,7 +278,7 @@ $(BUILD)/test_helper: $(HELPER_OBJS)
 # with the messages those use. Plugins link it and nanopb's runtime.
 PLUGIN_LIB_OBJS := $(filter $(BUILD)/obj/src/base/% $(BUILD)/obj/src/loop/% $(BUILD)/obj/src/wire/% \
                      $(BUILD)/obj/src/sdk/%,$(LIB_OBJS)) \
-                   $(patsubst %,$(BUILD)/obj/gen/%.pb.o,ttrpc status pluginregistration)
+                   $(patsubst %,$(BUILD)/obj/gen/%.pb.o,ttrpc status pluginregistration driver)
 
 $(BUILD)/liboutpost-plugin.a: $(PLUGIN_LIB_OBJS)
 	$(Q)rm -f $@

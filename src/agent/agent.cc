@@ -17,6 +17,7 @@
 #include "agent/task_api.h"
 #include "agent/watchdog.h"
 #include "driver/exec/exec_driver.h"
+#include "driver/remote.h"
 #include "task/manager.h"
 #include "job/manager.h"
 #include "base/clock.h"
@@ -103,6 +104,7 @@ Result<std::unique_ptr<Agent>> Agent::Start(Config config, UniqueFd keeper_fd) {
 Agent::~Agent() {
   plugin_watcher_.reset();
   plugins_.reset();
+  driver_plugins_.reset();
   api_.reset();
   jobs_.reset();
   job_runner_.reset();
@@ -245,6 +247,7 @@ Status Agent::StartTasks() {
   o.allow_without_limits = config_.cgroup_allow_without_limits;
   const bool first_since_boot = FirstStartSinceBoot(config_.state_dir);
   o.first_since_boot = first_since_boot;
+  o.driver_grace_nanos = config_.plugin_grace_period_nanos;
   auto pool = proc::UidPool::Open(config_.state_dir + "/dynamic-users.json",
                                   static_cast<uint32_t>(config_.dynamic_uid_first),
                                   static_cast<uint32_t>(config_.dynamic_uid_last));

@@ -30,6 +30,7 @@ class TaskManager;
 }
 namespace driver {
 class ExecDriver;
+class TaskDriverHandler;
 }
 namespace proc {
 class UidPool;
@@ -107,6 +108,7 @@ class Agent {
   std::unique_ptr<job::JobManager> jobs_;
   std::unique_ptr<plugin::Registry> plugins_;
   std::unique_ptr<plugin::Watcher> plugin_watcher_;
+  std::unique_ptr<driver::TaskDriverHandler> driver_plugins_;  // the TaskDriver plugin type
   UniqueFd lock_fd_;
   std::string bound_socket_;
   dev_t socket_dev_ = 0;

@@ -8,10 +8,12 @@
 #include "base/log.h"
 #include "base/pb.h"
 #include "base/strings.h"
+#include "driver/remote.h"
 #include "base/sys.h"
 #include "plugin.pb.h"
 #include "plugin/registry.h"
 #include "plugin/watcher.h"
+#include "task/manager.h"
 #include "wire/rpc_server.h"
 
 namespace outpost::agent {
@@ -37,7 +39,17 @@ Status Agent::StartPlugins() {
   };
   ro.on_event = publish;
   plugins_ = std::make_unique<plugin::Registry>(loop_.get(), ro);
-  // Handlers of the plugin types go here, before the first socket is looked at.
+  // The handlers of the plugin types, before the first socket is looked at.
+  task::TaskManager* tasks = tasks_.get();
+  driver::TaskDriverHandler::Hooks hooks;
+  hooks.changed = [tasks](const std::string& name) { tasks->OnDriverChanged(name); };
+  int64_t grace = config_.plugin_grace_period_nanos;
+  hooks.expired = [tasks, grace](const std::string& name) {
+    tasks->OnDriverGone(name, "driver \"" + name + "\" had no connected instance for " + FormatDuration(grace));
+  };
+  driver_plugins_ =
+      std::make_unique<driver::TaskDriverHandler>(loop_.get(), plugins_.get(), &drivers_, driver::RemoteOptions{}, hooks);
+  OUTPOST_RETURN_IF_ERROR(plugins_->AddHandler(driver_plugins_.get()));
 
   plugin::WatcherOptions wo;
   wo.dir = dir;

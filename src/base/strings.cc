@@ -226,4 +226,13 @@ size_t EditDistance(std::string_view a, std::string_view b, size_t limit) {
   return std::min(prev[b.size()], limit);
 }
 
+std::string JoinStrings(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += sep;
+    out += v[i];
+  }
+  return out;
+}
+
 }  // namespace outpost

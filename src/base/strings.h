@@ -15,6 +15,8 @@ namespace outpost {
 std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 std::vector<std::string> Split(std::string_view s, char sep);
+// The strings with sep between them ("" for none).
+std::string JoinStrings(const std::vector<std::string>& v, const char* sep);
 bool StartsWith(std::string_view s, std::string_view prefix);
 bool EndsWith(std::string_view s, std::string_view suffix);
 

@@ -50,12 +50,6 @@ std::string JoinSet(const std::set<std::string>& s) {
   return out;
 }
 
-std::string JoinStrings(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (const std::string& s : v) out += (out.empty() ? "" : sep) + s;
-  return out;
-}
-
 // mountinfo escapes space, tab, newline and backslash as \ooo.
 std::string UnescapeMountinfo(const std::string& s) {
   std::string out;

@@ -17,6 +17,7 @@ struct TaskManager::Task {
   bool starting = false;       // in the start pipeline: no process (yet)
   bool stop_requested = false; // the exit was asked for (event "stopped")
   bool has_user = false;       // holds a dynamic user
+  bool waiting = false;        // its exit was asked of its driver (WaitForExit)
   uint8_t derived_paths = 0;   // paths left empty in record (TaskManager::DropDerivedPaths)
   std::vector<ExitCallback> on_exit;
   std::unique_ptr<logs::LogPipe> out;

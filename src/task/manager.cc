@@ -262,6 +262,7 @@ void TaskManager::WaitForExit(const std::string& id) {
   Task* t = Find(id);
   driver::Driver* d = t ? DriverOf(*t) : nullptr;
   if (!d) return;
+  t->waiting = true;
   std::weak_ptr<bool> alive = alive_;
   d->WaitTask(id, [this, alive, id](const driver::ExitResult& exit) {
     if (alive.lock()) OnExit(id, exit);
@@ -506,34 +507,92 @@ Status TaskManager::Recover() {
   }
   for (const std::string& id : running) {
     Task* t = Find(id);
-    driver::Driver* d = DriverOf(*t);
-    if (!d) {
-      driver::ExitResult lost;
-      lost.exit_code = -1;
-      lost.error = "exit status unknown: its driver \"" + t->record.driver() + "\" is not available";
-      OnExit(id, lost);
+    if (!DriverOf(*t)) {
+      // A driver plugin registers some time after the agent starts: its
+      // tasks wait for it, for its grace period.
+      const std::string name = t->record.driver();
+      if (awaiting_driver_[name].insert(id).second && !awaiting_timers_.count(name)) {
+        std::weak_ptr<bool> alive = alive_;
+        awaiting_timers_[name] = loop_->AddTimer(options_.driver_grace_nanos, [this, alive, name] {
+          if (!alive.lock()) return;
+          awaiting_timers_.erase(name);
+          OnDriverGone(name, "its driver \"" + name + "\" did not register within " +
+                                 FormatDuration(options_.driver_grace_nanos));
+        });
+      }
+      log::Info("task waits for its driver to register", {{"task", id}, {"driver", name}});
       continue;
     }
-    std::weak_ptr<bool> alive = alive_;
-    const TaskRecord full = FullRecord(*t);
-    d->RecoverTask(full.handle, [this, alive, id](Status st) {
-      if (!alive.lock()) return;
-      if (!st.ok()) {
-        driver::ExitResult lost;
-        lost.exit_code = -1;
-        lost.error = "exit status unknown: " + st.error().message();
-        return OnExit(id, lost);
-      }
-      // No cgroup left (a reboot removed it with the process): nothing to
-      // watch, and no warning about it.
-      Task* task = Find(id);
-      if (task && ::access(task->config().cgroup.c_str(), F_OK) == 0) WatchOom(*task);
-      WaitForExit(id);
-    });
+    RecoverThroughDriver(id);
   }
   if (!options_.first_since_boot) KillUnrecorded(running);
   log::Info("tasks recovered", {{"count", std::to_string(tasks_.size())}});
   return OkStatus();
+}
+
+void TaskManager::RecoverThroughDriver(const std::string& id) {
+  Task* t = Find(id);
+  driver::Driver* d = t ? DriverOf(*t) : nullptr;
+  if (!d || t->record.exited) return;
+  std::weak_ptr<bool> alive = alive_;
+  const TaskRecord full = FullRecord(*t);
+  d->RecoverTask(full.handle, [this, alive, id](Status st) {
+    if (!alive.lock()) return;
+    Task* task = Find(id);
+    if (!task || task->record.exited) return;
+    if (!st.ok()) {
+      driver::ExitResult lost;
+      lost.exit_code = -1;
+      lost.error = "exit status unknown: " + st.error().message();
+      return OnExit(id, lost);
+    }
+    // Recovered again (its driver plugin came back): its exit is already
+    // waited for; the driver asks its new instance.
+    if (task->waiting) return;
+    // No cgroup left (a reboot removed it with the process): nothing to
+    // watch, and no warning about it.
+    if (::access(task->config().cgroup.c_str(), F_OK) == 0) WatchOom(*task);
+    WaitForExit(id);
+  });
+}
+
+void TaskManager::OnDriverChanged(const std::string& name) {
+  if (!options_.drivers->Find(name)) return;
+  std::set<std::string> ids;
+  auto w = awaiting_driver_.find(name);
+  if (w != awaiting_driver_.end()) {
+    ids = std::move(w->second);
+    awaiting_driver_.erase(w);
+  }
+  auto timer = awaiting_timers_.find(name);
+  if (timer != awaiting_timers_.end()) {
+    loop_->CancelTimer(timer->second);
+    awaiting_timers_.erase(timer);
+  }
+  for (const auto& [id, t] : tasks_) {
+    if (!t->record.exited && !t->starting && t->record.driver() == name) ids.insert(id);
+  }
+  for (const std::string& id : ids) RecoverThroughDriver(id);
+}
+
+void TaskManager::OnDriverGone(const std::string& name, const std::string& why) {
+  std::set<std::string> ids;
+  auto w = awaiting_driver_.find(name);
+  if (w != awaiting_driver_.end()) {
+    ids = std::move(w->second);
+    awaiting_driver_.erase(w);
+  }
+  for (const auto& [id, t] : tasks_) {
+    if (!t->record.exited && !t->starting && t->record.driver() == name) ids.insert(id);
+  }
+  for (const std::string& id : ids) {
+    Task* t = Find(id);
+    if (!t || t->record.exited) continue;
+    driver::ExitResult lost;
+    lost.exit_code = -1;
+    lost.error = "exit status unknown: " + why;
+    OnExit(id, lost);
+  }
 }
 
 // A live process in one of this agent's task dirs that no running record

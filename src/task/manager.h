@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +78,10 @@ class TaskManager {
     // The first worker since the node booted: no process of an earlier
     // agent can be left, so recovery does not look for unrecorded ones.
     bool first_since_boot = false;
+    // How long running tasks of a driver that is not registered (a driver
+    // plugin that has not come back yet after an agent restart) wait for
+    // it before they count as lost.
+    int64_t driver_grace_nanos = 30LL * 1000000000;
   };
   using DoneCallback = std::function<void(Status)>;
   using StartedCallback = std::function<void(Result<TaskView>)>;
@@ -123,6 +128,14 @@ class TaskManager {
   // Live limits: a task's cgroup, and a job's cgroup (created if missing).
   Status UpdateResources(const std::string& id, const cgroup::Resources& r);
   Status ApplyJobResources(const std::string& job, const cgroup::Resources& r);
+  // A driver plugin's active instance changed (it registered, came back,
+  // or a newer instance took over): its running tasks are recovered through
+  // it (a task it tracks already is a no-op), tasks that waited for it
+  // included, and their exits waited for again.
+  void OnDriverChanged(const std::string& driver_name);
+  // A driver plugin had no connected instance for its grace period: its
+  // running tasks are lost (exit unknown), and their restart policy applies.
+  void OnDriverGone(const std::string& driver_name, const std::string& why);
   // The named driver's fingerprint (NotFound for an unknown driver).
   Result<driver::Fingerprint> Fingerprint(const std::string& driver_name) const;
 
@@ -198,6 +211,8 @@ class TaskManager {
   // When a task has ended (by itself or stopped): KillCgroup -> TellOom ->
   // persist the exit -> drain logs -> event -> exit callbacks.
   void OnExit(const std::string& id, const driver::ExitResult& exit);
+  // RecoverTask through the task's driver, then its exit waited for.
+  void RecoverThroughDriver(const std::string& id);
   // Stop: StopThroughDriver -> KillCgroup. Destroy: DestroyThroughDriver ->
   // ReleaseUser -> RemoveCgroup -> Forget.
   void StopThroughDriver(const std::string& id, int64_t timeout_nanos, const std::string& signal,
@@ -213,6 +228,10 @@ class TaskManager {
   Options options_;
   std::map<std::string, std::unique_ptr<Task>> tasks_;
   std::map<driver::Driver*, uint64_t> subscriptions_;
+  // Running tasks found at recovery whose driver was not registered, by
+  // driver name; a timer per driver ends the wait.
+  std::map<std::string, std::set<std::string>> awaiting_driver_;
+  std::map<std::string, Loop::TimerId> awaiting_timers_;
   uint64_t generated_ids_ = 0;
   IdResolver resolver_;
   HoldFifosFn hold_fifos_;

@@ -77,3 +77,40 @@ test_plugins_dir_checked_and_configurable() {
   expect_exit 0 op --json plugins
   expect_eq "$(printf '%s' "$OUT" | json_get plugins_dir)" "$T/my-plugins" "plugins dir in the listing"
 }
+
+# A task run by an external driver (test_plugin as a TaskDriver): started
+# through it with outpost's FIFOs (logs work as for exec), stopped through
+# it, and recovered through it after the worker is killed.
+test_plugins_task_driver_runs_stops_and_recovers_tasks() {
+  jt_start
+  pl_start_plugin TaskDriver testdrv
+  wait_for 10 grep -q "^registered" "$T/plugin-testdrv.out" || fail "driver not registered: $(op plugins)"
+  expect_exit 0 op status
+  expect_contains "$OUT" "driver.testdrv on   healthy: Healthy" "the driver in status"
+  # Output through the FIFOs outpost made.
+  local JT_EXTRA='"driver": "testdrv"'
+  jt_job lj "$(jt_task t "$HELPER" lines 3 out)" >"$T/lj.json"
+  expect_exit 0 op run -f "$T/lj.json" --detach
+  wait_for 10 pl_logs_have lj/t "out3" || fail "the driver's task output did not reach its log: $(op logs lj/t)"
+  # A long-running task: stopped through the driver.
+  jt_job sj "$(jt_task t "$HELPER" sleep 600)" >"$T/sj.json"
+  expect_exit 0 op run -f "$T/sj.json" --detach
+  local pid; pid="$(wait_for 10 jt_running_pid sj/t)" || fail "driver task not running"
+  [ "$(ps -o ppid= -p "$pid" | tr -d ' ')" = "$PLUGIN_PID" ] || fail "task $pid is not the driver's child ($PLUGIN_PID): $(ps -o pid,ppid,args -p "$pid")"
+  # The worker dies: the new one recovers the task through the driver.
+  local w; w="$(op status --json | json_get pid)"
+  kill -9 "$w"
+  wait_for 20 pl_worker_other_than "$w" || fail "no new worker"
+  wait_for 10 jt_tstate_is sj/t running || fail "task not recovered: $(op inspect sj)"
+  expect_eq "$(jt_running_pid sj/t)" "$pid" "same process after recovery"
+  expect_exit 0 op stop sj
+  wait_gone "$pid" 10 || fail "driver task $pid survived the stop"
+  # A job naming a driver that is not registered is refused (for now) with
+  # the drivers there are.
+  JT_EXTRA='"driver": "nosuch"'
+  jt_job nj "$(jt_task t "$HELPER" sleep 1)" >"$T/nj.json"
+  expect_exit 2 op run -f "$T/nj.json" --detach
+  expect_contains "$OUT" 'unknown driver "nosuch"; available: exec, testdrv' "unknown driver named"
+}
+pl_logs_have() { op logs "$1" 2>/dev/null | grep -qF "$2"; }
+pl_worker_other_than() { local p; p="$(op status --json 2>/dev/null | json_get pid)" && [ -n "$p" ] && [ "$p" != "$1" ]; }

@@ -134,6 +134,7 @@ class TaskManagerTest : public ::testing::Test {
     o.drivers = &drivers_;
     o.events = &events_;
     o.uids = uids_.get();
+    o.driver_grace_nanos = driver_grace_nanos_;
     // A user database with the agent's own uid under a name, and one other.
     o.users.passwd_path = dir_ + "/passwd";
     o.users.group_path = dir_ + "/group";
@@ -194,6 +195,7 @@ class TaskManagerTest : public ::testing::Test {
   std::unique_ptr<Loop> loop_;
   FakeDriver fake_;
   driver::Registry drivers_;
+  int64_t driver_grace_nanos_ = 200 * kNanosPerMilli;
   EventLog events_;
   std::unique_ptr<proc::UidPool> uids_;
   std::unique_ptr<TaskManager> tm_;
@@ -363,9 +365,13 @@ TEST_F(TaskManagerTest, RecoveryHandsEachRunningRecordToItsDriver) {
   EXPECT_EQ(fake_.recovered[0].driver_state, "state-of-live");
   EXPECT_EQ(tm_->Inspect("live")->status.state, driver::TaskState::kRunning);
   EXPECT_EQ(tm_->Inspect("done")->status.exit.exit_code, 4);
+  // A driver that is not registered gets its grace period to come.
   auto g = tm_->Inspect("gone");
   ASSERT_TRUE(g.ok());
-  EXPECT_EQ(g->status.exit.error, "exit status unknown: its driver \"vanished\" is not available");
+  EXPECT_EQ(g->status.state, driver::TaskState::kRunning);
+  ASSERT_TRUE(RunUntil(loop_.get(), [&] { return tm_->Inspect("gone")->status.state == driver::TaskState::kExited; }));
+  EXPECT_EQ(tm_->Inspect("gone")->status.exit.error,
+            "exit status unknown: its driver \"vanished\" did not register within 200ms");
   EXPECT_FALSE(tm_->Inspect("corrupt").ok());
   EXPECT_FALSE(Exists(dir_ + "/state/tasks/corrupt.json")) << "moved out of the way of the next start";
   EXPECT_TRUE(Exists(dir_ + "/state/tasks/corrupt.json.bad")) << "kept for inspection";
@@ -376,6 +382,46 @@ TEST_F(TaskManagerTest, RecoveryHandsEachRunningRecordToItsDriver) {
   ASSERT_TRUE(tm_->Watch("live", [&](const driver::ExitResult&) { ended++; }).ok());
   fake_.End("live", 0);
   EXPECT_EQ(ended, 1);
+}
+
+// A driver plugin registers after the agent started: its tasks wait for
+// it and are recovered through it; a driver whose instances all went away
+// for its grace period leaves its tasks lost.
+TEST_F(TaskManagerTest, TasksWaitForTheirDriverPluginAndAreRecoveredThroughIt) {
+  driver_grace_nanos_ = 60 * kNanosPerSecond;
+  FakeDriver plugin("plug");
+  ASSERT_TRUE(drivers_.Add(&plugin).ok());
+  driver::TaskConfig c = Config("pt");
+  c.driver = "plug";
+  ASSERT_TRUE(Start(c).ok());
+  drivers_.Remove("plug");  // the agent restarts before the plugin is back
+  Reopen();
+  ASSERT_TRUE(tm_->Recover().ok());
+  EXPECT_EQ(tm_->Inspect("pt")->status.state, driver::TaskState::kRunning);
+  EXPECT_TRUE(plugin.recovered.empty());
+  tm_->OnDriverChanged("plug");  // not registered yet: nothing to do
+  EXPECT_TRUE(plugin.recovered.empty());
+  ASSERT_TRUE(drivers_.Add(&plugin).ok());
+  tm_->OnDriverChanged("plug");
+  ASSERT_EQ(plugin.recovered.size(), 1u);
+  EXPECT_EQ(plugin.recovered[0].config.id, "pt");
+  // Another instance takes over: recovered again (a no-op for a driver that
+  // tracks it), its exit still waited for once.
+  tm_->OnDriverChanged("plug");
+  EXPECT_EQ(plugin.recovered.size(), 2u);
+  int ended = 0;
+  ASSERT_TRUE(tm_->Watch("pt", [&](const driver::ExitResult&) { ended++; }).ok());
+  plugin.End("pt", 0);
+  EXPECT_EQ(ended, 1);
+  // A second task; the plugin then has no instance for its grace period.
+  c.id = "pt2";
+  ASSERT_TRUE(Start(c).ok());
+  tm_->OnDriverGone("plug", "driver \"plug\" had no connected instance for 30s");
+  auto v = tm_->Inspect("pt2");
+  EXPECT_EQ(v->status.state, driver::TaskState::kExited);
+  EXPECT_EQ(v->status.exit.exit_code, -1);
+  EXPECT_EQ(v->status.exit.error, "exit status unknown: driver \"plug\" had no connected instance for 30s");
+  drivers_.Remove("plug");
 }
 
 TEST_F(TaskManagerTest, PathsDerivedFromTheIdAreWrittenShownAndRecoveredInFull) {

@@ -1,0 +1,275 @@
+#include "driver/remote.h"
+
+#include <algorithm>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/strings.h"
+#include "driver/remote_codec.h"
+
+namespace outpost::driver {
+
+using remote::kPluginType;
+using remote::kService;
+
+RemoteDriver::RemoteDriver(Loop* loop, plugin::Registry* plugins, std::string name, RemoteOptions options)
+    : loop_(loop), plugins_(plugins), name_(std::move(name)), options_(options) {
+  PollFingerprint();
+}
+
+RemoteDriver::~RemoteDriver() {
+  *alive_ = false;
+  if (fingerprint_timer_) loop_->CancelTimer(fingerprint_timer_);
+}
+
+void RemoteDriver::Call(const char* method, Result<std::string> payload, int64_t timeout_nanos,
+                        std::function<void(Result<std::string>)> done) {
+  const plugin::Instance* inst = plugins_->Active(kPluginType, name_);
+  if (!payload.ok() || !inst || !inst->client) {
+    Error e = !payload.ok() ? payload.error()
+                            : Error(Code::kUnavailable, Format("driver %s is disconnected", name_.c_str()));
+    loop_->Defer([done = std::move(done), e] { done(e); });
+    return;
+  }
+  std::string name = name_, m = method;
+  inst->client->Call(kService, method, *payload, timeout_nanos,
+                     [done = std::move(done), name, m](Result<std::string> reply) {
+                       if (!reply.ok() && reply.error().code() == Code::kUnimplemented) {
+                         return done(Error(Code::kUnimplemented,
+                                           Format("driver %s does not implement %s", name.c_str(), m.c_str())));
+                       }
+                       if (!reply.ok()) return done(reply.error().Wrap("driver " + name + ": " + m));
+                       done(std::move(reply));
+                     });
+}
+
+void RemoteDriver::Done(const char* method, Result<std::string> payload, DoneCallback done) {
+  Call(method, std::move(payload), options_.call_timeout_nanos, [done = std::move(done)](Result<std::string> r) {
+    done(r.ok() ? OkStatus() : Status(r.error()));
+  });
+}
+
+Fingerprint RemoteDriver::GetFingerprint() {
+  if (plugins_->Active(kPluginType, name_)) return fingerprint_;
+  Fingerprint f = fingerprint_;
+  f.health = Health::kUnhealthy;
+  f.description = "driver " + name_ + " is disconnected";
+  return f;
+}
+
+void RemoteDriver::PollFingerprint() {
+  std::weak_ptr<bool> alive = alive_;
+  fingerprint_timer_ = loop_->AddTimer(options_.fingerprint_every_nanos, [this, alive] {
+    if (alive.expired()) return;
+    fingerprint_timer_ = 0;
+    if (!plugins_->Active(kPluginType, name_)) return PollFingerprint();
+    Call("Fingerprint", std::string(), options_.call_timeout_nanos, [this, alive](Result<std::string> r) {
+      if (alive.expired()) return;
+      auto fp = r.ok() ? remote::DecodeFingerprint(*r) : Result<Fingerprint>(r.error());
+      if (fp.ok()) {
+        fp->updated_unix_nanos = WallNanos();
+        fingerprint_ = *fp;
+      } else {
+        fingerprint_.health = Health::kUnhealthy;
+        fingerprint_.description = fp.error().message();
+      }
+      PollFingerprint();
+    });
+  });
+}
+
+void RemoteDriver::StartTask(const TaskConfig& config, StartCallback done) {
+  TaskConfig c = config;
+  Call("StartTask", remote::EncodeStartTask(config), options_.start_timeout_nanos,
+       [c, done = std::move(done)](Result<std::string> r) {
+         if (!r.ok()) return done(r.error());
+         done(remote::DecodeStartTaskResponse(*r, c));
+       });
+}
+
+void RemoteDriver::RecoverTask(const TaskHandle& handle, DoneCallback done) {
+  Done("RecoverTask", remote::EncodeRecoverTask(handle), std::move(done));
+}
+
+void RemoteDriver::WaitTask(const std::string& id, WaitCallback done) {
+  Wait& w = waits_[id];
+  w.id = id;
+  w.callbacks.push_back(std::move(done));
+  if (!w.asking) AskWait(id);
+}
+
+void RemoteDriver::AskWait(const std::string& id) {
+  auto it = waits_.find(id);
+  if (it == waits_.end()) return;
+  it->second.asking = true;
+  std::weak_ptr<bool> alive = alive_;
+  Call("WaitTask", remote::EncodeTaskId(id), options_.wait_poll_nanos, [this, alive, id](Result<std::string> r) {
+    if (alive.expired()) return;
+    auto w = waits_.find(id);
+    if (w == waits_.end()) return;
+    w->second.asking = false;
+    ExitResult exit;
+    if (r.ok()) {
+      auto exited = remote::DecodeWaitTask(*r, &exit);
+      if (exited.ok() && !*exited) return AskWait(id);  // the long poll ran out
+      if (!exited.ok()) {
+        exit.exit_code = -1;
+        exit.error = "driver " + name_ + ": " + exited.error().message();
+      }
+    } else if (r.error().code() == Code::kDeadlineExceeded) {
+      return AskWait(id);
+    } else if (r.error().code() == Code::kUnavailable) {
+      return;  // asked again when an instance is connected (OnInstanceChanged)
+    } else {
+      exit.exit_code = -1;
+      exit.error = r.error().message();
+    }
+    std::vector<WaitCallback> callbacks = std::move(w->second.callbacks);
+    waits_.erase(w);
+    for (auto& cb : callbacks) cb(exit);
+  });
+}
+
+void RemoteDriver::OnInstanceChanged() {
+  if (!plugins_->Active(kPluginType, name_)) return;
+  std::vector<std::string> ids;
+  for (const auto& [id, w] : waits_) {
+    if (!w.asking) ids.push_back(id);
+  }
+  for (const std::string& id : ids) AskWait(id);
+}
+
+void RemoteDriver::StopTask(const std::string& id, int64_t timeout_nanos, const std::string& signal,
+                            DoneCallback done) {
+  Call("StopTask", remote::EncodeStopTask(id, timeout_nanos, signal), timeout_nanos + options_.call_timeout_nanos,
+       [done = std::move(done)](Result<std::string> r) { done(r.ok() ? OkStatus() : Status(r.error())); });
+}
+
+void RemoteDriver::DestroyTask(const std::string& id, bool force, DoneCallback done) {
+  Done("DestroyTask", remote::EncodeDestroyTask(id, force), std::move(done));
+}
+
+void RemoteDriver::InspectTask(const std::string& id, InspectCallback done) {
+  Call("InspectTask", remote::EncodeTaskId(id), options_.call_timeout_nanos,
+       [done = std::move(done)](Result<std::string> r) {
+         if (!r.ok()) return done(r.error());
+         done(remote::DecodeTaskStatus(*r));
+       });
+}
+
+void RemoteDriver::SignalTask(const std::string& id, const std::string& signal, DoneCallback done) {
+  if (!caps_.send_signals) {
+    loop_->Defer([done = std::move(done), name = name_] {
+      done(Error(Code::kUnimplemented, "driver " + name + " cannot signal tasks"));
+    });
+    return;
+  }
+  Done("SignalTask", remote::EncodeSignalTask(id, signal), std::move(done));
+}
+
+void RemoteDriver::ExecTask(const std::string& id, const std::vector<std::string>& cmd, int64_t timeout_nanos,
+                            ExecCallback done) {
+  if (!caps_.exec) {
+    loop_->Defer([done = std::move(done), name = name_] {
+      done(Error(Code::kUnimplemented, "driver " + name + " cannot run commands in tasks"));
+    });
+    return;
+  }
+  Call("ExecTask", remote::EncodeExecTask(id, cmd, timeout_nanos), timeout_nanos + options_.call_timeout_nanos,
+       [done = std::move(done)](Result<std::string> r) {
+         if (!r.ok()) return done(r.error());
+         done(remote::DecodeExecTask(*r));
+       });
+}
+
+void RemoteDriver::TaskStats(const std::string& id, StatsCallback done) {
+  Call("TaskStats", remote::EncodeTaskId(id), options_.call_timeout_nanos,
+       [done = std::move(done)](Result<std::string> r) {
+         if (!r.ok()) return done(r.error());
+         done(remote::DecodeTaskStats(*r));
+       });
+}
+
+// A driver plugin's own events are not relayed (yet): outpost publishes
+// the task events it sees itself (started, exited, ...).
+uint64_t RemoteDriver::SubscribeEvents(EventCallback) { return 0; }
+void RemoteDriver::UnsubscribeEvents(uint64_t) {}
+
+TaskDriverHandler::TaskDriverHandler(Loop* loop, plugin::Registry* plugins, Registry* drivers, RemoteOptions options,
+                                     Hooks hooks)
+    : loop_(loop), plugins_(plugins), drivers_(drivers), options_(options), hooks_(std::move(hooks)) {}
+
+TaskDriverHandler::~TaskDriverHandler() {
+  *alive_ = false;
+  for (const auto& [name, r] : remotes_) drivers_->Remove(name);
+}
+
+const char* TaskDriverHandler::type() const { return kPluginType; }
+
+RemoteDriver* TaskDriverHandler::Find(const std::string& name) const {
+  auto it = remotes_.find(name);
+  return it == remotes_.end() ? nullptr : it->second.get();
+}
+
+Result<std::string> TaskDriverHandler::Validate(const plugin::Info& info) {
+  for (char c : info.name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_')) {
+      return Error(Code::kInvalidArgument,
+                   "driver name \"" + info.name + "\" must be lower-case letters, digits, '-' and '_'");
+    }
+  }
+  if (drivers_->Find(info.name) && !Find(info.name)) {
+    return Error(Code::kAlreadyExists, "driver name \"" + info.name + "\" is a built-in driver's");
+  }
+  const auto& v = info.supported_versions;
+  if (std::find(v.begin(), v.end(), remote::kApiVersion) == v.end()) {
+    return Error(Code::kInvalidArgument, "none of the supported versions [" + JoinStrings(v, ", ") +
+                                             "] is one this agent speaks (" + remote::kApiVersion + ")");
+  }
+  return std::string(remote::kApiVersion);
+}
+
+void TaskDriverHandler::Register(const plugin::Instance& instance, std::function<void(Status)> done) {
+  std::weak_ptr<bool> alive = alive_;
+  std::string name = instance.name;
+  wire::RpcClient* client = instance.client;
+  client->Call(kService, "Capabilities", "", options_.call_timeout_nanos,
+               [this, alive, name, client, done = std::move(done)](Result<std::string> r) mutable {
+                 if (alive.expired()) return;
+                 auto caps = r.ok() ? remote::DecodeCapabilities(*r) : Result<Capabilities>(r.error());
+                 if (!caps.ok()) return done(caps.error().Wrap("Capabilities"));
+                 if (!client->connected()) return done(Error(Code::kUnavailable, "disconnected"));
+                 client->Call(kService, "Fingerprint", "", options_.call_timeout_nanos,
+                              [this, alive, name, c = *caps, done = std::move(done)](Result<std::string> f) {
+                                if (alive.expired()) return;
+                                auto fp = f.ok() ? remote::DecodeFingerprint(*f) : Result<Fingerprint>(f.error());
+                                if (!fp.ok()) return done(fp.error().Wrap("Fingerprint"));
+                                fp->updated_unix_nanos = WallNanos();
+                                auto& slot = remotes_[name];
+                                if (!slot) {
+                                  slot = std::make_unique<RemoteDriver>(loop_, plugins_, name, options_);
+                                  Status added = drivers_->Add(slot.get());
+                                  if (!added.ok()) {
+                                    remotes_.erase(name);
+                                    return done(added);
+                                  }
+                                }
+                                slot->SetCapabilities(c);
+                                slot->SetFingerprint(*fp);
+                                done(OkStatus());
+                              });
+               });
+}
+
+void TaskDriverHandler::Changed(const std::string& name) {
+  RemoteDriver* r = Find(name);
+  if (!r) return;
+  r->OnInstanceChanged();
+  if (hooks_.changed) hooks_.changed(name);
+}
+
+void TaskDriverHandler::Expired(const std::string& name) {
+  if (hooks_.expired) hooks_.expired(name);
+}
+
+}  // namespace outpost::driver

@@ -1,0 +1,118 @@
+// Task drivers in other processes: the `TaskDriver` plugin type. Owns: the
+// plugin handler (validating a driver plugin, asking its capabilities and
+// fingerprint, putting a RemoteDriver for it into the driver registry) and
+// RemoteDriver, the Driver contract over ttRPC (proto/driver.proto) to the
+// plugin's active instance: every call with a deadline, WaitTask as a long
+// poll asked again across deadlines and reconnections, the fingerprint
+// polled. A hung driver costs a deadline, never the loop. Does not own:
+// registration and connections (plugin/), what a task is (task/).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "driver/driver.h"
+#include "driver/registry.h"
+#include "loop/loop.h"
+#include "plugin/registry.h"
+
+namespace outpost::driver {
+
+struct RemoteOptions {
+  int64_t call_timeout_nanos = 10LL * 1000000000;       // every call but the ones below
+  int64_t start_timeout_nanos = 60LL * 1000000000;      // StartTask (pulling an image may take a while)
+  int64_t wait_poll_nanos = 30LL * 1000000000;          // one WaitTask long poll
+  int64_t fingerprint_every_nanos = 30LL * 1000000000;  // Fingerprint polled this often
+};
+
+class RemoteDriver : public Driver {
+ public:
+  RemoteDriver(Loop* loop, plugin::Registry* plugins, std::string name, RemoteOptions options);
+  ~RemoteDriver() override;
+
+  std::string Name() const override { return name_; }
+  Capabilities GetCapabilities() const override { return caps_; }
+  Fingerprint GetFingerprint() override;
+  void StartTask(const TaskConfig& config, StartCallback done) override;
+  void RecoverTask(const TaskHandle& handle, DoneCallback done) override;
+  void WaitTask(const std::string& id, WaitCallback done) override;
+  void StopTask(const std::string& id, int64_t timeout_nanos, const std::string& signal, DoneCallback done) override;
+  void DestroyTask(const std::string& id, bool force, DoneCallback done) override;
+  void InspectTask(const std::string& id, InspectCallback done) override;
+  void SignalTask(const std::string& id, const std::string& signal, DoneCallback done) override;
+  void ExecTask(const std::string& id, const std::vector<std::string>& cmd, int64_t timeout_nanos,
+                ExecCallback done) override;
+  void TaskStats(const std::string& id, StatsCallback done) override;
+  uint64_t SubscribeEvents(EventCallback cb) override;
+  void UnsubscribeEvents(uint64_t id) override;
+
+  // From the handler: what the instance said when it registered.
+  void SetCapabilities(const Capabilities& caps) { caps_ = caps; }
+  void SetFingerprint(const Fingerprint& fp) { fingerprint_ = fp; }
+  // The active instance changed or reconnected: waits cut off by a dropped
+  // connection are asked again of it.
+  void OnInstanceChanged();
+  size_t pending_waits() const { return waits_.size(); }
+
+ private:
+  struct Wait {
+    std::string id;
+    std::vector<WaitCallback> callbacks;
+    bool asking = false;  // a WaitTask call is in flight
+  };
+
+  // Calls method on the active instance; Unavailable "driver X is
+  // disconnected" when there is none.
+  void Call(const char* method, Result<std::string> payload, int64_t timeout_nanos,
+            std::function<void(Result<std::string>)> done);
+  void Done(const char* method, Result<std::string> payload, DoneCallback done);
+  void AskWait(const std::string& id);
+  void PollFingerprint();
+
+  Loop* loop_;
+  plugin::Registry* plugins_;
+  std::string name_;
+  RemoteOptions options_;
+  Capabilities caps_;
+  Fingerprint fingerprint_;
+  std::map<std::string, Wait> waits_;  // by task id
+  Loop::TimerId fingerprint_timer_ = 0;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+// The plugin handler of type "TaskDriver", API version "v1". A driver
+// registers under its plugin name, which must not be a built-in driver's.
+class TaskDriverHandler : public plugin::Handler {
+ public:
+  // changed(name): the driver's active instance changed (tasks to recover);
+  // expired(name): no instance for the grace period (its tasks are lost).
+  struct Hooks {
+    std::function<void(const std::string& name)> changed;
+    std::function<void(const std::string& name)> expired;
+  };
+  TaskDriverHandler(Loop* loop, plugin::Registry* plugins, Registry* drivers, RemoteOptions options, Hooks hooks);
+  ~TaskDriverHandler() override;
+
+  const char* type() const override;
+  Result<std::string> Validate(const plugin::Info& info) override;
+  void Register(const plugin::Instance& instance, std::function<void(Status)> done) override;
+  void Changed(const std::string& name) override;
+  void Expired(const std::string& name) override;
+
+  RemoteDriver* Find(const std::string& name) const;
+
+ private:
+  Loop* loop_;
+  plugin::Registry* plugins_;
+  Registry* drivers_;
+  RemoteOptions options_;
+  Hooks hooks_;
+  std::map<std::string, std::unique_ptr<RemoteDriver>> remotes_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace outpost::driver

@@ -1,0 +1,280 @@
+// driver/remote: a TaskDriver plugin (simulated on the test's loop, over
+// real sockets) registers, becomes a driver in the driver registry, and
+// serves the Driver contract: start with the handle kept, WaitTask across
+// long-poll deadlines and a dropped connection, optional calls it does not
+// offer, and a disconnected driver saying so.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/sys.h"
+#include "driver/registry.h"
+#include "driver/remote.h"
+#include "driver/remote_codec.h"
+#include "plugin/registry.h"
+#include "plugin/watcher.h"
+#include "plugin_test_util.h"
+#include "test_util.h"
+
+namespace outpost::driver {
+namespace {
+
+using outpost::testing::FakePlugin;
+using outpost::testing::RunUntil;
+using remote::kService;
+
+class RemoteDriverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    log::SetLevel(log::Level::kError);
+    loop_ = outpost::testing::MakeLoop();
+    ASSERT_NE(loop_, nullptr);
+    dir_ = outpost::testing::MakeTempDir("/tmp", "remote-driver");
+    plugins_ = std::make_unique<plugin::Registry>(loop_.get(), plugin::RegistryOptions{});
+    RemoteOptions ro;
+    ro.wait_poll_nanos = 300 * kNanosPerMilli;
+    ro.call_timeout_nanos = 2 * kNanosPerSecond;
+    TaskDriverHandler::Hooks hooks;
+    hooks.changed = [this](const std::string& n) { changed_.push_back(n); };
+    handler_ = std::make_unique<TaskDriverHandler>(loop_.get(), plugins_.get(), &drivers_, ro, hooks);
+    ASSERT_TRUE(plugins_->AddHandler(handler_.get()).ok());
+    plugin::WatcherOptions wo;
+    wo.dir = dir_;
+    auto w = plugin::Watcher::Start(loop_.get(), plugins_.get(), wo);
+    ASSERT_TRUE(w.ok());
+    watcher_ = std::move(*w);
+  }
+  void TearDown() override {
+    watcher_.reset();
+    plugin_.reset();
+    handler_.reset();
+    plugins_.reset();
+    (void)sys::RemoveTree(dir_);
+    log::SetLevel(log::Level::kInfo);
+  }
+
+  // A driver plugin "fake" with the calls every driver has.
+  void ServeDriver(bool signals = true) {
+    plugin_ = FakePlugin::Serve(loop_.get(), dir_ + "/fake.sock", "fake");
+    plugin_->type = "TaskDriver";
+    Capabilities caps;
+    caps.send_signals = signals;
+    caps.exec = true;
+    caps.fs_isolation = "none";
+    plugin_->Handle(kService, "Capabilities", [caps](const wire::CallContext&, std::string_view, wire::Responder r) {
+      r.Finish(remote::EncodeCapabilities(caps));
+    });
+    plugin_->Handle(kService, "Fingerprint", [](const wire::CallContext&, std::string_view, wire::Responder r) {
+      Fingerprint f;
+      f.health = Health::kHealthy;
+      f.description = "Healthy";
+      f.attributes["driver.fake"] = "1";
+      r.Finish(remote::EncodeFingerprint(f));
+    });
+    plugin_->Handle(kService, "StartTask", [this](const wire::CallContext&, std::string_view p, wire::Responder r) {
+      auto c = remote::DecodeStartTask(p);
+      ASSERT_TRUE(c.ok());
+      started_ = *c;
+      TaskHandle h;
+      h.version = 3;
+      h.pid = 4242;
+      h.started_at_unix_nanos = 77;
+      h.driver_state = std::string("st\0ate", 6);
+      r.Finish(remote::EncodeStartTaskResponse(h));
+    });
+    plugin_->Handle(kService, "WaitTask", [this](const wire::CallContext& ctx, std::string_view p, wire::Responder r) {
+      auto id = remote::DecodeTaskId(p);
+      ASSERT_TRUE(id.ok());
+      ++wait_calls_;
+      if (exit_code_ >= 0) {
+        ExitResult e;
+        e.exit_code = exit_code_;
+        return r.Finish(remote::EncodeWaitTask(true, e));
+      }
+      waiting_ = r;  // answered when the task "exits", or never (the deadline passes)
+      (void)ctx;
+    });
+    plugin_->Handle(kService, "StopTask", [](const wire::CallContext&, std::string_view, wire::Responder r) {
+      r.Reply("");
+    });
+  }
+
+  bool Registered() { return drivers_.Find("fake") != nullptr && plugins_->Active("TaskDriver", "fake") != nullptr; }
+  bool Wait(const std::function<bool()>& pred) { return RunUntil(loop_.get(), pred, 15 * kNanosPerSecond); }
+
+  std::unique_ptr<Loop> loop_;
+  std::string dir_;
+  Registry drivers_;
+  std::unique_ptr<plugin::Registry> plugins_;
+  std::unique_ptr<TaskDriverHandler> handler_;
+  std::unique_ptr<plugin::Watcher> watcher_;
+  std::unique_ptr<FakePlugin> plugin_;
+  std::vector<std::string> changed_;
+  TaskConfig started_;
+  int wait_calls_ = 0;
+  int exit_code_ = -1;
+  wire::Responder waiting_;
+};
+
+TEST_F(RemoteDriverTest, RegistersAsADriverAndStartsTasksThroughIt) {
+  ServeDriver();
+  ASSERT_TRUE(Wait([&] { return Registered(); }));
+  Driver* d = drivers_.Find("fake");
+  EXPECT_EQ(d->GetFingerprint().health, Health::kHealthy);
+  EXPECT_EQ(d->GetFingerprint().attributes.at("driver.fake"), "1");
+  EXPECT_TRUE(d->GetCapabilities().send_signals);
+
+  TaskConfig c;
+  c.id = "j.t.1";
+  c.command = "/bin/true";
+  c.args = {"a", "b"};
+  c.env["K"] = "V";
+  c.cgroup = "/sys/fs/cgroup/outpost.slice/j/t";
+  c.identity.switch_user = true;
+  c.identity.uid = 80001;
+  c.identity.groups = {80001, 5};
+  c.rlimits.push_back({"nofile", 10, 20});
+  c.driver_config = R"({"image":"x"})";
+  bool done = false;
+  Result<TaskHandle> got = Error(Code::kUnknown, "not yet");
+  d->StartTask(c, [&](Result<TaskHandle> h) {
+    got = std::move(h);
+    done = true;
+  });
+  ASSERT_TRUE(Wait([&] { return done; }));
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  EXPECT_EQ(got->pid, 4242);
+  EXPECT_EQ(got->version, 3);
+  EXPECT_EQ(got->driver_state, std::string("st\0ate", 6));
+  EXPECT_EQ(got->config.id, "j.t.1");  // outpost keeps its own config
+  EXPECT_EQ(started_.command, "/bin/true");
+  EXPECT_EQ(started_.args, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(started_.env.at("K"), "V");
+  EXPECT_EQ(started_.cgroup, c.cgroup);
+  EXPECT_EQ(started_.identity.uid, 80001u);
+  EXPECT_EQ(started_.identity.groups, (std::vector<gid_t>{80001, 5}));
+  ASSERT_EQ(started_.rlimits.size(), 1u);
+  EXPECT_EQ(started_.rlimits[0].hard, 20u);
+  EXPECT_EQ(started_.driver_config, c.driver_config);
+}
+
+// WaitTask is a long poll: asked again when it runs out, and again after
+// the connection dropped and came back; the exit arrives once.
+TEST_F(RemoteDriverTest, WaitOutlivesDeadlinesAndReconnects) {
+  ServeDriver();
+  ASSERT_TRUE(Wait([&] { return Registered(); }));
+  auto* d = static_cast<RemoteDriver*>(drivers_.Find("fake"));
+  int exits = 0;
+  ExitResult got;
+  d->WaitTask("t1", [&](const ExitResult& e) {
+    got = e;
+    ++exits;
+  });
+  d->WaitTask("t1", [&](const ExitResult&) { ++exits; });  // a second waiter on the same task
+  ASSERT_TRUE(Wait([&] { return wait_calls_ >= 3; }));     // deadlines passed, asked again
+  EXPECT_EQ(exits, 0);
+  int before = wait_calls_;
+  plugin_->Drop();
+  ASSERT_TRUE(Wait([&] { return wait_calls_ > before && plugins_->Active("TaskDriver", "fake"); }));
+  EXPECT_EQ(exits, 0);
+  exit_code_ = 3;
+  waiting_.Finish(remote::EncodeWaitTask(true, [] {
+    ExitResult e;
+    e.exit_code = 3;
+    return e;
+  }()));
+  ASSERT_TRUE(Wait([&] { return exits == 2; }));
+  EXPECT_EQ(got.exit_code, 3);
+  EXPECT_EQ(d->pending_waits(), 0u);
+  EXPECT_FALSE(changed_.empty());  // the reconnection was a change
+}
+
+TEST_F(RemoteDriverTest, WhatTheDriverDoesNotOfferIsSaidPlainly) {
+  ServeDriver(/*signals=*/false);
+  ASSERT_TRUE(Wait([&] { return Registered(); }));
+  Driver* d = drivers_.Find("fake");
+  Status sig = Error(Code::kUnknown, "");
+  Result<ExecResult> ex = Error(Code::kUnknown, "");
+  int n = 0;
+  d->SignalTask("t", "SIGHUP", [&](Status s) {
+    sig = s;
+    ++n;
+  });
+  d->ExecTask("t", {"ls"}, kNanosPerSecond, [&](Result<ExecResult> r) {
+    ex = std::move(r);
+    ++n;
+  });
+  ASSERT_TRUE(Wait([&] { return n == 2; }));
+  EXPECT_EQ(sig.error().message(), "driver fake cannot signal tasks");
+  ASSERT_FALSE(ex.ok());
+  EXPECT_EQ(ex.error().code(), Code::kUnimplemented);
+  EXPECT_EQ(ex.error().message(), "driver fake does not implement ExecTask");
+}
+
+TEST_F(RemoteDriverTest, ADisconnectedDriverSaysSo) {
+  ServeDriver();
+  ASSERT_TRUE(Wait([&] { return Registered(); }));
+  Driver* d = drivers_.Find("fake");
+  plugin_->Exit(false);  // the process is gone; its socket file stays
+  ASSERT_TRUE(Wait([&] { return plugins_->Active("TaskDriver", "fake") == nullptr; }));
+  EXPECT_EQ(d->GetFingerprint().health, Health::kUnhealthy);
+  EXPECT_EQ(d->GetFingerprint().description, "driver fake is disconnected");
+  Status st = OkStatus();
+  bool done = false;
+  d->StopTask("t", 0, "SIGTERM", [&](Status s) {
+    st = s;
+    done = true;
+  });
+  ASSERT_TRUE(Wait([&] { return done; }));
+  EXPECT_EQ(st.error().code(), Code::kUnavailable);
+  EXPECT_EQ(st.error().message(), "driver fake is disconnected");
+}
+
+TEST_F(RemoteDriverTest, ValidateRefusesBuiltinNamesBadNamesAndOtherVersions) {
+  RemoteDriver builtin(loop_.get(), plugins_.get(), "exec", {});
+  ASSERT_TRUE(drivers_.Add(&builtin).ok());
+  plugin::Info info;
+  info.type = "TaskDriver";
+  info.name = "exec";
+  info.supported_versions = {"v1"};
+  auto r = handler_->Validate(info);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "driver name \"exec\" is a built-in driver's");
+  info.name = "Fancy";
+  EXPECT_NE(handler_->Validate(info).error().message().find("lower-case"), std::string::npos);
+  info.name = "fancy";
+  info.supported_versions = {"v0", "v2"};
+  EXPECT_EQ(handler_->Validate(info).error().message(),
+            "none of the supported versions [v0, v2] is one this agent speaks (v1)");
+  info.supported_versions = {"v2", "v1"};
+  auto v = handler_->Validate(info);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, "v1");
+  drivers_.Remove("exec");
+}
+
+// What a driver answers is checked: out-of-range values are refused with
+// the field named.
+TEST(RemoteCodec, AnswersOutOfRangeAreRefused) {
+  ExitResult e;
+  e.exit_code = 300;
+  auto bytes = remote::EncodeWaitTask(true, e);
+  ASSERT_TRUE(bytes.ok());
+  ExitResult out;
+  auto r = remote::DecodeWaitTask(*bytes, &out);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("WaitTaskResponse.result"), std::string::npos);
+  TaskHandle h;
+  h.version = 0;
+  auto resp = remote::EncodeStartTaskResponse(h);
+  ASSERT_TRUE(resp.ok());
+  EXPECT_EQ(remote::DecodeStartTaskResponse(*resp, TaskConfig{}).error().message(),
+            "StartTaskResponse.handle.version must be > 0");
+  EXPECT_FALSE(remote::DecodeCapabilities("\xff\xff").ok());
+}
+
+}  // namespace
+}  // namespace outpost::driver
