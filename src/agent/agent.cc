@@ -119,7 +119,7 @@ bool FirstStartSinceBoot(const std::string& state_dir, const std::string& runtim
 
 }  // namespace
 
-Result<std::unique_ptr<Agent>> Agent::Start(Config config, UniqueFd keeper_fd) {
+Result<std::unique_ptr<Agent>> Agent::Start(Config config, UniqueFd keeper_fd, bool keeper_empty) {
   std::unique_ptr<Agent> a(new Agent());
   a->config_ = std::move(config);
   a->started_mono_ = MonotonicNanos();
@@ -129,7 +129,7 @@ Result<std::unique_ptr<Agent>> Agent::Start(Config config, UniqueFd keeper_fd) {
   Status st = a->Setup();
   if (!st.ok()) return st.error();
   if (keeper_fd) {
-    st = a->AttachKeeper(std::move(keeper_fd));
+    st = a->AttachKeeper(std::move(keeper_fd), keeper_empty);
     if (!st.ok()) return st.error();
   }
   return a;
@@ -326,7 +326,8 @@ Status Agent::StartTasks() {
   tasks_->SetIdResolver([jobs](const std::string& j, const std::string& t) { return jobs->TaskId(j, t); });
   RegisterJobApi(jobs, tasks_.get(), &events_, api_.get());
   // With a keeper, the exits of tasks that ended while no worker ran arrive
-  // with its journal: jobs are recovered once that is replayed.
+  // with its journal: jobs are recovered once that is replayed, or once the
+  // link is attached if the keeper has nothing to replay (AttachKeeper).
   if (keeper_pid_ == 0) jobs_->Recover();
   TrimAfterActivity();
   return OkStatus();
@@ -436,9 +437,9 @@ void PrintEffectiveConfig(const Config& c) {
 
 }  // namespace
 
-Status Agent::AttachKeeper(UniqueFd fd) {
+Status Agent::AttachKeeper(UniqueFd fd, bool keeper_empty) {
   // Without an exit handler the link acknowledges each exit at once.
-  auto link = keeper::KeeperLink::Attach(loop_.get(), std::move(fd), nullptr);
+  auto link = keeper::KeeperLink::Attach(loop_.get(), std::move(fd), nullptr, keeper_empty);
   if (!link.ok()) return link.error().Wrap("keeper socket");
   keeper_link_ = std::move(*link);
   if (tasks_) {
@@ -451,15 +452,6 @@ Status Agent::AttachKeeper(UniqueFd fd) {
       exec->OnProcessExit(pid, status, nanos);
       l->Ack(pid);
     });
-    job::JobManager* jobs = jobs_.get();
-    // Beats start once the worker is fully up: recovering many tasks and
-    // jobs is busy, not hung, and must not get it killed.
-    l->SetHeartbeat(config_.heartbeat_timeout_nanos);
-    l->SetOnJournalReplayed([exec, jobs, l] {
-      exec->JournalReplayed();
-      if (jobs && !jobs->recovered()) jobs->Recover();
-      l->StartHeartbeat();
-    });
     task::TaskManager* tm = tasks_.get();
     tm->SetFifoHolder(
         [l](const std::string& id, const std::vector<int>& fds) {
@@ -467,6 +459,17 @@ Status Agent::AttachKeeper(UniqueFd fd) {
         },
         [l](const std::string& id) { l->ReleaseFifos(keeper::proto::TaskKey(id.data(), id.size())); });
     tm->HoldAllFifos();
+    job::JobManager* jobs = jobs_.get();
+    // Beats start once the worker is fully up: recovering many tasks and
+    // jobs is busy, not hung, and must not get it killed. Last: with an
+    // empty keeper this runs at once, and the tasks the jobs start need the
+    // exit handler and the FIFO holder above.
+    l->SetHeartbeat(config_.heartbeat_timeout_nanos);
+    l->SetOnJournalReplayed([exec, jobs, l] {
+      exec->JournalReplayed();
+      if (jobs && !jobs->recovered()) jobs->Recover();
+      l->StartHeartbeat();
+    });
   }
   return OkStatus();
 }
@@ -578,7 +581,7 @@ int Main(const std::vector<std::string>& all_args) {
     return keeper::RunKeeper(args, role->journal_fd);
   }
   UniqueFd keeper_fd(role->role == keeper::AgentRole::kWorker ? role->keeper_fd : -1);
-  auto agent = Agent::Start(std::move(*config), std::move(keeper_fd));
+  auto agent = Agent::Start(std::move(*config), std::move(keeper_fd), role->keeper_empty);
   if (!agent.ok()) {
     log::Error("agent failed to start", {{"error", agent.error().message()}});
     return agent.error().code() == Code::kInvalidArgument ? 2 : 1;
