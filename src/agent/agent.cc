@@ -1,12 +1,15 @@
 #include "agent/agent.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <malloc.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -61,31 +64,65 @@ pid_t PeerPidOf(const std::string& path) {
   return cred.ok() ? cred->pid : 0;
 }
 
-// Whether this is the first worker since the node booted: <state_dir>/boot-id
-// holds the kernel's boot id of the last worker. Only a boot id that is
-// there and differs says so; a missing or empty file (a new or wiped state
-// dir, an agent from before this file, what a power cut left of a file
-// that was new) does not, and the worker looks for leftovers as before.
-// Written without fsync; an unknown boot id is never "first".
-bool FirstStartSinceBoot(const std::string& state_dir) {
+// Whether dir is on a filesystem that starts empty at every boot (tmpfs,
+// ramfs): whatever it holds was made during this boot.
+bool OnMemoryFs(const std::string& dir) {
+  struct statfs fs;
+  if (sys::RetryEintr([&] { return ::statfs(dir.c_str(), &fs); }) != 0) return false;
+  return static_cast<unsigned long>(fs.f_type) == TMPFS_MAGIC ||
+         static_cast<unsigned long>(fs.f_type) == RAMFS_MAGIC;
+}
+
+// Whether this is the first worker since the node booted, so that nothing
+// of an earlier agent can be left to look for (docs/process-model.md says
+// why this is safe). Every worker records the kernel's boot id in
+// <state_dir>/boot-id and <runtime_dir>/boot-id before it starts a task.
+// First when neither holds this boot's id and
+//  - the state dir's names another boot, or
+//  - the state dir's is missing or empty (a new or wiped state dir, what a
+//    power cut left of a new file), the runtime dir has none, and it is on
+//    tmpfs or ramfs: no worker has used it since it was mounted, in this
+//    boot.
+// Anything else (an unreadable file, a new state dir with a runtime dir on
+// disk) is not first, and the worker looks. The files are not fsync'd; if
+// one cannot be written the worker looks (the next one could not tell). An
+// unknown boot id is never first.
+bool FirstStartSinceBoot(const std::string& state_dir, const std::string& runtime_dir) {
   const std::string& now = proc::CurrentBootId();
   if (now.empty()) return false;
-  std::string path = state_dir + "/boot-id";
-  auto last = sys::ReadFile(path, 128);
-  if (last.ok() && *last == now + "\n") return false;
-  bool first = last.ok() && !last->empty() && last->find('\0') == std::string::npos;
-  Status st = sys::WriteFileAtomic(path, now + "\n", 0600, sys::Durability::kProcessCrash);
-  if (!st.ok()) {
-    log::Warn("cannot record the boot id", {{"error", st.error().message()}});
+  const std::string state_path = state_dir + "/boot-id";
+  const std::string runtime_path = runtime_dir + "/boot-id";
+  auto state = sys::ReadFile(state_path, 128);
+  auto runtime = sys::ReadFile(runtime_path, 128);
+  const bool state_now = state.ok() && *state == now + "\n";
+  const bool runtime_now = runtime.ok() && *runtime == now + "\n";
+  const bool state_missing = state.ok() ? state->empty() : state.error().sys_errno() == ENOENT;
+  const bool runtime_missing = !runtime.ok() && runtime.error().sys_errno() == ENOENT;
+  const char* why = nullptr;  // stays null if a worker ran in this boot
+  if (!state_now && !runtime_now) {
+    if (state.ok() && !state_missing && state->find('\0') == std::string::npos) {
+      why = "the state dir's boot-id names another boot";
+    } else if (state_missing && runtime_missing && OnMemoryFs(runtime_dir)) {
+      why = "a new state dir, and a runtime dir on tmpfs without a boot-id";
+    }
+  }
+  const std::string id = now + "\n";
+  Status written = OkStatus();
+  if (!state_now) written = sys::WriteFileAtomic(state_path, id, 0600, sys::Durability::kProcessCrash);
+  if (written.ok() && !runtime_now) {
+    written = sys::WriteFileAtomic(runtime_path, id, 0600, sys::Durability::kProcessCrash);
+  }
+  if (!written.ok()) {
+    log::Warn("cannot record the boot id", {{"error", written.error().message()}});
     return false;  // the next worker could not tell: look for leftovers now too
   }
-  if (first) log::Info("first start since boot: no leftovers of an earlier agent to look for");
-  return first;
+  if (why) log::Info("first start since boot: no leftovers of an earlier agent to look for", {{"because", why}});
+  return why != nullptr;
 }
 
 }  // namespace
 
-Result<std::unique_ptr<Agent>> Agent::Start(Config config, UniqueFd keeper_fd) {
+Result<std::unique_ptr<Agent>> Agent::Start(Config config, UniqueFd keeper_fd, bool keeper_empty) {
   std::unique_ptr<Agent> a(new Agent());
   a->config_ = std::move(config);
   a->started_mono_ = MonotonicNanos();
@@ -95,7 +132,7 @@ Result<std::unique_ptr<Agent>> Agent::Start(Config config, UniqueFd keeper_fd) {
   Status st = a->Setup();
   if (!st.ok()) return st.error();
   if (keeper_fd) {
-    st = a->AttachKeeper(std::move(keeper_fd));
+    st = a->AttachKeeper(std::move(keeper_fd), keeper_empty);
     if (!st.ok()) return st.error();
   }
   return a;
@@ -245,7 +282,7 @@ Status Agent::StartTasks() {
   o.cgroups = cgroups_.get();
   o.oom = oom_.get();
   o.allow_without_limits = config_.cgroup_allow_without_limits;
-  const bool first_since_boot = FirstStartSinceBoot(config_.state_dir);
+  const bool first_since_boot = FirstStartSinceBoot(config_.state_dir, config_.runtime_dir);
   o.first_since_boot = first_since_boot;
   o.driver_grace_nanos = config_.plugin_grace_period_nanos;
   auto pool = proc::UidPool::Open(config_.state_dir + "/dynamic-users.json",
@@ -297,7 +334,8 @@ Status Agent::StartTasks() {
   tasks_->SetIdResolver([jobs](const std::string& j, const std::string& t) { return jobs->TaskId(j, t); });
   RegisterJobApi(jobs, tasks_.get(), &events_, api_.get());
   // With a keeper, the exits of tasks that ended while no worker ran arrive
-  // with its journal: jobs are recovered once that is replayed.
+  // with its journal: jobs are recovered once that is replayed, or once the
+  // link is attached if the keeper has nothing to replay (AttachKeeper).
   if (keeper_pid_ == 0) jobs_->Recover();
   TrimAfterActivity();
   return OkStatus();
@@ -407,9 +445,9 @@ void PrintEffectiveConfig(const Config& c) {
 
 }  // namespace
 
-Status Agent::AttachKeeper(UniqueFd fd) {
+Status Agent::AttachKeeper(UniqueFd fd, bool keeper_empty) {
   // Without an exit handler the link acknowledges each exit at once.
-  auto link = keeper::KeeperLink::Attach(loop_.get(), std::move(fd), nullptr);
+  auto link = keeper::KeeperLink::Attach(loop_.get(), std::move(fd), nullptr, keeper_empty);
   if (!link.ok()) return link.error().Wrap("keeper socket");
   keeper_link_ = std::move(*link);
   if (tasks_) {
@@ -422,15 +460,6 @@ Status Agent::AttachKeeper(UniqueFd fd) {
       exec->OnProcessExit(pid, status, nanos);
       l->Ack(pid);
     });
-    job::JobManager* jobs = jobs_.get();
-    // Beats start once the worker is fully up: recovering many tasks and
-    // jobs is busy, not hung, and must not get it killed.
-    l->SetHeartbeat(config_.heartbeat_timeout_nanos);
-    l->SetOnJournalReplayed([exec, jobs, l] {
-      exec->JournalReplayed();
-      if (jobs && !jobs->recovered()) jobs->Recover();
-      l->StartHeartbeat();
-    });
     task::TaskManager* tm = tasks_.get();
     tm->SetFifoHolder(
         [l](const std::string& id, const std::vector<int>& fds) {
@@ -438,6 +467,17 @@ Status Agent::AttachKeeper(UniqueFd fd) {
         },
         [l](const std::string& id) { l->ReleaseFifos(keeper::proto::TaskKey(id.data(), id.size())); });
     tm->HoldAllFifos();
+    job::JobManager* jobs = jobs_.get();
+    // Beats start once the worker is fully up: recovering many tasks and
+    // jobs is busy, not hung, and must not get it killed. Last: with an
+    // empty keeper this runs at once, and the tasks the jobs start need the
+    // exit handler and the FIFO holder above.
+    l->SetHeartbeat(config_.heartbeat_timeout_nanos);
+    l->SetOnJournalReplayed([exec, jobs, l] {
+      exec->JournalReplayed();
+      if (jobs && !jobs->recovered()) jobs->Recover();
+      l->StartHeartbeat();
+    });
   }
   return OkStatus();
 }
@@ -549,7 +589,7 @@ int Main(const std::vector<std::string>& all_args) {
     return keeper::RunKeeper(args, role->journal_fd);
   }
   UniqueFd keeper_fd(role->role == keeper::AgentRole::kWorker ? role->keeper_fd : -1);
-  auto agent = Agent::Start(std::move(*config), std::move(keeper_fd));
+  auto agent = Agent::Start(std::move(*config), std::move(keeper_fd), role->keeper_empty);
   if (!agent.ok()) {
     log::Error("agent failed to start", {{"error", agent.error().message()}});
     return agent.error().code() == Code::kInvalidArgument ? 2 : 1;

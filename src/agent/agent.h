@@ -56,8 +56,10 @@ class Agent {
   // Takes the lock, prepares directories and binds the API socket.
   // keeper_fd: the worker's end of the keeper socket (--worker); invalid with
   // --no-keeper. The link is attached last, so the keeper's "worker is up"
-  // hello means everything above succeeded.
-  static Result<std::unique_ptr<Agent>> Start(Config config, UniqueFd keeper_fd = UniqueFd());
+  // hello means everything above succeeded. keeper_empty (--keeper-empty):
+  // the keeper has no exit to replay, so jobs recover at once.
+  static Result<std::unique_ptr<Agent>> Start(Config config, UniqueFd keeper_fd = UniqueFd(),
+                                              bool keeper_empty = false);
   ~Agent();
 
   Status Run();       // until SIGTERM/SIGINT (or Stop())
@@ -86,7 +88,7 @@ class Agent {
   Agent() = default;
   Status Setup();
   Status BindApiSocket();
-  Status AttachKeeper(UniqueFd fd);
+  Status AttachKeeper(UniqueFd fd, bool keeper_empty);
   Status StartTasks();
   Status StartPlugins();  // plugin_api.cc
   void ApplyRuntimeSettings();

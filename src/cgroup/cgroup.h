@@ -55,7 +55,8 @@ class Cgroups {
  public:
   struct Options {
     std::string root = "/sys/fs/cgroup/outpost.slice";
-    // For tests: where cgroup2 is mounted ("" = from /proc/self/mountinfo).
+    // For tests: where cgroup2 is mounted ("" = /sys/fs/cgroup if it is a
+    // cgroup2 mount, else the one /proc/self/mountinfo names).
     std::string mount_point;
   };
 

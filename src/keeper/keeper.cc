@@ -135,12 +135,13 @@ class Keeper {
 
   std::vector<std::string> args_;
   std::string exe_;
-  std::vector<char*> worker_argv_;   // ... --worker --keeper-fd=N
+  std::vector<char*> worker_argv_;   // ... --worker --keeper-fd=N [--keeper-empty]
   std::vector<char*> upgrade_argv_;  // ... --keeper-journal-fd=N
   char keeper_fd_arg_[48] = {};
   char journal_fd_arg_[48] = {};
   const std::string agent_word_ = "agent";
   const std::string worker_word_ = kWorkerFlag;
+  const std::string empty_word_ = kKeeperEmptyFlag;
 
   UniqueFd sigfd_;
   ExitJournal journal_;
@@ -210,6 +211,7 @@ void Keeper::BuildArgv() {
   base(&worker_argv_);
   worker_argv_.push_back(const_cast<char*>(worker_word_.c_str()));
   worker_argv_.push_back(keeper_fd_arg_);
+  worker_argv_.push_back(nullptr);  // --keeper-empty or the end (StartWorker)
   worker_argv_.push_back(nullptr);
   base(&upgrade_argv_);
   upgrade_argv_.push_back(journal_fd_arg_);
@@ -271,6 +273,11 @@ void Keeper::StartWorker() {
     return;
   }
   std::snprintf(keeper_fd_arg_, sizeof keeper_fd_arg_, "%s%d", kKeeperFdFlag, sv[1]);
+  // No child and no exit held: the worker would wait for a replay of
+  // nothing, and no task it recovers can exit through us (an earlier
+  // keeper's tasks went to init with it). It need not wait for the replay.
+  const bool empty = journal_.empty() && !HasChildren();
+  worker_argv_[worker_argv_.size() - 2] = empty ? const_cast<char*>(empty_word_.c_str()) : nullptr;
   pid_t pid = ::fork();
   if (pid == 0) WorkerChild(sv[1]);
   ::close(sv[1]);

@@ -48,12 +48,17 @@ struct KeeperFlags {
   AgentRole role = AgentRole::kKeeper;
   int keeper_fd = -1;   // kWorker: our end of the keeper socketpair
   int journal_fd = -1;  // kKeeper after an upgrade exec: the carried journal
+  // kWorker: when the keeper started us it had no child and held no exit,
+  // so it has nothing to replay and no task of an earlier worker can exit
+  // through it (see KeeperLink::Attach).
+  bool keeper_empty = false;
 };
 
 constexpr const char* kNoKeeperFlag = "--no-keeper";
 constexpr const char* kWorkerFlag = "--worker";              // internal
 constexpr const char* kKeeperFdFlag = "--keeper-fd=";        // internal
 constexpr const char* kJournalFdFlag = "--keeper-journal-fd=";  // internal
+constexpr const char* kKeeperEmptyFlag = "--keeper-empty";      // internal
 
 // Removes the keeper flags from *args (leaving the user's agent arguments)
 // and returns what they asked for. Malformed or contradictory flags are an
@@ -62,7 +67,8 @@ Result<KeeperFlags> TakeKeeperFlags(std::vector<std::string>* args);
 
 // Runs the keeper until it is told to stop; returns the process exit code.
 // agent_args: the user's `outpost agent` arguments without keeper flags (the
-// worker gets them plus --worker --keeper-fd=N; an upgrade exec gets them plus
+// worker gets them plus --worker --keeper-fd=N, and --keeper-empty when the
+// keeper has no child and no exit to hand it; an upgrade exec gets them plus
 // --keeper-journal-fd=N). journal_fd: from an upgrade exec, or -1.
 int RunKeeper(const std::vector<std::string>& agent_args, int journal_fd);
 

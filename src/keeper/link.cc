@@ -16,7 +16,8 @@ namespace outpost::keeper {
 
 namespace kp = proto;
 
-Result<std::unique_ptr<KeeperLink>> KeeperLink::Attach(Loop* loop, UniqueFd fd, ExitHandler on_exit) {
+Result<std::unique_ptr<KeeperLink>> KeeperLink::Attach(Loop* loop, UniqueFd fd, ExitHandler on_exit,
+                                                      bool keeper_empty) {
   if (!fd) return Error(Code::kInvalidArgument, "keeper socket: no fd");
   const int raw = fd.get();
   // Inherited without close-on-exec (that is how it got here); nothing we
@@ -30,6 +31,7 @@ Result<std::unique_ptr<KeeperLink>> KeeperLink::Attach(Loop* loop, UniqueFd fd, 
   OUTPOST_RETURN_IF_ERROR(sys::SetNonBlocking(raw, true));
   std::unique_ptr<KeeperLink> link(new KeeperLink(loop, std::move(on_exit)));
   link->keeper_pid_ = ::getppid();
+  link->replayed_ = keeper_empty;
   KeeperLink* l = link.get();
   auto w = LoopFd::Watch(loop, std::move(fd), EPOLLIN, [l](uint32_t events) { l->OnEvents(events); });
   if (!w.ok()) return w.error();

@@ -34,7 +34,13 @@ class KeeperLink {
 
   // Registers fd on loop and says hello. With a null on_exit every exit is
   // logged (debug) and acknowledged at once, until SetExitHandler.
-  static Result<std::unique_ptr<KeeperLink>> Attach(Loop* loop, UniqueFd fd, ExitHandler on_exit);
+  // keeper_empty: the keeper said when it started us (--keeper-empty) that
+  // it had no child and held no exit. Its replay is then known to hold
+  // nothing a recovered task could be waiting for, and the journal counts
+  // as replayed from the start (an exit the keeper sends later is of a
+  // process started since, and comes to the exit handler as usual).
+  static Result<std::unique_ptr<KeeperLink>> Attach(Loop* loop, UniqueFd fd, ExitHandler on_exit,
+                                                    bool keeper_empty = false);
   // Destroy only once the loop no longer runs (a beat timer may be pending).
   KeeperLink(const KeeperLink&) = delete;
   KeeperLink& operator=(const KeeperLink&) = delete;
@@ -46,7 +52,8 @@ class KeeperLink {
   // Called once when the keeper has resent every exit it held at hello
   // (after their handler calls): a recovered task whose process is gone and
   // whose exit did not come ended while no keeper ran ("exit status
-  // unknown"). Called at once if that already happened.
+  // unknown"). Called at once if that already happened, or if the keeper
+  // was empty (Attach).
   void SetOnJournalReplayed(std::function<void()> cb);
   // Also called (once) when the keeper goes away, after the loop was stopped.
   void SetOnLost(std::function<void()> on_lost) { on_lost_ = std::move(on_lost); }

@@ -38,6 +38,8 @@ Result<KeeperFlags> TakeKeeperFlags(std::vector<std::string>* args) {
       auto fd = ParseFdFlag(a, kKeeperFdFlag);
       if (!fd.ok()) return fd.error();
       f.keeper_fd = *fd;
+    } else if (a == kKeeperEmptyFlag) {
+      f.keeper_empty = true;
     } else if (StartsWith(a, kJournalFdFlag)) {
       auto fd = ParseFdFlag(a, kJournalFdFlag);
       if (!fd.ok()) return fd.error();
@@ -49,6 +51,7 @@ Result<KeeperFlags> TakeKeeperFlags(std::vector<std::string>* args) {
   if (worker && no_keeper) return Error(Code::kInvalidArgument, "--worker and --no-keeper exclude each other");
   if (worker && f.keeper_fd < 0) return Error(Code::kInvalidArgument, "--worker needs --keeper-fd=N");
   if (!worker && f.keeper_fd >= 0) return Error(Code::kInvalidArgument, "--keeper-fd is only for --worker");
+  if (!worker && f.keeper_empty) return Error(Code::kInvalidArgument, "--keeper-empty is only for --worker");
   if (f.journal_fd >= 0 && (worker || no_keeper)) {
     return Error(Code::kInvalidArgument, "--keeper-journal-fd is only for the keeper");
   }

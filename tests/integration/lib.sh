@@ -38,26 +38,38 @@ cleanup_agents() {
   for p in $(grep -lsaF "OUTPOST_TASK_DIR=$T/" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do
     kill -9 "$p" 2>/dev/null
   done
+  local d
+  for d in $(cat "$T/.tmpfs-dirs" 2>/dev/null); do rm -rf "$d"; done
 }
 
 fail() { echo "FAIL: $*"; exit 1; }
 
 # write_config [EXTRA_JSON_MEMBERS]: config using dirs under $T. Unless the
-# extra members say otherwise, jobs.d is $T/jobs.d and the cgroup root is
-# outside any cgroup2 mount, so a test never touches the host's /etc or its
-# cgroups (the agent reports cgroup v2 as unusable).
+# extra members say otherwise, jobs.d is $T/jobs.d, the runtime dir $T/run
+# and the cgroup root is outside any cgroup2 mount, so a test never touches
+# the host's /etc or its cgroups (the agent reports cgroup v2 as unusable).
 write_config() {
   local extra="${1:-}" defaults=""
   [[ "$extra" == *'"jobs_dir"'* ]] || defaults+="\"jobs_dir\": \"$T/jobs.d\", "
   [[ "$extra" == *'"cgroup_root"'* ]] || defaults+="\"cgroup_root\": \"$T/no-cgroup\", "
+  [[ "$extra" == *'"runtime_dir"'* ]] || defaults+="\"runtime_dir\": \"$T/run\", "
   cat >"$T/config.json" <<JSON
 {
   $defaults"state_dir": "$T/state",
-  "runtime_dir": "$T/run",
   "api_socket": "$SOCK"${extra:+,
   $extra}
 }
 JSON
+}
+
+# tmpfs_dir: prints a new empty directory on tmpfs (/dev/shm), removed when
+# the test ends; fails if /dev/shm is not tmpfs.
+tmpfs_dir() {
+  [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] || return 1
+  local d
+  d="$(mktemp -d /dev/shm/outpost-it.XXXXXX)" || return 1
+  echo "$d" >>"$T/.tmpfs-dirs"
+  echo "$d"
 }
 
 # start_agent [ARGS...]: starts the agent in the background with $T/config.json

@@ -179,6 +179,44 @@ test_internal_flags_are_checked() {
   expect_contains "$OUT" "--worker needs --keeper-fd=N" "message"
   expect_exit 2 "$OUTPOST" agent --keeper-fd=3
   expect_exit 2 "$OUTPOST" agent --no-keeper --keeper-journal-fd=3
+  expect_exit 2 "$OUTPOST" agent --keeper-empty
+  expect_contains "$OUT" "--keeper-empty is only for --worker" "message"
+}
+
+worker_told_empty() { tr '\0' '\n' <"/proc/$1/cmdline" | grep -qx -- --keeper-empty; }
+
+# A keeper with no child and no exit held tells the worker it starts so
+# (--keeper-empty), and the worker recovers its jobs without waiting for the
+# keeper's (empty) replay. With a task running, the keeper is its parent:
+# the next worker is not told, and waits. A new keeper after a stop of the
+# whole agent has no child (the tasks went to init with the old one): a
+# task that ended meanwhile is reported at once as ended while no agent ran,
+# and the jobs.d job's task is recovered.
+test_a_worker_of_a_keeper_without_children_or_exits_does_not_wait_for_the_replay() {
+  mkdir -p "$T/jobs.d"
+  echo '{"id": "j", "tasks": [{"name": "t", "command": "'"$HELPER"'", "args": ["sleep", "600"]}]}' >"$T/jobs.d/j.json"
+  start_agent
+  local w; w="$(worker_pid)"
+  worker_told_empty "$w" || fail "the first worker of a new keeper was not told it is empty: $(tr '\0' ' ' <"/proc/$w/cmdline")"
+  wait_for 10 keeper_task_running j.t || fail "the jobs.d task did not start"
+  local jp; jp="$(keeper_task_field j.t pid)"
+  op task run --id bare -- "$HELPER" sleep 600 >/dev/null
+  local bp; bp="$(keeper_task_field bare pid)"
+  kill -9 "$w"
+  wait_for 15 new_worker_answers "$w" || fail "no new worker"
+  w="$(worker_pid)"
+  ! worker_told_empty "$w" || fail "a keeper with tasks told its new worker it is empty"
+  kill -TERM "$AGENT_PID"
+  wait_gone "$AGENT_PID" 40 || fail "the keeper did not stop"
+  kill -9 "$bp"
+  wait_for 10 sh -c "! kill -0 $bp 2>/dev/null || grep -q '^State:[[:space:]]*Z' /proc/$bp/status" || fail "bare did not die"
+  start_agent
+  w="$(worker_pid)"
+  worker_told_empty "$w" || fail "a new keeper whose tasks are init's children did not tell its worker it is empty"
+  wait_for 10 keeper_task_exited bare || fail "the task that ended while no agent ran was not reported"
+  expect_contains "$(keeper_task_field bare error)" "while no agent was running" "bare's error"
+  expect_eq "$(keeper_task_field j.t pid)" "$jp" "the jobs.d task recovered, same pid"
+  expect_eq "$(keeper_task_field j.t state)" "running" "the jobs.d task's state"
 }
 
 test_sigusr2_upgrade_keeps_the_keeper_pid_and_runs_the_replaced_binary() {
@@ -254,6 +292,7 @@ test_exit_journaled_without_a_worker_crosses_an_upgrade() {
 
 keeper_task_field() { op --json task inspect "$1" | json_get "$2"; }
 keeper_task_exited() { [ "$(keeper_task_field "$1" state)" = exited ]; }
+keeper_task_running() { [ "$(keeper_task_field "$1" state)" = running ]; }
 
 test_output_and_exit_of_a_task_ending_while_no_worker_runs_cross_an_upgrade() {
   start_keeper_with_wrapper

@@ -280,6 +280,15 @@ TEST(KeeperFlags, RolesAndStrippedArguments) {
   EXPECT_EQ(f->keeper_fd, 5);
   EXPECT_EQ(args, (std::vector<std::string>{"--config", "c.json"}));
 
+  EXPECT_FALSE(f->keeper_empty);
+
+  args = {"--worker", "--keeper-empty", "--keeper-fd=5", "--config", "c.json"};
+  f = TakeKeeperFlags(&args);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->role, AgentRole::kWorker);
+  EXPECT_TRUE(f->keeper_empty);
+  EXPECT_EQ(args, (std::vector<std::string>{"--config", "c.json"}));
+
   args = {"--no-keeper"};
   f = TakeKeeperFlags(&args);
   ASSERT_TRUE(f.ok());
@@ -300,7 +309,8 @@ TEST(KeeperFlags, MalformedOrContradictoryFlagsAreUsageErrors) {
                           Args{"--worker", "--keeper-fd=-1"}, Args{"--keeper-fd=3"},
                           Args{"--worker", "--keeper-fd=3", "--no-keeper"},
                           Args{"--worker", "--keeper-fd=3", "--keeper-journal-fd=4"},
-                          Args{"--no-keeper", "--keeper-journal-fd=4"}}) {
+                          Args{"--no-keeper", "--keeper-journal-fd=4"}, Args{"--keeper-empty"},
+                          Args{"--no-keeper", "--keeper-empty"}}) {
     Args a = bad;
     auto f = TakeKeeperFlags(&a);
     ASSERT_FALSE(f.ok()) << bad[0] << " " << (bad.size() > 1 ? bad[1] : "");
@@ -434,6 +444,35 @@ TEST_F(KeeperLinkTest, HelloGetsTheKeeperPidThenTheJournalInOrderThenTheMarker) 
   EXPECT_EQ(got_[2], (Exit{103, Exited(0), 13}));
   EXPECT_EQ(replayed_, 1);
   EXPECT_EQ(journal_->size(), 3u);  // nothing acked yet
+}
+
+// A keeper that had no child and no exit when it started the worker says
+// so (--keeper-empty): the worker counts the journal as replayed at once,
+// without the round trip, and the keeper's marker does not count twice.
+// Exits the keeper reaps before it reads the hello still come, through the
+// replay.
+TEST_F(KeeperLinkTest, AnEmptyKeeperNeedsNoRoundTripBeforeTheJournalCountsAsReplayed) {
+  int sv[2];
+  ASSERT_EQ(0, ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, sv));
+  channel_->Attach(UniqueFd(sv[0]));
+  auto link = KeeperLink::Attach(
+      loop_.get(), UniqueFd(sv[1]),
+      [this](pid_t pid, int status, int64_t nanos) {
+        got_.push_back({pid, status, nanos});
+        link_->Ack(pid);
+      },
+      /*keeper_empty=*/true);
+  ASSERT_TRUE(link.ok()) << link.error().message();
+  link_ = std::move(*link);
+  EXPECT_TRUE(link_->journal_replayed());
+  link_->SetOnJournalReplayed([this] { ++replayed_; });
+  EXPECT_EQ(replayed_, 1);
+  EXPECT_FALSE(link_->connected());
+  channel_->OnTaskExit(Rec(201, Exited(4), 21));  // a task of this worker, reaped before the hello is read
+  ASSERT_TRUE(Pump([&] { return link_->connected() && got_.size() == 1 && journal_->empty(); }));
+  EXPECT_EQ(got_[0], (Exit{201, Exited(4), 21}));
+  ASSERT_TRUE(Pump([&] { return !channel_->want_write(); }));
+  EXPECT_EQ(replayed_, 1);
 }
 
 TEST_F(KeeperLinkTest, AcksRemoveEntriesFromTheJournal) {
