@@ -4,6 +4,7 @@
 
 #include "agent/agent.h"
 #include "agent/api.h"
+#include "job/manager.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/pb.h"
@@ -42,6 +43,12 @@ Status Agent::StartPlugins() {
   // The handlers of the plugin types, before the first socket is looked at.
   task::TaskManager* tasks = tasks_.get();
   driver::TaskDriverHandler::Hooks hooks;
+  // A jobs.d file naming a driver plugin is invalid until that driver is
+  // registered (boards start plugins and read jobs.d in any order): read
+  // the dir again when one is.
+  hooks.added = [this](const std::string&) {
+    if (jobs_) jobs_->RescanDir();
+  };
   hooks.changed = [tasks](const std::string& name) { tasks->OnDriverChanged(name); };
   int64_t grace = config_.plugin_grace_period_nanos;
   hooks.expired = [tasks, grace](const std::string& name) {

@@ -246,6 +246,7 @@ void TaskDriverHandler::Register(const plugin::Instance& instance, std::function
                                 if (!fp.ok()) return done(fp.error().Wrap("Fingerprint"));
                                 fp->updated_unix_nanos = WallNanos();
                                 auto& slot = remotes_[name];
+                                bool added_now = !slot;
                                 if (!slot) {
                                   slot = std::make_unique<RemoteDriver>(loop_, plugins_, name, options_);
                                   Status added = drivers_->Add(slot.get());
@@ -257,6 +258,7 @@ void TaskDriverHandler::Register(const plugin::Instance& instance, std::function
                                 slot->SetCapabilities(c);
                                 slot->SetFingerprint(*fp);
                                 done(OkStatus());
+                                if (added_now && hooks_.added) hooks_.added(name);
                               });
                });
 }

@@ -88,9 +88,12 @@ class RemoteDriver : public Driver {
 // registers under its plugin name, which must not be a built-in driver's.
 class TaskDriverHandler : public plugin::Handler {
  public:
-  // changed(name): the driver's active instance changed (tasks to recover);
-  // expired(name): no instance for the grace period (its tasks are lost).
+  // added(name): a driver of that name is in the driver registry now (jobs
+  // that named it may be valid now); changed(name): the driver's active
+  // instance changed (tasks to recover); expired(name): no instance for the
+  // grace period (its tasks are lost).
   struct Hooks {
+    std::function<void(const std::string& name)> added;
     std::function<void(const std::string& name)> changed;
     std::function<void(const std::string& name)> expired;
   };

@@ -114,3 +114,18 @@ test_plugins_task_driver_runs_stops_and_recovers_tasks() {
 }
 pl_logs_have() { op logs "$1" 2>/dev/null | grep -qF "$2"; }
 pl_worker_other_than() { local p; p="$(op status --json 2>/dev/null | json_get pid)" && [ -n "$p" ] && [ "$p" != "$1" ]; }
+
+# A jobs.d file naming a driver plugin that is not registered yet is an
+# invalid file until the driver registers; then it runs (boot order).
+test_plugins_jobs_dir_job_waits_for_its_driver_plugin() {
+  jt_start
+  local JT_EXTRA='"driver": "latedrv"'
+  jt_job dj "$(jt_task t "$HELPER" sleep 600)" >"$T/jobs.d/dj.json"
+  wait_for 10 jt_invalid_listed dj.json || fail "file not reported invalid: $(op ps)"
+  expect_exit 0 op ps
+  expect_contains "$OUT" 'unknown driver "latedrv"' "ps says why"
+  pl_start_plugin TaskDriver latedrv
+  wait_for 10 jt_tstate_is dj/t running || fail "job did not start once its driver registered: $(op ps)"
+  local pid; pid="$(jt_running_pid dj/t)"
+  [ "$(ps -o ppid= -p "$pid" | tr -d ' ')" = "$PLUGIN_PID" ] || fail "task $pid is not the driver's child"
+}
