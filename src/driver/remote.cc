@@ -265,7 +265,9 @@ void TaskDriverHandler::Register(const plugin::Instance& instance, std::function
 
 void TaskDriverHandler::Changed(const std::string& name) {
   RemoteDriver* r = Find(name);
-  if (!r) return;
+  // Only an instance to call makes a change worth acting on: losing the
+  // last connected one is the grace period's business (Expired).
+  if (!r || !plugins_->Active(kPluginType, name)) return;
   r->OnInstanceChanged();
   if (hooks_.changed) hooks_.changed(name);
 }

@@ -540,6 +540,9 @@ void TaskManager::RecoverThroughDriver(const std::string& id) {
     if (!alive.lock()) return;
     Task* task = Find(id);
     if (!task || task->record.exited) return;
+    // A driver plugin that disconnected meanwhile: the task is not lost
+    // yet; its next instance recovers it, or its grace period ends it.
+    if (!st.ok() && st.error().code() == Code::kUnavailable) return;
     if (!st.ok()) {
       driver::ExitResult lost;
       lost.exit_code = -1;

@@ -218,8 +218,12 @@ TEST_F(RemoteDriverTest, ADisconnectedDriverSaysSo) {
   ServeDriver();
   ASSERT_TRUE(Wait([&] { return Registered(); }));
   Driver* d = drivers_.Find("fake");
+  size_t changes = changed_.size();
   plugin_->Exit(false);  // the process is gone; its socket file stays
   ASSERT_TRUE(Wait([&] { return plugins_->Active("TaskDriver", "fake") == nullptr; }));
+  // Losing the last instance is not a change to act on (no recovery
+  // through nothing): the grace period decides.
+  EXPECT_EQ(changed_.size(), changes);
   EXPECT_EQ(d->GetFingerprint().health, Health::kUnhealthy);
   EXPECT_EQ(d->GetFingerprint().description, "driver fake is disconnected");
   Status st = OkStatus();

@@ -34,6 +34,7 @@ class FakeDriver : public driver::Driver {
   std::vector<std::string> calls;
   std::string fail_start;  // error message for the next StartTask
   std::vector<driver::TaskHandle> recovered;
+  Status fail_recover = OkStatus();  // what RecoverTask answers instead
 
   std::string Name() const override { return name_; }
   driver::Capabilities GetCapabilities() const override { return {}; }
@@ -51,6 +52,7 @@ class FakeDriver : public driver::Driver {
   }
   void RecoverTask(const driver::TaskHandle& h, DoneCallback done) override {
     calls.push_back("recover " + h.config.id);
+    if (!fail_recover.ok()) return done(fail_recover);
     recovered.push_back(h);
     tasks[h.config.id].config = h.config;
     done(OkStatus());
@@ -409,6 +411,11 @@ TEST_F(TaskManagerTest, TasksWaitForTheirDriverPluginAndAreRecoveredThroughIt) {
   // tracks it), its exit still waited for once.
   tm_->OnDriverChanged("plug");
   EXPECT_EQ(plugin.recovered.size(), 2u);
+  // The driver disconnected before it answered: the task is not lost.
+  plugin.fail_recover = Error(Code::kUnavailable, "driver plug is disconnected");
+  tm_->OnDriverChanged("plug");
+  EXPECT_EQ(tm_->Inspect("pt")->status.state, driver::TaskState::kRunning);
+  plugin.fail_recover = OkStatus();
   int ended = 0;
   ASSERT_TRUE(tm_->Watch("pt", [&](const driver::ExitResult&) { ended++; }).ok());
   plugin.End("pt", 0);
