@@ -147,6 +147,7 @@ bool ReloadChangesRestartOnlyKeys(const Config& a, const Config& b, std::string*
   check(a.ApiSocket() != b.ApiSocket(), "api_socket");
   check(a.jobs_dir != b.jobs_dir, "jobs_dir");
   check(a.plugins_dir != b.plugins_dir, "plugins_dir");
+  check(a.plugin_grace_period_nanos != b.plugin_grace_period_nanos, "plugin_grace_period");
   check(a.cgroup_root != b.cgroup_root, "cgroup_root");
   check(a.watchdog_device != b.watchdog_device, "watchdog_device");
   check(a.dynamic_uid_first != b.dynamic_uid_first || a.dynamic_uid_last != b.dynamic_uid_last, "dynamic_users");

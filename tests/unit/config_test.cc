@@ -117,6 +117,9 @@ TEST(Config, ReloadDetectsRestartOnlyKeys) {
   d.plugins_dir = "/p";
   EXPECT_TRUE(ReloadChangesRestartOnlyKeys(c, d, &which));
   EXPECT_EQ(which, "plugins_dir");
+  d.plugin_grace_period_nanos = 5 * kNanosPerSecond;
+  EXPECT_TRUE(ReloadChangesRestartOnlyKeys(c, d, &which));
+  EXPECT_EQ(which, "plugins_dir, plugin_grace_period");
 }
 
 
