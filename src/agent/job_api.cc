@@ -105,6 +105,15 @@ void FillJob(const job::JobView& v, task::TaskManager* tm, bool full, Arena* a, 
     auto tv = tm->Inspect(t.task_id);
     if (tv.ok()) {
       if (tv->status.state != driver::TaskState::kExited) o.pid = tv->status.pid;
+      // A running task whose driver plugin is away (within its grace
+      // period): not known to be running, not known to have ended.
+      if (tv->status.state == driver::TaskState::kRunning) {
+        std::string problem = tm->DriverProblem(tv->config.driver);
+        if (!problem.empty()) {
+          o.state = a->Str("unknown");
+          o.reason = a->Str(problem);
+        }
+      }
       o.started_at_unix_nanos = tv->status.started_at_unix_nanos;
       if (full) {
         o.has_task = true;

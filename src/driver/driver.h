@@ -170,6 +170,10 @@ class Driver {
   virtual ~Driver() = default;
 
   virtual std::string Name() const = 0;
+  // Why the driver cannot be reached right now ("" = it can): a driver
+  // plugin with no connected instance. Its tasks are then in an unknown
+  // state, not ended.
+  virtual std::string Unreachable() const { return ""; }
   virtual Capabilities GetCapabilities() const = 0;
   virtual Fingerprint GetFingerprint() = 0;
 

@@ -49,6 +49,10 @@ void RemoteDriver::Done(const char* method, Result<std::string> payload, DoneCal
   });
 }
 
+std::string RemoteDriver::Unreachable() const {
+  return plugins_->Active(kPluginType, name_) ? "" : "driver " + name_ + " is disconnected";
+}
+
 Fingerprint RemoteDriver::GetFingerprint() {
   if (plugins_->Active(kPluginType, name_)) return fingerprint_;
   Fingerprint f = fingerprint_;

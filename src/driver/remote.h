@@ -35,6 +35,7 @@ class RemoteDriver : public Driver {
   ~RemoteDriver() override;
 
   std::string Name() const override { return name_; }
+  std::string Unreachable() const override;
   Capabilities GetCapabilities() const override { return caps_; }
   Fingerprint GetFingerprint() override;
   void StartTask(const TaskConfig& config, StartCallback done) override;

@@ -559,6 +559,11 @@ void TaskManager::RecoverThroughDriver(const std::string& id) {
   });
 }
 
+std::string TaskManager::DriverProblem(const std::string& name) const {
+  const driver::Driver* d = options_.drivers->Find(name);
+  return d ? d->Unreachable() : "driver " + name + " is not registered";
+}
+
 void TaskManager::OnDriverChanged(const std::string& name) {
   if (!options_.drivers->Find(name)) return;
   std::set<std::string> ids;

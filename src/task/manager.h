@@ -136,6 +136,10 @@ class TaskManager {
   // A driver plugin had no connected instance for its grace period: its
   // running tasks are lost (exit unknown), and their restart policy applies.
   void OnDriverGone(const std::string& driver_name, const std::string& why);
+  // Why a task's driver cannot be reached now ("" = it can): "driver x is
+  // not registered" (a driver plugin not back yet) or the driver's own
+  // reason (disconnected). Its running tasks are then in an unknown state.
+  std::string DriverProblem(const std::string& driver_name) const;
   // The named driver's fingerprint (NotFound for an unknown driver).
   Result<driver::Fingerprint> Fingerprint(const std::string& driver_name) const;
 

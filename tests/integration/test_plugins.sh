@@ -129,3 +129,24 @@ test_plugins_jobs_dir_job_waits_for_its_driver_plugin() {
   local pid; pid="$(jt_running_pid dj/t)"
   [ "$(ps -o ppid= -p "$pid" | tr -d ' ')" = "$PLUGIN_PID" ] || fail "task $pid is not the driver's child"
 }
+
+# The driver plugin dies: its task shows "unknown" with why during the
+# grace period, then is lost (exit status unknown) and its restart policy
+# applies.
+test_plugins_task_of_a_vanished_driver_is_unknown_then_lost() {
+  jt_start '"plugin_grace_period": "3s"'
+  pl_start_plugin TaskDriver gonedrv
+  wait_for 10 grep -q "^registered" "$T/plugin-gonedrv.out" || fail "driver not registered: $(op plugins)"
+  local JT_EXTRA='"driver": "gonedrv"'
+  jt_job gj "$(jt_task t "$HELPER" sleep 600)" >"$T/gj.json"
+  expect_exit 0 op run -f "$T/gj.json" --detach
+  local pid; pid="$(wait_for 10 jt_running_pid gj/t)" || fail "driver task not running"
+  kill -9 "$PLUGIN_PID"
+  wait_for 10 jt_tstate_is gj/t unknown || fail "task not unknown once its driver went: $(op inspect gj)"
+  expect_exit 0 op inspect gj
+  expect_contains "$OUT" "driver gonedrv is disconnected" "inspect says why"
+  wait_for 20 jt_events_contain gj/t 'exit status unknown: driver "gonedrv" had no connected instance for 3s' ||
+    fail "task not lost after the grace period: $(op events gj/t)"
+  kill -9 "$pid" 2>/dev/null
+  true
+}
