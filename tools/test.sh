@@ -109,7 +109,8 @@ want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
 
 cross_suite() {
   local arch="$1" qemu="$2"
-  if step "build $arch" make -j"$JOBS" ARCH="$arch" all "build/$arch/unit_tests" "build/$arch/test_helper"; then
+  if step "build $arch" make -j"$JOBS" ARCH="$arch" all "build/$arch/unit_tests" "build/$arch/test_helper" \
+       "build/$arch/test_plugin"; then
     if file "build/$arch/outpost" | grep -q 'statically linked'; then pass; else fail "build/$arch/outpost is not statically linked"; fi
     step "size budget $arch" make ARCH="$arch" size
     gtest_suite "unit-$arch" "$qemu" "build/$arch/unit_tests"
@@ -174,11 +175,12 @@ else
   want arm64 && cross_suite arm64 qemu-aarch64-static
   want armhf && cross_suite armhf qemu-arm-static
   if want vm && [ $built = 1 ]; then
-    tap_suite vm tools/vmtest --binary build/outpost --helper build/test_helper
+    tap_suite vm tools/vmtest --binary build/outpost --helper build/test_helper --extra build/test_plugin
   fi
   # The same system tests on an arm64 VM (busybox init, Debian's arm64 kernel).
   if want vm-arm64 && [ -x build/arm64/outpost ] && [ -x build/arm64/test_helper ]; then
-    tap_suite vm-arm64 tools/vmtest --arch arm64 --binary build/arm64/outpost --helper build/arm64/test_helper
+    tap_suite vm-arm64 tools/vmtest --arch arm64 --binary build/arm64/outpost --helper build/arm64/test_helper \
+      --extra build/arm64/test_plugin
   fi
 fi
 
