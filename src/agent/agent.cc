@@ -323,9 +323,10 @@ Status Agent::StartTasks() {
   bool allow = config_.cgroup_allow_without_limits;
   jo.check_resources = [cg, allow](const cgroup::Resources& r) { return cg->Check(r, allow); };
   driver::Registry* drivers = &drivers_;
-  jo.check_driver = [drivers](const std::string& name) -> Status {
+  jo.check_driver = [drivers](const std::string& name, const std::string& config) -> Status {
     auto d = drivers->Get(name);
-    return d.ok() ? OkStatus() : Status(d.error());
+    if (!d.ok()) return Error(d.error().code(), "driver: " + d.error().message());
+    return (*d)->CheckConfig(config);
   };
   auto jm = job::JobManager::Create(loop_.get(), job_runner_.get(), job_runner_.get(), jo);
   if (!jm.ok()) return jm.error().Wrap("jobs");

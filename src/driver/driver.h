@@ -175,6 +175,13 @@ class Driver {
   // state, not ended.
   virtual std::string Unreachable() const { return ""; }
   virtual Capabilities GetCapabilities() const = 0;
+  // Checks a task's `config` object (JSON; "" = none) before a job that
+  // uses it is accepted: InvalidArgument, one line per problem, each
+  // starting with "config.<field>: ". The default takes anything.
+  virtual Status CheckConfig(const std::string& config_json) const {
+    (void)config_json;
+    return OkStatus();
+  }
   virtual Fingerprint GetFingerprint() = 0;
 
   // Starts the task in config.cgroup (when set), as config.identity, with

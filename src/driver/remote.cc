@@ -5,6 +5,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "base/json.h"
 #include "driver/remote_codec.h"
 
 namespace outpost::driver {
@@ -47,6 +48,38 @@ void RemoteDriver::Done(const char* method, Result<std::string> payload, DoneCal
   Call(method, std::move(payload), options_.call_timeout_nanos, [done = std::move(done)](Result<std::string> r) {
     done(r.ok() ? OkStatus() : Status(r.error()));
   });
+}
+
+Status RemoteDriver::CheckConfig(const std::string& config_json) const {
+  if (!has_schema_) return OkStatus();
+  picojson::value v;
+  if (!config_json.empty() && !picojson::parse(v, config_json).empty()) {
+    return Error(Code::kInvalidArgument, "config: not a JSON object");
+  }
+  const picojson::object empty;
+  const picojson::object& o = v.is<picojson::object>() ? v.get<picojson::object>() : empty;
+  std::vector<std::string> problems;
+  std::string takes;
+  for (const auto& f : schema_) takes += (takes.empty() ? "" : ", ") + f.name;
+  for (const auto& [key, value] : o) {
+    auto f = std::find_if(schema_.begin(), schema_.end(), [&](const auto& s) { return s.name == key; });
+    if (f == schema_.end()) {
+      problems.push_back(Format("config.%s: unknown field for driver %s (it takes: %s)", key.c_str(), name_.c_str(),
+                                takes.empty() ? "none" : takes.c_str()));
+      continue;
+    }
+    bool ok = (f->type == "string" && value.is<std::string>()) || (f->type == "number" && value.is<double>()) ||
+              (f->type == "bool" && value.is<bool>()) || (f->type == "object" && value.is<picojson::object>()) ||
+              (f->type == "list" && value.is<picojson::array>());
+    if (!ok) problems.push_back(Format("config.%s: expected %s for driver %s", key.c_str(), f->type.c_str(), name_.c_str()));
+  }
+  for (const auto& f : schema_) {
+    if (f.required && !o.count(f.name)) {
+      problems.push_back(Format("config.%s: required by driver %s", f.name.c_str(), name_.c_str()));
+    }
+  }
+  if (problems.empty()) return OkStatus();
+  return Error(Code::kInvalidArgument, JoinStrings(problems, "\n"));
 }
 
 std::string RemoteDriver::Unreachable() const {
@@ -244,26 +277,43 @@ void TaskDriverHandler::Register(const plugin::Instance& instance, std::function
                  if (!caps.ok()) return done(caps.error().Wrap("Capabilities"));
                  if (!client->connected()) return done(Error(Code::kUnavailable, "disconnected"));
                  client->Call(kService, "Fingerprint", "", options_.call_timeout_nanos,
-                              [this, alive, name, c = *caps, done = std::move(done)](Result<std::string> f) {
+                              [this, alive, name, client, c = *caps, done = std::move(done)](Result<std::string> f) {
                                 if (alive.expired()) return;
                                 auto fp = f.ok() ? remote::DecodeFingerprint(*f) : Result<Fingerprint>(f.error());
                                 if (!fp.ok()) return done(fp.error().Wrap("Fingerprint"));
                                 fp->updated_unix_nanos = WallNanos();
-                                auto& slot = remotes_[name];
-                                bool added_now = !slot;
-                                if (!slot) {
-                                  slot = std::make_unique<RemoteDriver>(loop_, plugins_, name, options_);
-                                  Status added = drivers_->Add(slot.get());
-                                  if (!added.ok()) {
-                                    remotes_.erase(name);
-                                    return done(added);
-                                  }
-                                }
-                                slot->SetCapabilities(c);
-                                slot->SetFingerprint(*fp);
-                                done(OkStatus());
-                                if (added_now && hooks_.added) hooks_.added(name);
+                                AskSchema(name, client, c, *fp, std::move(done));
                               });
+               });
+}
+
+void TaskDriverHandler::AskSchema(const std::string& name, wire::RpcClient* client, const Capabilities& c,
+                                  const Fingerprint& fp, std::function<void(Status)> done) {
+  if (!client->connected()) return done(Error(Code::kUnavailable, "disconnected"));
+  std::weak_ptr<bool> alive = alive_;
+  client->Call(kService, "ConfigSchema", "", options_.call_timeout_nanos,
+               [this, alive, name, c, fp, done = std::move(done)](Result<std::string> r) {
+                 if (alive.expired()) return;
+                 // A driver without a schema takes any config.
+                 bool has_schema = r.ok() || r.error().code() != Code::kUnimplemented;
+                 auto schema = r.ok() ? remote::DecodeConfigSchema(*r)
+                                      : Result<std::vector<remote::SchemaField>>(r.error());
+                 if (has_schema && !schema.ok()) return done(schema.error().Wrap("ConfigSchema"));
+                 auto& slot = remotes_[name];
+                 bool added_now = !slot;
+                 if (!slot) {
+                   slot = std::make_unique<RemoteDriver>(loop_, plugins_, name, options_);
+                   Status added = drivers_->Add(slot.get());
+                   if (!added.ok()) {
+                     remotes_.erase(name);
+                     return done(added);
+                   }
+                 }
+                 slot->SetCapabilities(c);
+                 slot->SetFingerprint(fp);
+                 slot->SetSchema(has_schema, has_schema ? *schema : std::vector<remote::SchemaField>{});
+                 done(OkStatus());
+                 if (added_now && hooks_.added) hooks_.added(name);
                });
 }
 

@@ -17,6 +17,7 @@
 
 #include "driver/driver.h"
 #include "driver/registry.h"
+#include "driver/remote_codec.h"
 #include "loop/loop.h"
 #include "plugin/registry.h"
 
@@ -51,7 +52,14 @@ class RemoteDriver : public Driver {
   uint64_t SubscribeEvents(EventCallback cb) override;
   void UnsubscribeEvents(uint64_t id) override;
 
-  // From the handler: what the instance said when it registered.
+  Status CheckConfig(const std::string& config_json) const override;
+
+  // From the handler: what the instance said when it registered. A driver
+  // without ConfigSchema (Unimplemented) takes any config.
+  void SetSchema(bool has_schema, std::vector<remote::SchemaField> fields) {
+    has_schema_ = has_schema;
+    schema_ = std::move(fields);
+  }
   void SetCapabilities(const Capabilities& caps) { caps_ = caps; }
   void SetFingerprint(const Fingerprint& fp) { fingerprint_ = fp; }
   // The active instance changed or reconnected: waits cut off by a dropped
@@ -80,6 +88,8 @@ class RemoteDriver : public Driver {
   RemoteOptions options_;
   Capabilities caps_;
   Fingerprint fingerprint_;
+  bool has_schema_ = false;
+  std::vector<remote::SchemaField> schema_;
   std::map<std::string, Wait> waits_;  // by task id
   Loop::TimerId fingerprint_timer_ = 0;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
@@ -110,6 +120,10 @@ class TaskDriverHandler : public plugin::Handler {
   RemoteDriver* Find(const std::string& name) const;
 
  private:
+  // The last step of Register: the driver's ConfigSchema, then the driver
+  // goes into the registry.
+  void AskSchema(const std::string& name, wire::RpcClient* client, const Capabilities& c, const Fingerprint& fp,
+                 std::function<void(Status)> done);
   Loop* loop_;
   plugin::Registry* plugins_;
   Registry* drivers_;

@@ -336,6 +336,41 @@ Result<std::string> EncodeCapabilities(const Capabilities& c) {
   return Encode(outpost_driver_v1_Capabilities_fields, m, "Capabilities");
 }
 
+Result<std::vector<SchemaField>> DecodeConfigSchema(std::string_view bytes) {
+  PbOwned<outpost_driver_v1_ConfigSchema> m(outpost_driver_v1_ConfigSchema_fields);
+  OUTPOST_RETURN_IF_ERROR(m.Decode(bytes, "ConfigSchema"));
+  std::vector<SchemaField> out;
+  for (pb_size_t i = 0; i < m->fields_count; ++i) {
+    SchemaField f{PbString(m->fields[i].name), PbString(m->fields[i].type), m->fields[i].required};
+    const std::string& t = f.type;
+    if (f.name.empty() || f.name.size() > 128) {
+      return Error(Code::kInvalidArgument, Format("ConfigSchema.fields[%u].name is empty or too long", i));
+    }
+    if (t != "string" && t != "number" && t != "bool" && t != "list" && t != "object") {
+      return Error(Code::kInvalidArgument, Format("ConfigSchema.fields[%u].type must be string, number, bool, list "
+                                                  "or object", i));
+    }
+    for (const SchemaField& o : out) {
+      if (o.name == f.name) return Error(Code::kInvalidArgument, "ConfigSchema names field " + f.name + " twice");
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+Result<std::string> EncodeConfigSchema(const std::vector<SchemaField>& fields) {
+  std::vector<outpost_driver_v1_ConfigField> fs(fields.size(), outpost_driver_v1_ConfigField{});
+  for (size_t i = 0; i < fields.size(); ++i) {
+    fs[i].name = PbStr(fields[i].name);
+    fs[i].type = PbStr(fields[i].type);
+    fs[i].required = fields[i].required;
+  }
+  outpost_driver_v1_ConfigSchema m = outpost_driver_v1_ConfigSchema_init_zero;
+  m.fields_count = static_cast<pb_size_t>(fs.size());
+  m.fields = fs.data();
+  return Encode(outpost_driver_v1_ConfigSchema_fields, m, "ConfigSchema");
+}
+
 Result<Fingerprint> DecodeFingerprint(std::string_view bytes) {
   PbOwned<outpost_driver_v1_Fingerprint> m(outpost_driver_v1_Fingerprint_fields);
   OUTPOST_RETURN_IF_ERROR(m.Decode(bytes, "Fingerprint"));

@@ -32,6 +32,15 @@ Result<TaskStatus> DecodeTaskStatus(std::string_view bytes);
 Result<TaskStats> DecodeTaskStats(std::string_view bytes);
 Result<Capabilities> DecodeCapabilities(std::string_view bytes);
 Result<Fingerprint> DecodeFingerprint(std::string_view bytes);
+// A ConfigSchema: (name, type, required) per field. Names must be unique
+// and types one of string, number, bool, list, object.
+struct SchemaField {
+  std::string name;
+  std::string type;
+  bool required = false;
+};
+Result<std::vector<SchemaField>> DecodeConfigSchema(std::string_view bytes);
+Result<std::string> EncodeConfigSchema(const std::vector<SchemaField>& fields);
 
 // The plugin side (the plugin library and tests): the reverse directions.
 Result<TaskConfig> DecodeStartTask(std::string_view bytes);

@@ -238,8 +238,12 @@ Status JobManager::CheckNode(const JobSpec& spec) const {
   check(spec.resources, "resources");
   for (size_t i = 0; i < spec.tasks.size(); i++) {
     if (options_.check_driver) {
-      Status st = options_.check_driver(spec.tasks[i].driver);
-      if (!st.ok()) errors.push_back(Format("tasks[%zu].driver: ", i) + st.error().message());
+      Status st = options_.check_driver(spec.tasks[i].driver, spec.tasks[i].driver_config);
+      if (!st.ok()) {
+        for (const std::string& line : Split(st.error().message(), '\n')) {
+          errors.push_back(Format("tasks[%zu].", i) + line);
+        }
+      }
     }
     check(spec.tasks[i].resources, Format("tasks[%zu].resources", i));
   }

@@ -91,9 +91,10 @@ class JobManager {
     // v2, a controller missing, CPUs it does not have, ...): a job that
     // sets such limits is refused at submission. Null = no check.
     std::function<std::vector<std::string>(const cgroup::Resources&)> check_resources;
-    // Whether the node has a driver of this name (NotFound naming the
-    // drivers it has, if not). Null = no check.
-    std::function<Status(const std::string& driver)> check_driver;
+    // Whether the node has the task's driver and the driver takes its
+    // config: errors one per line, each starting with the field below the
+    // task ("driver: ..." or "config.image: ..."). Null = no check.
+    std::function<Status(const std::string& driver, const std::string& config_json)> check_driver;
     task::EventSink* events = nullptr;
   };
   using DoneCallback = std::function<void(Status)>;

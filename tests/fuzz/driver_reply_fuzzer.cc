@@ -1,6 +1,7 @@
 // libFuzzer target for what a driver plugin answers (driver/remote_codec):
 // the input is tried as every reply the agent decodes (StartTask, WaitTask,
-// InspectTask, TaskStats, ExecTask, Capabilities, Fingerprint) and as the
+// InspectTask, TaskStats, ExecTask, Capabilities, Fingerprint,
+// ConfigSchema) and as the
 // requests a plugin decodes (StartTask, TaskId). Each decodes or gives an
 // error; what decodes keeps the ranges the agent relies on.
 #include <cstddef>
@@ -35,6 +36,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)remote::DecodeTaskStats(in);
   if (auto e = remote::DecodeExecTask(in); e.ok()) Check(e->output.size() <= 4096);
   (void)remote::DecodeCapabilities(in);
+  if (auto schema = remote::DecodeConfigSchema(in); schema.ok()) {
+    for (const auto& f : *schema) Check(!f.name.empty() && !f.type.empty());
+  }
   if (auto f = remote::DecodeFingerprint(in); f.ok()) {
     Check(f->health == Health::kUndetected || f->health == Health::kUnhealthy || f->health == Health::kHealthy);
   }

@@ -105,6 +105,11 @@ test_plugins_task_driver_runs_stops_and_recovers_tasks() {
   expect_eq "$(jt_running_pid sj/t)" "$pid" "same process after recovery"
   expect_exit 0 op stop sj
   wait_gone "$pid" 10 || fail "driver task $pid survived the stop"
+  # The driver's ConfigSchema decides what `config` it takes.
+  JT_EXTRA='"driver": "testdrv", "config": {"note": "hi", "bogus": 1}'
+  jt_job cj "$(jt_task t "$HELPER" sleep 1)" >"$T/cj.json"
+  expect_exit 2 op run -f "$T/cj.json" --detach
+  expect_contains "$OUT" 'tasks[0].config.bogus: unknown field for driver testdrv (it takes: note)' "config checked"
   # A job naming a driver that is not registered is refused (for now) with
   # the drivers there are.
   JT_EXTRA='"driver": "nosuch"'

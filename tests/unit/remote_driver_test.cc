@@ -260,6 +260,41 @@ TEST_F(RemoteDriverTest, ValidateRefusesBuiltinNamesBadNamesAndOtherVersions) {
   drivers_.Remove("exec");
 }
 
+// A driver's ConfigSchema decides which `config` a job may give it: unknown
+// fields, wrong types and missing required ones are each named; a driver
+// without one takes anything; a malformed one refuses the registration.
+TEST_F(RemoteDriverTest, ConfigIsCheckedAgainstTheDriversSchema) {
+  ServeDriver();
+  plugin_->Handle(kService, "ConfigSchema", [](const wire::CallContext&, std::string_view, wire::Responder r) {
+    r.Finish(remote::EncodeConfigSchema({{"image", "string", true}, {"mounts", "list", false}}));
+  });
+  ASSERT_TRUE(Wait([&] { return Registered(); }));
+  Driver* d = drivers_.Find("fake");
+  EXPECT_TRUE(d->CheckConfig(R"({"image":"busybox","mounts":["a"]})").ok());
+  Status st = d->CheckConfig(R"({"extra":1,"mounts":"a"})");
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message(),
+            "config.extra: unknown field for driver fake (it takes: image, mounts)\n"
+            "config.mounts: expected list for driver fake\n"
+            "config.image: required by driver fake");
+  EXPECT_EQ(d->CheckConfig("").error().message(), "config.image: required by driver fake");
+}
+
+TEST_F(RemoteDriverTest, ADriverWithoutASchemaTakesAnyConfigAndABadSchemaIsRefused) {
+  ServeDriver();
+  ASSERT_TRUE(Wait([&] { return Registered(); }));
+  EXPECT_TRUE(drivers_.Find("fake")->CheckConfig(R"({"anything":[1,2]})").ok());
+  plugin_->Exit(true);
+  ASSERT_TRUE(Wait([&] { return plugins_->Active("TaskDriver", "fake") == nullptr; }));
+  ServeDriver();
+  plugin_->Handle(kService, "ConfigSchema", [](const wire::CallContext&, std::string_view, wire::Responder r) {
+    r.Finish(remote::EncodeConfigSchema({{"a", "string", false}, {"a", "number", false}}));
+  });
+  ASSERT_TRUE(Wait([&] { return !plugin_->notified.empty(); }));
+  EXPECT_FALSE(plugin_->notified[0].first);
+  EXPECT_EQ(plugin_->notified[0].second, "ConfigSchema: ConfigSchema names field a twice");
+}
+
 // What a driver answers is checked: out-of-range values are refused with
 // the field named.
 TEST(RemoteCodec, AnswersOutOfRangeAreRefused) {

@@ -103,6 +103,15 @@ void ServeDriver(Plugin* p) {
     m.description = const_cast<char*>("Healthy");
     r.Ok(Enc(outpost_driver_v1_Fingerprint_fields, &m));
   });
+  p->Handle(kDriver, "ConfigSchema", [](const std::string&, Reply r) {
+    outpost_driver_v1_ConfigField note = outpost_driver_v1_ConfigField_init_zero;
+    note.name = const_cast<char*>("note");
+    note.type = const_cast<char*>("string");
+    outpost_driver_v1_ConfigSchema m = outpost_driver_v1_ConfigSchema_init_zero;
+    m.fields_count = 1;
+    m.fields = &note;
+    r.Ok(Enc(outpost_driver_v1_ConfigSchema_fields, &m));
+  });
   p->Handle(kDriver, "StartTask", [](const std::string& req, Reply r) {
     outpost_driver_v1_StartTaskRequest m = outpost_driver_v1_StartTaskRequest_init_zero;
     if (!Dec(req, outpost_driver_v1_StartTaskRequest_fields, &m)) return r.Fail(Code::kInvalidArgument, "bad request");
