@@ -61,8 +61,10 @@ Status RemoteDriver::CheckConfig(const std::string& config_json) const {
   std::vector<std::string> problems;
   std::string takes;
   for (const auto& f : schema_) takes += (takes.empty() ? "" : ", ") + f.name;
-  for (const auto& [key, value] : o) {
-    auto f = std::find_if(schema_.begin(), schema_.end(), [&](const auto& s) { return s.name == key; });
+  for (const auto& entry : o) {
+    const std::string& key = entry.first;
+    const picojson::value& value = entry.second;
+    auto f = std::find_if(schema_.begin(), schema_.end(), [&key](const auto& s) { return s.name == key; });
     if (f == schema_.end()) {
       problems.push_back(Format("config.%s: unknown field for driver %s (it takes: %s)", key.c_str(), name_.c_str(),
                                 takes.empty() ? "none" : takes.c_str()));
