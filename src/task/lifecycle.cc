@@ -320,7 +320,33 @@ void TaskManager::Stop(const std::string& id, int64_t timeout_nanos, const std::
                        DoneCallback done) {
   StopThroughDriver(id, timeout_nanos, signal, [this, id, done](Status st) {
     if (Task* t = Find(id)) KillCgroup(*t);
-    done(st);
+    if (!st.ok()) return done(st);
+    AwaitExit(id, done);
+  });
+}
+
+// A driver may answer StopTask once the kill is sent (a plugin need not wait
+// for its child): the stop is done only when the exit has been seen, so a
+// task is gone when `outpost stop` or `rm` returns. Bounded: a driver that
+// never reports the exit does not hold the stop forever.
+void TaskManager::AwaitExit(const std::string& id, DoneCallback done) {
+  Task* t = Find(id);
+  if (!t || t->record.exited) return done(OkStatus());
+  auto once = std::make_shared<DoneCallback>(std::move(done));
+  std::weak_ptr<bool> alive = alive_;
+  Loop::TimerId timer = loop_->AddTimer(kStopExitWaitNanos, [this, alive, id, once] {
+    if (!alive.lock() || !*once) return;
+    log::Warn("the driver stopped the task but has not reported its exit", {{"task", id}});
+    auto cb = std::move(*once);
+    *once = nullptr;
+    cb(OkStatus());
+  });
+  t->on_exit.push_back([this, alive, once, timer](const driver::ExitResult&) {
+    if (!alive.lock() || !*once) return;
+    loop_->CancelTimer(timer);
+    auto cb = std::move(*once);
+    *once = nullptr;
+    cb(OkStatus());
   });
 }
 

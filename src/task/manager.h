@@ -217,11 +217,13 @@ class TaskManager {
   void OnExit(const std::string& id, const driver::ExitResult& exit);
   // RecoverTask through the task's driver, then its exit waited for.
   void RecoverThroughDriver(const std::string& id);
-  // Stop: StopThroughDriver -> KillCgroup. Destroy: DestroyThroughDriver ->
+  // Stop: StopThroughDriver -> KillCgroup -> AwaitExit. Destroy: DestroyThroughDriver ->
   // ReleaseUser -> RemoveCgroup -> Forget.
   void StopThroughDriver(const std::string& id, int64_t timeout_nanos, const std::string& signal,
                          DoneCallback done);
   void KillCgroup(const Task& t);
+  void AwaitExit(const std::string& id, DoneCallback done);
+  static constexpr int64_t kStopExitWaitNanos = 10LL * 1000000000;
   void DestroyThroughDriver(const std::string& id, bool force, DoneCallback done);
   void ReleaseUser(const std::string& id);
   void RemoveCgroup(const driver::TaskConfig& c);

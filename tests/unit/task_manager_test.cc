@@ -35,6 +35,7 @@ class FakeDriver : public driver::Driver {
   std::string fail_start;  // error message for the next StartTask
   std::vector<driver::TaskHandle> recovered;
   Status fail_recover = OkStatus();  // what RecoverTask answers instead
+  bool stop_before_exit = false;     // StopTask answers before the task ends
 
   std::string Name() const override { return name_; }
   driver::Capabilities GetCapabilities() const override { return {}; }
@@ -65,7 +66,7 @@ class FakeDriver : public driver::Driver {
   }
   void StopTask(const std::string& id, int64_t timeout, const std::string& sig, DoneCallback done) override {
     calls.push_back("stop " + id + " " + std::to_string(timeout) + " " + sig);
-    End(id, 143, 15);
+    if (!stop_before_exit) End(id, 143, 15);
     done(OkStatus());
   }
   void DestroyTask(const std::string& id, bool force, DoneCallback done) override {
@@ -345,6 +346,21 @@ TEST_F(TaskManagerTest, StopUsesTheTasksKillSignalAndTimeoutAndDestroyForgetsEve
   Status st = Call([&](TaskManager::DoneCallback cb) { tm_->Destroy("run", false, cb); });
   EXPECT_EQ(st.error().message(), "cannot destroy running task");
   EXPECT_TRUE(Call([&](TaskManager::DoneCallback cb) { tm_->Destroy("run", true, cb); }).ok());
+}
+
+TEST_F(TaskManagerTest, AStopIsDoneOnlyOnceTheDriverHasReportedTheExit) {
+  ASSERT_TRUE(Start(Config("late")).ok());
+  fake_.stop_before_exit = true;  // as a plugin that answers once the kill is sent
+  bool stopped = false;
+  tm_->Stop("late", -1, "", [&](Status st) {
+    EXPECT_TRUE(st.ok()) << st.error().message();
+    stopped = true;
+  });
+  ASSERT_EQ(fake_.calls.back().rfind("stop late", 0), 0u);
+  EXPECT_FALSE(stopped) << "the driver answered, but the task has not ended";
+  fake_.End("late", 137, 9);
+  ASSERT_TRUE(RunUntil(loop_.get(), [&] { return stopped; }));
+  EXPECT_EQ(tm_->Inspect("late")->status.state, driver::TaskState::kExited);
 }
 
 TEST_F(TaskManagerTest, RecoveryHandsEachRunningRecordToItsDriver) {
