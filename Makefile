@@ -188,7 +188,7 @@ all: $(BUILD)/outpost $(BUILD)/outpost.stripped $(BUILD)/liboutpost-plugin.a
 
 outpost: all
 
-tests: $(BUILD)/unit_tests $(BUILD)/test_helper $(BUILD)/test_plugin
+tests: $(BUILD)/unit_tests $(BUILD)/test_helper $(BUILD)/test_plugin $(BUILD)/example_driver
 
 # Copies of the system headers we use, so a cross compiler (which must not
 # see the host's /usr/include) finds them too.
@@ -286,6 +286,17 @@ $(BUILD)/liboutpost-plugin.a: $(PLUGIN_LIB_OBJS)
 
 # A plugin built with the library, as a vendor would (tests/helpers/plugin/).
 $(BUILD)/test_plugin: $(BUILD)/obj/tests/helpers/plugin/test_plugin.o $(BUILD)/liboutpost-plugin.a
+	@echo "  LINK    $@"
+	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(NANOPB_LIB)
+
+# The example task driver (examples/plugin-driver/), built as a vendor
+# would: its own source against the library, never part of outpost.
+$(BUILD)/obj/examples/%.o: examples/%.cc
+	@mkdir -p $(dir $@)
+	@echo "  CXX     $<"
+	$(Q)$(CXX) $(SRC_CXXFLAGS) -Iinclude -c -o $@ $<
+
+$(BUILD)/example_driver: $(BUILD)/obj/examples/plugin-driver/example_driver.o $(BUILD)/liboutpost-plugin.a
 	@echo "  LINK    $@"
 	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(NANOPB_LIB)
 

@@ -87,6 +87,9 @@ class Plugin {
   // Runs fn after delay_nanos on the plugin's loop (timers for work that
   // answers later). Usable before and during Run.
   void After(int64_t delay_nanos, std::function<void()> fn);
+  // Calls fn(wait status) once child pid has exited, after reaping it
+  // (pidfd, or SIGCHLD, on the loop). Only during Run; false if it cannot.
+  bool WatchChild(int pid, std::function<void(int status)> fn);
   // Serves until SIGTERM or SIGINT, or Stop(). Returns 0, or 1 after
   // printing why it could not start (bad options, plugins dir missing,
   // socket in use) on stderr.

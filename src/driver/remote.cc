@@ -21,6 +21,7 @@ RemoteDriver::RemoteDriver(Loop* loop, plugin::Registry* plugins, std::string na
 RemoteDriver::~RemoteDriver() {
   *alive_ = false;
   if (fingerprint_timer_) loop_->CancelTimer(fingerprint_timer_);
+  if (events_timer_) loop_->CancelTimer(events_timer_);
 }
 
 void RemoteDriver::Call(const char* method, Result<std::string> payload, int64_t timeout_nanos,
@@ -171,6 +172,8 @@ void RemoteDriver::AskWait(const std::string& id) {
 
 void RemoteDriver::OnInstanceChanged() {
   if (!plugins_->Active(kPluginType, name_)) return;
+  events_unimplemented_ = false;  // the new instance may be a newer driver
+  AskEvents();
   std::vector<std::string> ids;
   for (const auto& [id, w] : waits_) {
     if (!w.asking) ids.push_back(id);
@@ -229,10 +232,55 @@ void RemoteDriver::TaskStats(const std::string& id, StatsCallback done) {
        });
 }
 
-// A driver plugin's own events are not relayed (yet): outpost publishes
-// the task events it sees itself (started, exited, ...).
-uint64_t RemoteDriver::SubscribeEvents(EventCallback) { return 0; }
-void RemoteDriver::UnsubscribeEvents(uint64_t) {}
+uint64_t RemoteDriver::SubscribeEvents(EventCallback cb) {
+  uint64_t id = next_subscriber_++;
+  subscribers_[id] = std::move(cb);
+  return id;
+}
+
+void RemoteDriver::UnsubscribeEvents(uint64_t id) { subscribers_.erase(id); }
+
+void RemoteDriver::AskEvents() {
+  if (events_asking_ || events_timer_ || events_unimplemented_ || !plugins_->Active(kPluginType, name_)) return;
+  events_asking_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  int64_t asked = MonotonicNanos();
+  Call("TaskEvents", remote::EncodeTaskEvents(events_cursor_), options_.events_poll_nanos,
+       [this, alive, asked](Result<std::string> r) {
+         if (alive.expired()) return;
+         events_asking_ = false;
+         if (!r.ok() && r.error().code() == Code::kUnimplemented) {
+           events_unimplemented_ = true;  // optional: this driver has no events of its own
+           return;
+         }
+         if (!r.ok() && r.error().code() == Code::kDeadlineExceeded) return AskEvents();
+         if (!r.ok() && r.error().code() == Code::kUnavailable) return;  // OnInstanceChanged asks again
+         auto batch = r.ok() ? remote::DecodeTaskEventsResponse(*r) : Result<remote::EventBatch>(r.error());
+         bool quick_empty = batch.ok() && batch->events.empty() &&
+                            MonotonicNanos() - asked < options_.events_poll_nanos / 2;
+         if (!batch.ok() || quick_empty) {
+           if (!batch.ok()) log::Warn("TaskEvents", {{"driver", name_}, {"error", batch.error().message()}});
+           if (batch.ok()) events_cursor_ = batch->next;
+           events_timer_ = loop_->AddTimer(options_.events_retry_nanos, [this, alive] {
+             if (alive.expired()) return;
+             events_timer_ = 0;
+             AskEvents();
+           });
+           return;
+         }
+         events_cursor_ = batch->next;
+         for (const remote::SequencedEvent& e : batch->events) {
+           // A copy: a subscriber may subscribe or unsubscribe.
+           std::vector<EventCallback> subs;
+           for (const auto& entry : subscribers_) subs.push_back(entry.second);
+           for (const EventCallback& cb : subs) {
+             cb(e.event);
+             if (alive.expired()) return;
+           }
+         }
+         AskEvents();
+       });
+}
 
 TaskDriverHandler::TaskDriverHandler(Loop* loop, plugin::Registry* plugins, Registry* drivers, RemoteOptions options,
                                      Hooks hooks)
@@ -314,7 +362,10 @@ void TaskDriverHandler::AskSchema(const std::string& name, wire::RpcClient* clie
                  slot->SetCapabilities(c);
                  slot->SetFingerprint(fp);
                  slot->SetSchema(has_schema, has_schema ? *schema : std::vector<remote::SchemaField>{});
+                 RemoteDriver* driver = slot.get();
                  done(OkStatus());
+                 if (alive.expired()) return;
+                 driver->OnInstanceChanged();  // the TaskEvents poll, now that the instance is active
                  if (added_now && hooks_.added) hooks_.added(name);
                });
 }

@@ -28,6 +28,8 @@ struct RemoteOptions {
   int64_t start_timeout_nanos = 60LL * 1000000000;      // StartTask (pulling an image may take a while)
   int64_t wait_poll_nanos = 30LL * 1000000000;          // one WaitTask long poll
   int64_t fingerprint_every_nanos = 30LL * 1000000000;  // Fingerprint polled this often
+  int64_t events_poll_nanos = 30LL * 1000000000;        // one TaskEvents long poll
+  int64_t events_retry_nanos = 1LL * 1000000000;        // after a bad or too quick empty TaskEvents answer
 };
 
 class RemoteDriver : public Driver {
@@ -64,8 +66,10 @@ class RemoteDriver : public Driver {
   void SetFingerprint(const Fingerprint& fp) { fingerprint_ = fp; }
   // The active instance changed or reconnected: waits cut off by a dropped
   // connection are asked again of it.
+  // Also (re)starts the TaskEvents long poll.
   void OnInstanceChanged();
   size_t pending_waits() const { return waits_.size(); }
+  bool polling_events() const { return events_asking_ || events_timer_ != 0; }
 
  private:
   struct Wait {
@@ -81,6 +85,10 @@ class RemoteDriver : public Driver {
   void Done(const char* method, Result<std::string> payload, DoneCallback done);
   void AskWait(const std::string& id);
   void PollFingerprint();
+  // One TaskEvents long poll at a time while an instance is active; stops
+  // for good (until the instance changes) when the driver answers
+  // Unimplemented.
+  void AskEvents();
 
   Loop* loop_;
   plugin::Registry* plugins_;
@@ -92,6 +100,12 @@ class RemoteDriver : public Driver {
   std::vector<remote::SchemaField> schema_;
   std::map<std::string, Wait> waits_;  // by task id
   Loop::TimerId fingerprint_timer_ = 0;
+  std::map<uint64_t, EventCallback> subscribers_;
+  uint64_t next_subscriber_ = 1;
+  uint64_t events_cursor_ = 0;
+  bool events_asking_ = false;
+  bool events_unimplemented_ = false;
+  Loop::TimerId events_timer_ = 0;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -391,4 +391,69 @@ Result<std::string> EncodeFingerprint(const Fingerprint& f) {
   return Encode(outpost_driver_v1_Fingerprint_fields, m, "Fingerprint");
 }
 
+Result<std::string> EncodeTaskEvents(uint64_t after) {
+  outpost_driver_v1_TaskEventsRequest m = outpost_driver_v1_TaskEventsRequest_init_zero;
+  m.after = after;
+  return Encode(outpost_driver_v1_TaskEventsRequest_fields, m, "TaskEventsRequest");
+}
+
+Result<uint64_t> DecodeTaskEvents(std::string_view bytes) {
+  PbOwned<outpost_driver_v1_TaskEventsRequest> m(outpost_driver_v1_TaskEventsRequest_fields);
+  OUTPOST_RETURN_IF_ERROR(m.Decode(bytes, "TaskEventsRequest"));
+  return static_cast<uint64_t>(m->after);
+}
+
+Result<EventBatch> DecodeTaskEventsResponse(std::string_view bytes) {
+  PbOwned<outpost_driver_v1_TaskEventsResponse> m(outpost_driver_v1_TaskEventsResponse_fields);
+  OUTPOST_RETURN_IF_ERROR(m.Decode(bytes, "TaskEventsResponse"));
+  if (m->events_count > kMaxEventsPerReply) {
+    return Error(Code::kInvalidArgument, Format("TaskEventsResponse.events: %u, at most %zu", static_cast<unsigned>(m->events_count),
+                                                kMaxEventsPerReply));
+  }
+  EventBatch b;
+  b.next = m->next;
+  uint64_t last = 0;
+  for (pb_size_t i = 0; i < m->events_count; ++i) {
+    const outpost_driver_v1_TaskEvent& e = m->events[i];
+    std::string where = Format("TaskEventsResponse.events[%u]", static_cast<unsigned>(i));
+    if (e.sequence == 0 || (i > 0 && e.sequence <= last)) {
+      return Error(Code::kInvalidArgument, where + ".sequence: 0 or not above the one before");
+    }
+    last = e.sequence;
+    SequencedEvent s;
+    s.sequence = e.sequence;
+    s.event.task_id = PbString(e.task_id);
+    s.event.timestamp_unix_nanos = e.timestamp_unix_nanos;
+    s.event.type = PbString(e.type);
+    s.event.message = PbString(e.message);
+    s.event.annotations = MapOf(e.annotations, e.annotations_count);
+    if (s.event.type.empty()) return Error(Code::kInvalidArgument, where + ".type is empty");
+    b.events.push_back(std::move(s));
+  }
+  if (!b.events.empty() && b.next < last) {
+    return Error(Code::kInvalidArgument, "TaskEventsResponse.next is below the last event's sequence");
+  }
+  return b;
+}
+
+Result<std::string> EncodeTaskEventsResponse(const EventBatch& b) {
+  Keep k;
+  std::vector<outpost_driver_v1_TaskEvent> events;
+  for (const SequencedEvent& s : b.events) {
+    outpost_driver_v1_TaskEvent e = outpost_driver_v1_TaskEvent_init_zero;
+    e.sequence = s.sequence;
+    e.task_id = k.S(s.event.task_id);
+    e.timestamp_unix_nanos = s.event.timestamp_unix_nanos;
+    e.type = k.S(s.event.type);
+    e.message = k.S(s.event.message);
+    e.annotations = k.Map(s.event.annotations, &e.annotations_count);
+    events.push_back(e);
+  }
+  outpost_driver_v1_TaskEventsResponse m = outpost_driver_v1_TaskEventsResponse_init_zero;
+  m.events_count = static_cast<pb_size_t>(events.size());
+  m.events = events.data();
+  m.next = b.next;
+  return Encode(outpost_driver_v1_TaskEventsResponse_fields, m, "TaskEventsResponse");
+}
+
 }  // namespace outpost::driver::remote

@@ -42,6 +42,21 @@ struct SchemaField {
 Result<std::vector<SchemaField>> DecodeConfigSchema(std::string_view bytes);
 Result<std::string> EncodeConfigSchema(const std::vector<SchemaField>& fields);
 
+// TaskEvents: a driver's own events, each with its sequence number, and
+// the cursor to ask with next. A reply holds at most kMaxEventsPerReply
+// events with strictly growing sequences, each with a type.
+inline constexpr size_t kMaxEventsPerReply = 256;
+struct SequencedEvent {
+  uint64_t sequence = 0;
+  TaskEvent event;
+};
+struct EventBatch {
+  std::vector<SequencedEvent> events;
+  uint64_t next = 0;
+};
+Result<std::string> EncodeTaskEvents(uint64_t after);
+Result<EventBatch> DecodeTaskEventsResponse(std::string_view bytes);
+
 // The plugin side (the plugin library and tests): the reverse directions.
 Result<TaskConfig> DecodeStartTask(std::string_view bytes);
 Result<std::string> EncodeStartTaskResponse(const TaskHandle& handle);
@@ -50,5 +65,7 @@ Result<std::string> EncodeCapabilities(const Capabilities& caps);
 Result<std::string> EncodeFingerprint(const Fingerprint& fp);
 Result<std::string> EncodeTaskStatus(const TaskStatus& status);
 Result<std::string> DecodeTaskId(std::string_view bytes);
+Result<uint64_t> DecodeTaskEvents(std::string_view bytes);
+Result<std::string> EncodeTaskEventsResponse(const EventBatch& batch);
 
 }  // namespace outpost::driver::remote

@@ -88,6 +88,11 @@ void Plugin::After(int64_t delay_nanos, std::function<void()> fn) {
   }
 }
 
+bool Plugin::WatchChild(int pid, std::function<void(int status)> fn) {
+  if (!impl_->loop) return false;
+  return impl_->loop->WatchChild(pid, [fn = std::move(fn)](pid_t, int status) { fn(status); }).ok();
+}
+
 void Plugin::Stop() {
   if (impl_->loop) impl_->loop->Stop();
 }

@@ -1,8 +1,8 @@
 // libFuzzer target for what a driver plugin answers (driver/remote_codec):
 // the input is tried as every reply the agent decodes (StartTask, WaitTask,
 // InspectTask, TaskStats, ExecTask, Capabilities, Fingerprint,
-// ConfigSchema) and as the
-// requests a plugin decodes (StartTask, TaskId). Each decodes or gives an
+// ConfigSchema, TaskEvents) and as the requests a plugin decodes
+// (StartTask, TaskId, TaskEvents). Each decodes or gives an
 // error; what decodes keeps the ranges the agent relies on.
 #include <cstddef>
 #include <cstdint>
@@ -42,6 +42,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto f = remote::DecodeFingerprint(in); f.ok()) {
     Check(f->health == Health::kUndetected || f->health == Health::kUnhealthy || f->health == Health::kHealthy);
   }
+  if (auto b = remote::DecodeTaskEventsResponse(in); b.ok()) {
+    Check(b->events.size() <= remote::kMaxEventsPerReply);
+    uint64_t last = 0;
+    for (const auto& e : b->events) {
+      Check(e.sequence > last && !e.event.type.empty());
+      last = e.sequence;
+    }
+    Check(b->events.empty() || b->next >= last);
+  }
+  (void)remote::DecodeTaskEvents(in);
   (void)remote::DecodeStartTask(in);
   (void)remote::DecodeTaskId(in);
   return 0;

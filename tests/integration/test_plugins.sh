@@ -3,11 +3,12 @@
 
 TEST_PLUGIN="$(dirname "$HELPER")/test_plugin"
 
-# pl_start_plugin TYPE NAME: starts test_plugin in $T/run/plugins; its
+# pl_start_plugin TYPE NAME [ARGS...]: starts test_plugin in
+# $T/run/plugins (ARGS: its test modes, --reject, --hang, ...); its
 # registration statuses go to $T/plugin-NAME.out.
 pl_start_plugin() {
   [ -x "$TEST_PLUGIN" ] || fail "$TEST_PLUGIN is missing (make build/test_plugin)"
-  "$TEST_PLUGIN" --type "$1" --name "$2" --versions v1 --dir "$T/run/plugins" --socket-file "$T/plugin-$2.sock" \
+  "$TEST_PLUGIN" --type "$1" --name "$2" --versions v1 --dir "$T/run/plugins" --socket-file "$T/plugin-$2.sock" "${@:3}" \
     >"$T/plugin-$2.out" 2>&1 &
   echo $! >>"$T/.pids"
   PLUGIN_PID=$!
@@ -154,4 +155,43 @@ test_plugins_task_of_a_vanished_driver_is_unknown_then_lost() {
     fail "task not lost after the grace period: $(op events gj/t)"
   kill -9 "$pid" 2>/dev/null
   true
+}
+
+# A driver that refuses a start: its reason reaches inspect and the events,
+# and the task's restart policy applies to the failed start.
+test_plugins_rejected_start_shows_the_drivers_reason() {
+  jt_start
+  pl_start_plugin TaskDriver rejdrv --reject "no capacity here"
+  wait_for 10 grep -q "^registered" "$T/plugin-rejdrv.out" || fail "driver not registered: $(op plugins)"
+  local JT_EXTRA='"driver": "rejdrv", "restart": {"policy": "on-failure", "attempts": 1, "delay": "1s", "interval": "1m"}'
+  jt_job rj "$(jt_task t "$HELPER" sleep 600)" >"$T/rj.json"
+  op run -f "$T/rj.json" --detach >/dev/null 2>&1
+  wait_for 10 jt_events_contain rj/t "no capacity here" || fail "the driver's reason is not in the events: $(op events rj/t)"
+  wait_for 15 jt_events_contain rj/t "restart limit reached" || fail "the restart policy did not apply: $(op events rj/t)"
+  expect_exit 0 op inspect rj
+  expect_contains "$OUT" "no capacity here" "inspect shows the driver's reason"
+}
+
+# A driver that never answers a call: the call ends at its deadline, and
+# the agent answers everything else meanwhile.
+test_plugins_hung_driver_call_times_out_without_blocking() {
+  jt_start
+  pl_start_plugin TaskDriver hangdrv --hang TaskStats
+  wait_for 10 grep -q "^registered" "$T/plugin-hangdrv.out" || fail "driver not registered: $(op plugins)"
+  local JT_EXTRA='"driver": "hangdrv"'
+  jt_job hj "$(jt_task t "$HELPER" sleep 600)" >"$T/hj.json"
+  expect_exit 0 op run -f "$T/hj.json" --detach
+  wait_for 10 jt_running_pid hj/t >/dev/null || fail "driver task not running"
+  op stats hj/t >"$T/stats.out" 2>&1 &
+  local stats=$!
+  sleep 0.5
+  local t0; t0="$(date +%s%N)"
+  expect_exit 0 op status
+  expect_exit 0 op ps
+  local ms=$((($(date +%s%N) - t0) / 1000000))
+  [ "$ms" -lt 3000 ] || fail "status and ps took ${ms} ms while a driver call hung"
+  kill -0 "$stats" 2>/dev/null || fail "stats returned before the hung call's deadline: $(cat "$T/stats.out")"
+  wait "$stats"  # stats shows dashes and says why; its exit status is not the point
+  grep -qi "deadline\|timed out\|timeout" "$T/stats.out" || fail "stats did not say it timed out: $(cat "$T/stats.out")"
+  expect_exit 0 op stop hj
 }

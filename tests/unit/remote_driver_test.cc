@@ -36,6 +36,7 @@ class RemoteDriverTest : public ::testing::Test {
     plugins_ = std::make_unique<plugin::Registry>(loop_.get(), plugin::RegistryOptions{});
     RemoteOptions ro;
     ro.wait_poll_nanos = 300 * kNanosPerMilli;
+    ro.events_poll_nanos = 300 * kNanosPerMilli;
     ro.call_timeout_nanos = 2 * kNanosPerSecond;
     TaskDriverHandler::Hooks hooks;
     hooks.changed = [this](const std::string& n) { changed_.push_back(n); };
@@ -102,6 +103,41 @@ class RemoteDriverTest : public ::testing::Test {
     });
   }
 
+  // TaskEvents on the fake: a long poll answered when events above the
+  // cursor exist (Emit), else never (the caller's deadline passes).
+  void ServeEvents() {
+    plugin_->Handle(kService, "TaskEvents", [this](const wire::CallContext&, std::string_view p, wire::Responder r) {
+      auto after = remote::DecodeTaskEvents(p);
+      ASSERT_TRUE(after.ok());
+      ++event_calls_;
+      cursors_.push_back(*after);
+      events_waiting_ = std::move(r);
+      events_after_ = *after;
+      FlushEvents();
+    });
+  }
+  void Emit(const std::string& task, const std::string& type) {
+    remote::SequencedEvent e;
+    e.sequence = plugin_events_.size() + 1;
+    e.event.task_id = task;
+    e.event.type = type;
+    e.event.message = type + " " + task;
+    e.event.timestamp_unix_nanos = 5;
+    e.event.annotations["k"] = "v";
+    plugin_events_.push_back(e);
+    FlushEvents();
+  }
+  void FlushEvents() {
+    if (!events_waiting_.pending()) return;
+    remote::EventBatch b;
+    for (const auto& e : plugin_events_) {
+      if (e.sequence > events_after_) b.events.push_back(e);
+    }
+    if (b.events.empty()) return;
+    b.next = b.events.back().sequence;
+    events_waiting_.Finish(remote::EncodeTaskEventsResponse(b));
+  }
+
   bool Registered() { return drivers_.Find("fake") != nullptr && plugins_->Active("TaskDriver", "fake") != nullptr; }
   bool Wait(const std::function<bool()>& pred) { return RunUntil(loop_.get(), pred, 15 * kNanosPerSecond); }
 
@@ -117,6 +153,11 @@ class RemoteDriverTest : public ::testing::Test {
   int wait_calls_ = 0;
   int exit_code_ = -1;
   wire::Responder waiting_;
+  int event_calls_ = 0;
+  std::vector<uint64_t> cursors_;
+  std::vector<remote::SequencedEvent> plugin_events_;
+  wire::Responder events_waiting_;
+  uint64_t events_after_ = 0;
 };
 
 TEST_F(RemoteDriverTest, RegistersAsADriverAndStartsTasksThroughIt) {
@@ -313,6 +354,102 @@ TEST(RemoteCodec, AnswersOutOfRangeAreRefused) {
   EXPECT_EQ(remote::DecodeStartTaskResponse(*resp, TaskConfig{}).error().message(),
             "StartTaskResponse.handle.version must be > 0");
   EXPECT_FALSE(remote::DecodeCapabilities("\xff\xff").ok());
+}
+
+}  // namespace
+}  // namespace outpost::driver
+
+namespace outpost::driver {
+namespace {
+
+// TaskEvents: one long poll kept going across deadlines and a dropped
+// connection, with the cursor moving on; every event reaches every
+// subscriber once.
+TEST_F(RemoteDriverTest, TaskEventsAreRelayedAcrossDeadlinesAndReconnects) {
+  ServeDriver();
+  ServeEvents();
+  ASSERT_TRUE(Wait([&] { return Registered(); }));
+  auto* d = static_cast<RemoteDriver*>(drivers_.Find("fake"));
+  std::vector<TaskEvent> a, b;
+  d->SubscribeEvents([&](const TaskEvent& e) { a.push_back(e); });
+  uint64_t sub_b = d->SubscribeEvents([&](const TaskEvent& e) { b.push_back(e); });
+  ASSERT_TRUE(Wait([&] { return event_calls_ >= 2; }));  // a deadline passed, asked again
+  EXPECT_TRUE(d->polling_events());
+  Emit("t1", "pulling");
+  Emit("t1", "pulled");
+  ASSERT_TRUE(Wait([&] { return a.size() == 2; }));
+  EXPECT_EQ(a[0].task_id, "t1");
+  EXPECT_EQ(a[0].type, "pulling");
+  EXPECT_EQ(a[0].message, "pulling t1");
+  EXPECT_EQ(a[0].timestamp_unix_nanos, 5);
+  EXPECT_EQ(a[0].annotations.at("k"), "v");
+  EXPECT_EQ(b.size(), 2u);
+  d->UnsubscribeEvents(sub_b);
+  int before = event_calls_;
+  plugin_->Drop();
+  ASSERT_TRUE(Wait([&] { return event_calls_ > before && plugins_->Active("TaskDriver", "fake"); }));
+  EXPECT_EQ(cursors_.back(), 2u);  // the new connection goes on from the cursor
+  Emit("t2", "oom");
+  ASSERT_TRUE(Wait([&] { return a.size() == 3; }));
+  EXPECT_EQ(a[2].type, "oom");
+  EXPECT_EQ(b.size(), 2u);
+  for (int i = 0; i < 5; ++i) (void)loop_->RunOnce(50 * kNanosPerMilli);
+  EXPECT_EQ(a.size(), 3u);  // nothing twice
+}
+
+TEST_F(RemoteDriverTest, ADriverWithoutTaskEventsIsNotAskedAgain) {
+  ServeDriver();
+  ASSERT_TRUE(Wait([&] { return Registered(); }));
+  auto* d = static_cast<RemoteDriver*>(drivers_.Find("fake"));
+  d->SubscribeEvents([](const TaskEvent&) { ADD_FAILURE() << "no events expected"; });
+  ASSERT_TRUE(Wait([&] { return !d->polling_events(); }));
+  for (int i = 0; i < 10; ++i) (void)loop_->RunOnce(50 * kNanosPerMilli);
+  EXPECT_FALSE(d->polling_events());
+}
+
+TEST(RemoteCodecTest, TaskEventsRoundTripAndBadRepliesAreRefused) {
+  auto req = remote::EncodeTaskEvents(41);
+  ASSERT_TRUE(req.ok());
+  auto after = remote::DecodeTaskEvents(*req);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(*after, 41u);
+
+  remote::EventBatch b;
+  for (uint64_t seq : {3, 7}) {
+    remote::SequencedEvent e;
+    e.sequence = seq;
+    e.event.task_id = "j.t";
+    e.event.type = "restarting";
+    e.event.annotations["why"] = "oom";
+    b.events.push_back(e);
+  }
+  b.next = 7;
+  auto bytes = remote::EncodeTaskEventsResponse(b);
+  ASSERT_TRUE(bytes.ok());
+  auto got = remote::DecodeTaskEventsResponse(*bytes);
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  ASSERT_EQ(got->events.size(), 2u);
+  EXPECT_EQ(got->events[1].sequence, 7u);
+  EXPECT_EQ(got->events[1].event.annotations.at("why"), "oom");
+  EXPECT_EQ(got->next, 7u);
+  // Every truncation decodes or fails; none crashes.
+  for (size_t n = 0; n < bytes->size(); ++n) (void)remote::DecodeTaskEventsResponse(bytes->substr(0, n));
+
+  remote::EventBatch down = b;
+  down.events[1].sequence = 2;
+  EXPECT_FALSE(remote::DecodeTaskEventsResponse(*remote::EncodeTaskEventsResponse(down)).ok());
+  remote::EventBatch behind = b;
+  behind.next = 5;
+  EXPECT_FALSE(remote::DecodeTaskEventsResponse(*remote::EncodeTaskEventsResponse(behind)).ok());
+  remote::EventBatch untyped = b;
+  untyped.events[0].event.type = "";
+  EXPECT_FALSE(remote::DecodeTaskEventsResponse(*remote::EncodeTaskEventsResponse(untyped)).ok());
+  remote::EventBatch empty;
+  empty.next = 9;
+  auto e = remote::DecodeTaskEventsResponse(*remote::EncodeTaskEventsResponse(empty));
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(e->events.empty());
+  EXPECT_EQ(e->next, 9u);
 }
 
 }  // namespace
