@@ -203,7 +203,11 @@ std::vector<Spec> Specs() {
              c->driver->DestroyTask(id, true, [c, pid](Status st) {
                if (c->over) return;
                if (!st.ok()) return c->Fail("destroy(force): " + st.error().message());
-               c->PollUntil([pid] { return PidGone(pid); }, [c] { c->Pass(); });
+               int64_t until = MonotonicNanos() + 5 * kSecond;
+               c->PollUntil([pid, until] { return PidGone(pid) || MonotonicNanos() > until; }, [c, pid] {
+                 if (!PidGone(pid)) return c->Fail(Format("background process %d alive 5 s after destroy(force)", pid));
+                 c->Pass();
+               });
              });
            });
          });

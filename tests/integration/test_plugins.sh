@@ -155,3 +155,21 @@ test_plugins_task_of_a_vanished_driver_is_unknown_then_lost() {
   kill -9 "$pid" 2>/dev/null
   true
 }
+
+# `outpost plugins check`: the conformance checks pass for exec, and for
+# the test plugin's driver (skipping what its Capabilities rule out); an
+# unknown driver is named with the known ones.
+test_plugins_check_exec_and_plugin_driver() {
+  jt_start
+  expect_exit 0 op plugins check exec
+  expect_contains "$OUT" "driver exec: 12 passed, 0 failed, 0 skipped" "exec passes every check"
+  expect_contains "$OUT" "PASS stop-sigkill" "a check line"
+  expect_exit 1 op plugins check nosuch
+  expect_contains "$OUT" 'nosuch' "the unknown driver named"
+  pl_start_plugin TaskDriver chkdrv
+  wait_for 10 grep -q "^registered" "$T/plugin-chkdrv.out" || fail "driver not registered: $(op plugins)"
+  op plugins check chkdrv >"$T/chk.out" 2>&1
+  cat "$T/chk.out"
+  expect_contains "$(cat "$T/chk.out")" "SKIP exec: driver chkdrv cannot exec in tasks" "exec skipped per capability"
+  grep -q "^driver chkdrv: " "$T/chk.out" || fail "no summary: $(cat "$T/chk.out")"
+}
