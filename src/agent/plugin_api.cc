@@ -1,6 +1,7 @@
 #include "agent/plugin_api.h"
 
 #include <deque>
+#include <set>
 
 #include "agent/agent.h"
 #include "agent/api.h"
@@ -9,6 +10,7 @@
 #include "base/log.h"
 #include "base/pb.h"
 #include "base/strings.h"
+#include "driver/conformance.h"
 #include "driver/remote.h"
 #include "base/sys.h"
 #include "plugin.pb.h"
@@ -132,12 +134,48 @@ void HandleListPlugins(Agent* agent, std::string_view payload, wire::Responder r
   responder.Finish(PbEncode(outpost_v1_ListPluginsResponse_fields, &resp, "ListPluginsResponse"));
 }
 
+// Runs the conformance checks on a registered driver (exec or a plugin's)
+// in the loop; the reply comes when the last check is done.
+void HandleCheckDriver(Agent* agent, std::string_view payload, wire::Responder responder) {
+  static std::set<std::string> running;  // drivers being checked
+  PbOwned<outpost_v1_CheckDriverRequest> req(outpost_v1_CheckDriverRequest_fields);
+  Status st = req.Decode(payload, "CheckDriverRequest");
+  if (!st.ok()) return responder.Fail(st.error());
+  std::string name = PbString(req->name);
+  auto d = agent->drivers()->Get(name);
+  if (!d.ok()) return responder.Fail(d.error());
+  if (!running.insert(name).second) {
+    return responder.Fail(Error(Code::kFailedPrecondition, "driver \"" + name + "\" is being checked already"));
+  }
+  driver::ConformanceOptions o;
+  o.work_dir = agent->config().runtime_dir + "/conformance";
+  (void)sys::MkdirAll(o.work_dir, 0700);
+  driver::RunConformance(*agent->loop(), **d, o, [name, responder](std::vector<driver::CheckResult> rs) {
+    running.erase(name);
+    std::vector<outpost_v1_DriverCheck> checks(rs.size(), outpost_v1_DriverCheck{});
+    for (size_t i = 0; i < rs.size(); ++i) {
+      checks[i].check = PbStr(rs[i].name);
+      checks[i].result = const_cast<char*>(driver::CheckOutcomeName(rs[i].outcome));
+      checks[i].detail = PbStr(rs[i].detail);
+      checks[i].duration_nanos = rs[i].duration_nanos;
+    }
+    outpost_v1_CheckDriverResponse resp = outpost_v1_CheckDriverResponse_init_zero;
+    resp.checks_count = static_cast<pb_size_t>(checks.size());
+    resp.checks = checks.data();
+    responder.Finish(PbEncode(outpost_v1_CheckDriverResponse_fields, &resp, "CheckDriverResponse"));
+  });
+}
+
 }  // namespace
 
 void RegisterPluginApi(Agent* agent, wire::RpcServer* server) {
   server->Register(kAgentService, "ListPlugins",
                    [agent](const wire::CallContext&, std::string_view payload, wire::Responder responder) {
                      HandleListPlugins(agent, payload, std::move(responder));
+                   });
+  server->Register(kAgentService, "CheckDriver",
+                   [agent](const wire::CallContext&, std::string_view payload, wire::Responder responder) {
+                     HandleCheckDriver(agent, payload, std::move(responder));
                    });
 }
 

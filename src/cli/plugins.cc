@@ -15,6 +15,7 @@ namespace outpost::cli {
 
 const char kPluginsHelp[] =
     "Usage: outpost plugins [--json]\n"
+    "       outpost plugins check DRIVER [--json]\n"
     "\n"
     "Lists the plugins registered through the plugins dir (config plugins_dir,\n"
     "default /run/outpost/plugins): type, name, version and each instance (its\n"
@@ -23,7 +24,11 @@ const char kPluginsHelp[] =
     "registered, with the last error and when the next attempt is.\n"
     "\n"
     "A plugin with no connected instance is cleaned up after plugin_grace_period\n"
-    "(default 30s); its line says when. See docs/plugins.md.\n";
+    "(default 30s); its line says when.\n"
+    "\n"
+    "`plugins check DRIVER` runs the driver conformance checks against a\n"
+    "registered driver (exec or a plugin's): one line per check, then a summary;\n"
+    "exit status 1 when any check failed. See docs/plugins.md.\n";
 
 namespace {
 
@@ -36,9 +41,52 @@ std::string Relative(int64_t unix_nanos) {
   return d < 0 ? s + " ago" : "in " + s;
 }
 
+int RunCheck(const GlobalOptions& opts, const std::string& name) {
+  outpost_v1_CheckDriverRequest req = outpost_v1_CheckDriverRequest_init_zero;
+  req.name = PbStr(name);
+  auto payload = PbEncode(outpost_v1_CheckDriverRequest_fields, &req, "CheckDriverRequest");
+  if (!payload.ok()) return Fail(kExitFailure, payload.error().message());
+  int code = 0;
+  // The checks take seconds (each bounded at 15 s): a generous deadline.
+  auto reply = CallAgent(opts, "CheckDriver", *payload, &code, 120 * kNanosPerSecond);
+  if (!reply.ok()) return code;
+  PbOwned<outpost_v1_CheckDriverResponse> resp(outpost_v1_CheckDriverResponse_fields);
+  Status st = resp.Decode(*reply, "CheckDriverResponse");
+  if (!st.ok()) return Fail(kExitFailure, "bad reply from the agent: " + st.error().message());
+  int n[3] = {0, 0, 0};  // pass, fail, skip
+  picojson::array arr;
+  for (pb_size_t i = 0; i < resp->checks_count; ++i) {
+    const auto& c = resp->checks[i];
+    std::string result = PbString(c.result), detail = PbString(c.detail);
+    n[result == "pass" ? 0 : result == "fail" ? 1 : 2]++;
+    if (opts.json) {
+      picojson::object o;
+      o["check"] = picojson::value(PbString(c.check));
+      o["result"] = picojson::value(result);
+      o["detail"] = picojson::value(detail);
+      o["duration_ms"] = picojson::value(static_cast<double>(c.duration_nanos / 1000000));
+      arr.emplace_back(o);
+      continue;
+    }
+    std::string up = result == "pass" ? "PASS" : result == "fail" ? "FAIL" : "SKIP";
+    if (result == "pass") {
+      std::printf("%s %s %lld ms\n", up.c_str(), PbString(c.check).c_str(), (long long)(c.duration_nanos / 1000000));
+    } else {
+      std::printf("%s %s: %s\n", up.c_str(), PbString(c.check).c_str(), detail.c_str());
+    }
+  }
+  if (opts.json) {
+    PrintJson(picojson::value(arr));
+  } else {
+    std::printf("driver %s: %d passed, %d failed, %d skipped\n", name.c_str(), n[0], n[1], n[2]);
+  }
+  return n[1] ? kExitFailure : 0;
+}
+
 }  // namespace
 
 int RunPlugins(const GlobalOptions& opts, const std::vector<std::string>& args) {
+  if (args.size() == 2 && args[0] == "check") return RunCheck(opts, args[1]);
   if (!args.empty()) return Fail(kExitUsage, "plugins takes no arguments; see `outpost plugins --help`");
   int code = 0;
   auto reply = CallAgent(opts, "ListPlugins", "", &code);

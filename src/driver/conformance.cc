@@ -1,0 +1,343 @@
+#include "driver/conformance.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <memory>
+
+#include "base/clock.h"
+#include "base/strings.h"
+#include "base/sys.h"
+
+namespace outpost::driver {
+namespace {
+
+constexpr int64_t kSecond = 1000000000;
+
+// One running check: its tasks, its deadline, and the single way it ends.
+struct Check : std::enable_shared_from_this<Check> {
+  Loop* loop;
+  Driver* driver;
+  std::string dir;
+  std::string prefix;
+  int next_task = 0;
+  std::vector<std::string> tasks;
+  bool over = false;
+  Loop::TimerId deadline = 0;
+  std::function<void(Check&, CheckOutcome, std::string)> finish;
+
+  TaskConfig Config(const std::string& script) {
+    TaskConfig t;
+    t.id = prefix + "-" + std::to_string(next_task++);
+    t.name = t.id;
+    t.driver = driver->Name();
+    t.command = "/bin/sh";
+    t.args = {"-c", script};
+    t.task_dir = dir + "/" + t.id;
+    (void)sys::MkdirAll(t.task_dir, 0700);
+    t.stdout_path = t.task_dir + "/stdout";
+    t.stderr_path = t.task_dir + "/stderr";
+    ::close(::open(t.stdout_path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+    ::close(::open(t.stderr_path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+    return t;
+  }
+  void Pass() { finish(*this, CheckOutcome::kPass, ""); }
+  void Fail(const std::string& why) { finish(*this, CheckOutcome::kFail, why); }
+  void Skip(const std::string& why) { finish(*this, CheckOutcome::kSkip, why); }
+  // Starts a task; on an error the check fails.
+  void Start(const TaskConfig& c, std::function<void(const TaskHandle&)> next) {
+    tasks.push_back(c.id);
+    driver->StartTask(c, [self = shared_from_this(), next](Result<TaskHandle> h) {
+      if (self->over) return;
+      if (!h.ok()) return self->Fail("start: " + h.error().message());
+      next(*h);
+    });
+  }
+  void Wait(const std::string& id, std::function<void(const ExitResult&)> next) {
+    driver->WaitTask(id, [self = shared_from_this(), next](const ExitResult& e) {
+      if (!self->over) next(e);
+    });
+  }
+  void Stop(const std::string& id, int64_t timeout, const std::string& sig, std::function<void()> next) {
+    driver->StopTask(id, timeout, sig, [self = shared_from_this(), next](Status st) {
+      if (self->over) return;
+      if (!st.ok()) return self->Fail("stop: " + st.error().message());
+      next();
+    });
+  }
+  // Polls (bounded by the check's deadline) until pred holds.
+  void PollUntil(std::function<bool()> pred, std::function<void()> next) {
+    if (over) return;
+    if (pred()) return next();
+    loop->AddTimer(kSecond / 20, [self = shared_from_this(), pred, next] { self->PollUntil(pred, next); });
+  }
+};
+
+using Body = std::function<void(const std::shared_ptr<Check>&, const Capabilities&)>;
+struct Spec {
+  const char* name;
+  Body body;
+};
+
+bool PidGone(pid_t pid) {
+  if (pid <= 0) return true;
+  auto st = sys::ReadFile(Format("/proc/%d/stat", pid));
+  if (!st.ok()) return true;
+  size_t p = st->rfind(')');
+  return p != std::string::npos && p + 2 < st->size() && (*st)[p + 2] == 'Z';
+}
+
+// A task that runs until stopped, ready once it has written <task_dir>/ready.
+constexpr const char* kSleeper = "exec sleep 600";
+
+std::vector<Spec> Specs() {
+  return {
+      {"start-wait",
+       [](const std::shared_ptr<Check>& c, const Capabilities&) {
+         auto cfg = c->Config("cat /proc/self/cgroup");
+         c->Start(cfg, [c, id = cfg.id](const TaskHandle&) {
+           c->Wait(id, [c, id](const ExitResult& e) {
+             if (!e.Successful()) return c->Fail("wait result " + DescribeExit(e) + ", expected exit code 0");
+             c->driver->DestroyTask(id, true, [c](Status st) {
+               if (c->over) return;
+               if (!st.ok()) return c->Fail("destroy(force) after exit: " + st.error().message());
+               c->Pass();
+             });
+           });
+         });
+       }},
+      {"stop-sigint",
+       [](const std::shared_ptr<Check>& c, const Capabilities&) {
+         auto cfg = c->Config("echo hi; exec sleep 600");
+         c->Start(cfg, [c, id = cfg.id](const TaskHandle&) {
+           c->Stop(id, 2 * kSecond, "SIGINT", [] {});
+           c->Wait(id, [c](const ExitResult& e) {
+             if (e.Successful()) return c->Fail("wait result successful after a stop");
+             c->Pass();
+           });
+         });
+       }},
+      {"stop-sigkill",
+       [](const std::shared_ptr<Check>& c, const Capabilities&) {
+         auto cfg = c->Config(kSleeper);
+         c->Start(cfg, [c, id = cfg.id](const TaskHandle&) {
+           c->Stop(id, 5 * kSecond, "SIGKILL", [] {});
+           c->Wait(id, [c](const ExitResult& e) {
+             if (e.signal != SIGKILL) return c->Fail(Format("wait result signal %d, expected 9", e.signal));
+             c->Pass();
+           });
+         });
+       }},
+      {"stop-timeout-0",
+       [](const std::shared_ptr<Check>& c, const Capabilities&) {
+         // Ignores SIGTERM (kept across exec): only the kill ends it.
+         auto cfg = c->Config("trap '' TERM; exec sleep 600");
+         c->Start(cfg, [c, id = cfg.id](const TaskHandle&) {
+           int64_t t0 = MonotonicNanos();
+           c->Stop(id, 0, "SIGTERM", [] {});
+           c->Wait(id, [c, t0](const ExitResult& e) {
+             int64_t took = MonotonicNanos() - t0;
+             if (e.Successful()) return c->Fail("wait result successful after a stop");
+             if (took > 2 * kSecond) return c->Fail(Format("killed after %lld ms, expected at once", (long long)(took / 1000000)));
+             c->Pass();
+           });
+         });
+       }},
+      {"signal",
+       [](const std::shared_ptr<Check>& c, const Capabilities& caps) {
+         if (!caps.send_signals) return c->Skip("driver " + c->driver->Name() + " cannot signal tasks");
+         auto cfg = c->Config("trap 'exit 3' USR1; : > ready; while :; do sleep 0.1; done");
+         cfg.workdir = cfg.task_dir;
+         std::string ready = cfg.task_dir + "/ready";
+         c->Start(cfg, [c, id = cfg.id, ready](const TaskHandle&) {
+           c->PollUntil([ready] { return ::access(ready.c_str(), F_OK) == 0; }, [c, id] {
+             c->driver->SignalTask(id, "SIGUSR1", [c, id](Status st) {
+               if (c->over) return;
+               if (!st.ok()) return c->Fail("signal: " + st.error().message());
+               c->Wait(id, [c](const ExitResult& e) {
+                 if (e.exit_code != 3) return c->Fail("wait result " + DescribeExit(e) + ", expected exit code 3");
+                 c->Pass();
+               });
+             });
+           });
+         });
+       }},
+      {"recover-idempotent",
+       [](const std::shared_ptr<Check>& c, const Capabilities&) {
+         c->Start(c->Config(kSleeper), [c](const TaskHandle& h) {
+           c->driver->RecoverTask(h, [c, id = h.config.id](Status st) {
+             if (c->over) return;
+             if (!st.ok()) return c->Fail("recover of a tracked task: " + st.error().message());
+             c->driver->InspectTask(id, [c](Result<TaskStatus> s) {
+               if (c->over) return;
+               if (!s.ok()) return c->Fail("inspect after recover: " + s.error().message());
+               if (s->state != TaskState::kRunning) return c->Fail(std::string("state after recover ") + TaskStateName(s->state));
+               c->Pass();
+             });
+           });
+         });
+       }},
+      {"destroy-running",
+       [](const std::shared_ptr<Check>& c, const Capabilities&) {
+         c->Start(c->Config(kSleeper), [c](const TaskHandle& h) {
+           c->driver->DestroyTask(h.config.id, false, [c](Status st) {
+             if (c->over) return;
+             if (st.ok()) return c->Fail("destroy without force of a running task succeeded");
+             if (st.error().message().find("cannot destroy running task") == std::string::npos)
+               return c->Fail("error \"" + st.error().message() + "\", expected \"cannot destroy running task\"");
+             c->Pass();
+           });
+         });
+       }},
+      {"destroy-kills-all",
+       [](const std::shared_ptr<Check>& c, const Capabilities&) {
+         auto cfg = c->Config("sleep 3600 & echo $! > bg.pid");
+         cfg.workdir = cfg.task_dir;
+         std::string pidfile = cfg.task_dir + "/bg.pid";
+         c->Start(cfg, [c, id = cfg.id, pidfile](const TaskHandle&) {
+           c->Wait(id, [c, id, pidfile](const ExitResult&) {
+             auto s = sys::ReadFile(pidfile);
+             pid_t pid = s.ok() ? static_cast<pid_t>(std::atoi(s->c_str())) : 0;
+             if (pid <= 0) return c->Fail("the task wrote no background pid");
+             c->driver->DestroyTask(id, true, [c, pid](Status st) {
+               if (c->over) return;
+               if (!st.ok()) return c->Fail("destroy(force): " + st.error().message());
+               int64_t until = MonotonicNanos() + 5 * kSecond;
+               c->PollUntil([pid, until] { return PidGone(pid) || MonotonicNanos() > until; }, [c, pid] {
+                 if (!PidGone(pid)) {
+                   ::kill(pid, SIGKILL);  // the check leaves nothing behind either way
+                   return c->Fail(Format("background process %d alive 5 s after destroy(force)", pid));
+                 }
+                 c->Pass();
+               });
+             });
+           });
+         });
+       }},
+      {"bad-command",
+       [](const std::shared_ptr<Check>& c, const Capabilities&) {
+         auto cfg = c->Config("");
+         cfg.command = c->dir + "/no-such-command";
+         cfg.args.clear();
+         c->tasks.push_back(cfg.id);
+         c->driver->StartTask(cfg, [c](Result<TaskHandle> h) {
+           if (c->over) return;
+           if (h.ok()) return c->Fail("start of a missing command succeeded");
+           c->Pass();
+         });
+       }},
+      {"stats",
+       [](const std::shared_ptr<Check>& c, const Capabilities&) {
+         c->Start(c->Config(kSleeper), [c](const TaskHandle& h) {
+           c->driver->TaskStats(h.config.id, [c](Result<TaskStats> s) {
+             if (c->over) return;
+             if (!s.ok()) return c->Fail("stats: " + s.error().message());
+             if (s->measured.empty()) return c->Fail("first sample measured nothing");
+             int64_t skew = WallNanos() - s->timestamp_unix_nanos;
+             if (skew > kSecond || skew < -kSecond) return c->Fail("sample timestamp more than 1 s from now");
+             c->Pass();
+           });
+         });
+       }},
+      {"inspect",
+       [](const std::shared_ptr<Check>& c, const Capabilities&) {
+         c->Start(c->Config(kSleeper), [c](const TaskHandle& h) {
+           std::string id = h.config.id;
+           c->driver->InspectTask(id, [c, id](Result<TaskStatus> s) {
+             if (c->over) return;
+             if (!s.ok()) return c->Fail("inspect: " + s.error().message());
+             if (s->state != TaskState::kRunning) return c->Fail(std::string("state ") + TaskStateName(s->state) + ", expected running");
+             c->Stop(id, 0, "SIGKILL", [] {});
+             c->Wait(id, [c, id](const ExitResult&) {
+               c->driver->InspectTask(id, [c](Result<TaskStatus> s2) {
+                 if (c->over) return;
+                 if (!s2.ok()) return c->Fail("inspect after exit: " + s2.error().message());
+                 if (s2->state != TaskState::kExited) return c->Fail(std::string("state after exit ") + TaskStateName(s2->state) + ", expected exited");
+                 c->Pass();
+               });
+             });
+           });
+         });
+       }},
+      {"exec",
+       [](const std::shared_ptr<Check>& c, const Capabilities& caps) {
+         if (!caps.exec) return c->Skip("driver " + c->driver->Name() + " cannot exec in tasks");
+         c->Start(c->Config(kSleeper), [c](const TaskHandle& h) {
+           c->driver->ExecTask(h.config.id, {"/bin/sh", "-c", "echo conformance"}, 5 * kSecond, [c](Result<ExecResult> r) {
+             if (c->over) return;
+             if (!r.ok()) return c->Fail("exec: " + r.error().message());
+             if (r->exit_code != 0 || r->output.find("conformance") == std::string::npos)
+               return c->Fail(Format("exec exit code %d, output \"%s\"", r->exit_code, r->output.c_str()));
+             c->Pass();
+           });
+         });
+       }},
+  };
+}
+
+struct Run {
+  Loop* loop;
+  Driver* driver;
+  ConformanceOptions opts;
+  std::vector<Spec> specs = Specs();
+  size_t at = 0;
+  std::vector<CheckResult> results;
+  std::shared_ptr<Check> check;
+  std::function<void(std::vector<CheckResult>)> done;
+};
+
+// Destroys the check's tasks one after the other, then calls next.
+void Cleanup(std::shared_ptr<Run> run, size_t i, std::function<void()> next) {
+  if (i >= run->check->tasks.size()) return next();
+  run->driver->DestroyTask(run->check->tasks[i], true, [run, i, next](Status) {
+    run->loop->Defer([run, i, next] { Cleanup(run, i + 1, next); });
+  });
+}
+
+void RunNext(std::shared_ptr<Run> run) {
+  if (run->at >= run->specs.size()) {
+    run->check.reset();
+    return run->done(std::move(run->results));
+  }
+  const Spec& spec = run->specs[run->at++];
+  run->check = std::make_shared<Check>();
+  Check& c = *run->check;
+  c.loop = run->loop;
+  c.driver = run->driver;
+  c.dir = run->opts.work_dir;
+  c.prefix = Format("conformance-%zu-%lld", run->at, (long long)(WallNanos() % 1000000));
+  int64_t t0 = MonotonicNanos();
+  std::string name = spec.name;
+  c.finish = [run, name, t0](Check& ch, CheckOutcome o, std::string detail) {
+    if (ch.over) return;
+    ch.over = true;
+    run->loop->CancelTimer(ch.deadline);
+    run->results.push_back({name, o, std::move(detail), MonotonicNanos() - t0});
+    // Late driver callbacks hold the check (shared) and find it over.
+    run->loop->Defer([run] { Cleanup(run, 0, [run] { RunNext(run); }); });
+  };
+  c.deadline = run->loop->AddTimer(run->opts.check_timeout_nanos, [run] {
+    run->check->Fail(Format("timed out after %lld s", (long long)(run->opts.check_timeout_nanos / kSecond)));
+  });
+  if (!run->driver->Unreachable().empty()) return c.Fail(run->driver->Unreachable());
+  spec.body(run->check, run->driver->GetCapabilities());
+}
+
+}  // namespace
+
+const char* CheckOutcomeName(CheckOutcome o) {
+  return o == CheckOutcome::kPass ? "pass" : o == CheckOutcome::kFail ? "fail" : "skip";
+}
+
+void RunConformance(Loop& loop, Driver& driver, const ConformanceOptions& opts,
+                    std::function<void(std::vector<CheckResult>)> done) {
+  auto run = std::make_shared<Run>();
+  run->loop = &loop;
+  run->driver = &driver;
+  run->opts = opts;
+  run->done = std::move(done);
+  loop.Defer([run] { RunNext(run); });
+}
+
+}  // namespace outpost::driver
