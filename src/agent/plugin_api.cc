@@ -48,7 +48,8 @@ Status Agent::StartPlugins() {
   // A jobs.d file naming a driver plugin is invalid until that driver is
   // registered (boards start plugins and read jobs.d in any order): read
   // the dir again when one is.
-  hooks.added = [this](const std::string&) {
+  hooks.added = [this, tasks](const std::string& name) {
+    tasks->SubscribeTo(name);
     if (jobs_) jobs_->RescanDir();
   };
   hooks.changed = [tasks](const std::string& name) { tasks->OnDriverChanged(name); };

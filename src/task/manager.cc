@@ -41,7 +41,21 @@ TaskManager::TaskManager(Loop* loop, Options options) : loop_(loop), options_(st
 
 TaskManager::~TaskManager() {
   *alive_ = false;
-  for (auto& [d, sub] : subscriptions_) d->UnsubscribeEvents(sub);
+  // A plugin driver may be gone already (its handler is destroyed first):
+  // only one still registered is told.
+  for (auto& [name, sub] : subscriptions_) {
+    if (options_.drivers->Find(name) == sub.first) sub.first->UnsubscribeEvents(sub.second);
+  }
+}
+
+// Driver events (a plugin's TaskEvents) reach the task's events; a driver
+// plugin registered after the start is subscribed when it appears.
+void TaskManager::SubscribeTo(const std::string& name) {
+  driver::Driver* d = options_.drivers->Find(name);
+  if (!d) return;
+  auto it = subscriptions_.find(name);
+  if (it != subscriptions_.end() && it->second.first == d) return;
+  subscriptions_[name] = {d, d->SubscribeEvents([this](const driver::TaskEvent& ev) { PublishDriverEvent(ev); })};
 }
 
 Result<std::unique_ptr<TaskManager>> TaskManager::Create(Loop* loop, Options options) {
@@ -54,11 +68,7 @@ Result<std::unique_ptr<TaskManager>> TaskManager::Create(Loop* loop, Options opt
   OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(state + "/logs", 0700));
   OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(state + "/tasks", 0700));
   OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(m->options_.runtime_dir + "/fifo", 0700));
-  TaskManager* raw = m.get();
-  for (const std::string& name : m->options_.drivers->Names()) {
-    driver::Driver* d = m->options_.drivers->Find(name);
-    m->subscriptions_[d] = d->SubscribeEvents([raw](const driver::TaskEvent& ev) { raw->PublishDriverEvent(ev); });
-  }
+  for (const std::string& name : m->options_.drivers->Names()) m->SubscribeTo(name);
   return m;
 }
 

@@ -133,6 +133,9 @@ class TaskManager {
   // it (a task it tracks already is a no-op), tasks that waited for it
   // included, and their exits waited for again.
   void OnDriverChanged(const std::string& driver_name);
+  // The driver's events (a plugin's TaskEvents) go to its tasks' events
+  // from now on; once per driver.
+  void SubscribeTo(const std::string& driver_name);
   // A driver plugin had no connected instance for its grace period: its
   // running tasks are lost (exit unknown), and their restart policy applies.
   void OnDriverGone(const std::string& driver_name, const std::string& why);
@@ -233,7 +236,7 @@ class TaskManager {
   Loop* loop_;
   Options options_;
   std::map<std::string, std::unique_ptr<Task>> tasks_;
-  std::map<driver::Driver*, uint64_t> subscriptions_;
+  std::map<std::string, std::pair<driver::Driver*, uint64_t>> subscriptions_;  // by driver name
   // Running tasks found at recovery whose driver was not registered, by
   // driver name; a timer per driver ends the wait.
   std::map<std::string, std::set<std::string>> awaiting_driver_;

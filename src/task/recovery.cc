@@ -149,6 +149,7 @@ std::string TaskManager::DriverProblem(const std::string& name) const {
 
 void TaskManager::OnDriverChanged(const std::string& name) {
   if (!options_.drivers->Find(name)) return;
+  SubscribeTo(name);
   std::set<std::string> ids;
   auto w = awaiting_driver_.find(name);
   if (w != awaiting_driver_.end()) {

@@ -98,6 +98,8 @@ test_plugins_task_driver_runs_stops_and_recovers_tasks() {
   expect_exit 0 op run -f "$T/sj.json" --detach
   local pid; pid="$(wait_for 10 jt_running_pid sj/t)" || fail "driver task not running"
   [ "$(ps -o ppid= -p "$pid" | tr -d ' ')" = "$PLUGIN_PID" ] || fail "task $pid is not the driver's child ($PLUGIN_PID): $(ps -o pid,ppid,args -p "$pid")"
+  # The driver's own events (TaskEvents) reach the task's events.
+  wait_for 10 jt_events_contain sj/t "pid $pid" || fail "the driver's event is not in the task's events: $(op events sj/t)"
   # The worker dies: the new one recovers the task through the driver.
   local w; w="$(op status --json | json_get pid)"
   kill -9 "$w"
