@@ -186,7 +186,7 @@ test_plugins_hung_driver_call_times_out_without_blocking() {
   wait_for 10 jt_running_pid hj/t >/dev/null || fail "driver task not running"
   op stats hj/t >"$T/stats.out" 2>&1 &
   local stats=$!
-  sleep 0.5
+  wait_for 10 grep -q "^hanging TaskStats" "$T/plugin-hangdrv.out" || fail "the stats call did not reach the driver"
   local t0; t0="$(date +%s%N)"
   expect_exit 0 op status
   expect_exit 0 op ps

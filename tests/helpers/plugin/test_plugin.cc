@@ -134,7 +134,11 @@ int main(int argc, char** argv) {
   }
   DriverOptions d;
   d.before_call = [&driver, hang, slow_ms](const std::string& method, std::function<void()> run) {
-    if (method == hang) return;  // never answered: the caller's deadline passes
+    if (method == hang) {  // never answered: the caller's deadline passes
+      std::printf("hanging %s\n", method.c_str());  // tests wait for this line
+      std::fflush(stdout);
+      return;
+    }
     if (slow_ms <= 0) return run();
     driver.plugin()->After(slow_ms * 1000000LL, std::move(run));
   };
