@@ -13,11 +13,29 @@
 //               [--hang METHOD]        (never answers that Driver method)
 //               [--slow-ms N]          (answers every Driver call after N ms)
 //               [--crash-after-start]  (exits 70 just after answering a StartTask)
+//               [--adopt]              (RecoverTask takes over a live task of an earlier instance)
+//
+// --slow-ms prints "slow METHOD" when a call arrives and "answering METHOD"
+// when it is run, so a test can tell a call is in flight. RecoverTask of a
+// task this instance did not start prints "recovered JOB/NAME (ID) pid N"
+// (--adopt) or "not recovering JOB/NAME (ID) pid N" (the library's default:
+// NotFound).
+//
+// --adopt: the library can only watch its own children, and a task started
+// by an earlier instance (one that was killed, or that is being replaced)
+// is not one. Its handle's driver_state holds the process's start time
+// (/proc/PID/stat field 22), so a pid reused by another process is not
+// taken; once adopted, the process is polled (every 20 ms, through
+// /proc) and its exit reported with an unknown status: only a parent
+// learns that.
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -27,9 +45,60 @@ namespace {
 
 using namespace outpost::plugin_sdk;
 
+// The state letter and start time (clock ticks since boot) of a process;
+// false when there is none.
+bool ProcStat(int pid, char* state, std::string* start) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return false;
+  size_t paren = line.rfind(')');
+  if (paren == std::string::npos) return false;
+  std::istringstream rest(line.substr(paren + 1));
+  std::string field;
+  // Field 3 is the state; field 22 the start time.
+  for (int i = 3; i <= 22 && rest >> field; ++i) {
+    if (i == 3) *state = field[0];
+    if (i == 22) *start = field;
+  }
+  return !start->empty();
+}
+
+bool SameLiveProcess(int pid, const std::string& start) {
+  char state = 0;
+  std::string now;
+  return pid > 0 && ProcStat(pid, &state, &now) && now == start && state != 'Z' && state != 'X';
+}
+
 struct TestDriver : TaskDriver {
   std::string reject;
   bool crash_after_start = false;
+  bool adopt = false;
+
+  Answer RecoverTask(const TaskHandle& h) override {
+    std::string what = h.config.job + "/" + h.config.name + " (" + h.config.id + ") pid " + std::to_string(h.pid);
+    if (!adopt || h.driver_state.empty() || !SameLiveProcess(h.pid, h.driver_state)) {
+      std::printf("not recovering %s\n", what.c_str());
+      std::fflush(stdout);
+      return DefaultRecoverTask(h);
+    }
+    std::printf("recovered %s\n", what.c_str());
+    std::fflush(stdout);
+    Poll(h.config.id, h.pid, h.driver_state);
+    return Answer::Ok();
+  }
+
+  // Reports the exit of an adopted task once its process is gone.
+  void Poll(const std::string& id, int pid, const std::string& start) {
+    plugin()->After(20 * 1000000LL, [this, id, pid, start] {
+      TaskStatus st;
+      if (!DefaultInspectTask(id, &st).ok || st.state != TaskStatus::kRunning || st.pid != pid) return;
+      if (SameLiveProcess(pid, start)) return Poll(id, pid, start);
+      ExitResult e;
+      e.exit_code = -1;
+      e.error = "exit status unknown: pid " + std::to_string(pid) + " was started by an earlier instance";
+      ReportExit(id, e);
+    });
+  }
 
   std::vector<ConfigField> ConfigSchema() override { return {{"note", "string", false, "ignored"}}; }
 
@@ -43,6 +112,16 @@ struct TestDriver : TaskDriver {
     std::string procs = c.cgroup.empty() ? "" : c.cgroup + "/cgroup.procs";
     pid_t pid = ::fork();
     if (pid == 0) {
+      // The plugin's loop blocks SIGTERM and SIGINT (signalfd) and the
+      // library ignores SIGPIPE; a blocked mask and an ignored signal
+      // survive exec, so without this the task would never see a stop's
+      // SIGTERM (only the SIGKILL after the timeout).
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      ::sigaction(SIGPIPE, &dfl, nullptr);
       if (!procs.empty()) {
         int fd = ::open(procs.c_str(), O_WRONLY);
         if (fd < 0 || ::write(fd, "0", 1) != 1) ::_exit(125);
@@ -57,6 +136,8 @@ struct TestDriver : TaskDriver {
     if (err >= 0) ::close(err);
     if (pid < 0) return Answer::Fail(Code::kInternal, "fork failed");
     h->pid = pid;
+    char state = 0;
+    ProcStat(pid, &state, &h->driver_state);  // for --adopt in a later instance
     EmitEvent({c.id, 0, "forked", "pid " + std::to_string(pid), {}});
     if (crash_after_start) plugin()->After(50 * 1000000LL, [] { ::_exit(70); });
     return Answer::Ok();
@@ -66,7 +147,7 @@ struct TestDriver : TaskDriver {
 int Usage() {
   std::fprintf(stderr,
                "usage: test_plugin --type TYPE --name NAME [--dir DIR] [--versions v1,v2] [--socket-file FILE]\n"
-               "                   [--reject REASON] [--hang METHOD] [--slow-ms N] [--crash-after-start]\n");
+               "                   [--reject REASON] [--hang METHOD] [--slow-ms N] [--crash-after-start] [--adopt]\n");
   return 2;
 }
 
@@ -81,6 +162,10 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--crash-after-start") {
       driver.crash_after_start = true;
+      continue;
+    }
+    if (a == "--adopt") {
+      driver.adopt = true;
       continue;
     }
     if (i + 1 >= argc) return Usage();
@@ -140,7 +225,13 @@ int main(int argc, char** argv) {
       return;
     }
     if (slow_ms <= 0) return run();
-    driver.plugin()->After(slow_ms * 1000000LL, std::move(run));
+    std::printf("slow %s\n", method.c_str());  // tests wait for these lines
+    std::fflush(stdout);
+    driver.plugin()->After(slow_ms * 1000000LL, [method, run = std::move(run)] {
+      std::printf("answering %s\n", method.c_str());
+      std::fflush(stdout);
+      run();
+    });
   };
   d.on_start = write_socket_file;
   return RunTaskDriver(o, driver, d);
