@@ -37,6 +37,12 @@ for p in json.load(sys.stdin)["plugins"]:
             print(i["socket"], "connected" if i["connected"] else "disconnected", "active" if i["active"] else "-")' "$1"
 }
 pi_instances_are() { [ "$(pi_instances "$1")" = "$2" ]; }
+# pi_expires_at NAME: when TaskDriver NAME's grace period ends ("-": none runs).
+pi_expires_at() {
+  op --json plugins | python3 -c '
+import json, sys
+print([p["expires_at"] for p in json.load(sys.stdin)["plugins"] if p["type"] == "TaskDriver" and p["name"] == sys.argv[1]][0])' "$1"
+}
 pi_parent_of() { ps -o ppid= -p "$1" | tr -d ' '; }
 # pi_dead PID: gone, or a zombie (a task whose driver instance exited is
 # reparented; whoever adopts it reaps it, not the test).
@@ -85,9 +91,7 @@ test_plugin_instances_grace_period_kept_across_a_driver_restart() {
   wait_for 10 jt_tstate_is gj/t unknown || fail "task not unknown once its driver went: $(op inspect gj)"
   expect_exit 0 op inspect gj
   expect_contains "$OUT" "driver gracedrv is disconnected" "inspect says why"
-  expect_exit 0 op --json plugins
-  [ "$(printf '%s' "$OUT" | python3 -c 'import json,sys; print([p["expires_at"] for p in json.load(sys.stdin)["plugins"] if p["name"] == "gracedrv"][0])')" != "" ] ||
-    fail "no grace period running: $OUT"
+  [ "$(pi_expires_at gracedrv)" != "-" ] || fail "no grace period running: $(op --json plugins)"
   jt_alive "$pid" || fail "the task died with its driver"
   pi_start_registered b gracedrv --adopt
   local b=$PI_PID
@@ -95,6 +99,7 @@ test_plugin_instances_grace_period_kept_across_a_driver_restart() {
   wait_for 10 jt_tstate_is gj/t running || fail "task not running again: $(op inspect gj)"
   expect_eq "$(jt_running_pid gj/t)" "$pid" "same process after the driver's restart"
   pi_no_loss gj/t
+  expect_eq "$(pi_expires_at gracedrv)" "-" "grace period once b registered"
   expect_exit 0 op events
   expect_not_contains "$OUT" "plugin_expired" "agent events"
   expect_not_contains "$OUT" "no instance connected" "agent events"
@@ -259,6 +264,8 @@ test_plugin_instances_crash_after_start_lost_then_restarted() {
   wait_gone "$c" 10 || fail "the driver did not crash after the start"
   wait "$c"; expect_eq "$?" "70" "the crashing driver's exit status"
   wait_for 10 jt_tstate_is cj/t unknown || fail "task not unknown once its driver crashed: $(op inspect cj; op events cj/t)"
+  expect_exit 0 op inspect cj
+  expect_contains "$OUT" "driver crashdrv is disconnected" "inspect says why"
   wait_for 20 jt_events_contain cj/t 'exit status unknown: driver "crashdrv" had no connected instance for 5s' ||
     fail "task not lost after the grace period: $(op events cj/t)"
   expect_exit 0 op events
