@@ -58,15 +58,14 @@ pi_no_loss() {
   expect_eq "$(jt_tfield "$1" restarts)" "0" "restarts of $1"
 }
 # pi_run_sleeper JOB DRIVER [RESTART_JSON]: runs JOB with one task t on
-# DRIVER (helper sleep 600), prints its pid once running and tracks it for
-# the cleanup.
+# DRIVER (helper sleep 600), sets PI_TASK_PID to its pid once running and
+# tracks it for the cleanup.
 pi_run_sleeper() {
   local JT_EXTRA="\"driver\": \"$2\"${3:+, \"restart\": $3}"
   jt_job "$1" "$(jt_task t "$HELPER" sleep 600)" >"$T/$1.json"
   expect_exit 0 op run -f "$T/$1.json" --detach
-  local pid; pid="$(wait_for 20 jt_running_pid "$1/t")" || fail "$1/t not running: $(op inspect "$1")"
-  echo "$pid" >>"$T/.pids"
-  echo "$pid"
+  PI_TASK_PID="$(wait_for 20 jt_running_pid "$1/t")" || fail "$1/t not running: $(op inspect "$1")"
+  echo "$PI_TASK_PID" >>"$T/.pids"
 }
 
 # 1. The only instance of a driver is killed; a new one (same name, a new
@@ -84,7 +83,8 @@ test_plugin_instances_grace_period_kept_across_a_driver_restart() {
   jt_start '"plugin_grace_period": "60s"'
   pi_start_registered a gracedrv
   local a=$PI_PID
-  local pid; pid="$(pi_run_sleeper gj gracedrv)" || exit 1
+  pi_run_sleeper gj gracedrv
+  local pid="$PI_TASK_PID"
   expect_eq "$(pi_parent_of "$pid")" "$a" "the task is the first instance's child"
   kill -9 "$a"
   wait_gone "$a" 10 || fail "instance a survived SIGKILL"
@@ -121,8 +121,10 @@ test_plugin_instances_seamless_upgrade_with_two_instances() {
   pi_start_registered a upgdrv
   local a=$PI_PID sa; sa="$(pi_sock a)"
   local p1 p2
-  p1="$(pi_run_sleeper u1 upgdrv)" || exit 1
-  p2="$(pi_run_sleeper u2 upgdrv '{"policy": "never"}')" || exit 1
+  pi_run_sleeper u1 upgdrv
+  p1="$PI_TASK_PID"
+  pi_run_sleeper u2 upgdrv '{"policy": "never"}'
+  p2="$PI_TASK_PID"
   expect_eq "$(pi_parent_of "$p1")" "$a" "u1's task is a's child"
   wait_for 10 pi_instances_are upgdrv "$sa connected active" || fail "one instance expected: $(pi_instances upgdrv)"
   pi_start_registered b upgdrv --adopt
@@ -178,7 +180,8 @@ test_plugin_instances_upgrade_without_adopt_keeps_tasks_on_the_old_instance() {
   jt_start '"plugin_grace_period": "60s"'
   pi_start_registered a upgdef
   local a=$PI_PID
-  local pid; pid="$(pi_run_sleeper u upgdef '{"policy": "never"}')" || exit 1
+  pi_run_sleeper u upgdef '{"policy": "never"}'
+  local pid="$PI_TASK_PID"
   pi_start_registered b upgdef
   wait_for 20 grep -q "^not recovering u/t .* pid $pid\$" "$T/pi-b.out" || fail "b was not asked to recover u/t: $(cat "$T/pi-b.out")"
   kill -9 "$pid"
@@ -196,7 +199,8 @@ test_plugin_instances_agent_kill_recovers_the_driver_task() {
   jt_start '"plugin_grace_period": "60s"'
   pi_start_registered a agentdrv
   local a=$PI_PID
-  local pid; pid="$(pi_run_sleeper aj agentdrv)" || exit 1
+  pi_run_sleeper aj agentdrv
+  local pid="$PI_TASK_PID"
   local k w
   k="$(op status --json | json_get keeper_pid)"; w="$(op status --json | json_get pid)"
   [ -n "$k" ] && [ -n "$w" ] || fail "no keeper/worker pids: $(op status --json)"
@@ -260,7 +264,8 @@ test_plugin_instances_crash_after_start_lost_then_restarted() {
   jt_start '"plugin_grace_period": "5s"'
   pi_start_registered c crashdrv --crash-after-start
   local c=$PI_PID
-  local pid; pid="$(pi_run_sleeper cj crashdrv '{"policy": "on-failure", "attempts": 0, "delay": "1s", "max_delay": "1s"}')" || exit 1
+  pi_run_sleeper cj crashdrv '{"policy": "on-failure", "attempts": 0, "delay": "1s", "max_delay": "1s"}'
+  local pid="$PI_TASK_PID"
   wait_gone "$c" 10 || fail "the driver did not crash after the start"
   wait "$c"; expect_eq "$?" "70" "the crashing driver's exit status"
   wait_for 10 jt_tstate_is cj/t unknown || fail "task not unknown once its driver crashed: $(op inspect cj; op events cj/t)"
