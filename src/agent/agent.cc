@@ -266,10 +266,12 @@ Status Agent::StartTasks() {
   bool allow = config_.cgroup_allow_without_limits;
   jo.check_resources = [cg, allow](const cgroup::Resources& r) { return cg->Check(r, allow); };
   driver::Registry* drivers = &drivers_;
+  // A driver that is not registered (yet) is no error: the task waits for
+  // it (boards start plugins and submit jobs in any order), and its config
+  // is checked when it starts.
   jo.check_driver = [drivers](const std::string& name, const std::string& config) -> Status {
-    auto d = drivers->Get(name);
-    if (!d.ok()) return Error(d.error().code(), "driver: " + d.error().message());
-    return (*d)->CheckConfig(config);
+    driver::Driver* d = drivers->Find(name);
+    return d ? d->CheckConfig(config) : OkStatus();
   };
   auto jm = job::JobManager::Create(loop_.get(), job_runner_.get(), job_runner_.get(), jo);
   if (!jm.ok()) return jm.error().Wrap("jobs");

@@ -35,6 +35,8 @@ Status JobTaskRunner::ApplyJobResources(const std::string& job, const cgroup::Re
   return tm_->ApplyJobResources(job, r);
 }
 
+std::string JobTaskRunner::DriverProblem(const std::string& driver) const { return tm_->DriverProblem(driver); }
+
 Result<job::TaskStore::Instance> JobTaskRunner::Lookup(const std::string& task_id) {
   auto v = tm_->Inspect(task_id);
   if (!v.ok()) return v.error();
@@ -148,6 +150,8 @@ void SubmitJob(job::JobManager* jobs, task::TaskManager* tm, task::EventLog* eve
   resp.added = a.StrArray(res->added);
   resp.removed_count = static_cast<pb_size_t>(res->removed.size());
   resp.removed = a.StrArray(res->removed);
+  resp.waiting_count = static_cast<pb_size_t>(res->waiting.size());
+  resp.waiting = a.StrArray(res->waiting);
   resp.events_seq = seq;
   r.Finish(PbEncode(outpost_v1_SubmitJobResponse_fields, &resp, "SubmitJobResponse"));
 }

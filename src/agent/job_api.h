@@ -30,6 +30,7 @@ class JobTaskRunner : public job::TaskRunner, public job::TaskStore {
   void CheckAlive(const std::string& id, std::function<void(bool)> done) override;
   Status UpdateResources(const std::string& id, const cgroup::Resources& r) override;
   Status ApplyJobResources(const std::string& job, const cgroup::Resources& r) override;
+  std::string DriverProblem(const std::string& driver) const override;
   Result<Instance> Lookup(const std::string& task_id) override;
   void Purge(const std::string& task_id, std::function<void(Status)> done) override;
   std::vector<std::pair<std::string, std::string>> EndedJobTasks() override;

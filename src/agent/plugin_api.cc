@@ -45,14 +45,16 @@ Status Agent::StartPlugins() {
   // The handlers of the plugin types, before the first socket is looked at.
   task::TaskManager* tasks = tasks_.get();
   driver::TaskDriverHandler::Hooks hooks;
-  // A jobs.d file naming a driver plugin is invalid until that driver is
-  // registered (boards start plugins and read jobs.d in any order): read
-  // the dir again when one is.
+  // Tasks waiting for a driver plugin (not registered yet, or
+  // disconnected) start once it is there.
   hooks.added = [this, tasks](const std::string& name) {
     tasks->SubscribeTo(name);
-    if (jobs_) jobs_->RescanDir();
+    if (jobs_) jobs_->OnDriverReady(name);
   };
-  hooks.changed = [tasks](const std::string& name) { tasks->OnDriverChanged(name); };
+  hooks.changed = [this, tasks](const std::string& name) {
+    tasks->OnDriverChanged(name);
+    if (jobs_) jobs_->OnDriverReady(name);
+  };
   int64_t grace = config_.plugin_grace_period_nanos;
   hooks.expired = [tasks, grace](const std::string& name) {
     tasks->OnDriverGone(name, "driver \"" + name + "\" had no connected instance for " + FormatDuration(grace));

@@ -237,6 +237,10 @@ int Run(const GlobalOptions& g, const std::vector<std::string>& in) {
                   what.c_str());
     }
   }
+  // Said even with --json (on stderr): a misspelt driver name waits too.
+  for (pb_size_t i = 0; i < resp->waiting_count; i++) {
+    std::fprintf(stderr, "outpost: %s; it starts once the driver is available\n", PbString(resp->waiting[i]).c_str());
+  }
   if (a->Has("--detach") || a->Has("-d")) {
     if (g.json) PrintJson(JobJson(resp->job));
     return kExitOk;

@@ -263,6 +263,10 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
   const sys::Durability durability =
       source == Source::kFile ? sys::Durability::kProcessCrash : sys::Durability::kPowerCut;
   OUTPOST_RETURN_IF_ERROR(CheckNode(spec));
+  for (const TaskSpec& t : spec.tasks) {
+    std::string problem = runner_->DriverProblem(t.driver);
+    if (!problem.empty()) result.waiting.push_back("task " + t.name + " waits: " + problem);
+  }
   auto it = jobs_.find(spec.id);
   if (it == jobs_.end()) {
     if (jobs_.size() >= options_.max_jobs) {

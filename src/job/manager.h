@@ -79,6 +79,9 @@ struct SubmitResult {
   std::vector<std::string> removed;
   std::vector<std::string> updated;  // limits changed live, no restart
   bool job_limits = false;           // the job cgroup's limits changed
+  // "task t waits: driver x is not registered": tasks whose driver cannot
+  // take a start now; they start once it can (pending until then).
+  std::vector<std::string> waiting;
 };
 
 class JobManager {
@@ -133,6 +136,8 @@ class JobManager {
   const std::vector<std::string>& StoreProblems() const { return store_problems_; }
   // Re-reads jobs.d (SIGHUP).
   void RescanDir();
+  // A driver registered or came back: the tasks waiting for it start.
+  void OnDriverReady(const std::string& driver);
   void SetMaxJobs(size_t n) { options_.max_jobs = n; }
   size_t job_count() const { return jobs_.size(); }
 

@@ -76,6 +76,16 @@ void JobManager::Recover() {
   RescanDir();
 }
 
+void JobManager::OnDriverReady(const std::string& driver) {
+  std::vector<std::shared_ptr<TaskSupervisor>> ready;
+  for (const auto& [id, j] : jobs_) {
+    for (const auto& t : j->tasks) {
+      if (t->waiting_for() == driver) ready.push_back(t);
+    }
+  }
+  for (const auto& t : ready) t->DriverReady();
+}
+
 void JobManager::RescanDir() {
   if (!dir_) return;
   std::set<std::string> known;

@@ -200,7 +200,12 @@ void TaskSupervisor::Restart(const std::string& reason) {
 
 void TaskSupervisor::Replace(std::shared_ptr<const TaskSpec> spec) {
   spec_ = std::move(spec);
-  if (state_ == RunState::kPending) return;  // starts with the new spec when allowed
+  if (state_ == RunState::kPending) {
+    // Starts with the new spec when allowed; one waiting for its driver
+    // was allowed already (the new spec may name another driver).
+    if (!waiting_for_.empty()) Handle(RunEvent::kGo);
+    return;
+  }
   Restart("the task's spec changed");
 }
 
@@ -239,6 +244,7 @@ void TaskSupervisor::AdoptExited(const driver::ExitResult& exit) {
 
 void TaskSupervisor::SetState(RunState s) {
   state_ = s;
+  if (s != RunState::kPending) waiting_for_.clear();
   if (s != RunState::kBackoff) next_start_wall_ = 0;
   if (s != RunState::kRunning) {
     healthy_ = false;
@@ -279,6 +285,7 @@ void TaskSupervisor::Handle(RunEvent ev, const driver::ExitResult* exit, const S
       if (ev == RunEvent::kStarted) ScheduleHealthCheck();
       break;
     case RunAction::kStart:
+      if (AwaitDriver()) return;
       SetState(t.next);
       DoStart();
       return;  // DoStart re-enters Handle with the outcome
@@ -290,6 +297,7 @@ void TaskSupervisor::Handle(RunEvent ev, const driver::ExitResult* exit, const S
       finished_ = false;
       Emit("restarting", restart_reason_.empty() ? "restart requested" : restart_reason_);
       restart_reason_.clear();
+      if (AwaitDriver()) return;
       SetState(t.next);
       DoStart();
       return;
@@ -329,6 +337,23 @@ void TaskSupervisor::Handle(RunEvent ev, const driver::ExitResult* exit, const S
     return;
   }
   if (on_change_) on_change_();
+}
+
+bool TaskSupervisor::AwaitDriver() {
+  std::string problem = runner_->DriverProblem(spec_->driver);
+  if (problem.empty()) {
+    waiting_for_.clear();
+    return false;
+  }
+  // Told once per wait: the owner's next Go finds it waiting still.
+  bool news = state_ != RunState::kPending || waiting_for_.empty() || reason_ != problem;
+  SetState(RunState::kPending);
+  waiting_for_ = spec_->driver;
+  if (!news) return true;
+  reason_ = problem;
+  Emit("waiting", problem);
+  if (on_change_) on_change_();
+  return true;
 }
 
 void TaskSupervisor::DoStart() {

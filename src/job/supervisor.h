@@ -100,6 +100,13 @@ class TaskRunner {
   virtual Status UpdateResources(const std::string& id, const cgroup::Resources& r) = 0;
   // The job's own cgroup (parent of its tasks') and its limits.
   virtual Status ApplyJobResources(const std::string& job, const cgroup::Resources& r) = 0;
+  // Why the named driver cannot take a start now ("" = it can): a driver
+  // plugin that is not registered (yet) or is disconnected. A task due to
+  // start then waits, pending, without a start attempt (TaskSupervisor).
+  virtual std::string DriverProblem(const std::string& driver) const {
+    (void)driver;
+    return "";
+  }
 };
 
 // What the driver is given for a job's task: id "<job>.<task>", the spec's
@@ -137,6 +144,10 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   void Rebind(std::shared_ptr<const TaskSpec> spec) { spec_ = std::move(spec); }
 
   void SetMinHealthy(int64_t nanos) { min_healthy_nanos_ = nanos; }
+  // The driver this task waits for is back: the start it was due goes on.
+  void DriverReady() {
+    if (state_ == RunState::kPending && !waiting_for_.empty()) Handle(RunEvent::kGo);
+  }
 
   RunState state() const { return state_; }
   // Running, and has stayed up for min_healthy_time (checked with the
@@ -152,9 +163,14 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   const std::string& reason() const { return reason_; }
   const std::string& last_exit() const { return last_exit_; }
   int64_t next_start_unix_nanos() const { return next_start_wall_; }
+  // The driver a start waits for ("" = none): pending, reason says why.
+  const std::string& waiting_for() const { return waiting_for_; }
 
  private:
   void Handle(RunEvent ev, const driver::ExitResult* exit = nullptr, const Status* status = nullptr);
+  // A start is due: true (and pending) when the task's driver cannot take
+  // it now; the start is made when the driver is back (DriverReady).
+  bool AwaitDriver();
   void DoStart();
   void DoStop();
   void ApplyPolicy(bool success, const std::string& text);
@@ -184,6 +200,7 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   std::string restart_reason_;
   std::string reason_;
   std::string last_exit_;
+  std::string waiting_for_;
   int64_t next_start_wall_ = 0;
 };
 

@@ -150,6 +150,9 @@ void TaskManager::Prepare(StartOp* op, DoneCallback done) {
   auto d = options_.drivers->Get(c.driver);
   if (!d.ok()) return done(d.error());
   op->driver = *d;
+  // Checked at submission too, unless the driver was not registered then.
+  Status valid = op->driver->CheckConfig(c.driver_config);
+  if (!valid.ok()) return done(valid);
 
   auto t = std::make_unique<Task>();
   t->starting = true;

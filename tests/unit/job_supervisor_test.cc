@@ -219,7 +219,12 @@ class FakeTasks : public TaskRunner, public TaskStore, public task::EventSink {
   std::vector<std::string> log;  // "start web.a", "stop web.a", "purge web.a"
   std::vector<driver::TaskEvent> events;
   std::set<std::string> fail_start;
+  std::map<std::string, std::string> driver_problem;  // by driver name
 
+  std::string DriverProblem(const std::string& driver) const override {
+    auto it = driver_problem.find(driver);
+    return it == driver_problem.end() ? "" : it->second;
+  }
   void Start(const driver::TaskConfig& c, std::function<void(Status)> started, ExitCallback exited) override {
     log.push_back("start " + c.id);
     if (fail_start.count(c.id)) return started(Error(Code::kNotFound, "no such file"));
@@ -444,6 +449,59 @@ TEST_F(JobManagerTest, RestartPolicyAfterExitAndManualRestart) {
   EXPECT_EQ(State("r", "a"), "running");
   EXPECT_EQ(fake_.inst["r.a"].starts, 3);
   EXPECT_EQ(jobs_->Restart("r", "zz").error().message(), "job \"r\" has no task \"zz\" (tasks: a)");
+}
+
+TEST_F(JobManagerTest, TasksWaitForTheirDriverWithoutUsingRestartAttempts) {
+  fake_.driver_problem["plug"] = "driver plug is not registered";
+  auto r = jobs_->Submit(R"({"id": "w", "tasks": [{"name": "a", "command": "/a", "driver": "plug",
+    "restart": {"policy": "on-failure", "attempts": 1, "delay": "1s", "max_delay": "1s"}},
+    {"name": "b", "command": "/b"}]})");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->waiting, std::vector<std::string>{"task a waits: driver plug is not registered"});
+  ASSERT_TRUE(Settle([&] { return State("w", "b") == "running"; }));
+  ASSERT_TRUE(loop_->RunOnce(0).ok());
+  EXPECT_EQ(State("w", "a"), "pending");
+  EXPECT_EQ(jobs_->Inspect("w")->tasks[0].reason, "driver plug is not registered");
+  EXPECT_EQ(fake_.Index("start w.a"), -1);
+  auto waits = [&] {
+    int n = 0;
+    for (const auto& e : fake_.events) n += e.type == "waiting" && e.task_name == "a";
+    return n;
+  };
+  EXPECT_EQ(waits(), 1) << "told once, however often the job is evaluated";
+
+  // The driver registers: the task starts.
+  fake_.driver_problem.clear();
+  jobs_->OnDriverReady("plug");
+  EXPECT_EQ(State("w", "a"), "running");
+  EXPECT_EQ(fake_.inst["w.a"].starts, 1);
+
+  // It fails while its driver is away: the restart waits for the driver
+  // instead of failing, so it does not use up the one attempt.
+  fake_.driver_problem["plug"] = "driver plug is disconnected";
+  fake_.Exit("w.a", 1);
+  ASSERT_TRUE(Settle([&] { return State("w", "a") == "pending"; })) << State("w", "a");
+  EXPECT_EQ(jobs_->Inspect("w")->tasks[0].reason, "driver plug is disconnected");
+  EXPECT_EQ(fake_.inst["w.a"].starts, 1);
+  jobs_->OnDriverReady("other");
+  EXPECT_EQ(State("w", "a"), "pending");
+  fake_.driver_problem.clear();
+  jobs_->OnDriverReady("plug");
+  EXPECT_EQ(State("w", "a"), "running");
+  EXPECT_EQ(fake_.inst["w.a"].starts, 2);
+  fake_.Exit("w.a", 1);
+  EXPECT_EQ(State("w", "a"), "dead");
+  EXPECT_EQ(Status("w"), "degraded");
+
+  // A task waiting for its driver can be stopped.
+  fake_.driver_problem["plug"] = "driver plug is not registered";
+  ASSERT_TRUE(jobs_->Restart("w", "a").ok());
+  EXPECT_EQ(State("w", "a"), "pending");
+  bool stopped = false;
+  jobs_->Stop("w", -1, [&](outpost::Status st) { stopped = st.ok(); });
+  ASSERT_TRUE(Settle([&] { return stopped; }));
+  EXPECT_EQ(State("w", "a"), "dead");
+  EXPECT_EQ(fake_.inst["w.a"].starts, 2);
 }
 
 TEST_F(JobManagerTest, RecoveryAdoptsRunningTasksAndRestartsStaleOnes) {
