@@ -24,31 +24,45 @@ RemoteDriver::~RemoteDriver() {
   if (events_timer_) loop_->CancelTimer(events_timer_);
 }
 
+const plugin::Instance* RemoteDriver::InstanceFor(const std::string& task) const {
+  auto owner = task.empty() ? owners_.end() : owners_.find(task);
+  if (owner != owners_.end()) {
+    if (const plugin::Instance* inst = plugins_->Connected(kPluginType, name_, owner->second)) return inst;
+  }
+  return plugins_->Active(kPluginType, name_);
+}
+
 void RemoteDriver::Call(const char* method, Result<std::string> payload, int64_t timeout_nanos,
-                        std::function<void(Result<std::string>)> done) {
-  const plugin::Instance* inst = plugins_->Active(kPluginType, name_);
+                        std::function<void(Result<std::string>)> done, const std::string& task) {
+  const plugin::Instance* inst = InstanceFor(task);
   if (!payload.ok() || !inst || !inst->client) {
     Error e = !payload.ok() ? payload.error()
                             : Error(Code::kUnavailable, Format("driver %s is disconnected", name_.c_str()));
     loop_->Defer([done = std::move(done), e] { done(e); });
     return;
   }
-  std::string name = name_, m = method;
+  std::string m = method;
+  // The instance that answers a start or a recovery has the task now.
+  bool takes = !task.empty() && (m == "StartTask" || m == "RecoverTask");
+  uint64_t inst_id = inst->id;
+  std::weak_ptr<bool> alive = alive_;
   inst->client->Call(kService, method, *payload, timeout_nanos,
-                     [done = std::move(done), name, m](Result<std::string> reply) {
+                     [this, alive, done = std::move(done), m, task, takes, inst_id](Result<std::string> reply) {
+                       if (takes && reply.ok() && !alive.expired()) owners_[task] = inst_id;
                        if (!reply.ok() && reply.error().code() == Code::kUnimplemented) {
                          return done(Error(Code::kUnimplemented,
-                                           Format("driver %s does not implement %s", name.c_str(), m.c_str())));
+                                           Format("driver %s does not implement %s", name_.c_str(), m.c_str())));
                        }
-                       if (!reply.ok()) return done(reply.error().Wrap("driver " + name + ": " + m));
+                       if (!reply.ok()) return done(reply.error().Wrap("driver " + name_ + ": " + m));
                        done(std::move(reply));
                      });
 }
 
-void RemoteDriver::Done(const char* method, Result<std::string> payload, DoneCallback done) {
-  Call(method, std::move(payload), options_.call_timeout_nanos, [done = std::move(done)](Result<std::string> r) {
-    done(r.ok() ? OkStatus() : Status(r.error()));
-  });
+void RemoteDriver::Done(const char* method, const std::string& task, Result<std::string> payload,
+                        DoneCallback done) {
+  Call(
+      method, std::move(payload), options_.call_timeout_nanos,
+      [done = std::move(done)](Result<std::string> r) { done(r.ok() ? OkStatus() : Status(r.error())); }, task);
 }
 
 Status RemoteDriver::CheckConfig(const std::string& config_json) const {
@@ -120,15 +134,33 @@ void RemoteDriver::PollFingerprint() {
 
 void RemoteDriver::StartTask(const TaskConfig& config, StartCallback done) {
   TaskConfig c = config;
-  Call("StartTask", remote::EncodeStartTask(config), options_.start_timeout_nanos,
-       [c, done = std::move(done)](Result<std::string> r) {
-         if (!r.ok()) return done(r.error());
-         done(remote::DecodeStartTaskResponse(*r, c));
-       });
+  Call(
+      "StartTask", remote::EncodeStartTask(config), options_.start_timeout_nanos,
+      [c, done = std::move(done)](Result<std::string> r) {
+        if (!r.ok()) return done(r.error());
+        done(remote::DecodeStartTaskResponse(*r, c));
+      },
+      config.id);
 }
 
 void RemoteDriver::RecoverTask(const TaskHandle& handle, DoneCallback done) {
-  Done("RecoverTask", remote::EncodeRecoverTask(handle), std::move(done));
+  std::string id = handle.config.id;
+  std::weak_ptr<bool> alive = alive_;
+  Done("RecoverTask", id, remote::EncodeRecoverTask(handle), [this, alive, id, done = std::move(done)](Status st) {
+    auto w = alive.expired() ? waits_.end() : waits_.find(id);
+    // A wait cut off with the instance that had the task is asked again of
+    // the one that has it now; after a failed recovery the caller ends
+    // the task itself (a wait asked before recovery would be answered
+    // "not found" by a new instance: taken for the task's exit).
+    if (w != waits_.end() && !w->second.asking) {
+      if (st.ok()) {
+        AskWait(id);
+      } else if (st.error().code() != Code::kUnavailable) {
+        waits_.erase(w);
+      }
+    }
+    done(st);
+  });
 }
 
 void RemoteDriver::WaitTask(const std::string& id, WaitCallback done) {
@@ -159,7 +191,7 @@ void RemoteDriver::AskWait(const std::string& id) {
     } else if (r.error().code() == Code::kDeadlineExceeded) {
       return AskWait(id);
     } else if (r.error().code() == Code::kUnavailable) {
-      return;  // asked again when an instance is connected (OnInstanceChanged)
+      return;  // asked again once the task is recovered on a connected instance (RecoverTask)
     } else {
       exit.exit_code = -1;
       exit.error = r.error().message();
@@ -167,28 +199,27 @@ void RemoteDriver::AskWait(const std::string& id) {
     std::vector<WaitCallback> callbacks = std::move(w->second.callbacks);
     waits_.erase(w);
     for (auto& cb : callbacks) cb(exit);
-  });
+  }, id);
 }
 
 void RemoteDriver::OnInstanceChanged() {
   if (!plugins_->Active(kPluginType, name_)) return;
   events_unimplemented_ = false;  // the new instance may be a newer driver
   AskEvents();
-  std::vector<std::string> ids;
-  for (const auto& [id, w] : waits_) {
-    if (!w.asking) ids.push_back(id);
-  }
-  for (const std::string& id : ids) AskWait(id);
 }
 
 void RemoteDriver::StopTask(const std::string& id, int64_t timeout_nanos, const std::string& signal,
                             DoneCallback done) {
   Call("StopTask", remote::EncodeStopTask(id, timeout_nanos, signal), timeout_nanos + options_.call_timeout_nanos,
-       [done = std::move(done)](Result<std::string> r) { done(r.ok() ? OkStatus() : Status(r.error())); });
+       [done = std::move(done)](Result<std::string> r) { done(r.ok() ? OkStatus() : Status(r.error())); }, id);
 }
 
 void RemoteDriver::DestroyTask(const std::string& id, bool force, DoneCallback done) {
-  Done("DestroyTask", remote::EncodeDestroyTask(id, force), std::move(done));
+  std::weak_ptr<bool> alive = alive_;
+  Done("DestroyTask", id, remote::EncodeDestroyTask(id, force), [this, alive, id, done = std::move(done)](Status st) {
+    if (st.ok() && !alive.expired()) owners_.erase(id);
+    done(st);
+  });
 }
 
 void RemoteDriver::InspectTask(const std::string& id, InspectCallback done) {
@@ -196,7 +227,7 @@ void RemoteDriver::InspectTask(const std::string& id, InspectCallback done) {
        [done = std::move(done)](Result<std::string> r) {
          if (!r.ok()) return done(r.error());
          done(remote::DecodeTaskStatus(*r));
-       });
+       }, id);
 }
 
 void RemoteDriver::SignalTask(const std::string& id, const std::string& signal, DoneCallback done) {
@@ -206,7 +237,7 @@ void RemoteDriver::SignalTask(const std::string& id, const std::string& signal, 
     });
     return;
   }
-  Done("SignalTask", remote::EncodeSignalTask(id, signal), std::move(done));
+  Done("SignalTask", id, remote::EncodeSignalTask(id, signal), std::move(done));
 }
 
 void RemoteDriver::ExecTask(const std::string& id, const std::vector<std::string>& cmd, int64_t timeout_nanos,
@@ -221,7 +252,7 @@ void RemoteDriver::ExecTask(const std::string& id, const std::vector<std::string
        [done = std::move(done)](Result<std::string> r) {
          if (!r.ok()) return done(r.error());
          done(remote::DecodeExecTask(*r));
-       });
+       }, id);
 }
 
 void RemoteDriver::TaskStats(const std::string& id, StatsCallback done) {
@@ -229,7 +260,7 @@ void RemoteDriver::TaskStats(const std::string& id, StatsCallback done) {
        [done = std::move(done)](Result<std::string> r) {
          if (!r.ok()) return done(r.error());
          done(remote::DecodeTaskStats(*r));
-       });
+       }, id);
 }
 
 uint64_t RemoteDriver::SubscribeEvents(EventCallback cb) {

@@ -64,9 +64,9 @@ class RemoteDriver : public Driver {
   }
   void SetCapabilities(const Capabilities& caps) { caps_ = caps; }
   void SetFingerprint(const Fingerprint& fp) { fingerprint_ = fp; }
-  // The active instance changed or reconnected: waits cut off by a dropped
-  // connection are asked again of it.
-  // Also (re)starts the TaskEvents long poll.
+  // The active instance changed or reconnected: (re)starts the TaskEvents
+  // long poll. Waits cut off by a dropped connection are asked again once
+  // the task is recovered (RecoverTask) on the instance that has it now.
   void OnInstanceChanged();
   size_t pending_waits() const { return waits_.size(); }
   bool polling_events() const { return events_asking_ || events_timer_ != 0; }
@@ -78,11 +78,13 @@ class RemoteDriver : public Driver {
     bool asking = false;  // a WaitTask call is in flight
   };
 
-  // Calls method on the active instance; Unavailable "driver X is
-  // disconnected" when there is none.
+  // Calls method on the instance that has `task` (below), or on the
+  // active instance (no task, or its instance is gone); Unavailable
+  // "driver X is disconnected" when there is none.
   void Call(const char* method, Result<std::string> payload, int64_t timeout_nanos,
-            std::function<void(Result<std::string>)> done);
-  void Done(const char* method, Result<std::string> payload, DoneCallback done);
+            std::function<void(Result<std::string>)> done, const std::string& task = std::string());
+  void Done(const char* method, const std::string& task, Result<std::string> payload, DoneCallback done);
+  const plugin::Instance* InstanceFor(const std::string& task) const;
   void AskWait(const std::string& id);
   void PollFingerprint();
   // One TaskEvents long poll at a time while an instance is active; stops
@@ -99,6 +101,10 @@ class RemoteDriver : public Driver {
   bool has_schema_ = false;
   std::vector<remote::SchemaField> schema_;
   std::map<std::string, Wait> waits_;  // by task id
+  // The instance that started or recovered each task: its calls go there
+  // while it is connected, so a newer instance (an upgrade) takes new
+  // starts and takes over a task only when the task's own instance goes.
+  std::map<std::string, uint64_t> owners_;
   Loop::TimerId fingerprint_timer_ = 0;
   std::map<uint64_t, EventCallback> subscribers_;
   uint64_t next_subscriber_ = 1;

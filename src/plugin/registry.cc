@@ -291,6 +291,15 @@ const Instance* Registry::Active(const std::string& type, const std::string& nam
   return nullptr;
 }
 
+const Instance* Registry::Connected(const std::string& type, const std::string& name, uint64_t id) const {
+  const Plugin* p = FindPlugin(type, name);
+  if (!p) return nullptr;
+  for (const auto& c : p->conns) {
+    if (c->inst.id == id) return c->inst.connected ? &c->inst : nullptr;
+  }
+  return nullptr;
+}
+
 void Registry::Sync(Plugin* p) {
   bool any = Active(p->type, p->name) != nullptr;
   if (any && p->grace_timer) {

@@ -141,6 +141,9 @@ class Registry {
   // The instance calls of a plugin go to: the most recently registered
   // connected instance; nullptr when none is connected.
   const Instance* Active(const std::string& type, const std::string& name) const;
+  // The plugin's instance with that id while it is registered and
+  // connected; nullptr otherwise.
+  const Instance* Connected(const std::string& type, const std::string& name, uint64_t id) const;
 
   struct PluginView {
     std::string type;

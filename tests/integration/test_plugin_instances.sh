@@ -72,13 +72,8 @@ pi_run_sleeper() {
 # socket) registers within plugin_grace_period: the task is recovered
 # through it with the same process, shows running again, nothing was
 # restarted, and the new instance stops it.
-# KNOWN BUG (fails): when b becomes active, the agent asks it WaitTask for
-# the task (RemoteDriver::OnInstanceChanged re-asks the waits that failed
-# with Unavailable when a died) before it asks RecoverTask (the task
-# manager's OnDriverChanged, run after it by TaskDriverHandler::Changed);
-# b answers NotFound to the wait, which the agent takes as the task's exit
-# ("exited: driver gracedrv: WaitTask: task not found for given id") and
-# restarts it, although b recovers the live process a moment later.
+# The agent asks b WaitTask for the task only once b has recovered it (a
+# wait asked first would be answered "not found" and taken for an exit).
 test_plugin_instances_grace_period_kept_across_a_driver_restart() {
   jt_start '"plugin_grace_period": "60s"'
   pi_start_registered a gracedrv
@@ -111,8 +106,9 @@ test_plugin_instances_grace_period_kept_across_a_driver_restart() {
 }
 
 # 2. A new instance B of a driver starts next to A while A's tasks run: B
-# takes over the calls (two instances listed, B active) and is asked to
-# recover A's tasks; A is stopped (SIGTERM: it removes its own socket).
+# takes new calls (two instances listed, B active); A's tasks stay with A
+# until A is stopped (SIGTERM: it removes its own socket), then B is asked
+# to recover them.
 # The tasks keep running, same processes, nothing lost or restarted; stop
 # goes through B, and an exit (a task killed from outside) is seen through
 # B although A, whose children the tasks were, is gone.
@@ -132,12 +128,12 @@ test_plugin_instances_seamless_upgrade_with_two_instances() {
   [ "$sa" != "$sb" ] || fail "both instances have the socket $sa"
   wait_for 10 pi_instances_are upgdrv "$sa connected -
 $sb connected active" || fail "b is not the active one of two: $(pi_instances upgdrv)"
-  wait_for 20 grep -q "^recovered u1/t .* pid $p1\$" "$T/pi-b.out" || fail "b was not asked to recover u1/t: $(cat "$T/pi-b.out")"
-  wait_for 20 grep -q "^recovered u2/t .* pid $p2\$" "$T/pi-b.out" || fail "b was not asked to recover u2/t: $(cat "$T/pi-b.out")"
   kill -TERM "$a"
   wait_gone "$a" 10 || fail "instance a did not stop on SIGTERM"
   [ ! -e "$sa" ] || fail "instance a left its socket behind"
   wait_for 10 pi_instances_are upgdrv "$sb connected active" || fail "a still listed: $(pi_instances upgdrv)"
+  wait_for 20 grep -q "^recovered u1/t .* pid $p1\$" "$T/pi-b.out" || fail "b was not asked to recover u1/t: $(cat "$T/pi-b.out")"
+  wait_for 20 grep -q "^recovered u2/t .* pid $p2\$" "$T/pi-b.out" || fail "b was not asked to recover u2/t: $(cat "$T/pi-b.out")"
   jt_alive "$p1" || fail "u1's task died with instance a"
   jt_alive "$p2" || fail "u2's task died with instance a"
   [ "$(pi_parent_of "$p1")" != "$a" ] || fail "u1's task still a's child"
@@ -169,13 +165,9 @@ $sb connected active" || fail "b is not the active one of two: $(pi_instances up
 # them, so they must not be lost while A is there: a task A started that
 # dies is seen with its real exit (through A's pending WaitTask), not as
 # "exit status unknown".
-# KNOWN BUG (fails): the agent asks B to recover every running task as soon
-# as B is active, and B's NotFound makes each one lost at once ("exit status
-# unknown: driver upgdef: RecoverTask: task u.t is not this instance's"),
-# while its process still runs under A; the restart policy then starts a
-# second copy through B (without a cgroup nothing kills the first). So a
-# seamless upgrade (docs/plugins.md, "Several instances") loses and
-# duplicates every task of a driver built on the library's defaults.
+# A task stays with the instance that started it while that instance is
+# connected: B (library defaults, cannot recover another process's tasks)
+# is never asked to recover u/t, and u/t's real exit is seen through A.
 test_plugin_instances_upgrade_without_adopt_keeps_tasks_on_the_old_instance() {
   jt_start '"plugin_grace_period": "60s"'
   pi_start_registered a upgdef
@@ -183,12 +175,12 @@ test_plugin_instances_upgrade_without_adopt_keeps_tasks_on_the_old_instance() {
   pi_run_sleeper u upgdef '{"policy": "never"}'
   local pid="$PI_TASK_PID"
   pi_start_registered b upgdef
-  wait_for 20 grep -q "^not recovering u/t .* pid $pid\$" "$T/pi-b.out" || fail "b was not asked to recover u/t: $(cat "$T/pi-b.out")"
   kill -9 "$pid"
   wait_for 15 jt_tstate_is u/t dead || fail "u/t's death not seen: $(op inspect u; op events u/t)"
   expect_exit 0 op events u/t
   expect_not_contains "$OUT" "exit status unknown" "u/t was lost while instance a ($a) still ran it"
   expect_contains "$OUT" "killed by SIGKILL" "u/t's real exit, seen through a"
+  ! grep -q "recovering u/t" "$T/pi-b.out" || fail "b was asked to recover a task a still has: $(cat "$T/pi-b.out")"
 }
 
 # 3. The whole agent (keeper and worker) is killed with SIGKILL while a

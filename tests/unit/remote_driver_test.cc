@@ -101,6 +101,40 @@ class RemoteDriverTest : public ::testing::Test {
     plugin_->Handle(kService, "StopTask", [](const wire::CallContext&, std::string_view, wire::Responder r) {
       r.Reply("");
     });
+    plugin_->Handle(kService, "RecoverTask", [this](const wire::CallContext&, std::string_view, wire::Responder r) {
+      ++recover_calls_;
+      r.Reply("");
+    });
+  }
+
+  // A driver instance at sock that logs "<tag> <method>" for each call
+  // about a task (several instances of one driver "multi").
+  std::unique_ptr<FakePlugin> ServeInstance(const std::string& sock, const std::string& tag) {
+    auto p = FakePlugin::Serve(loop_.get(), dir_ + "/" + sock, "multi");
+    p->type = "TaskDriver";
+    p->Handle(kService, "Capabilities", [](const wire::CallContext&, std::string_view, wire::Responder r) {
+      Capabilities caps;
+      caps.send_signals = true;
+      r.Finish(remote::EncodeCapabilities(caps));
+    });
+    p->Handle(kService, "Fingerprint", [](const wire::CallContext&, std::string_view, wire::Responder r) {
+      Fingerprint f;
+      f.health = Health::kHealthy;
+      r.Finish(remote::EncodeFingerprint(f));
+    });
+    for (const char* m : {"StartTask", "StopTask", "RecoverTask"}) {
+      std::string method = m;
+      p->Handle(kService, method, [this, tag, method](const wire::CallContext&, std::string_view, wire::Responder r) {
+        calls_.push_back(tag + " " + method);
+        if (method == "StartTask") {
+          TaskHandle h;
+          h.pid = 10;
+          return r.Finish(remote::EncodeStartTaskResponse(h));
+        }
+        r.Reply("");
+      });
+    }
+    return p;
   }
 
   // TaskEvents on the fake: a long poll answered when events above the
@@ -151,6 +185,8 @@ class RemoteDriverTest : public ::testing::Test {
   std::vector<std::string> changed_;
   TaskConfig started_;
   int wait_calls_ = 0;
+  int recover_calls_ = 0;
+  std::vector<std::string> calls_;
   int exit_code_ = -1;
   wire::Responder waiting_;
   int event_calls_ = 0;
@@ -218,8 +254,19 @@ TEST_F(RemoteDriverTest, WaitOutlivesDeadlinesAndReconnects) {
   ASSERT_TRUE(Wait([&] { return wait_calls_ >= 3; }));     // deadlines passed, asked again
   EXPECT_EQ(exits, 0);
   int before = wait_calls_;
+  size_t changes = changed_.size();
   plugin_->Drop();
-  ASSERT_TRUE(Wait([&] { return wait_calls_ > before && plugins_->Active("TaskDriver", "fake"); }));
+  ASSERT_TRUE(Wait([&] { return changed_.size() > changes && plugins_->Active("TaskDriver", "fake"); }));
+  // Asked again only once the task is recovered on the instance: a new
+  // instance that does not know the task yet would answer "not found".
+  ASSERT_TRUE(loop_->RunOnce(0).ok());
+  EXPECT_EQ(wait_calls_, before);
+  TaskHandle h;
+  h.config.id = "t1";
+  bool recovered = false;
+  d->RecoverTask(h, [&](Status st) { recovered = st.ok(); });
+  ASSERT_TRUE(Wait([&] { return recovered && wait_calls_ > before; }));
+  EXPECT_EQ(recover_calls_, 1);
   EXPECT_EQ(exits, 0);
   exit_code_ = 3;
   waiting_.Finish(remote::EncodeWaitTask(true, [] {
@@ -231,6 +278,49 @@ TEST_F(RemoteDriverTest, WaitOutlivesDeadlinesAndReconnects) {
   EXPECT_EQ(got.exit_code, 3);
   EXPECT_EQ(d->pending_waits(), 0u);
   EXPECT_FALSE(changed_.empty());  // the reconnection was a change
+}
+
+// Two instances of one driver (an upgrade): new starts go to the newest,
+// a task's calls to the instance that started it while that one is
+// connected; when it goes, the task is recovered on the newest and its
+// calls follow.
+TEST_F(RemoteDriverTest, ATaskStaysWithItsInstanceUntilThatInstanceGoes) {
+  auto a = ServeInstance("multi-a.sock", "a");
+  ASSERT_TRUE(Wait([&] { return drivers_.Find("multi") != nullptr; }));
+  Driver* d = drivers_.Find("multi");
+  TaskConfig c;
+  c.id = "t1";
+  bool started = false;
+  d->StartTask(c, [&](Result<TaskHandle> h) { started = h.ok(); });
+  ASSERT_TRUE(Wait([&] { return started; }));
+  size_t changes = changed_.size();
+  auto b = ServeInstance("multi-b.sock", "b");
+  ASSERT_TRUE(Wait([&] { return changed_.size() > changes; }));
+  ASSERT_EQ(plugins_->Active("TaskDriver", "multi")->socket, dir_ + "/multi-b.sock");
+  int answered = 0;
+  auto count = [&](Status st) { answered += st.ok(); };
+  d->StopTask("t1", kNanosPerSecond, "SIGTERM", count);
+  TaskHandle h;
+  h.config.id = "t1";
+  d->RecoverTask(h, count);  // what the agent does at every change
+  c.id = "t2";
+  d->StartTask(c, [&](Result<TaskHandle> r) { answered += r.ok(); });
+  d->StopTask("t2", kNanosPerSecond, "SIGTERM", count);
+  ASSERT_TRUE(Wait([&] { return answered == 4; }));
+  std::vector<std::string> on_a, on_b;  // each connection keeps its order
+  for (const std::string& call : calls_) (call[0] == 'a' ? on_a : on_b).push_back(call);
+  EXPECT_EQ(on_a, (std::vector<std::string>{"a StartTask", "a StopTask", "a RecoverTask"}));
+  EXPECT_EQ(on_b, (std::vector<std::string>{"b StartTask", "b StopTask"}));
+  // The old instance goes (its socket removed): t1 is recovered on b.
+  calls_.clear();
+  changes = changed_.size();
+  a->Exit(/*remove=*/true);
+  ASSERT_TRUE(Wait([&] { return changed_.size() > changes; }));
+  d->RecoverTask(h, count);
+  ASSERT_TRUE(Wait([&] { return answered == 5; }));
+  d->StopTask("t1", kNanosPerSecond, "SIGTERM", count);
+  ASSERT_TRUE(Wait([&] { return answered == 6; }));
+  EXPECT_EQ(calls_, (std::vector<std::string>{"b RecoverTask", "b StopTask"}));
 }
 
 TEST_F(RemoteDriverTest, WhatTheDriverDoesNotOfferIsSaidPlainly) {
