@@ -92,7 +92,9 @@ class Plugin {
   bool WatchChild(int pid, std::function<void(int status)> fn);
   // Serves until SIGTERM or SIGINT, or Stop(). Returns 0, or 1 after
   // printing why it could not start (bad options, plugins dir missing,
-  // socket in use) on stderr.
+  // socket in use) on stderr. A process forked while it runs (a task)
+  // starts with no signal blocked and SIGPIPE at its default, whatever
+  // the loop blocks or ignores for itself (a pthread_atfork handler).
   int Run();
   void Stop();
   // The socket Run created ("" before).

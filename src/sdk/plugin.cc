@@ -6,6 +6,7 @@
 // liboutpost-plugin.a from base, loop and wire only.
 #include "outpost/plugin.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -148,6 +149,19 @@ void Plugin::Impl::RemoveSocket() {
   socket.clear();
 }
 
+namespace {
+// A process the plugin forks (a driver's task) starts the way programs
+// expect: no signal blocked (the loop blocks the ones it takes through its
+// signalfd, and a mask survives exec) and SIGPIPE at its default. Without
+// this a task ignores SIGTERM, and every stop waits out its kill timeout.
+void ResetSignalsInChild() {
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::signal(SIGPIPE, SIG_DFL);
+}
+}  // namespace
+
 int Plugin::Run() {
   Impl& m = *impl_;
   const Options& o = m.options;
@@ -161,6 +175,8 @@ int Plugin::Run() {
   if (!loop.ok()) return fail(loop.error().message());
   m.loop = std::move(*loop);
   ::signal(SIGPIPE, SIG_IGN);
+  static const bool reset_in_children = ::pthread_atfork(nullptr, nullptr, ResetSignalsInChild) == 0;
+  if (!reset_in_children) return fail("pthread_atfork failed");
   for (int sig : {SIGTERM, SIGINT}) {
     Status st = m.loop->AddSignal(sig, [this](const signalfd_siginfo&) { Stop(); });
     if (!st.ok()) return fail(st.error().message());
