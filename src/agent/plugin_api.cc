@@ -149,7 +149,9 @@ void HandleCheckDriver(Agent* agent, std::string_view payload, wire::Responder r
   driver::ConformanceOptions o;
   o.work_dir = agent->config().runtime_dir + "/conformance";
   (void)sys::MkdirAll(o.work_dir, 0700);
-  driver::RunConformance(*agent->loop(), **d, o, [agent, name, responder](std::vector<driver::CheckResult> rs) {
+  o.cgroups = agent->cgroups();
+  // By name: a plugin driver may deregister while its checks run.
+  driver::RunConformance(*agent->loop(), *agent->drivers(), name, o, [agent, name, responder](std::vector<driver::CheckResult> rs) {
     agent->drivers_being_checked()->erase(name);
     std::vector<outpost_v1_DriverCheck> checks(rs.size(), outpost_v1_DriverCheck{});
     for (size_t i = 0; i < rs.size(); ++i) {

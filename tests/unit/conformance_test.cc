@@ -1,6 +1,8 @@
-// The driver conformance runner: all checks pass against the exec driver,
-// and a driver that breaks a rule (reports SIGTERM for a SIGKILL stop)
-// fails the check that covers it.
+// The driver conformance runner: all checks pass against the exec driver
+// (destroy-kills-all is skipped without cgroup v2, which these tests never
+// have: the VM test covers it), a driver that breaks a rule (reports SIGTERM
+// for a SIGKILL stop) fails the check that covers it, and a driver that
+// deregisters mid-check fails that check and every later one.
 #include "driver/conformance.h"
 
 #include <signal.h>
@@ -8,6 +10,7 @@
 
 #include <cstdlib>
 
+#include "cgroup/cgroup.h"
 #include "driver/exec/exec_driver.h"
 #include "test_util.h"
 
@@ -24,6 +27,7 @@ class Wrapped : public Driver {
   explicit Wrapped(Driver* d) : d_(d) {}
   bool lie_about_sigkill = false;
   bool no_signals = false;
+  Registry* vanish_on_stop = nullptr;  // deregisters itself from it on the first StopTask
   std::string Name() const override { return "wrapped"; }
   Capabilities GetCapabilities() const override {
     Capabilities c = d_->GetCapabilities();
@@ -41,6 +45,7 @@ class Wrapped : public Driver {
     });
   }
   void StopTask(const std::string& id, int64_t t, const std::string& s, DoneCallback done) override {
+    if (vanish_on_stop) vanish_on_stop->Remove(Name()), vanish_on_stop = nullptr;
     d_->StopTask(id, t, s, std::move(done));
   }
   void DestroyTask(const std::string& id, bool force, DoneCallback done) override {
@@ -78,29 +83,59 @@ class ConformanceTest : public ::testing::Test {
     std::string cmd = "rm -rf " + dir_;
     (void)::system(cmd.c_str());
   }
-  std::map<std::string, CheckResult> Run(Driver& d) {
+  std::map<std::string, CheckResult> Run(Driver& d, Registry* reg = nullptr, cgroup::Cgroups* cg = nullptr) {
+    Registry own;
+    if (!reg) reg = &own;
+    EXPECT_TRUE(reg->Add(&d).ok());
     ConformanceOptions o;
     o.work_dir = dir_;
+    o.cgroups = cg;
     bool done = false;
     std::map<std::string, CheckResult> out;
-    RunConformance(*loop_, d, o, [&](std::vector<CheckResult> rs) {
-      for (auto& r : rs) out[r.name] = r;
+    order_.clear();
+    RunConformance(*loop_, *reg, d.Name(), o, [&](std::vector<CheckResult> rs) {
+      for (auto& r : rs) out[r.name] = r, order_.push_back(r.name);
       done = true;
     });
     EXPECT_TRUE(RunUntil(loop_.get(), [&] { return done; }, 120 * kNanosPerSecond));
     return out;
   }
   std::string dir_;
+  std::vector<std::string> order_;  // of the last run's checks
   std::unique_ptr<Loop> loop_;
   std::unique_ptr<ExecDriver> exec_;
 };
 
 TEST_F(ConformanceTest, ExecDriverPassesAll) {
-  auto rs = Run(*exec_);
+  // A cgroup root outside any cgroup2 mount: cgroup v2 is unavailable.
+  cgroup::Cgroups::Options co;
+  co.root = dir_ + "/no-cgroup";
+  auto cg = cgroup::Cgroups::Setup(co);
+  ASSERT_FALSE(cg->available());
+  auto rs = Run(*exec_, nullptr, cg.get());
   EXPECT_EQ(12u, rs.size());
   for (auto& [name, r] : rs) {
+    if (name == "destroy-kills-all") continue;
     EXPECT_EQ(CheckOutcome::kPass, r.outcome) << name << ": " << r.detail;
   }
+  EXPECT_EQ(CheckOutcome::kSkip, rs["destroy-kills-all"].outcome) << rs["destroy-kills-all"].detail;
+  EXPECT_EQ("no cgroup v2 on this node", rs["destroy-kills-all"].detail);
+}
+
+TEST_F(ConformanceTest, DriverGoneMidCheckFailsThatCheckAndTheRest) {
+  Registry reg;
+  Wrapped w(exec_.get());
+  w.vanish_on_stop = &reg;  // stop-sigint, the second check, makes the first StopTask call
+  auto rs = Run(w, &reg);
+  ASSERT_EQ(12u, order_.size());
+  EXPECT_EQ("start-wait", order_[0]);
+  EXPECT_EQ(CheckOutcome::kPass, rs["start-wait"].outcome) << rs["start-wait"].detail;
+  for (size_t i = 1; i < order_.size(); ++i) {
+    const CheckResult& r = rs[order_[i]];
+    EXPECT_EQ(CheckOutcome::kFail, r.outcome) << order_[i];
+    EXPECT_EQ("driver wrapped went away during the check", r.detail) << order_[i];
+  }
+  EXPECT_EQ(nullptr, reg.Find("wrapped"));
 }
 
 TEST_F(ConformanceTest, BrokenRuleFailsItsCheckAndCapabilitiesSkip) {
