@@ -11,6 +11,7 @@
 #include "base/strings.h"
 #include "base/sys.h"
 #include "cgroup/cgroup.h"
+#include "proc/procfs.h"
 
 namespace outpost::driver {
 namespace {
@@ -23,6 +24,7 @@ struct Check : std::enable_shared_from_this<Check> {
   const Registry* drivers;
   std::string name;  // of the driver
   cgroup::Cgroups* cg = nullptr;  // set when cgroup v2 is available
+  const proc::UserDb* users = nullptr;
   std::string dir;
   std::string prefix;
   int next_task = 0;
@@ -256,6 +258,32 @@ std::vector<Spec> Specs() {
            c->Pass();
          });
        }},
+      {"bad-user",
+       [](const std::shared_ptr<Check>& c, const Capabilities&) {
+         auto cfg = c->Config(kSleeper);
+         cfg.user = "outpost-conformance-no-such-user";
+         c->tasks.push_back(cfg.id);
+         // As the start pipeline does: the user is resolved before the
+         // driver is asked; a name that does not resolve never starts.
+         auto who = proc::ResolveCredentials(cfg.user, "", *c->users);
+         auto left = [c, id = cfg.id](const Error& e) {
+           if (e.message().find("outpost-conformance-no-such-user") == std::string::npos)
+             return c->Fail("start error \"" + e.message() + "\" does not name the user");
+           if (!proc::ProcessesWithEnv("OUTPOST_TASK_ID=" + id).empty()) return c->Fail("a process of the failed start is left");
+           if (Driver* d = c->D()) d->InspectTask(id, [c](Result<TaskStatus> s) {
+             if (c->over) return;
+             if (s.ok() && s->state == TaskState::kRunning) return c->Fail("the driver shows the failed start running");
+             c->Pass();
+           });
+         };
+         if (!who.ok()) return left(who.error());
+         cfg.identity = Identity{true, who->uid, who->gid, who->groups, who->name, who->home};
+         if (Driver* d = c->D()) d->StartTask(cfg, [c, left](Result<TaskHandle> h) {
+           if (c->over) return;
+           if (h.ok()) return c->Fail("start as a missing user succeeded");
+           left(h.error());
+         });
+       }},
       {"stats",
        [](const std::shared_ptr<Check>& c, const Capabilities&) {
          c->Start(c->Config(kSleeper), [c](const TaskHandle& h) {
@@ -356,6 +384,7 @@ void RunNext(std::shared_ptr<Run> run) {
   c.loop = run->loop;
   c.drivers = run->drivers;
   c.name = run->name;
+  c.users = &run->opts.users;
   cgroup::Cgroups* cg = run->opts.cgroups;
   if (cg && cg->available()) c.cg = cg;
   c.dir = run->opts.work_dir;

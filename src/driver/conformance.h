@@ -19,6 +19,7 @@
 
 #include "driver/registry.h"
 #include "loop/loop.h"
+#include "proc/users.h"
 
 namespace outpost::cgroup {
 class Cgroups;
@@ -42,6 +43,8 @@ struct ConformanceOptions {
   // The node's cgroups (null or !available(): none; destroy-kills-all is
   // then skipped). Must outlive the run.
   cgroup::Cgroups* cgroups = nullptr;
+  // Where users are resolved, as the start pipeline does (bad-user).
+  proc::UserDb users;
 };
 
 // Runs every check in order on the driver registered in `drivers` as

@@ -206,7 +206,7 @@ test_plugins_check_exec_and_plugin_driver() {
   op plugins check exec >"$T/chk-exec.out" 2>&1
   local c
   for c in start-wait stop-sigint stop-sigkill stop-timeout-0 signal recover-idempotent destroy-running \
-    bad-command stats inspect exec; do
+    bad-command bad-user stats inspect exec; do
     grep -q "^PASS $c " "$T/chk-exec.out" || fail "exec: check $c did not pass: $(cat "$T/chk-exec.out")"
   done
   # destroy-kills-all needs the task's cgroup: it passes where the agent has
@@ -219,7 +219,7 @@ test_plugins_check_exec_and_plugin_driver() {
   else
     grep -q "^PASS destroy-kills-all " "$T/chk-exec.out" || fail "exec: destroy-kills-all did not pass: $(cat "$T/chk-exec.out")"
   fi
-  [ "$(grep -c '^\(PASS\|SKIP\|FAIL\) ' "$T/chk-exec.out")" = 12 ] || fail "exec: not 12 checks: $(cat "$T/chk-exec.out")"
+  [ "$(grep -c '^\(PASS\|SKIP\|FAIL\) ' "$T/chk-exec.out")" = 13 ] || fail "exec: not 13 checks: $(cat "$T/chk-exec.out")"
   grep -q "^driver exec: " "$T/chk-exec.out" || fail "no summary: $(cat "$T/chk-exec.out")"
   expect_exit 1 op plugins check nosuch
   expect_contains "$OUT" 'nosuch' "the unknown driver named"

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "cgroup/cgroup.h"
@@ -83,13 +84,15 @@ class ConformanceTest : public ::testing::Test {
     std::string cmd = "rm -rf " + dir_;
     (void)::system(cmd.c_str());
   }
-  std::map<std::string, CheckResult> Run(Driver& d, Registry* reg = nullptr, cgroup::Cgroups* cg = nullptr) {
+  std::map<std::string, CheckResult> Run(Driver& d, Registry* reg = nullptr, cgroup::Cgroups* cg = nullptr,
+                                         const std::string& passwd = "") {
     Registry own;
     if (!reg) reg = &own;
     EXPECT_TRUE(reg->Add(&d).ok());
     ConformanceOptions o;
     o.work_dir = dir_;
     o.cgroups = cg;
+    if (!passwd.empty()) o.users.passwd_path = passwd;
     bool done = false;
     std::map<std::string, CheckResult> out;
     order_.clear();
@@ -113,13 +116,28 @@ TEST_F(ConformanceTest, ExecDriverPassesAll) {
   auto cg = cgroup::Cgroups::Setup(co);
   ASSERT_FALSE(cg->available());
   auto rs = Run(*exec_, nullptr, cg.get());
-  EXPECT_EQ(12u, rs.size());
+  EXPECT_EQ(13u, rs.size());
   for (auto& [name, r] : rs) {
     if (name == "destroy-kills-all") continue;
     EXPECT_EQ(CheckOutcome::kPass, r.outcome) << name << ": " << r.detail;
   }
   EXPECT_EQ(CheckOutcome::kSkip, rs["destroy-kills-all"].outcome) << rs["destroy-kills-all"].detail;
   EXPECT_EQ("no cgroup v2 on this node", rs["destroy-kills-all"].detail);
+  EXPECT_EQ(CheckOutcome::kPass, rs["bad-user"].outcome) << rs["bad-user"].detail;
+}
+
+// Where the "missing" user exists (here as the agent's own uid), the start
+// succeeds and bad-user fails; the task it started is cleaned up.
+TEST_F(ConformanceTest, BadUserFailsWhenTheStartSucceeds) {
+  std::string passwd = dir_ + "/passwd";
+  FILE* f = ::fopen(passwd.c_str(), "w");
+  ASSERT_NE(nullptr, f);
+  ::fprintf(f, "outpost-conformance-no-such-user:x:%u:%u::/:/bin/sh\n", ::geteuid(), ::getegid());
+  ::fclose(f);
+  auto rs = Run(*exec_, nullptr, nullptr, passwd);
+  EXPECT_EQ(CheckOutcome::kFail, rs["bad-user"].outcome);
+  EXPECT_EQ("start as a missing user succeeded", rs["bad-user"].detail);
+  EXPECT_EQ(CheckOutcome::kPass, rs["bad-command"].outcome) << rs["bad-command"].detail;
 }
 
 TEST_F(ConformanceTest, DriverGoneMidCheckFailsThatCheckAndTheRest) {
@@ -127,7 +145,7 @@ TEST_F(ConformanceTest, DriverGoneMidCheckFailsThatCheckAndTheRest) {
   Wrapped w(exec_.get());
   w.vanish_on_stop = &reg;  // stop-sigint, the second check, makes the first StopTask call
   auto rs = Run(w, &reg);
-  ASSERT_EQ(12u, order_.size());
+  ASSERT_EQ(13u, order_.size());
   EXPECT_EQ("start-wait", order_[0]);
   EXPECT_EQ(CheckOutcome::kPass, rs["start-wait"].outcome) << rs["start-wait"].detail;
   for (size_t i = 1; i < order_.size(); ++i) {

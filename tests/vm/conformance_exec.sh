@@ -8,9 +8,9 @@ wait_for 20 outpost status || fail "agent not answering: $(wait_output)"
 
 outpost plugins check exec >/tmp/chk-exec.out 2>&1 || fail "check failed: $(cat /tmp/chk-exec.out)"
 for c in start-wait stop-sigint stop-sigkill stop-timeout-0 signal recover-idempotent destroy-running \
-  destroy-kills-all bad-command stats inspect exec; do
+  destroy-kills-all bad-command bad-user stats inspect exec; do
   grep -q "^PASS $c " /tmp/chk-exec.out || fail "check $c did not pass: $(cat /tmp/chk-exec.out)"
 done
 left() { ls -d "$CG"/_tasks/conformance-* >/dev/null 2>&1; }
 ! left || fail "cgroups left by the check: $(ls -d "$CG"/_tasks/conformance-*)"
-echo "exec passes all 12 checks with cgroup v2"
+echo "exec passes all 13 checks with cgroup v2"
