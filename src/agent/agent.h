@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,9 @@ class Agent {
   Watchdog* watchdog() { return &watchdog_; }
   plugin::Registry* plugins() { return plugins_.get(); }
   plugin::Watcher* plugin_watcher() { return plugin_watcher_.get(); }
+  // Drivers whose conformance checks are running (CheckDriver: one run per
+  // driver at a time).
+  std::set<std::string>* drivers_being_checked() { return &drivers_being_checked_; }
 
  private:
   Agent() = default;
@@ -111,6 +115,7 @@ class Agent {
   std::unique_ptr<plugin::Registry> plugins_;
   std::unique_ptr<plugin::Watcher> plugin_watcher_;
   std::unique_ptr<driver::TaskDriverHandler> driver_plugins_;  // the TaskDriver plugin type
+  std::set<std::string> drivers_being_checked_;
   UniqueFd lock_fd_;
   std::string bound_socket_;
   dev_t socket_dev_ = 0;

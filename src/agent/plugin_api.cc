@@ -1,7 +1,6 @@
 #include "agent/plugin_api.h"
 
 #include <deque>
-#include <set>
 
 #include "agent/agent.h"
 #include "agent/api.h"
@@ -140,21 +139,22 @@ void HandleListPlugins(Agent* agent, std::string_view payload, wire::Responder r
 // Runs the conformance checks on a registered driver (exec or a plugin's)
 // in the loop; the reply comes when the last check is done.
 void HandleCheckDriver(Agent* agent, std::string_view payload, wire::Responder responder) {
-  static std::set<std::string> running;  // drivers being checked
   PbOwned<outpost_v1_CheckDriverRequest> req(outpost_v1_CheckDriverRequest_fields);
   Status st = req.Decode(payload, "CheckDriverRequest");
   if (!st.ok()) return responder.Fail(st.error());
   std::string name = PbString(req->name);
   auto d = agent->drivers()->Get(name);
   if (!d.ok()) return responder.Fail(d.error());
-  if (!running.insert(name).second) {
+  if (!agent->drivers_being_checked()->insert(name).second) {
     return responder.Fail(Error(Code::kFailedPrecondition, "driver \"" + name + "\" is being checked already"));
   }
   driver::ConformanceOptions o;
   o.work_dir = agent->config().runtime_dir + "/conformance";
   (void)sys::MkdirAll(o.work_dir, 0700);
-  driver::RunConformance(*agent->loop(), **d, o, [name, responder](std::vector<driver::CheckResult> rs) {
-    running.erase(name);
+  o.cgroups = agent->cgroups();
+  // By name: a plugin driver may deregister while its checks run.
+  driver::RunConformance(*agent->loop(), *agent->drivers(), name, o, [agent, name, responder](std::vector<driver::CheckResult> rs) {
+    agent->drivers_being_checked()->erase(name);
     std::vector<outpost_v1_DriverCheck> checks(rs.size(), outpost_v1_DriverCheck{});
     for (size_t i = 0; i < rs.size(); ++i) {
       checks[i].check = PbStr(rs[i].name);

@@ -1,5 +1,6 @@
 #include "driver/conformance.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -9,6 +10,8 @@
 #include "base/clock.h"
 #include "base/strings.h"
 #include "base/sys.h"
+#include "cgroup/cgroup.h"
+#include "proc/procfs.h"
 
 namespace outpost::driver {
 namespace {
@@ -18,20 +21,38 @@ constexpr int64_t kSecond = 1000000000;
 // One running check: its tasks, its deadline, and the single way it ends.
 struct Check : std::enable_shared_from_this<Check> {
   Loop* loop;
-  Driver* driver;
+  const Registry* drivers;
+  std::string name;  // of the driver
+  cgroup::Cgroups* cg = nullptr;  // set when cgroup v2 is available
+  const proc::UserDb* users = nullptr;
   std::string dir;
   std::string prefix;
   int next_task = 0;
   std::vector<std::string> tasks;
+  std::vector<std::string> cgroups;  // made for its tasks
+  std::string problem;               // preparing a task failed
   bool over = false;
   Loop::TimerId deadline = 0;
   std::function<void(Check&, CheckOutcome, std::string)> finish;
 
+  std::string Gone() const { return "driver " + name + " went away during the check"; }
+  // The driver as registered now; null (and the check failed) once gone.
+  Driver* D() {
+    Driver* d = drivers->Find(name);
+    if (!d) Fail(Gone());
+    return d;
+  }
   TaskConfig Config(const std::string& script) {
     TaskConfig t;
     t.id = prefix + "-" + std::to_string(next_task++);
     t.name = t.id;
-    t.driver = driver->Name();
+    t.driver = name;
+    if (cg) {
+      // As the start pipeline does: the task starts in a cgroup of its own.
+      auto fd = cg->CreateTask("", t.id, cgroup::Resources());
+      if (fd.ok()) t.cgroup = cg->TaskPath("", t.id), cgroups.push_back(t.cgroup);
+      else problem = "task cgroup: " + fd.error().message();
+    }
     t.command = "/bin/sh";
     t.args = {"-c", script};
     t.task_dir = dir + "/" + t.id;
@@ -47,20 +68,25 @@ struct Check : std::enable_shared_from_this<Check> {
   void Skip(const std::string& why) { finish(*this, CheckOutcome::kSkip, why); }
   // Starts a task; on an error the check fails.
   void Start(const TaskConfig& c, std::function<void(const TaskHandle&)> next) {
+    if (!problem.empty()) return Fail(problem);
+    Driver* d = D();
+    if (!d) return;
     tasks.push_back(c.id);
-    driver->StartTask(c, [self = shared_from_this(), next](Result<TaskHandle> h) {
+    d->StartTask(c, [self = shared_from_this(), next](Result<TaskHandle> h) {
       if (self->over) return;
       if (!h.ok()) return self->Fail("start: " + h.error().message());
       next(*h);
     });
   }
   void Wait(const std::string& id, std::function<void(const ExitResult&)> next) {
-    driver->WaitTask(id, [self = shared_from_this(), next](const ExitResult& e) {
+    Driver* d = D();
+    if (d) d->WaitTask(id, [self = shared_from_this(), next](const ExitResult& e) {
       if (!self->over) next(e);
     });
   }
   void Stop(const std::string& id, int64_t timeout, const std::string& sig, std::function<void()> next) {
-    driver->StopTask(id, timeout, sig, [self = shared_from_this(), next](Status st) {
+    Driver* d = D();
+    if (d) d->StopTask(id, timeout, sig, [self = shared_from_this(), next](Status st) {
       if (self->over) return;
       if (!st.ok()) return self->Fail("stop: " + st.error().message());
       next();
@@ -99,7 +125,7 @@ std::vector<Spec> Specs() {
          c->Start(cfg, [c, id = cfg.id](const TaskHandle&) {
            c->Wait(id, [c, id](const ExitResult& e) {
              if (!e.Successful()) return c->Fail("wait result " + DescribeExit(e) + ", expected exit code 0");
-             c->driver->DestroyTask(id, true, [c](Status st) {
+             if (Driver* d = c->D()) d->DestroyTask(id, true, [c](Status st) {
                if (c->over) return;
                if (!st.ok()) return c->Fail("destroy(force) after exit: " + st.error().message());
                c->Pass();
@@ -146,13 +172,13 @@ std::vector<Spec> Specs() {
        }},
       {"signal",
        [](const std::shared_ptr<Check>& c, const Capabilities& caps) {
-         if (!caps.send_signals) return c->Skip("driver " + c->driver->Name() + " cannot signal tasks");
+         if (!caps.send_signals) return c->Skip("driver " + c->name + " cannot signal tasks");
          auto cfg = c->Config("trap 'exit 3' USR1; : > ready; while :; do sleep 0.1; done");
          cfg.workdir = cfg.task_dir;
          std::string ready = cfg.task_dir + "/ready";
          c->Start(cfg, [c, id = cfg.id, ready](const TaskHandle&) {
            c->PollUntil([ready] { return ::access(ready.c_str(), F_OK) == 0; }, [c, id] {
-             c->driver->SignalTask(id, "SIGUSR1", [c, id](Status st) {
+             if (Driver* d = c->D()) d->SignalTask(id, "SIGUSR1", [c, id](Status st) {
                if (c->over) return;
                if (!st.ok()) return c->Fail("signal: " + st.error().message());
                c->Wait(id, [c](const ExitResult& e) {
@@ -166,10 +192,10 @@ std::vector<Spec> Specs() {
       {"recover-idempotent",
        [](const std::shared_ptr<Check>& c, const Capabilities&) {
          c->Start(c->Config(kSleeper), [c](const TaskHandle& h) {
-           c->driver->RecoverTask(h, [c, id = h.config.id](Status st) {
+           if (Driver* d = c->D()) d->RecoverTask(h, [c, id = h.config.id](Status st) {
              if (c->over) return;
              if (!st.ok()) return c->Fail("recover of a tracked task: " + st.error().message());
-             c->driver->InspectTask(id, [c](Result<TaskStatus> s) {
+             if (Driver* d2 = c->D()) d2->InspectTask(id, [c](Result<TaskStatus> s) {
                if (c->over) return;
                if (!s.ok()) return c->Fail("inspect after recover: " + s.error().message());
                if (s->state != TaskState::kRunning) return c->Fail(std::string("state after recover ") + TaskStateName(s->state));
@@ -181,7 +207,7 @@ std::vector<Spec> Specs() {
       {"destroy-running",
        [](const std::shared_ptr<Check>& c, const Capabilities&) {
          c->Start(c->Config(kSleeper), [c](const TaskHandle& h) {
-           c->driver->DestroyTask(h.config.id, false, [c](Status st) {
+           if (Driver* d = c->D()) d->DestroyTask(h.config.id, false, [c](Status st) {
              if (c->over) return;
              if (st.ok()) return c->Fail("destroy without force of a running task succeeded");
              if (st.error().message().find("cannot destroy running task") == std::string::npos)
@@ -192,22 +218,27 @@ std::vector<Spec> Specs() {
        }},
       {"destroy-kills-all",
        [](const std::shared_ptr<Check>& c, const Capabilities&) {
+         // Without a cgroup nothing says which processes are the task's.
+         if (!c->cg) return c->Skip("no cgroup v2 on this node");
          auto cfg = c->Config("sleep 3600 & echo $! > bg.pid");
          cfg.workdir = cfg.task_dir;
          std::string pidfile = cfg.task_dir + "/bg.pid";
-         c->Start(cfg, [c, id = cfg.id, pidfile](const TaskHandle&) {
-           c->Wait(id, [c, id, pidfile](const ExitResult&) {
+         c->Start(cfg, [c, id = cfg.id, pidfile, cgroup = cfg.cgroup](const TaskHandle&) {
+           c->Wait(id, [c, id, pidfile, cgroup](const ExitResult&) {
              auto s = sys::ReadFile(pidfile);
              pid_t pid = s.ok() ? static_cast<pid_t>(std::atoi(s->c_str())) : 0;
              if (pid <= 0) return c->Fail("the task wrote no background pid");
-             c->driver->DestroyTask(id, true, [c, pid](Status st) {
+             if (Driver* d = c->D()) d->DestroyTask(id, true, [c, pid, cgroup](Status st) {
                if (c->over) return;
                if (!st.ok()) return c->Fail("destroy(force): " + st.error().message());
+               // Then, as the task layer does, cgroup.kill of the task's
+               // cgroup: it reaches what the driver started in it.
+               (void)c->cg->Kill(cgroup);
                int64_t until = MonotonicNanos() + 5 * kSecond;
                c->PollUntil([pid, until] { return PidGone(pid) || MonotonicNanos() > until; }, [c, pid] {
                  if (!PidGone(pid)) {
                    ::kill(pid, SIGKILL);  // the check leaves nothing behind either way
-                   return c->Fail(Format("background process %d alive 5 s after destroy(force)", pid));
+                   return c->Fail(Format("background process %d alive 5 s after destroy(force) and cgroup.kill", pid));
                  }
                  c->Pass();
                });
@@ -221,16 +252,42 @@ std::vector<Spec> Specs() {
          cfg.command = c->dir + "/no-such-command";
          cfg.args.clear();
          c->tasks.push_back(cfg.id);
-         c->driver->StartTask(cfg, [c](Result<TaskHandle> h) {
+         if (Driver* d = c->D()) d->StartTask(cfg, [c](Result<TaskHandle> h) {
            if (c->over) return;
            if (h.ok()) return c->Fail("start of a missing command succeeded");
            c->Pass();
          });
        }},
+      {"bad-user",
+       [](const std::shared_ptr<Check>& c, const Capabilities&) {
+         auto cfg = c->Config(kSleeper);
+         cfg.user = "outpost-conformance-no-such-user";
+         c->tasks.push_back(cfg.id);
+         // As the start pipeline does: the user is resolved before the
+         // driver is asked; a name that does not resolve never starts.
+         auto who = proc::ResolveCredentials(cfg.user, "", *c->users);
+         auto left = [c, id = cfg.id](const Error& e) {
+           if (e.message().find("outpost-conformance-no-such-user") == std::string::npos)
+             return c->Fail("start error \"" + e.message() + "\" does not name the user");
+           if (!proc::ProcessesWithEnv("OUTPOST_TASK_ID=" + id).empty()) return c->Fail("a process of the failed start is left");
+           if (Driver* d = c->D()) d->InspectTask(id, [c](Result<TaskStatus> s) {
+             if (c->over) return;
+             if (s.ok() && s->state == TaskState::kRunning) return c->Fail("the driver shows the failed start running");
+             c->Pass();
+           });
+         };
+         if (!who.ok()) return left(who.error());
+         cfg.identity = Identity{true, who->uid, who->gid, who->groups, who->name, who->home};
+         if (Driver* d = c->D()) d->StartTask(cfg, [c, left](Result<TaskHandle> h) {
+           if (c->over) return;
+           if (h.ok()) return c->Fail("start as a missing user succeeded");
+           left(h.error());
+         });
+       }},
       {"stats",
        [](const std::shared_ptr<Check>& c, const Capabilities&) {
          c->Start(c->Config(kSleeper), [c](const TaskHandle& h) {
-           c->driver->TaskStats(h.config.id, [c](Result<TaskStats> s) {
+           if (Driver* d = c->D()) d->TaskStats(h.config.id, [c](Result<TaskStats> s) {
              if (c->over) return;
              if (!s.ok()) return c->Fail("stats: " + s.error().message());
              if (s->measured.empty()) return c->Fail("first sample measured nothing");
@@ -244,13 +301,13 @@ std::vector<Spec> Specs() {
        [](const std::shared_ptr<Check>& c, const Capabilities&) {
          c->Start(c->Config(kSleeper), [c](const TaskHandle& h) {
            std::string id = h.config.id;
-           c->driver->InspectTask(id, [c, id](Result<TaskStatus> s) {
+           if (Driver* d = c->D()) d->InspectTask(id, [c, id](Result<TaskStatus> s) {
              if (c->over) return;
              if (!s.ok()) return c->Fail("inspect: " + s.error().message());
              if (s->state != TaskState::kRunning) return c->Fail(std::string("state ") + TaskStateName(s->state) + ", expected running");
              c->Stop(id, 0, "SIGKILL", [] {});
              c->Wait(id, [c, id](const ExitResult&) {
-               c->driver->InspectTask(id, [c](Result<TaskStatus> s2) {
+               if (Driver* d2 = c->D()) d2->InspectTask(id, [c](Result<TaskStatus> s2) {
                  if (c->over) return;
                  if (!s2.ok()) return c->Fail("inspect after exit: " + s2.error().message());
                  if (s2->state != TaskState::kExited) return c->Fail(std::string("state after exit ") + TaskStateName(s2->state) + ", expected exited");
@@ -262,9 +319,9 @@ std::vector<Spec> Specs() {
        }},
       {"exec",
        [](const std::shared_ptr<Check>& c, const Capabilities& caps) {
-         if (!caps.exec) return c->Skip("driver " + c->driver->Name() + " cannot exec in tasks");
+         if (!caps.exec) return c->Skip("driver " + c->name + " cannot exec in tasks");
          c->Start(c->Config(kSleeper), [c](const TaskHandle& h) {
-           c->driver->ExecTask(h.config.id, {"/bin/sh", "-c", "echo conformance"}, 5 * kSecond, [c](Result<ExecResult> r) {
+           if (Driver* d = c->D()) d->ExecTask(h.config.id, {"/bin/sh", "-c", "echo conformance"}, 5 * kSecond, [c](Result<ExecResult> r) {
              if (c->over) return;
              if (!r.ok()) return c->Fail("exec: " + r.error().message());
              if (r->exit_code != 0 || r->output.find("conformance") == std::string::npos)
@@ -278,7 +335,8 @@ std::vector<Spec> Specs() {
 
 struct Run {
   Loop* loop;
-  Driver* driver;
+  const Registry* drivers;
+  std::string name;
   ConformanceOptions opts;
   std::vector<Spec> specs = Specs();
   size_t at = 0;
@@ -287,10 +345,30 @@ struct Run {
   std::function<void(std::vector<CheckResult>)> done;
 };
 
-// Destroys the check's tasks one after the other, then calls next.
+// Kills and removes the check's cgroups, as the task layer does after a
+// destroy. rmdir fails (EBUSY) until the killed processes have exited: it
+// is retried every 50 ms for 2 s.
+void RemoveCgroups(std::shared_ptr<Run> run, size_t i, int attempt, std::function<void()> next) {
+  Check& c = *run->check;
+  if (i >= c.cgroups.size()) {
+    if (c.cg) (void)c.cg->RemoveJobIfEmpty("");
+    return next();
+  }
+  if (attempt == 0) (void)c.cg->Kill(c.cgroups[i]);
+  Status st = c.cg->Remove(c.cgroups[i]);
+  if (!st.ok() && st.error().sys_errno() == EBUSY && attempt < 40) {
+    run->loop->AddTimer(kSecond / 20, [run, i, attempt, next] { RemoveCgroups(run, i, attempt + 1, next); });
+    return;
+  }
+  RemoveCgroups(run, i + 1, 0, next);
+}
+
+// Destroys the check's tasks one after the other (through the driver as
+// registered now: none once it is gone), then removes their cgroups.
 void Cleanup(std::shared_ptr<Run> run, size_t i, std::function<void()> next) {
-  if (i >= run->check->tasks.size()) return next();
-  run->driver->DestroyTask(run->check->tasks[i], true, [run, i, next](Status) {
+  Driver* d = run->drivers->Find(run->name);
+  if (!d || i >= run->check->tasks.size()) return RemoveCgroups(run, 0, 0, next);
+  d->DestroyTask(run->check->tasks[i], true, [run, i, next](Status) {
     run->loop->Defer([run, i, next] { Cleanup(run, i + 1, next); });
   });
 }
@@ -304,13 +382,20 @@ void RunNext(std::shared_ptr<Run> run) {
   run->check = std::make_shared<Check>();
   Check& c = *run->check;
   c.loop = run->loop;
-  c.driver = run->driver;
+  c.drivers = run->drivers;
+  c.name = run->name;
+  c.users = &run->opts.users;
+  cgroup::Cgroups* cg = run->opts.cgroups;
+  if (cg && cg->available()) c.cg = cg;
   c.dir = run->opts.work_dir;
   c.prefix = Format("conformance-%zu-%lld", run->at, (long long)(WallNanos() % 1000000));
   int64_t t0 = MonotonicNanos();
   std::string name = spec.name;
   c.finish = [run, name, t0](Check& ch, CheckOutcome o, std::string detail) {
     if (ch.over) return;
+    // Whatever the check saw after the driver went (a call cut short, the
+    // deadline) is its going.
+    if (!ch.drivers->Find(ch.name)) o = CheckOutcome::kFail, detail = ch.Gone();
     ch.over = true;
     run->loop->CancelTimer(ch.deadline);
     run->results.push_back({name, o, std::move(detail), MonotonicNanos() - t0});
@@ -320,8 +405,10 @@ void RunNext(std::shared_ptr<Run> run) {
   c.deadline = run->loop->AddTimer(run->opts.check_timeout_nanos, [run] {
     run->check->Fail(Format("timed out after %lld s", (long long)(run->opts.check_timeout_nanos / kSecond)));
   });
-  if (!run->driver->Unreachable().empty()) return c.Fail(run->driver->Unreachable());
-  spec.body(run->check, run->driver->GetCapabilities());
+  Driver* d = c.D();
+  if (!d) return;
+  if (!d->Unreachable().empty()) return c.Fail(d->Unreachable());
+  spec.body(run->check, d->GetCapabilities());
 }
 
 }  // namespace
@@ -330,11 +417,12 @@ const char* CheckOutcomeName(CheckOutcome o) {
   return o == CheckOutcome::kPass ? "pass" : o == CheckOutcome::kFail ? "fail" : "skip";
 }
 
-void RunConformance(Loop& loop, Driver& driver, const ConformanceOptions& opts,
+void RunConformance(Loop& loop, const Registry& drivers, const std::string& name, const ConformanceOptions& opts,
                     std::function<void(std::vector<CheckResult>)> done) {
   auto run = std::make_shared<Run>();
   run->loop = &loop;
-  run->driver = &driver;
+  run->drivers = &drivers;
+  run->name = name;
   run->opts = opts;
   run->done = std::move(done);
   loop.Defer([run] { RunNext(run); });

@@ -1,13 +1,17 @@
-// The driver conformance runner: all checks pass against the exec driver,
-// and a driver that breaks a rule (reports SIGTERM for a SIGKILL stop)
-// fails the check that covers it.
+// The driver conformance runner: all checks pass against the exec driver
+// (destroy-kills-all is skipped without cgroup v2, which these tests never
+// have: the VM test covers it), a driver that breaks a rule (reports SIGTERM
+// for a SIGKILL stop) fails the check that covers it, and a driver that
+// deregisters mid-check fails that check and every later one.
 #include "driver/conformance.h"
 
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 
+#include "cgroup/cgroup.h"
 #include "driver/exec/exec_driver.h"
 #include "test_util.h"
 
@@ -24,6 +28,9 @@ class Wrapped : public Driver {
   explicit Wrapped(Driver* d) : d_(d) {}
   bool lie_about_sigkill = false;
   bool no_signals = false;
+  // Deregisters itself from it on the first WaitTask, which then reports
+  // the exit as unknown, as for a plugin whose connection dropped.
+  Registry* vanish_on_wait = nullptr;
   std::string Name() const override { return "wrapped"; }
   Capabilities GetCapabilities() const override {
     Capabilities c = d_->GetCapabilities();
@@ -34,6 +41,16 @@ class Wrapped : public Driver {
   void StartTask(const TaskConfig& c, StartCallback done) override { d_->StartTask(c, std::move(done)); }
   void RecoverTask(const TaskHandle& h, DoneCallback done) override { d_->RecoverTask(h, std::move(done)); }
   void WaitTask(const std::string& id, WaitCallback done) override {
+    if (vanish_on_wait) {
+      vanish_on_wait->Remove(Name());
+      vanish_on_wait = nullptr;
+      return d_->WaitTask(id, [done](const ExitResult&) {
+        ExitResult lost;
+        lost.exit_code = -1;
+        lost.error = "wait: connection closed";
+        done(lost);
+      });
+    }
     d_->WaitTask(id, [this, done](const ExitResult& e) {
       ExitResult r = e;
       if (lie_about_sigkill && r.signal == SIGKILL) r.signal = SIGTERM, r.exit_code = 128 + SIGTERM;
@@ -78,29 +95,78 @@ class ConformanceTest : public ::testing::Test {
     std::string cmd = "rm -rf " + dir_;
     (void)::system(cmd.c_str());
   }
-  std::map<std::string, CheckResult> Run(Driver& d) {
+  std::map<std::string, CheckResult> Run(Driver& d, Registry* reg = nullptr, cgroup::Cgroups* cg = nullptr,
+                                         const std::string& passwd = "") {
+    Registry own;
+    if (!reg) reg = &own;
+    EXPECT_TRUE(reg->Add(&d).ok());
     ConformanceOptions o;
     o.work_dir = dir_;
+    o.cgroups = cg;
+    if (!passwd.empty()) o.users.passwd_path = passwd;
     bool done = false;
     std::map<std::string, CheckResult> out;
-    RunConformance(*loop_, d, o, [&](std::vector<CheckResult> rs) {
-      for (auto& r : rs) out[r.name] = r;
+    order_.clear();
+    RunConformance(*loop_, *reg, d.Name(), o, [&](std::vector<CheckResult> rs) {
+      for (auto& r : rs) out[r.name] = r, order_.push_back(r.name);
       done = true;
     });
     EXPECT_TRUE(RunUntil(loop_.get(), [&] { return done; }, 120 * kNanosPerSecond));
     return out;
   }
   std::string dir_;
+  std::vector<std::string> order_;  // of the last run's checks
   std::unique_ptr<Loop> loop_;
   std::unique_ptr<ExecDriver> exec_;
 };
 
 TEST_F(ConformanceTest, ExecDriverPassesAll) {
-  auto rs = Run(*exec_);
-  EXPECT_EQ(12u, rs.size());
+  // A cgroup root outside any cgroup2 mount: cgroup v2 is unavailable.
+  cgroup::Cgroups::Options co;
+  co.root = dir_ + "/no-cgroup";
+  auto cg = cgroup::Cgroups::Setup(co);
+  ASSERT_FALSE(cg->available());
+  auto rs = Run(*exec_, nullptr, cg.get());
+  EXPECT_EQ(13u, rs.size());
   for (auto& [name, r] : rs) {
+    if (name == "destroy-kills-all") continue;
     EXPECT_EQ(CheckOutcome::kPass, r.outcome) << name << ": " << r.detail;
   }
+  EXPECT_EQ(CheckOutcome::kSkip, rs["destroy-kills-all"].outcome) << rs["destroy-kills-all"].detail;
+  EXPECT_EQ("no cgroup v2 on this node", rs["destroy-kills-all"].detail);
+  EXPECT_EQ(CheckOutcome::kPass, rs["bad-user"].outcome) << rs["bad-user"].detail;
+}
+
+// Where the "missing" user exists (here as the agent's own uid), the start
+// succeeds and bad-user fails; the task it started is cleaned up.
+TEST_F(ConformanceTest, BadUserFailsWhenTheStartSucceeds) {
+  std::string passwd = dir_ + "/passwd";
+  FILE* f = ::fopen(passwd.c_str(), "w");
+  ASSERT_NE(nullptr, f);
+  ::fprintf(f, "outpost-conformance-no-such-user:x:%u:%u::/:/bin/sh\n", ::geteuid(), ::getegid());
+  ::fclose(f);
+  auto rs = Run(*exec_, nullptr, nullptr, passwd);
+  EXPECT_EQ(CheckOutcome::kFail, rs["bad-user"].outcome);
+  EXPECT_EQ("start as a missing user succeeded", rs["bad-user"].detail);
+  EXPECT_EQ(CheckOutcome::kPass, rs["bad-command"].outcome) << rs["bad-command"].detail;
+}
+
+TEST_F(ConformanceTest, DriverGoneMidCheckFailsThatCheckAndTheRest) {
+  Registry reg;
+  Wrapped w(exec_.get());
+  // start-wait, the first check, makes the first WaitTask call: what it
+  // then sees (an unknown exit) is reported as the driver's going, and the
+  // later checks find no driver.
+  w.vanish_on_wait = &reg;
+  auto rs = Run(w, &reg);
+  ASSERT_EQ(13u, order_.size());
+  EXPECT_EQ("start-wait", order_[0]);
+  for (size_t i = 0; i < order_.size(); ++i) {
+    const CheckResult& r = rs[order_[i]];
+    EXPECT_EQ(CheckOutcome::kFail, r.outcome) << order_[i];
+    EXPECT_EQ("driver wrapped went away during the check", r.detail) << order_[i];
+  }
+  EXPECT_EQ(nullptr, reg.Find("wrapped"));
 }
 
 TEST_F(ConformanceTest, BrokenRuleFailsItsCheckAndCapabilitiesSkip) {
