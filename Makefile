@@ -274,10 +274,11 @@ $(BUILD)/test_helper: $(HELPER_OBJS)
 	@echo "  LINK    $@"
 	$(Q)$(CXX) $(LDFLAGS) -o $@ $^
 
-# The plugin library (include/outpost/): the SDK over base, loop and wire,
-# with the messages those use. Plugins link it and nanopb's runtime.
+# The plugin library (include/outpost/): the SDK over base, loop, wire and
+# driverproto (the Driver messages, shared with the agent), with the
+# messages those use. Plugins link it and nanopb's runtime.
 PLUGIN_LIB_OBJS := $(filter $(BUILD)/obj/src/base/% $(BUILD)/obj/src/loop/% $(BUILD)/obj/src/wire/% \
-                     $(BUILD)/obj/src/sdk/%,$(LIB_OBJS)) \
+                     $(BUILD)/obj/src/driverproto/% $(BUILD)/obj/src/sdk/%,$(LIB_OBJS)) \
                    $(patsubst %,$(BUILD)/obj/gen/%.pb.o,ttrpc status pluginregistration driver)
 
 $(BUILD)/liboutpost-plugin.a: $(PLUGIN_LIB_OBJS)

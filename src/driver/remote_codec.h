@@ -1,8 +1,10 @@
-// The task-driver plugin API's messages (proto/driver.proto) to and from
-// the driver contract's types (driver/driver.h). Owns: every conversion,
-// and the checks on what a driver plugin answers (untrusted bytes: sizes,
-// ranges; errors name the message and field). Does not own: the calls
-// (driver/remote).
+// The agent's side of the task-driver plugin API (proto/driver.proto):
+// requests from the driver contract's types (driver/driver.h), answers back
+// into them. Owns: those conversions, and the checks on what a driver
+// plugin answers (untrusted bytes: sizes, ranges; errors name the message
+// and field). Does not own: the calls (driver/remote), the nanopb plumbing
+// and limits shared with the plugin library (driverproto/common), the
+// plugin's direction (driverproto/plugin_codec).
 #pragma once
 
 #include <string>
@@ -10,12 +12,14 @@
 
 #include "base/error.h"
 #include "driver/driver.h"
+#include "driverproto/common.h"
 
 namespace outpost::driver::remote {
 
-inline constexpr const char kService[] = "outpost.driver.v1.Driver";
-inline constexpr const char kPluginType[] = "TaskDriver";
-inline constexpr const char kApiVersion[] = "v1";
+using driverproto::kApiVersion;
+using driverproto::kMaxEventsPerReply;
+using driverproto::kPluginType;
+using driverproto::kService;
 
 Result<std::string> EncodeStartTask(const TaskConfig& config);
 Result<TaskHandle> DecodeStartTaskResponse(std::string_view bytes, const TaskConfig& config);
@@ -40,12 +44,10 @@ struct SchemaField {
   bool required = false;
 };
 Result<std::vector<SchemaField>> DecodeConfigSchema(std::string_view bytes);
-Result<std::string> EncodeConfigSchema(const std::vector<SchemaField>& fields);
 
 // TaskEvents: a driver's own events, each with its sequence number, and
 // the cursor to ask with next. A reply holds at most kMaxEventsPerReply
 // events with strictly growing sequences, each with a type.
-inline constexpr size_t kMaxEventsPerReply = 256;
 struct SequencedEvent {
   uint64_t sequence = 0;
   TaskEvent event;
@@ -56,16 +58,5 @@ struct EventBatch {
 };
 Result<std::string> EncodeTaskEvents(uint64_t after);
 Result<EventBatch> DecodeTaskEventsResponse(std::string_view bytes);
-
-// The plugin side (the plugin library and tests): the reverse directions.
-Result<TaskConfig> DecodeStartTask(std::string_view bytes);
-Result<std::string> EncodeStartTaskResponse(const TaskHandle& handle);
-Result<std::string> EncodeWaitTask(bool exited, const ExitResult& result);
-Result<std::string> EncodeCapabilities(const Capabilities& caps);
-Result<std::string> EncodeFingerprint(const Fingerprint& fp);
-Result<std::string> EncodeTaskStatus(const TaskStatus& status);
-Result<std::string> DecodeTaskId(std::string_view bytes);
-Result<uint64_t> DecodeTaskEvents(std::string_view bytes);
-Result<std::string> EncodeTaskEventsResponse(const EventBatch& batch);
 
 }  // namespace outpost::driver::remote

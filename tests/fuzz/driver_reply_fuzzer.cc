@@ -1,14 +1,15 @@
 // libFuzzer target for what a driver plugin answers (driver/remote_codec):
 // the input is tried as every reply the agent decodes (StartTask, WaitTask,
 // InspectTask, TaskStats, ExecTask, Capabilities, Fingerprint,
-// ConfigSchema, TaskEvents) and as the requests a plugin decodes
-// (StartTask, TaskId, TaskEvents). Each decodes or gives an
+// ConfigSchema, TaskEvents) and as every request a plugin decodes
+// (driverproto/plugin_codec). Each decodes or gives an
 // error; what decodes keeps the ranges the agent relies on.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "driver/remote_codec.h"
+#include "driverproto/plugin_codec.h"
 
 namespace {
 
@@ -51,8 +52,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     Check(b->events.empty() || b->next >= last);
   }
-  (void)remote::DecodeTaskEvents(in);
-  (void)remote::DecodeStartTask(in);
-  (void)remote::DecodeTaskId(in);
+  namespace proto = outpost::driverproto;
+  (void)proto::DecodeTaskEvents(in);
+  (void)proto::DecodeStartTask(in);
+  (void)proto::DecodeRecoverTask(in);
+  (void)proto::DecodeTaskId(in);
+  (void)proto::DecodeStopTask(in);
+  (void)proto::DecodeDestroyTask(in);
+  (void)proto::DecodeSignalTask(in);
+  (void)proto::DecodeExecTask(in);
   return 0;
 }

@@ -14,6 +14,7 @@
 #include "driver/registry.h"
 #include "driver/remote.h"
 #include "driver/remote_codec.h"
+#include "driverproto/plugin_codec.h"
 #include "plugin/registry.h"
 #include "plugin/watcher.h"
 #include "plugin_test_util.h"
@@ -25,6 +26,9 @@ namespace {
 using outpost::testing::FakePlugin;
 using outpost::testing::RunUntil;
 using remote::kService;
+// The fake driver plugin speaks the plugin library's side of the protocol.
+namespace proto = outpost::driverproto;
+namespace sdk = outpost::plugin_sdk;
 
 class RemoteDriverTest : public ::testing::Test {
  protected:
@@ -61,39 +65,39 @@ class RemoteDriverTest : public ::testing::Test {
   void ServeDriver(bool signals = true) {
     plugin_ = FakePlugin::Serve(loop_.get(), dir_ + "/fake.sock", "fake");
     plugin_->type = "TaskDriver";
-    Capabilities caps;
+    sdk::Capabilities caps;
     caps.send_signals = signals;
     caps.exec = true;
     caps.fs_isolation = "none";
     plugin_->Handle(kService, "Capabilities", [caps](const wire::CallContext&, std::string_view, wire::Responder r) {
-      r.Finish(remote::EncodeCapabilities(caps));
+      r.Finish(proto::EncodeCapabilities(caps));
     });
     plugin_->Handle(kService, "Fingerprint", [](const wire::CallContext&, std::string_view, wire::Responder r) {
-      Fingerprint f;
-      f.health = Health::kHealthy;
+      sdk::Fingerprint f;
+      f.health = static_cast<int32_t>(Health::kHealthy);
       f.description = "Healthy";
       f.attributes["driver.fake"] = "1";
-      r.Finish(remote::EncodeFingerprint(f));
+      r.Finish(proto::EncodeFingerprint(f));
     });
     plugin_->Handle(kService, "StartTask", [this](const wire::CallContext&, std::string_view p, wire::Responder r) {
-      auto c = remote::DecodeStartTask(p);
+      auto c = proto::DecodeStartTask(p);
       ASSERT_TRUE(c.ok());
       started_ = *c;
-      TaskHandle h;
+      sdk::TaskHandle h;
       h.version = 3;
       h.pid = 4242;
       h.started_at_unix_nanos = 77;
       h.driver_state = std::string("st\0ate", 6);
-      r.Finish(remote::EncodeStartTaskResponse(h));
+      r.Finish(proto::EncodeStartTaskResponse(h));
     });
     plugin_->Handle(kService, "WaitTask", [this](const wire::CallContext& ctx, std::string_view p, wire::Responder r) {
-      auto id = remote::DecodeTaskId(p);
+      auto id = proto::DecodeTaskId(p);
       ASSERT_TRUE(id.ok());
       ++wait_calls_;
       if (exit_code_ >= 0) {
-        ExitResult e;
+        sdk::ExitResult e;
         e.exit_code = exit_code_;
-        return r.Finish(remote::EncodeWaitTask(true, e));
+        return r.Finish(proto::EncodeWaitTask(true, e));
       }
       waiting_ = r;  // answered when the task "exits", or never (the deadline passes)
       (void)ctx;
@@ -141,7 +145,7 @@ class RemoteDriverTest : public ::testing::Test {
   // cursor exist (Emit), else never (the caller's deadline passes).
   void ServeEvents() {
     plugin_->Handle(kService, "TaskEvents", [this](const wire::CallContext&, std::string_view p, wire::Responder r) {
-      auto after = remote::DecodeTaskEvents(p);
+      auto after = proto::DecodeTaskEvents(p);
       ASSERT_TRUE(after.ok());
       ++event_calls_;
       cursors_.push_back(*after);
@@ -151,7 +155,7 @@ class RemoteDriverTest : public ::testing::Test {
     });
   }
   void Emit(const std::string& task, const std::string& type) {
-    remote::SequencedEvent e;
+    proto::SequencedEvent e;
     e.sequence = plugin_events_.size() + 1;
     e.event.task_id = task;
     e.event.type = type;
@@ -163,13 +167,12 @@ class RemoteDriverTest : public ::testing::Test {
   }
   void FlushEvents() {
     if (!events_waiting_.pending()) return;
-    remote::EventBatch b;
+    std::vector<proto::SequencedEvent> events;
     for (const auto& e : plugin_events_) {
-      if (e.sequence > events_after_) b.events.push_back(e);
+      if (e.sequence > events_after_) events.push_back(e);
     }
-    if (b.events.empty()) return;
-    b.next = b.events.back().sequence;
-    events_waiting_.Finish(remote::EncodeTaskEventsResponse(b));
+    if (events.empty()) return;
+    events_waiting_.Finish(proto::EncodeTaskEventsResponse(events, events.back().sequence));
   }
 
   bool Registered() { return drivers_.Find("fake") != nullptr && plugins_->Active("TaskDriver", "fake") != nullptr; }
@@ -183,7 +186,7 @@ class RemoteDriverTest : public ::testing::Test {
   std::unique_ptr<plugin::Watcher> watcher_;
   std::unique_ptr<FakePlugin> plugin_;
   std::vector<std::string> changed_;
-  TaskConfig started_;
+  sdk::TaskConfig started_;
   int wait_calls_ = 0;
   int recover_calls_ = 0;
   std::vector<std::string> calls_;
@@ -191,7 +194,7 @@ class RemoteDriverTest : public ::testing::Test {
   wire::Responder waiting_;
   int event_calls_ = 0;
   std::vector<uint64_t> cursors_;
-  std::vector<remote::SequencedEvent> plugin_events_;
+  std::vector<proto::SequencedEvent> plugin_events_;
   wire::Responder events_waiting_;
   uint64_t events_after_ = 0;
 };
@@ -231,11 +234,12 @@ TEST_F(RemoteDriverTest, RegistersAsADriverAndStartsTasksThroughIt) {
   EXPECT_EQ(started_.args, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(started_.env.at("K"), "V");
   EXPECT_EQ(started_.cgroup, c.cgroup);
-  EXPECT_EQ(started_.identity.uid, 80001u);
-  EXPECT_EQ(started_.identity.groups, (std::vector<gid_t>{80001, 5}));
+  EXPECT_TRUE(started_.switch_user);
+  EXPECT_EQ(started_.uid, 80001u);
+  EXPECT_EQ(started_.groups, (std::vector<uint32_t>{80001, 5}));
   ASSERT_EQ(started_.rlimits.size(), 1u);
   EXPECT_EQ(started_.rlimits[0].hard, 20u);
-  EXPECT_EQ(started_.driver_config, c.driver_config);
+  EXPECT_EQ(started_.config_json, c.driver_config);
 }
 
 // WaitTask is a long poll: asked again when it runs out, and again after
@@ -269,8 +273,8 @@ TEST_F(RemoteDriverTest, WaitOutlivesDeadlinesAndReconnects) {
   EXPECT_EQ(recover_calls_, 1);
   EXPECT_EQ(exits, 0);
   exit_code_ = 3;
-  waiting_.Finish(remote::EncodeWaitTask(true, [] {
-    ExitResult e;
+  waiting_.Finish(proto::EncodeWaitTask(true, [] {
+    sdk::ExitResult e;
     e.exit_code = 3;
     return e;
   }()));
@@ -397,7 +401,7 @@ TEST_F(RemoteDriverTest, ValidateRefusesBuiltinNamesBadNamesAndOtherVersions) {
 TEST_F(RemoteDriverTest, ConfigIsCheckedAgainstTheDriversSchema) {
   ServeDriver();
   plugin_->Handle(kService, "ConfigSchema", [](const wire::CallContext&, std::string_view, wire::Responder r) {
-    r.Finish(remote::EncodeConfigSchema({{"image", "string", true}, {"mounts", "list", false}}));
+    r.Finish(proto::EncodeConfigSchema({{"image", "string", true, ""}, {"mounts", "list", false, ""}}));
   });
   ASSERT_TRUE(Wait([&] { return Registered(); }));
   Driver* d = drivers_.Find("fake");
@@ -419,7 +423,7 @@ TEST_F(RemoteDriverTest, ADriverWithoutASchemaTakesAnyConfigAndABadSchemaIsRefus
   ASSERT_TRUE(Wait([&] { return plugins_->Active("TaskDriver", "fake") == nullptr; }));
   ServeDriver();
   plugin_->Handle(kService, "ConfigSchema", [](const wire::CallContext&, std::string_view, wire::Responder r) {
-    r.Finish(remote::EncodeConfigSchema({{"a", "string", false}, {"a", "number", false}}));
+    r.Finish(proto::EncodeConfigSchema({{"a", "string", false, ""}, {"a", "number", false, ""}}));
   });
   ASSERT_TRUE(Wait([&] { return !plugin_->notified.empty(); }));
   EXPECT_FALSE(plugin_->notified[0].first);
@@ -429,17 +433,17 @@ TEST_F(RemoteDriverTest, ADriverWithoutASchemaTakesAnyConfigAndABadSchemaIsRefus
 // What a driver answers is checked: out-of-range values are refused with
 // the field named.
 TEST(RemoteCodec, AnswersOutOfRangeAreRefused) {
-  ExitResult e;
+  sdk::ExitResult e;
   e.exit_code = 300;
-  auto bytes = remote::EncodeWaitTask(true, e);
+  auto bytes = proto::EncodeWaitTask(true, e);
   ASSERT_TRUE(bytes.ok());
   ExitResult out;
   auto r = remote::DecodeWaitTask(*bytes, &out);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message().find("WaitTaskResponse.result"), std::string::npos);
-  TaskHandle h;
+  sdk::TaskHandle h;
   h.version = 0;
-  auto resp = remote::EncodeStartTaskResponse(h);
+  auto resp = proto::EncodeStartTaskResponse(h);
   ASSERT_TRUE(resp.ok());
   EXPECT_EQ(remote::DecodeStartTaskResponse(*resp, TaskConfig{}).error().message(),
             "StartTaskResponse.handle.version must be > 0");
@@ -500,21 +504,20 @@ TEST_F(RemoteDriverTest, ADriverWithoutTaskEventsIsNotAskedAgain) {
 TEST(RemoteCodecTest, TaskEventsRoundTripAndBadRepliesAreRefused) {
   auto req = remote::EncodeTaskEvents(41);
   ASSERT_TRUE(req.ok());
-  auto after = remote::DecodeTaskEvents(*req);
+  auto after = proto::DecodeTaskEvents(*req);
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(*after, 41u);
 
-  remote::EventBatch b;
+  std::vector<proto::SequencedEvent> b;
   for (uint64_t seq : {3, 7}) {
-    remote::SequencedEvent e;
+    proto::SequencedEvent e;
     e.sequence = seq;
     e.event.task_id = "j.t";
     e.event.type = "restarting";
     e.event.annotations["why"] = "oom";
-    b.events.push_back(e);
+    b.push_back(e);
   }
-  b.next = 7;
-  auto bytes = remote::EncodeTaskEventsResponse(b);
+  auto bytes = proto::EncodeTaskEventsResponse(b, 7);
   ASSERT_TRUE(bytes.ok());
   auto got = remote::DecodeTaskEventsResponse(*bytes);
   ASSERT_TRUE(got.ok()) << got.error().message();
@@ -525,18 +528,14 @@ TEST(RemoteCodecTest, TaskEventsRoundTripAndBadRepliesAreRefused) {
   // Every truncation decodes or fails; none crashes.
   for (size_t n = 0; n < bytes->size(); ++n) (void)remote::DecodeTaskEventsResponse(bytes->substr(0, n));
 
-  remote::EventBatch down = b;
-  down.events[1].sequence = 2;
-  EXPECT_FALSE(remote::DecodeTaskEventsResponse(*remote::EncodeTaskEventsResponse(down)).ok());
-  remote::EventBatch behind = b;
-  behind.next = 5;
-  EXPECT_FALSE(remote::DecodeTaskEventsResponse(*remote::EncodeTaskEventsResponse(behind)).ok());
-  remote::EventBatch untyped = b;
-  untyped.events[0].event.type = "";
-  EXPECT_FALSE(remote::DecodeTaskEventsResponse(*remote::EncodeTaskEventsResponse(untyped)).ok());
-  remote::EventBatch empty;
-  empty.next = 9;
-  auto e = remote::DecodeTaskEventsResponse(*remote::EncodeTaskEventsResponse(empty));
+  auto down = b;
+  down[1].sequence = 2;
+  EXPECT_FALSE(remote::DecodeTaskEventsResponse(*proto::EncodeTaskEventsResponse(down, 7)).ok());
+  EXPECT_FALSE(remote::DecodeTaskEventsResponse(*proto::EncodeTaskEventsResponse(b, 5)).ok());  // next behind
+  auto untyped = b;
+  untyped[0].event.type = "";
+  EXPECT_FALSE(remote::DecodeTaskEventsResponse(*proto::EncodeTaskEventsResponse(untyped, 7)).ok());
+  auto e = remote::DecodeTaskEventsResponse(*proto::EncodeTaskEventsResponse({}, 9));
   ASSERT_TRUE(e.ok());
   EXPECT_TRUE(e->events.empty());
   EXPECT_EQ(e->next, 9u);
