@@ -117,23 +117,23 @@ class RemoteDriverTest : public ::testing::Test {
     auto p = FakePlugin::Serve(loop_.get(), dir_ + "/" + sock, "multi");
     p->type = "TaskDriver";
     p->Handle(kService, "Capabilities", [](const wire::CallContext&, std::string_view, wire::Responder r) {
-      Capabilities caps;
+      sdk::Capabilities caps;
       caps.send_signals = true;
-      r.Finish(remote::EncodeCapabilities(caps));
+      r.Finish(proto::EncodeCapabilities(caps));
     });
     p->Handle(kService, "Fingerprint", [](const wire::CallContext&, std::string_view, wire::Responder r) {
-      Fingerprint f;
-      f.health = Health::kHealthy;
-      r.Finish(remote::EncodeFingerprint(f));
+      sdk::Fingerprint f;
+      f.health = static_cast<int32_t>(Health::kHealthy);
+      r.Finish(proto::EncodeFingerprint(f));
     });
     for (const char* m : {"StartTask", "StopTask", "RecoverTask"}) {
       std::string method = m;
       p->Handle(kService, method, [this, tag, method](const wire::CallContext&, std::string_view, wire::Responder r) {
         calls_.push_back(tag + " " + method);
         if (method == "StartTask") {
-          TaskHandle h;
+          sdk::TaskHandle h;
           h.pid = 10;
-          return r.Finish(remote::EncodeStartTaskResponse(h));
+          return r.Finish(proto::EncodeStartTaskResponse(h));
         }
         r.Reply("");
       });
