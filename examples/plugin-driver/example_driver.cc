@@ -7,8 +7,11 @@
 //   build: make build/example_driver
 //   run:   example_driver [PLUGINS_DIR]   (default $OUTPOST_PLUGINS_DIR or /run/outpost/plugins)
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -43,21 +46,30 @@ class ExampleDriver : public TaskDriver {
       if (err >= 0) ::close(err);
       return Answer::Fail(Code::kInternal, "cannot open the task's output");
     }
+    int report[2];  // the child's errno if it cannot exec; closed by a successful exec
+    if (::pipe2(report, O_CLOEXEC) != 0) report[0] = report[1] = -1;
     pid_t pid = ::fork();
     if (pid == 0) {
-      if (!procs.empty()) {  // "0": the writing process itself
-        int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
-        if (fd < 0 || ::write(fd, "0", 1) != 1) ::_exit(125);
-      }
+      int fd = procs.empty() ? 0 : ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);  // "0": this process
+      bool ok = fd >= 0 && (procs.empty() || ::write(fd, "0", 1) == 1);
       ::dup2(out, 1);
       ::dup2(err, 2);
       ::setsid();  // its own process group: stop signals the whole group
-      if (!c.cwd.empty() && ::chdir(c.cwd.c_str()) != 0) ::_exit(126);
-      ::execve(argv[0], argv.data(), envp.data());
+      if (ok && (c.cwd.empty() || ::chdir(c.cwd.c_str()) == 0)) ::execve(argv[0], argv.data(), envp.data());
+      int e = errno;
+      if (::write(report[1], &e, sizeof e) < 0) ::_exit(127);
       ::_exit(127);
     }
     ::close(out);
     ::close(err);
+    ::close(report[1]);
+    int e = 0;  // waits for the exec (brief), so a bad command fails the start
+    ssize_t n = pid < 0 ? 0 : ::read(report[0], &e, sizeof e);
+    ::close(report[0]);
+    if (n == static_cast<ssize_t>(sizeof e)) {
+      ::waitpid(pid, nullptr, 0);
+      return Answer::Fail(Code::kInvalidArgument, "cannot run " + c.command + ": " + std::strerror(e));
+    }
     if (pid < 0) return Answer::Fail(Code::kInternal, "fork failed");
     handle->pid = pid;  // the library watches this child and reports its exit
     EmitEvent({c.id, 0, "started", "pid " + std::to_string(pid), {}});

@@ -139,9 +139,10 @@ class TaskDriver {
   virtual Answer DestroyTask(const std::string& id, bool force) { return DefaultDestroyTask(id, force); }
   virtual Answer InspectTask(const std::string& id, TaskStatus* status) { return DefaultInspectTask(id, status); }
   virtual Answer SignalTask(const std::string& id, const std::string& signal) { return DefaultSignalTask(id, signal); }
-  virtual Answer GetTaskStats(const std::string&, TaskStats*) {
-    return Answer::Fail(Code::kUnimplemented, "TaskStats is not implemented");
-  }
+  // Default: the task's process (its pid; not its children) from /proc:
+  // RSS and CPU time. The agent takes a task's stats from its cgroup where
+  // it has one, so this is for nodes without cgroup v2.
+  virtual Answer GetTaskStats(const std::string& id, TaskStats* stats) { return DefaultGetTaskStats(id, stats); }
   virtual void ExecTask(const std::string&, const std::vector<std::string>&, int64_t,
                         std::function<void(Answer, ExecResult)> done) {
     done(Answer::Fail(Code::kUnimplemented, "ExecTask is not implemented"), ExecResult{});
@@ -156,6 +157,7 @@ class TaskDriver {
   Answer DefaultDestroyTask(const std::string& id, bool force);
   Answer DefaultInspectTask(const std::string& id, TaskStatus* status);
   Answer DefaultSignalTask(const std::string& id, const std::string& signal);
+  Answer DefaultGetTaskStats(const std::string& id, TaskStats* stats);
 
   // For the author, from loop callbacks: the task exited (answers its
   // WaitTask calls; later ones get it at once), an event for TaskEvents.

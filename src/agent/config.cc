@@ -74,6 +74,8 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
   }
   r.String("plugins_dir", &c.plugins_dir, false);
   r.Duration("plugin_grace_period", &c.plugin_grace_period_nanos);
+  r.Duration("driver_call_timeout", &c.driver_call_timeout_nanos);
+  r.Duration("driver_start_timeout", &c.driver_start_timeout_nanos);
   r.Duration("heartbeat_timeout", &c.heartbeat_timeout_nanos);
   r.String("watchdog_device", &c.watchdog_device);
   r.RejectUnknown();
@@ -104,6 +106,12 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
   }
   if (r.Has("plugin_grace_period") && c.plugin_grace_period_nanos > 24 * 3600 * 1000000000LL) {
     errors.push_back("plugin_grace_period: must be at most 24h");
+  }
+  if (c.driver_call_timeout_nanos < 1000000000LL || c.driver_call_timeout_nanos > 600 * 1000000000LL) {
+    errors.push_back("driver_call_timeout: must be between 1s and 10m");
+  }
+  if (c.driver_start_timeout_nanos < 1000000000LL || c.driver_start_timeout_nanos > 3600 * 1000000000LL) {
+    errors.push_back("driver_start_timeout: must be between 1s and 1h");
   }
   if (c.PluginsDir().size() > 90) {
     errors.push_back("plugins_dir: path \"" + c.PluginsDir() +
@@ -148,6 +156,8 @@ bool ReloadChangesRestartOnlyKeys(const Config& a, const Config& b, std::string*
   check(a.jobs_dir != b.jobs_dir, "jobs_dir");
   check(a.plugins_dir != b.plugins_dir, "plugins_dir");
   check(a.plugin_grace_period_nanos != b.plugin_grace_period_nanos, "plugin_grace_period");
+  check(a.driver_call_timeout_nanos != b.driver_call_timeout_nanos, "driver_call_timeout");
+  check(a.driver_start_timeout_nanos != b.driver_start_timeout_nanos, "driver_start_timeout");
   check(a.cgroup_root != b.cgroup_root, "cgroup_root");
   check(a.watchdog_device != b.watchdog_device, "watchdog_device");
   check(a.dynamic_uid_first != b.dynamic_uid_first || a.dynamic_uid_last != b.dynamic_uid_last, "dynamic_users");

@@ -47,6 +47,11 @@ struct Config {
   // connected instance before what depends on it is cleaned up.
   std::string plugins_dir;
   int64_t plugin_grace_period_nanos = 30LL * 1000000000;
+  // Deadlines of the calls to task-driver plugins: StartTask (which may
+  // pull an image), and every other call (StopTask and ExecTask get theirs
+  // on top of their own timeout; WaitTask and TaskEvents are long polls).
+  int64_t driver_call_timeout_nanos = 10LL * 1000000000;
+  int64_t driver_start_timeout_nanos = 60LL * 1000000000;
 
   // Supervision of the worker (docs/supervision.md): the keeper kills a
   // worker whose loop sends no heartbeat for this long (0 = never).

@@ -55,11 +55,14 @@ Status Agent::StartPlugins() {
     if (jobs_) jobs_->OnDriverReady(name);
   };
   int64_t grace = config_.plugin_grace_period_nanos;
+  driver::RemoteOptions ro_driver;
+  ro_driver.call_timeout_nanos = config_.driver_call_timeout_nanos;
+  ro_driver.start_timeout_nanos = config_.driver_start_timeout_nanos;
   hooks.expired = [tasks, grace](const std::string& name) {
     tasks->OnDriverGone(name, "driver \"" + name + "\" had no connected instance for " + FormatDuration(grace));
   };
   driver_plugins_ =
-      std::make_unique<driver::TaskDriverHandler>(loop_.get(), plugins_.get(), &drivers_, driver::RemoteOptions{}, hooks);
+      std::make_unique<driver::TaskDriverHandler>(loop_.get(), plugins_.get(), &drivers_, ro_driver, hooks);
   OUTPOST_RETURN_IF_ERROR(plugins_->AddHandler(driver_plugins_.get()));
 
   plugin::WatcherOptions wo;

@@ -9,6 +9,7 @@
 
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -16,6 +17,8 @@
 #include <memory>
 
 #include "base/clock.h"
+#include "base/strings.h"
+#include "base/sys.h"
 #include "driverproto/common.h"
 #include "driverproto/plugin_codec.h"
 
@@ -289,6 +292,31 @@ Answer TaskDriver::DefaultSignalTask(const std::string& id, const std::string& s
   int pid = it->second.handle.pid;
   if (it->second.exited || pid <= 0) return Answer::Fail(Code::kFailedPrecondition, "task " + id + " is not running");
   if (::kill(-pid, sig) != 0 && ::kill(pid, sig) != 0) return Answer::Fail(Code::kInternal, "kill failed");
+  return Answer::Ok();
+}
+
+Answer TaskDriver::DefaultGetTaskStats(const std::string& id, TaskStats* s) {
+  auto it = server_->tasks.find(id);
+  if (it == server_->tasks.end()) return Answer::Fail(Code::kNotFound, "task not found for given id");
+  int pid = it->second.handle.pid;
+  if (it->second.exited || pid <= 0) return Answer::Fail(Code::kFailedPrecondition, "task " + id + " is not running");
+  std::string proc = "/proc/" + std::to_string(pid);
+  auto stat = sys::ReadFile(proc + "/stat", 4096);
+  auto statm = sys::ReadFile(proc + "/statm", 4096);
+  size_t paren = stat.ok() ? stat->rfind(')') : std::string::npos;
+  if (paren == std::string::npos || !statm.ok()) {
+    return Answer::Fail(Code::kNotFound, "task " + id + ": process " + std::to_string(pid) + " is gone");
+  }
+  // After "(comm)": state is field 3; utime and stime are fields 14 and 15.
+  std::vector<std::string> f = Split(stat->substr(paren + 2), ' ');
+  std::vector<std::string> m = Split(*statm, ' ');
+  if (f.size() < 13 || m.size() < 2) return Answer::Fail(Code::kInternal, "cannot parse " + proc + "/stat");
+  const uint64_t tick_nanos = 1000000000ULL / static_cast<uint64_t>(::sysconf(_SC_CLK_TCK));
+  s->timestamp_unix_nanos = WallNanos();
+  s->cpu_user_nanos = std::strtoull(f[11].c_str(), nullptr, 10) * tick_nanos;
+  s->cpu_system_nanos = std::strtoull(f[12].c_str(), nullptr, 10) * tick_nanos;
+  s->rss_bytes = std::strtoull(m[1].c_str(), nullptr, 10) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  s->measured = {"RSS", "User Mode", "System Mode"};
   return Answer::Ok();
 }
 

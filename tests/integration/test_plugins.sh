@@ -242,4 +242,15 @@ test_plugins_check_exec_and_plugin_driver() {
   cat "$T/chk.out"
   expect_contains "$(cat "$T/chk.out")" "SKIP exec: driver chkdrv cannot exec in tasks" "exec skipped per capability"
   grep -q "^driver chkdrv: " "$T/chk.out" || fail "no summary: $(cat "$T/chk.out")"
+  # The example driver (examples/plugin-driver, the library's defaults):
+  # every check it does not rule out passes, stops by SIGTERM included.
+  local ex; ex="$(dirname "$HELPER")/example_driver"
+  [ -x "$ex" ] || fail "$ex is missing (make build/example_driver)"
+  OUTPOST_TASK_DIR="$T/extasks" "$ex" "$T/run/plugins" >"$T/example.out" 2>&1 &
+  echo $! >>"$T/.pids"
+  wait_for 10 pl_plugins_say "example" || fail "the example driver did not register: $(op plugins; cat "$T/example.out")"
+  expect_exit 0 op plugins check example
+  expect_not_contains "$OUT" "FAIL " "the example driver's checks"
+  expect_contains "$OUT" "PASS stop-sigint " "the example driver's checks"
+  expect_contains "$OUT" "PASS start-wait " "the example driver's checks"
 }

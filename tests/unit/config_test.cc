@@ -153,6 +153,21 @@ TEST(ConfigPlugins, DirDefaultsIntoTheRuntimeDirAndIsChecked) {
             std::string::npos);
 }
 
+TEST(ConfigPlugins, DriverCallTimeoutsHaveDefaultsAndBounds) {
+  auto c = ParseConfig(R"({})", "c.json");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->driver_call_timeout_nanos, 10 * kNanosPerSecond);
+  EXPECT_EQ(c->driver_start_timeout_nanos, 60 * kNanosPerSecond);
+  c = ParseConfig(R"({"driver_call_timeout": "3s", "driver_start_timeout": "5m"})", "c.json");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->driver_call_timeout_nanos, 3 * kNanosPerSecond);
+  EXPECT_EQ(c->driver_start_timeout_nanos, 300 * kNanosPerSecond);
+  EXPECT_NE(ErrorOf(R"({"driver_call_timeout": "500ms"})").find("driver_call_timeout: must be between 1s and 10m"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"driver_start_timeout": "2h"})").find("driver_start_timeout: must be between 1s and 1h"),
+            std::string::npos);
+}
+
 TEST(ConfigPaths, AreCleanedAndDotDotIsRefused) {
   auto c = ParseConfig(R"({"state_dir": "/var//lib/./outpost/", "runtime_dir": "/run/outpost/",
     "jobs_dir": "/etc/outpost/jobs.d/"})", "c.json");
