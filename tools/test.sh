@@ -134,7 +134,7 @@ else
   fi
   built=0
   if want build || want unit || want integration || want chaos || want vm; then
-    if step "build native" make -j"$JOBS" all build/unit_tests build/test_helper build/test_plugin bench-build; then
+    if step "build native" make -j"$JOBS" all build/unit_tests build/test_helper build/test_plugin build/example_driver bench-build; then
       built=1
       if file build/outpost | grep -q 'statically linked'; then pass; else fail "build/outpost is not statically linked"; fi
       step "size budget" make size
