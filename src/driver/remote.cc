@@ -41,19 +41,19 @@ void RemoteDriver::Call(const char* method, Result<std::string> payload, int64_t
     loop_->Defer([done = std::move(done), e] { done(e); });
     return;
   }
-  std::string m = method;
+  std::string name = name_, m = method;  // by value: the driver may be gone when the answer comes
   // The instance that answers a start or a recovery has the task now.
   bool takes = !task.empty() && (m == "StartTask" || m == "RecoverTask");
   uint64_t inst_id = inst->id;
   std::weak_ptr<bool> alive = alive_;
   inst->client->Call(kService, method, *payload, timeout_nanos,
-                     [this, alive, done = std::move(done), m, task, takes, inst_id](Result<std::string> reply) {
+                     [this, alive, done = std::move(done), name, m, task, takes, inst_id](Result<std::string> reply) {
                        if (takes && reply.ok() && !alive.expired()) owners_[task] = inst_id;
                        if (!reply.ok() && reply.error().code() == Code::kUnimplemented) {
                          return done(Error(Code::kUnimplemented,
-                                           Format("driver %s does not implement %s", name_.c_str(), m.c_str())));
+                                           Format("driver %s does not implement %s", name.c_str(), m.c_str())));
                        }
-                       if (!reply.ok()) return done(reply.error().Wrap("driver " + name_ + ": " + m));
+                       if (!reply.ok()) return done(reply.error().Wrap("driver " + name + ": " + m));
                        done(std::move(reply));
                      });
 }

@@ -341,10 +341,7 @@ void TaskSupervisor::Handle(RunEvent ev, const driver::ExitResult* exit, const S
 
 bool TaskSupervisor::AwaitDriver() {
   std::string problem = runner_->DriverProblem(spec_->driver);
-  if (problem.empty()) {
-    waiting_for_.clear();
-    return false;
-  }
+  if (problem.empty()) return false;  // the start's SetState clears waiting_for_
   // Told once per wait: the owner's next Go finds it waiting still.
   bool news = state_ != RunState::kPending || waiting_for_.empty() || reason_ != problem;
   SetState(RunState::kPending);
