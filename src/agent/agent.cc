@@ -20,6 +20,7 @@
 #include "agent/watchdog.h"
 #include "driver/exec/exec_driver.h"
 #include "driver/remote.h"
+#include "hooks/catalog.h"
 #include "task/manager.h"
 #include "job/manager.h"
 #include "base/clock.h"
@@ -217,7 +218,17 @@ Status Agent::StartTasks() {
   exec_ = std::move(*exec);
   OUTPOST_RETURN_IF_ERROR(drivers_.Add(exec_.get()));
 
+  hooks::CatalogOptions ho;
+  ho.hooks_dirs = config_.hooks_dirs;
+  ho.hook_path = config_.hook_path;
+  auto catalog = hooks::Catalog::Start(loop_.get(), ho);
+  if (!catalog.ok()) return catalog.error().Wrap("hooks");
+  hooks_ = std::move(*catalog);
+
   task::TaskManager::Options o;
+  o.hooks = hooks_.get();
+  o.hook_timeout_seconds = config_.hook_timeout_nanos / 1000000000LL;
+  o.poststart_failure_stops = config_.poststart_failure_stops;
   o.state_dir = config_.state_dir;
   o.runtime_dir = config_.runtime_dir;
   o.drivers = &drivers_;
@@ -320,6 +331,7 @@ void Agent::Reload() {
   if (config_.path.empty()) {
     log::Info("SIGHUP: running on built-in defaults (no --config file); re-reading the jobs directory");
     if (jobs_) jobs_->RescanDir();
+    if (hooks_) hooks_->Rescan();
     return;
   }
   auto next = LoadConfig(config_.path);
@@ -340,6 +352,10 @@ void Agent::Reload() {
     next->dynamic_uid_last = config_.dynamic_uid_last;
     next->api_socket = config_.api_socket;
     next->watchdog_device = config_.watchdog_device;
+    next->hooks_dirs = config_.hooks_dirs;
+    next->hook_path = config_.hook_path;
+    next->hook_timeout_nanos = config_.hook_timeout_nanos;
+    next->poststart_failure_stops = config_.poststart_failure_stops;
   }
   config_ = std::move(*next);
   config_loaded_wall_ = WallNanos();
@@ -350,6 +366,7 @@ void Agent::Reload() {
     jobs_->SetMaxJobs(static_cast<size_t>(config_.max_jobs));
     jobs_->RescanDir();
   }
+  if (hooks_) hooks_->Rescan();
   log::Info("config reloaded", {{"config", config_.path}});
 }
 

@@ -36,6 +36,9 @@ class TaskDriverHandler;
 namespace proc {
 class UidPool;
 }
+namespace hooks {
+class Catalog;
+}
 namespace plugin {
 class Registry;
 class Watcher;
@@ -77,6 +80,7 @@ class Agent {
   // task exits installs its handler with keeper_link()->SetExitHandler.
   keeper::KeeperLink* keeper_link() { return keeper_link_.get(); }
   task::TaskManager* tasks() { return tasks_.get(); }
+  hooks::Catalog* hook_catalog() { return hooks_.get(); }
   task::EventLog* events() { return &events_; }
   driver::Registry* drivers() { return &drivers_; }
   job::JobManager* jobs() { return jobs_.get(); }
@@ -109,6 +113,7 @@ class Agent {
   Loop::TimerId trim_timer_ = 0;
   driver::Registry drivers_;
   std::unique_ptr<driver::ExecDriver> exec_;
+  std::unique_ptr<hooks::Catalog> hooks_;  // hooks.d and the per-stage hook directories
   std::unique_ptr<task::TaskManager> tasks_;
   std::unique_ptr<JobTaskRunner> job_runner_;
   std::unique_ptr<job::JobManager> jobs_;

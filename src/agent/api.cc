@@ -83,6 +83,9 @@ std::vector<Feature> CollectFeatures(Agent* agent) {
     // Problems with files do not turn jobs off: they are listed in the detail.
     out.push_back({"jobs", true, detail});
   }
+  bool hooks_ok = true;
+  std::string hooks = HooksSummary(agent, &hooks_ok);
+  out.push_back({"hooks", hooks_ok, hooks});
   bool plugins_ok = false;
   std::string plugins = PluginSummary(agent, &plugins_ok);
   out.push_back({"plugins", plugins_ok, plugins});
@@ -132,6 +135,7 @@ void RegisterApi(Agent* agent, wire::RpcServer* server) {
                                                    wire::Responder responder) {
     HandleStatus(agent, ctx, payload, std::move(responder));
   });
+  RegisterHooksApi(agent, server);
 }
 
 }  // namespace outpost::agent

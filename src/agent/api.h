@@ -3,6 +3,8 @@
 // replies. Does not own the socket or connections (wire/rpc_server).
 #pragma once
 
+#include <string>
+
 namespace outpost {
 namespace wire {
 class RpcServer;
@@ -14,6 +16,11 @@ class Agent;
 constexpr const char* kAgentService = "outpost.v1.Agent";
 
 void RegisterApi(Agent* agent, wire::RpcServer* server);
+// ListHooks (agent/hooks_api.cc).
+void RegisterHooksApi(Agent* agent, wire::RpcServer* server);
+// One line for `outpost status`: the hooks.d files and per-stage hooks in
+// use, and every invalid file with its error (*ok false when there is one).
+std::string HooksSummary(Agent* agent, bool* ok);
 
 }  // namespace agent
 }  // namespace outpost

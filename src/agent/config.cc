@@ -78,6 +78,19 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
   r.Duration("driver_start_timeout", &c.driver_start_timeout_nanos);
   r.Duration("heartbeat_timeout", &c.heartbeat_timeout_nanos);
   r.String("watchdog_device", &c.watchdog_device);
+  r.StringList("hooks_dirs", &c.hooks_dirs);
+  r.String("hook_path", &c.hook_path);
+  r.Duration("hook_timeout", &c.hook_timeout_nanos);
+  std::string poststart;
+  r.String("poststart_failure", &poststart);
+  if (r.Has("poststart_failure")) {
+    if (poststart == "stop" || poststart == "warn") {
+      c.poststart_failure_stops = poststart == "stop";
+    } else {
+      r.Fail("poststart_failure", "expected \"stop\" (runtime-spec 1.3: the task is stopped) or \"warn\" (before "
+                                  "1.3: logged, the task keeps running), got \"" + poststart + "\"");
+    }
+  }
   r.RejectUnknown();
 
   bool paths_ok = CheckAbsolute(&r, "state_dir", &c.state_dir, &errors);
@@ -98,6 +111,16 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
     }
   }
   if (!c.watchdog_device.empty()) CheckAbsolute(&r, "watchdog_device", &c.watchdog_device, &errors);
+  for (size_t i = 0; i < c.hooks_dirs.size(); ++i) {
+    if (c.hooks_dirs[i].empty() || c.hooks_dirs[i][0] != '/') {
+      errors.push_back(Format("hooks_dirs[%zu]: must be an absolute path, got \"%s\"", i, c.hooks_dirs[i].c_str()));
+    }
+  }
+  if (!c.hook_path.empty()) CheckAbsolute(&r, "hook_path", &c.hook_path, &errors);
+  if (c.hook_timeout_nanos < 1000000000LL || c.hook_timeout_nanos > 3600 * 1000000000LL ||
+      c.hook_timeout_nanos % 1000000000LL != 0) {
+    errors.push_back("hook_timeout: must be whole seconds between 1s and 1h");
+  }
   if (r.Has("heartbeat_timeout") && c.heartbeat_timeout_nanos != 0 && c.heartbeat_timeout_nanos < 1000000000LL) {
     errors.push_back("heartbeat_timeout: must be \"0s\" (off) or at least 1s");
   }
@@ -160,6 +183,10 @@ bool ReloadChangesRestartOnlyKeys(const Config& a, const Config& b, std::string*
   check(a.driver_start_timeout_nanos != b.driver_start_timeout_nanos, "driver_start_timeout");
   check(a.cgroup_root != b.cgroup_root, "cgroup_root");
   check(a.watchdog_device != b.watchdog_device, "watchdog_device");
+  check(a.hooks_dirs != b.hooks_dirs, "hooks_dirs");
+  check(a.hook_path != b.hook_path, "hook_path");
+  check(a.hook_timeout_nanos != b.hook_timeout_nanos, "hook_timeout");
+  check(a.poststart_failure_stops != b.poststart_failure_stops, "poststart_failure");
   check(a.dynamic_uid_first != b.dynamic_uid_first || a.dynamic_uid_last != b.dynamic_uid_last, "dynamic_users");
   *which = keys;
   return !keys.empty();

@@ -53,6 +53,15 @@ struct Config {
   int64_t driver_call_timeout_nanos = 10LL * 1000000000;
   int64_t driver_start_timeout_nanos = 60LL * 1000000000;
 
+  // OCI hooks (docs/hooks.md): hooks.d directories (a later one masks a
+  // same-named file in an earlier one), the per-stage hook directories
+  // ("" = none), the timeout of a hook that sets none, and what a failed
+  // poststart hook does: "stop" the task (runtime-spec 1.3) or "warn".
+  std::vector<std::string> hooks_dirs = {"/usr/share/containers/oci/hooks.d", "/etc/containers/oci/hooks.d"};
+  std::string hook_path = "/etc/outpost/hooks";
+  int64_t hook_timeout_nanos = 10LL * 1000000000;
+  bool poststart_failure_stops = true;
+
   // Supervision of the worker (docs/supervision.md): the keeper kills a
   // worker whose loop sends no heartbeat for this long (0 = never).
   int64_t heartbeat_timeout_nanos = 30LL * 1000000000;

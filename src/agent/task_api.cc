@@ -39,6 +39,23 @@ void FillInfo(const task::TaskView& v, Arena* a, outpost_v1_TaskInfo* out) {
   out->log_error = a->Str(v.log_error);
   out->user = a->Str(v.config.user);
   out->workdir = a->Str(v.config.workdir.empty() ? v.config.task_dir : v.config.workdir);
+  out->hook_runs_count = static_cast<pb_size_t>(v.hook_runs.size());
+  out->hook_runs = a->Array<outpost_v1_HookRunInfo>(v.hook_runs.size());
+  for (size_t i = 0; i < v.hook_runs.size(); ++i) {
+    const hooks::HookRun& r = v.hook_runs[i];
+    outpost_v1_HookRunInfo& o = out->hook_runs[i];
+    o = outpost_v1_HookRunInfo_init_zero;
+    o.stage = a->Str(hooks::StageName(r.stage));
+    o.path = a->Str(r.hook.path);
+    o.source = a->Str(r.hook.source);
+    o.exit_code = r.exit_code;
+    o.timed_out = r.timed_out;
+    o.started_at_unix_nanos = r.started_unix_nanos;
+    o.duration_nanos = r.duration_nanos;
+    o.message = a->Str(hooks::DescribeRun(r));
+    o.stderr_tail = a->Str(r.err_tail);
+    o.ok = r.ok();
+  }
 }
 
 namespace {

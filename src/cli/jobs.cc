@@ -210,6 +210,7 @@ int InspectTaskOfJob(const GlobalOptions& g, const JobInfo& j, const std::string
       }
       std::printf(")\n");
       if (t.task.log_error && *t.task.log_error) std::printf("log error:  %s\n", t.task.log_error);
+      PrintHookRuns(t.task);
     }
     return kExitOk;
   }

@@ -50,7 +50,36 @@ picojson::value InfoJson(const outpost_v1_TaskInfo& t) {
   o["log_bytes"] = picojson::value(static_cast<int64_t>(t.log_bytes));
   o["log_dropped_bytes"] = picojson::value(static_cast<int64_t>(t.log_dropped_bytes));
   o["log_error"] = picojson::value(PbString(t.log_error));
+  if (t.hook_runs_count) {
+    picojson::array runs;
+    for (pb_size_t i = 0; i < t.hook_runs_count; ++i) {
+      const outpost_v1_HookRunInfo& r = t.hook_runs[i];
+      picojson::object h;
+      h["stage"] = picojson::value(PbString(r.stage));
+      h["path"] = picojson::value(PbString(r.path));
+      h["source"] = picojson::value(PbString(r.source));
+      h["exit_code"] = picojson::value(static_cast<int64_t>(r.exit_code));
+      h["timed_out"] = picojson::value(r.timed_out);
+      h["ok"] = picojson::value(r.ok);
+      h["started_at"] = picojson::value(Time(r.started_at_unix_nanos));
+      h["duration_ms"] = picojson::value(static_cast<double>(r.duration_nanos) / 1e6);
+      h["message"] = picojson::value(PbString(r.message));
+      h["stderr_tail"] = picojson::value(PbString(r.stderr_tail));
+      runs.emplace_back(std::move(h));
+    }
+    o["hook_runs"] = picojson::value(std::move(runs));
+  }
   return picojson::value(o);
+}
+
+void PrintHookRuns(const outpost_v1_TaskInfo& t) {
+  if (t.hook_runs_count == 0) return;
+  std::printf("hooks:      (last run of each)\n");
+  for (pb_size_t i = 0; i < t.hook_runs_count; ++i) {
+    const outpost_v1_HookRunInfo& r = t.hook_runs[i];
+    std::printf("  %s %s: %s\n", Time(r.started_at_unix_nanos).c_str(), r.ok ? "ok" : "FAILED",
+                PbString(r.message).c_str());
+  }
 }
 
 }  // namespace outpost::cli

@@ -84,5 +84,7 @@ std::string Age(int64_t unix_nanos);
 void PrintJson(const picojson::value& v);
 int UsageError(const std::string& msg, const char* cmd);
 picojson::value InfoJson(const outpost_v1_TaskInfo& t);
+// "hooks:" and one line per hook run (nothing when the task has none).
+void PrintHookRuns(const outpost_v1_TaskInfo& t);
 
 }  // namespace outpost::cli

@@ -28,6 +28,7 @@
 
 #include "base/error.h"
 #include "cgroup/resources.h"
+#include "hooks/hook.h"
 #include "proc/exit_status.h"
 #include "proc/spawn.h"
 
@@ -74,6 +75,17 @@ struct TaskConfig {
   int log_max_files = 10;
   uint64_t log_max_file_size = 10u << 20;
   std::string spec_hash;
+  // OCI hooks (docs/hooks.md). From the job layer: the job spec's hooks and
+  // the annotations (job's and task's). The start pipeline merges in the
+  // node's (hooks.d, per-stage directories) and writes the bundle; a driver
+  // runs the startContainer hooks inside the task's process right before its
+  // command is exec'd where RunsStartContainerHooks() (the exec driver); for
+  // other drivers the agent runs them just before StartTask. Not persisted in the record: the bundle's config.json holds
+  // them.
+  hooks::HookSet hooks;
+  std::map<std::string, std::string> annotations;
+  std::string bundle;                 // the bundle dir ("" = none)
+  int64_t hook_timeout_seconds = 10;  // for hooks without a timeout
 };
 
 struct ExitResult {
@@ -175,6 +187,10 @@ class Driver {
   // state, not ended.
   virtual std::string Unreachable() const { return ""; }
   virtual Capabilities GetCapabilities() const = 0;
+  // Whether StartTask runs config.hooks' startContainer hooks itself, inside
+  // the task's process right before its exec. If not, the agent runs them
+  // just before StartTask.
+  virtual bool RunsStartContainerHooks() const { return false; }
   // Checks a task's `config` object (JSON; "" = none) before a job that
   // uses it is accepted: InvalidArgument, one line per problem, each
   // starting with "config.<field>: ". The default takes anything.

@@ -83,10 +83,10 @@ class StageRun {
 // does no allocation.
 class InChildHooks {
  public:
-  // hooks of one stage; the timeouts as in StageOptions.
+  // hooks of one stage; the timeouts as in StageOptions. The state's pid is
+  // the child's own, filled in by Run (state.pid is ignored).
   static Result<std::unique_ptr<InChildHooks>> Prepare(Stage stage, const std::vector<Hook>& hooks,
-                                                       const std::string& state_json,
-                                                       int64_t default_timeout_seconds);
+                                                       const State& state, int64_t default_timeout_seconds);
   ~InChildHooks();
   // In the child: runs the hooks in order. Returns 0, or an errno-like
   // nonzero code with message() holding what DescribeRun would say for the

@@ -405,7 +405,13 @@ TaskSpec ReadTask(const picojson::value& v, const std::string& path, const Resta
   t.restart = restart.restart;
   ReadLifecycle(r, errors, &t.lifecycle);
   ReadResources(r, errors, &t.resources);
-  if (r.Get("hooks")) r.Fail("hooks", kNotYet);
+  if (const picojson::value* hv = r.Get("hooks")) {
+    t.hooks = hooks::HooksFromJson(*hv, r.PathOf("hooks"), "job spec", errors);
+    if (t.hooks.size() > kMaxTaskHooks) {
+      r.Fail("hooks", Format("%zu hooks, more than the limit of %zu", t.hooks.size(), kMaxTaskHooks));
+    }
+  }
+  ReadLabels(r, errors, "annotations", &t.annotations);
   r.RejectUnknown();
   return t;
 }
@@ -472,6 +478,7 @@ void ReadJob(ObjectReader& r, Errors* errors, JobSpec* spec) {
   if (!tasks) r.Fail("tasks", "required");
   r.RejectUnknown();
   if (tasks) ReadTasks(*tasks, job_restart, errors, spec);
+  for (TaskSpec& t : spec->tasks) t.job_annotations = spec->annotations;
 }
 
 }  // namespace

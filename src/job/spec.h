@@ -7,9 +7,10 @@
 // (job/supervisor, job/manager do).
 //
 // `resources` (cgroup v2 limits, task and job level) is parsed in
-// spec_resources.cc, the canonical form in spec_json.cc. `network` (job
-// level) and `hooks` (job and task level) are recognised keys refused as
-// "not supported yet", so supporting them changes no existing field.
+// spec_resources.cc, the canonical form in spec_json.cc. A task's `hooks`
+// (OCI lifecycle hooks, hooks/hook.h) are read here too. `network` and the
+// job-level `hooks` are recognised keys refused as "not supported yet", so
+// supporting them changes no existing field.
 #pragma once
 
 #include <picojson.h>
@@ -21,6 +22,7 @@
 
 #include "base/error.h"
 #include "driver/driver.h"
+#include "hooks/hook.h"
 
 namespace outpost::job {
 
@@ -36,6 +38,7 @@ constexpr size_t kMaxDriverConfigBytes = 64 << 10;  // a task's driver config, a
 constexpr size_t kMaxEnvBytes = 64 << 10;     // sum of name=value over a task's env
 constexpr size_t kMaxLabels = 64;             // labels, and annotations, per job
 constexpr size_t kMaxLabelBytes = 1024;       // each label / annotation key or value
+constexpr size_t kMaxTaskHooks = 64;          // OCI hooks per task, all stages
 
 // An rlimit of "unlimited": RLIM_INFINITY once cast to the (64-bit) rlim_t.
 constexpr uint64_t kRlimitUnlimited = ~uint64_t{0};
@@ -83,6 +86,13 @@ struct TaskSpec {
   Restart restart;
   Lifecycle lifecycle;
   cgroup::Resources resources;  // the task's cgroup; updated live (not in TaskFingerprint)
+  // OCI hooks in the runtime-spec form (docs/hooks.md), run around every
+  // start of the task; in the canonical form only when there are any.
+  hooks::HookSet hooks;
+  std::map<std::string, std::string> annotations;  // the task's own, over the job's
+  // The job's annotations (not part of the task's canonical form: set by
+  // the parser from the job document), for hooks and the task's bundle.
+  std::map<std::string, std::string> job_annotations;
 };
 
 struct JobSpec {

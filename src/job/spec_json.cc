@@ -87,6 +87,9 @@ picojson::value TaskSpecToJson(const TaskSpec& t) {
   lifecycle["sidecar"] = picojson::value(t.lifecycle.sidecar);
   o["lifecycle"] = picojson::value(std::move(lifecycle));
   o["resources"] = ResourcesToJson(t.resources);
+  // Left out when empty, so tasks without them keep their fingerprint.
+  if (!t.hooks.empty()) o["hooks"] = hooks::HooksToJson(t.hooks);
+  if (!t.annotations.empty()) o["annotations"] = StringMap(t.annotations);
   return picojson::value(std::move(o));
 }
 

@@ -143,6 +143,9 @@ driver::TaskConfig TaskConfigFor(const std::string& job, const TaskSpec& s) {
   c.log_max_files = s.log_max_files;
   c.log_max_file_size = s.log_max_file_size;
   c.resources = s.resources;
+  c.hooks = s.hooks;
+  c.annotations = s.job_annotations;
+  for (const auto& [k, v] : s.annotations) c.annotations[k] = v;
   c.spec_hash = TaskFingerprint(s);
   return c;
 }

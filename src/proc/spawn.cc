@@ -30,6 +30,10 @@ namespace outpost::proc {
 
 namespace {
 
+// The longest text a failed pre-exec step sends along (below PIPE_BUF with
+// the ChildError, so one write and one read carry it).
+constexpr size_t kReportTextMax = 2048;
+
 // What the child reports over the error pipe before _exit.
 struct ChildError {
   int step;
@@ -91,6 +95,7 @@ struct ChildPlan {
   bool new_pgrp;
   int join_cgroup_fd;  // -1, or cgroup.procs to write "0" to (no CLONE_INTO_CGROUP)
   const std::function<int()>* pre_exec;
+  const std::function<const char*()>* pre_exec_message;
   // The child shares our fd table until it has its stdio (CLONE_FILES), then
   // takes a private copy of fds 0..2 only: cloning and exec then cost the
   // same however many fds we hold. It reports a failure through *report
@@ -112,10 +117,24 @@ constexpr long kSysSetuid = SYS_setuid, kSysSetgid = SYS_setgid, kSysSetgroups =
     p.report->error = e;
     ::_exit(step == kStepExec ? (e.err == ENOENT ? 127 : 126) : 1);
   }
-  // Best effort: if the parent went away there is nobody to tell.
+  // Best effort: if the parent went away there is nobody to tell. One
+  // write (below PIPE_BUF), so the report is read whole.
+  struct {
+    ChildError e;
+    char text[kReportTextMax];
+  } msg;
+  msg.e = e;
+  size_t len = 0;
+  if (step == kStepPreExec && p.pre_exec_message && *p.pre_exec_message) {
+    const char* text = (*p.pre_exec_message)();
+    while (text && text[len] && len < kReportTextMax) {
+      msg.text[len] = text[len];
+      ++len;
+    }
+  }
   ssize_t r;
   do {
-    r = ::write(p.err_fd, &e, sizeof e);
+    r = ::write(p.err_fd, &msg, sizeof msg.e + len);
   } while (r < 0 && errno == EINTR);
   ::_exit(step == kStepExec ? (e.err == ENOENT ? 127 : 126) : 1);
 }
@@ -370,6 +389,7 @@ Result<Spawned> Spawn(const SpawnRequest& req, int* exit_code) {
   plan.join_cgroup_fd = -1;
 
   plan.pre_exec = req.pre_exec ? &req.pre_exec : nullptr;
+  plan.pre_exec_message = req.pre_exec_message ? &req.pre_exec_message : nullptr;
   ChildReport report;
   plan.report = &report;
 
@@ -451,14 +471,22 @@ Result<Spawned> Spawn(const SpawnRequest& req, int* exit_code) {
 
 Status ReadExecReport(int fd, const std::string& path, const std::string& workdir, int* exit_code) {
   if (exit_code) *exit_code = 0;
-  ChildError ce{};
-  ssize_t n = sys::Read(fd, &ce, sizeof ce);
+  struct {
+    ChildError ce;
+    char text[kReportTextMax];
+  } msg{};
+  ssize_t n = sys::Read(fd, &msg, sizeof msg);
   if (n < 0) return ErrnoError("read the exec report of '" + path + "'");
   if (n == 0) return OkStatus();  // closed at exec
-  if (n != static_cast<ssize_t>(sizeof ce)) {
+  if (n < static_cast<ssize_t>(sizeof msg.ce)) {
     return Error(Code::kInternal, "short exec report from the child for '" + path + "'");
   }
-  return ExecReportStatus(ce, path, workdir, exit_code);
+  size_t text_len = static_cast<size_t>(n) - sizeof msg.ce;
+  if (msg.ce.step == kStepPreExec && text_len > 0) {
+    if (exit_code) *exit_code = 1;
+    return Error(Code::kFailedPrecondition, std::string(msg.text, text_len));
+  }
+  return ExecReportStatus(msg.ce, path, workdir, exit_code);
 }
 
 

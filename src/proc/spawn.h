@@ -55,6 +55,10 @@ struct SpawnRequest {
   // a pre-exec step the child shares it until exec (CLONE_VM | CLONE_VFORK),
   // which costs the same however big the caller is.
   std::function<int()> pre_exec;
+  // When pre_exec fails: the child's own description of the failure (e.g. a
+  // startContainer hook's exit code and stderr), sent with the report and
+  // used as the whole error message. Called in the child; null = none.
+  std::function<const char*()> pre_exec_message;
 };
 
 struct Spawned {

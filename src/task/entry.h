@@ -41,6 +41,7 @@ struct TaskManager::StartOp {
   uint64_t oom_base = 0;
   driver::TaskHandle handle;
   driver::Driver* driver = nullptr;
+  bool bundle_written = false;  // poststop hooks run even when the start fails after it
 };
 
 }  // namespace outpost::task

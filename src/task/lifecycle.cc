@@ -7,15 +7,23 @@
 //                          credentials (resolved once), task dir, FIFOs, logs
 //   2. CreateCgroup        admission check of the limits, the task's cgroup
 //                          with its limits written (before anything runs)
-//   3. SpawnThroughDriver  the driver starts the task in that cgroup
-//   4. RecordStarted       the record persisted, FIFOs handed to the keeper,
+//   3. WriteBundle         the task's OCI hooks resolved, its bundle written
+//   4-6. hooks             prestart + createRuntime, createContainer, and
+//                          startContainer for drivers that cannot run it in
+//                          the task (task/hook_steps.cc)
+//   7. SpawnThroughDriver  the driver starts the task in that cgroup
+//   8. poststart hooks
+//   9. RecordStarted       the record persisted, FIFOs handed to the keeper,
 //                          OOM watch, wait for the exit
+// A task is recorded only once its poststart hooks have run: an agent killed
+// before that leaves an unrecorded process, which recovery kills.
 // A failed step is undone with the completed ones, in reverse; the error
 // names the task and the step's reason.
 //
 // Exit (OnExit, whether the task ended by itself or was stopped):
 //   KillCgroup -> tell OOM apart -> persist the exit -> drain logs -> event
-//   -> exit callbacks.
+//   -> poststop hooks -> exit callbacks. A failed start runs the poststop
+//   hooks too once its bundle was written.
 // Stop (TaskManager::Stop):       StopThroughDriver -> KillCgroup.
 // Destroy (TaskManager::Destroy): DestroyThroughDriver -> KillCgroup ->
 //   ReleaseUser -> RemoveCgroup -> Forget (logs closed, record removed).
@@ -87,7 +95,12 @@ const TaskManager::StartStep* TaskManager::StartSteps(size_t* count) {
   static const StartStep kSteps[] = {
       {"prepare", &TaskManager::Prepare, &TaskManager::UndoPrepare},
       {"create cgroup", &TaskManager::CreateCgroup, &TaskManager::UndoCreateCgroup},
+      {"bundle", &TaskManager::WriteBundle, nullptr},
+      {"prestart hooks", &TaskManager::RunCreateHooks, nullptr},
+      {"createContainer hooks", &TaskManager::RunCreateContainerHooks, nullptr},
+      {"startContainer hooks", &TaskManager::RunStartContainerForDriver, nullptr},
       {"spawn", &TaskManager::SpawnThroughDriver, &TaskManager::UndoSpawn},
+      {"poststart hooks", &TaskManager::RunPoststartHooks, nullptr},
       {"record", &TaskManager::RecordStarted, nullptr},
   };
   *count = sizeof kSteps / sizeof kSteps[0];
@@ -120,8 +133,15 @@ void TaskManager::FailStart(StartOp* op, const Error& e) {
     if (steps[i].undo) (this->*steps[i].undo)(op);
   }
   const std::string prefix = "start task " + op->config.id;
+  Error err = e.message().compare(0, prefix.size(), prefix) == 0 ? e : e.Wrap(prefix);
   StartedCallback cb = std::move(op->started);
-  cb(e.message().compare(0, prefix.size(), prefix) == 0 ? e : e.Wrap(prefix));
+  if (!op->bundle_written) return cb(err);
+  // runtime-spec: a failed start still runs the poststop hooks, and the
+  // start's outcome is told once they have run.
+  std::weak_ptr<bool> alive = alive_;
+  RunPoststop(op->config, [alive, cb, err] {
+    if (alive.lock()) cb(err);
+  });
 }
 
 // ---- 1. Prepare ---------------------------------------------------------
@@ -312,9 +332,15 @@ void TaskManager::OnExit(const std::string& id, const driver::ExitResult& result
   log::Info("task exited", {{"task", id}, {"exit_code", std::to_string(exit.exit_code)},
                             {"signal", std::to_string(exit.signal)}, {"error", exit.error}});
   Emit(c, t->stop_requested ? "stopped" : exit.signal ? "signalled" : "exited", msg);
-  std::vector<ExitCallback> callbacks = std::move(t->on_exit);
+  auto callbacks = std::make_shared<std::vector<ExitCallback>>(std::move(t->on_exit));
   t->on_exit.clear();
-  for (auto& cb : callbacks) cb(exit);
+  // The poststop hooks run before anyone hears of the exit: a restart or a
+  // stop waits for them, as runc's delete does.
+  std::weak_ptr<bool> alive = alive_;
+  RunPoststop(c, [alive, callbacks, exit] {
+    if (!alive.lock()) return;
+    for (auto& cb : *callbacks) cb(exit);
+  });
 }
 
 // ---- stop ---------------------------------------------------------------
@@ -438,6 +464,11 @@ void TaskManager::Forget(const std::string& id) {
   Task* t = Find(id);
   if (!t) return;
   CloseLogs(t, true);
+  hook_runs_.erase(id);
+  // Its bundle describes an instance that is gone (cheap on the tmpfs).
+  if (::access(BundlePath(id).c_str(), F_OK) == 0) {
+    log::WarnIfError(sys::RemoveTree(BundlePath(id)), "cannot remove the task's bundle", {{"task", id}});
+  }
   unsaved_.Forget(RecordPath(id));
   // Like the record's writes, without fsync (docs/process-model.md, "What
   // is written when"): after a power cut, recovery drops what came back.

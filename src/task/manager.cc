@@ -292,6 +292,8 @@ Result<TaskView> TaskManager::Inspect(const std::string& id) const {
   if (!t) return Error(Code::kNotFound, kNotFound);
   TaskView v;
   v.config = FullConfig(*t);
+  auto runs = hook_runs_.find(id);
+  if (runs != hook_runs_.end()) v.hook_runs = runs->second;
   driver::TaskStatus& s = v.status;
   s.id = id;
   s.name = v.config.name;

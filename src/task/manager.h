@@ -31,6 +31,7 @@
 #include "base/error.h"
 #include "driver/driver.h"
 #include "driver/registry.h"
+#include "hooks/runner.h"
 #include "loop/loop.h"
 #include "loop/pending_writes.h"
 #include "proc/users.h"
@@ -45,11 +46,17 @@ class OomWatcher;
 namespace proc {
 class UidPool;
 }
+namespace hooks {
+class Catalog;
+class StageRun;
+struct ResolvedHook;
+}  // namespace hooks
 
 namespace task {
 
 struct TaskView {
   driver::TaskStatus status;
+  std::vector<hooks::HookRun> hook_runs;  // the last run of each hook
   driver::TaskConfig config;
   std::string log_dir;
   uint64_t log_bytes = 0;
@@ -82,6 +89,13 @@ class TaskManager {
     // plugin that has not come back yet after an agent restart) wait for
     // it before they count as lost.
     int64_t driver_grace_nanos = 30LL * 1000000000;
+    // OCI hooks (docs/hooks.md): the node's (hooks.d, per-stage
+    // directories; null = only the job spec's), the timeout of a hook that
+    // sets none, and whether a failed poststart hook stops the task
+    // (runtime-spec 1.3) or is only logged (before 1.3).
+    hooks::Catalog* hooks = nullptr;
+    int64_t hook_timeout_seconds = 10;
+    bool poststart_failure_stops = true;
   };
   using DoneCallback = std::function<void(Status)>;
   using StartedCallback = std::function<void(Result<TaskView>)>;
@@ -145,6 +159,11 @@ class TaskManager {
   std::string DriverProblem(const std::string& driver_name) const;
   // The named driver's fingerprint (NotFound for an unknown driver).
   Result<driver::Fingerprint> Fingerprint(const std::string& driver_name) const;
+
+  // The hooks a start of the task would run, per stage, and why each
+  // applies (*why) or a hooks.d file does not (*skipped).
+  hooks::HookSet ResolveHooks(const driver::TaskConfig& c, std::vector<hooks::ResolvedHook>* why,
+                              std::vector<std::string>* skipped) const;
 
   // Path of a task's active log file for stream "stdout" / "stderr".
   Result<std::string> LogPath(const std::string& id, bool stderr_stream) const;
@@ -215,6 +234,21 @@ class TaskManager {
   void SpawnThroughDriver(StartOp* op, DoneCallback done);
   void UndoSpawn(StartOp* op);
   void RecordStarted(StartOp* op, DoneCallback done);
+  // task/hook_steps.cc: the OCI hook steps.
+  std::string BundlePath(const std::string& id) const;
+  void WriteBundle(StartOp* op, DoneCallback done);
+  void RunCreateHooks(StartOp* op, DoneCallback done);
+  void RunCreateContainerHooks(StartOp* op, DoneCallback done);
+  void RunStartContainerForDriver(StartOp* op, DoneCallback done);
+  void RunPoststartHooks(StartOp* op, DoneCallback done);
+  // Runs the stages in order (stages without hooks skipped); done gets the
+  // first failure. pid goes into the state (0: none).
+  void RunHooks(const driver::TaskConfig& c, std::vector<hooks::Stage> stages, pid_t pid,
+                bool continue_after_failure, DoneCallback done);
+  void RecordHookRun(const driver::TaskConfig& c, const hooks::HookRun& r);
+  // The poststop hooks of an ended instance (from its bundle when it was
+  // recovered), then `then`.
+  void RunPoststop(const driver::TaskConfig& c, std::function<void()> then);
   // When a task has ended (by itself or stopped): KillCgroup -> TellOom ->
   // persist the exit -> drain logs -> event -> exit callbacks.
   void OnExit(const std::string& id, const driver::ExitResult& exit);
@@ -246,6 +280,9 @@ class TaskManager {
   HoldFifosFn hold_fifos_;
   ReleaseFifosFn release_fifos_;
   PendingWrites unsaved_;  // records the full disk could not take yet
+  std::map<uint64_t, std::unique_ptr<hooks::StageRun>> running_hooks_;
+  uint64_t hook_runs_started_ = 0;
+  std::map<std::string, std::vector<hooks::HookRun>> hook_runs_;  // by task id
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -30,6 +30,7 @@
 //   touch FILE             create FILE (0644) and print its owner "uid gid"
 //   cat                    copy stdin to stdout until EOF, exit 0
 //   args ARG...            print each argument on a line of its own
+//   hook FILE [OPTIONS]    an OCI hook that records what it got (hook_record.cc)
 //   service STEP...        a supervised service of the peer benchmark, steps
 //                          done in order:
 //                            stamp FILE  write "<ns> <pid>" (CLOCK_MONOTONIC
@@ -74,6 +75,8 @@
 #include <unistd.h>
 
 extern char** environ;
+
+int HookRecord(int argc, char** argv);  // hook_record.cc
 
 namespace {
 
@@ -463,6 +466,7 @@ int main(int argc, char** argv) {
     return n == 0 ? 0 : 1;
   }
   if (!strcmp(cmd, "floor") && argc == 2) return Floor();
+  if (!strcmp(cmd, "hook")) return HookRecord(argc, argv);
   if (!strcmp(cmd, "service")) return Service(argc, argv, main_ns);
   if (!strcmp(cmd, "args")) {
     for (int i = 2; i < argc; i++) printf("%s\n", argv[i]);

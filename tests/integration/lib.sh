@@ -53,6 +53,9 @@ write_config() {
   [[ "$extra" == *'"jobs_dir"'* ]] || defaults+="\"jobs_dir\": \"$T/jobs.d\", "
   [[ "$extra" == *'"cgroup_root"'* ]] || defaults+="\"cgroup_root\": \"$T/no-cgroup\", "
   [[ "$extra" == *'"runtime_dir"'* ]] || defaults+="\"runtime_dir\": \"$T/run\", "
+  # The host's hook directories never reach a test's tasks.
+  [[ "$extra" == *'"hooks_dirs"'* ]] || defaults+="\"hooks_dirs\": [\"$T/hooks.d\"], "
+  [[ "$extra" == *'"hook_path"'* ]] || defaults+="\"hook_path\": \"$T/hooks\", "
   cat >"$T/config.json" <<JSON
 {
   $defaults"state_dir": "$T/state",

@@ -15,6 +15,7 @@
 #include "base/strings.h"
 #include "base/sys.h"
 #include "job/spec.h"
+#include "job/supervisor.h"
 #include "unit/job_spec_test_util.h"
 
 namespace outpost::job {
@@ -76,6 +77,9 @@ void ExpectSameTask(const TaskSpec& a, const TaskSpec& b) {
   EXPECT_EQ(a.lifecycle.hook, b.lifecycle.hook);
   EXPECT_EQ(a.lifecycle.sidecar, b.lifecycle.sidecar);
   ExpectSameResources(a.resources, b.resources);
+  EXPECT_TRUE(a.hooks == b.hooks);
+  EXPECT_EQ(a.annotations, b.annotations);
+  EXPECT_EQ(a.job_annotations, b.job_annotations);
 }
 
 void ExpectSameJob(const JobSpec& a, const JobSpec& b) {
@@ -104,7 +108,10 @@ const char* kFullJob = R"({
                    "io": {"weight": 50, "max": [{"device": "254:0", "rbps": "10MiB", "wiops": 500},
                                                 {"device": "8:16", "wbps": 5000000, "riops": 10}]}}},
     {"name": "tail", "command": "/bin/tail", "lifecycle": {"hook": "poststart", "sidecar": true},
-     "kill_timeout": "250ms"}
+     "kill_timeout": "250ms", "annotations": {"note": "own", "extra": "x"},
+     "hooks": {"poststop": [{"path": "/bin/sh", "args": ["sh", "-c", "exit 0"], "env": ["PATH=/bin"]},
+                            {"path": "/usr/libexec/b", "timeout": 3}],
+               "createRuntime": [{"path": "/usr/libexec/a"}]}}
   ]})";
 
 TEST(JobSpec, CanonicalFormRoundTrips) {
@@ -193,6 +200,10 @@ TEST(JobSpec, FingerprintChangesWithEveryTaskField) {
       {"interval", [](TaskSpec* t) { t->restart.interval_nanos += kSec; }},
       {"hook", [](TaskSpec* t) { t->lifecycle.hook = Hook::kPoststart; }},
       {"sidecar", [](TaskSpec* t) { t->lifecycle.sidecar = true; }},
+      {"oci hook", [](TaskSpec* t) { t->hooks.at(hooks::Stage::kPoststop).push_back({"/x", {}, {}, 0, ""}); }},
+      {"oci hook timeout",
+       [](TaskSpec* t) { t->hooks.at(hooks::Stage::kPrestart).push_back({"/x", {}, {}, 2, ""}); }},
+      {"task annotation", [](TaskSpec* t) { t->annotations["k"] = "v"; }},
   };
   std::string f0 = TaskFingerprint(t0);
   std::vector<std::string> seen = {f0};
@@ -210,7 +221,39 @@ TEST(JobSpec, FingerprintChangesWithEveryTaskField) {
   other.id = "elsewhere";
   other.labels["x"] = "y";
   other.tasks[0].command = "/bin/false";
+  other.annotations["x"] = "y";
+  other.tasks[1].job_annotations["x"] = "y";
   EXPECT_EQ(TaskFingerprint(other.tasks[1]), f0);
+}
+
+TEST(JobSpec, TaskHooksAndAnnotations) {
+  auto spec = ParseJobSpec(kFullJob);
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+  const TaskSpec& tail = spec->tasks[2];
+  ASSERT_EQ(tail.hooks.size(), 3u);
+  const auto& stop = tail.hooks.at(hooks::Stage::kPoststop);
+  ASSERT_EQ(stop.size(), 2u);
+  EXPECT_EQ(stop[0].path, "/bin/sh");
+  EXPECT_EQ(stop[0].args, (std::vector<std::string>{"sh", "-c", "exit 0"}));
+  EXPECT_EQ(stop[0].env, (std::vector<std::string>{"PATH=/bin"}));
+  EXPECT_EQ(stop[0].source, "job spec");
+  EXPECT_EQ(stop[1].timeout_seconds, 3);
+  EXPECT_EQ(tail.hooks.at(hooks::Stage::kCreateRuntime)[0].path, "/usr/libexec/a");
+  // The job's annotations reach every task; the task's own win.
+  EXPECT_EQ(tail.job_annotations.at("note"), "héllo \"quoted\"\n");
+  driver::TaskConfig c = TaskConfigFor("shop", tail);
+  EXPECT_EQ(c.annotations.at("note"), "own");
+  EXPECT_EQ(c.annotations.at("extra"), "x");
+  EXPECT_TRUE(c.hooks == tail.hooks);
+  EXPECT_TRUE(TaskConfigFor("shop", spec->tasks[0]).hooks.empty());
+  EXPECT_EQ(TaskConfigFor("shop", spec->tasks[0]).annotations.at("note"), "héllo \"quoted\"\n");
+  // Left out of the canonical form when empty (fingerprints of tasks
+  // without them do not change); present when set.
+  std::string init = TaskSpecToJson(spec->tasks[0]).serialize();
+  EXPECT_EQ(init.find("hooks"), std::string::npos) << init;
+  EXPECT_EQ(init.find("annotations"), std::string::npos) << init;
+  std::string t = TaskSpecToJson(tail).serialize();
+  EXPECT_NE(t.find(R"("hooks":{"createRuntime":[{"path":"\/usr\/libexec\/a"}])"), std::string::npos) << t;
 }
 
 TEST(JobSpecResources, EveryFieldIsRead) {

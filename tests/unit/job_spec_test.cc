@@ -212,7 +212,26 @@ std::vector<BadSpec> BadSpecs() {
       // Features of later versions.
       {Job(R"("network": {"mode": "bridge"})"), "network: not supported yet by this version of outpost"},
       {Job(R"("hooks": [])"), "hooks: not supported yet by this version of outpost"},
-      {Task(R"("hooks": {"prestart": []})"), "tasks[0].hooks: not supported yet by this version of outpost"},
+      // OCI hooks (hooks/hook.h).
+      {Task(R"("hooks": [])"),
+       "tasks[0].hooks: expected an object of stage -> list of hooks, got array"},
+      {Task(R"("hooks": {"preStart": []})"),
+       "tasks[0].hooks.preStart: unknown hook stage; the stages are prestart, createRuntime, createContainer, "
+       "startContainer, poststart, poststop"},
+      {Task(R"("hooks": {"prestart": {"path": "/x"}})"), "tasks[0].hooks.prestart: expected an array of hooks, got object"},
+      {Task(R"("hooks": {"prestart": [{"path": "hook"}]})"),
+       "tasks[0].hooks.prestart[0].path: must be an absolute path, got \"hook\""},
+      {Task(R"("hooks": {"poststop": [{"args": ["x"]}]})"),
+       "tasks[0].hooks.poststop[0].path: required (the hook program's absolute path)"},
+      {Task(R"("hooks": {"poststop": [{"path": "/x", "timeout": 0}]})"),
+       "tasks[0].hooks.poststop[0].timeout: must be between 1 and 86400, got 0"},
+      {Task(R"("hooks": {"poststop": [{"path": "/x", "timeout": 1.5}]})"),
+       "tasks[0].hooks.poststop[0].timeout: expected a whole number, got 1.5"},
+      {Task(R"("hooks": {"poststop": [{"path": "/x", "env": ["PATH=/bin", "NOEQUALS"]}]})"),
+       "tasks[0].hooks.poststop[0].env[1]: expected \"NAME=VALUE\", got \"NOEQUALS\""},
+      {Task(R"("hooks": {"createRuntime": [{"path": "/x", "timout": 5}]})"),
+       "tasks[0].hooks.createRuntime[0].timout: unknown field (did you mean \"timeout\"?)"},
+      {Task(R"("annotations": {"a": 1})"), "tasks[0].annotations.a: expected a string, got number"},
       // resources (cgroup v2 limits).
       {Task(R"("resources": "small")"), "tasks[0].resources: expected an object, got string"},
       {Res(R"("memory": "64MiB", "cpu": 100)"),

@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/sys.h"
+#include "hooks/runner.h"
 #include "proc/procfs.h"
 #include "proc/spawn.h"
 
@@ -248,8 +249,29 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
     req.cgroup_procs_fd = procs_fd.get();
   }
 
+  // startContainer hooks run in the new process, after it is in its cgroup
+  // and has its user, right before its exec; the spawn returns at once and
+  // the exec report tells how it went.
+  std::unique_ptr<hooks::InChildHooks> in_child;
+  if (!cfg.hooks.at(hooks::Stage::kStartContainer).empty()) {
+    hooks::State state;
+    state.id = cfg.id;
+    state.stage = hooks::Stage::kStartContainer;
+    state.bundle = cfg.bundle;
+    state.annotations = cfg.annotations;
+    auto prepared = hooks::InChildHooks::Prepare(hooks::Stage::kStartContainer,
+                                                 cfg.hooks.at(hooks::Stage::kStartContainer), state,
+                                                 cfg.hook_timeout_seconds);
+    if (!prepared.ok()) return fail(prepared.error());
+    in_child = std::move(*prepared);
+    hooks::InChildHooks* hooks = in_child.get();
+    req.pre_exec = [hooks] { return hooks->Run(); };
+    req.pre_exec_message = [hooks] { return hooks->message(); };
+  }
+
   auto spawned = proc::Spawn(req, &exit_code);
   if (!spawned.ok()) return fail(spawned.error());
+  in_child.reset();  // the child has its own copy
 
   auto t = std::make_unique<Task>();
   t->config = KeptConfig(cfg);
@@ -267,9 +289,40 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
     log::WarnIfError(loop_->WatchChild(pid, [this, pid](pid_t, int status) { OnProcessExit(pid, status, WallNanos()); }),
                      "cannot watch task process", {{"task", cfg.id}});
   }
-  log::Info("task started", {{"task", cfg.id}, {"pid", std::to_string(raw->pid)}, {"command", *path}});
-  Emit(*raw, "started", Format("started with pid %d", raw->pid));
-  done(HandleOf(*raw, cfg));
+  if (spawned->exec_report) {
+    // Registered already (its exit may come before the report is read);
+    // started once the report says it exec'd.
+    std::string id = cfg.id, resolved = *path, workdir = req.workdir;
+    auto watched = LoopFd::Watch(
+        loop_, std::move(spawned->exec_report), EPOLLIN,
+        [this, id, resolved, workdir, cfg, done](uint32_t) {
+          Task* started = Find(id);
+          if (!started) return;
+          Status report = proc::ReadExecReport(started->exec_report.get(), resolved, workdir);
+          started->exec_report.Reset();
+          if (!report.ok()) {
+            // The child exits by itself; whoever is its parent reaps it (the
+            // loop's watch stays, and finds no task for the pid).
+            Unindex(started);
+            tasks_.erase(id);
+            return done(report.error().Wrap("start task " + id));
+          }
+          Started(started, cfg, resolved, done);
+        });
+    if (!watched.ok()) {
+      KillEverything(raw);
+      return fail(watched.error());
+    }
+    raw->exec_report = std::move(*watched);
+    return;
+  }
+  Started(raw, cfg, *path, done);
+}
+
+void ExecDriver::Started(Task* t, const TaskConfig& cfg, const std::string& path, const StartCallback& done) {
+  log::Info("task started", {{"task", cfg.id}, {"pid", std::to_string(t->pid)}, {"command", path}});
+  Emit(*t, "started", Format("started with pid %d", t->pid));
+  done(HandleOf(*t, cfg));
 }
 
 void ExecDriver::OnProcessExit(pid_t pid, int wait_status, int64_t unix_nanos) {

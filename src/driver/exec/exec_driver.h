@@ -67,6 +67,7 @@ class ExecDriver : public Driver {
 
   std::string Name() const override { return "exec"; }
   Capabilities GetCapabilities() const override;
+  bool RunsStartContainerHooks() const override { return true; }
   Fingerprint GetFingerprint() override;
   void StartTask(const TaskConfig& config, StartCallback done) override;
   void RecoverTask(const TaskHandle& handle, DoneCallback done) override;
@@ -123,6 +124,8 @@ class ExecDriver : public Driver {
   // The one way into tasks_ (the id is not there yet: callers check), and
   // into by_pid_ (a task's pid is set before and never changes after).
   Task* Add(std::unique_ptr<Task> t);
+  // The end of a successful start: logged, the "started" event, done.
+  void Started(Task* t, const TaskConfig& cfg, const std::string& path, const StartCallback& done);
   // Out of by_pid_: when the task's exit is recorded, or it is erased.
   void Unindex(Task* t);
   void Finish(Task* t, const ExitResult& result, int64_t unix_nanos);

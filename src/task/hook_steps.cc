@@ -1,0 +1,208 @@
+// The OCI hook steps of the start and exit pipelines (docs/hooks.md), around
+// the driver like the other steps (task/lifecycle.cc has the order):
+//   bundle                 the task's hooks resolved (job spec, hooks.d,
+//                          per-stage directories) and its bundle written
+//   prestart hooks         prestart, then createRuntime (after the cgroup)
+//   createContainer hooks  right before the spawn
+//   (spawn: startContainer inside the new process, by drivers that can;
+//    else here, right before the driver is asked)
+//   poststart hooks        once the task runs; a failure stops it unless
+//                          the node's poststart_failure is "warn"
+// and, when an instance has ended (or its start failed after its bundle was
+// written), poststop: every hook runs, failures are logged.
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "base/strings.h"
+#include "base/sys.h"
+#include "hooks/bundle.h"
+#include "hooks/catalog.h"
+#include "hooks/runner.h"
+#include "proc/spawn.h"
+#include "task/entry.h"
+
+namespace outpost::task {
+
+namespace {
+
+std::vector<std::string> EnvList(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+}  // namespace
+
+std::string TaskManager::BundlePath(const std::string& id) const {
+  return options_.runtime_dir + "/bundles/" + id;
+}
+
+hooks::HookSet TaskManager::ResolveHooks(const driver::TaskConfig& c, std::vector<hooks::ResolvedHook>* why,
+                                         std::vector<std::string>* skipped) const {
+  if (!options_.hooks) return c.hooks;
+  hooks::MatchInput in;
+  in.annotations = c.annotations;
+  in.command = c.command;
+  return options_.hooks->Resolve(c.hooks, in, why, skipped);
+}
+
+// ---- bundle ---------------------------------------------------------------
+
+void TaskManager::WriteBundle(StartOp* op, DoneCallback done) {
+  driver::TaskConfig& c = op->config;
+  c.hooks = ResolveHooks(c, nullptr, nullptr);
+  c.bundle = BundlePath(c.id);
+  c.hook_timeout_seconds = options_.hook_timeout_seconds;
+  hooks::BundleInput in;
+  in.id = c.id;
+  in.args.push_back(c.command);
+  in.args.insert(in.args.end(), c.args.begin(), c.args.end());
+  in.env = EnvList(c.env);
+  in.cwd = c.workdir.empty() ? c.task_dir : c.workdir;
+  in.uid = c.identity.switch_user ? c.identity.uid : ::geteuid();
+  in.gid = c.identity.switch_user ? c.identity.gid : ::getegid();
+  in.additional_gids = c.identity.groups;
+  in.rlimits = c.rlimits;
+  if (!c.cgroup.empty() && options_.cgroups) in.cgroup_path = c.cgroup;
+  in.resources = c.resources;
+  in.hooks = c.hooks;
+  in.annotations = c.annotations;
+  OUTPOST_RETURN_IF_ERROR_CB(sys::MkdirAll(options_.runtime_dir + "/bundles", 0700), done);
+  Status st = hooks::WriteBundle(c.bundle, in);
+  if (!st.ok()) return done(st.error().Wrap("bundle"));
+  op->bundle_written = true;
+  if (Task* t = Find(c.id)) {
+    t->record.handle.config.hooks = c.hooks;
+    t->record.handle.config.bundle = c.bundle;
+    t->record.handle.config.hook_timeout_seconds = c.hook_timeout_seconds;
+  }
+  done(OkStatus());
+}
+
+// ---- running a stage --------------------------------------------------------
+
+void TaskManager::RunHooks(const driver::TaskConfig& c, std::vector<hooks::Stage> stages, pid_t pid,
+                           bool continue_after_failure, DoneCallback done) {
+  // Skip stages without hooks, without a round through the loop.
+  while (!stages.empty() && c.hooks.at(stages.front()).empty()) stages.erase(stages.begin());
+  if (stages.empty()) return done(OkStatus());
+  hooks::Stage stage = stages.front();
+  stages.erase(stages.begin());
+  hooks::State state;
+  state.id = c.id;
+  state.stage = stage;
+  state.pid = stage == hooks::Stage::kPoststop ? 0 : pid;
+  state.bundle = c.bundle;
+  state.annotations = c.annotations;
+  hooks::StageOptions opts;
+  opts.default_timeout_seconds = c.hook_timeout_seconds > 0 ? c.hook_timeout_seconds : options_.hook_timeout_seconds;
+  opts.continue_after_failure = continue_after_failure;
+  const std::string id = c.id;
+  std::weak_ptr<bool> alive = alive_;
+  // Kept in the map until it is done; a key per run, so a poststop of an
+  // ended instance and the start of the next never share one.
+  uint64_t key = ++hook_runs_started_;
+  driver::TaskConfig copy = c;
+  auto run = hooks::StageRun::Start(
+      loop_, stage, c.hooks.at(stage), hooks::StateJson(state), opts,
+      [this, alive, copy](const hooks::HookRun& r) {
+        if (!alive.lock()) return;
+        RecordHookRun(copy, r);
+      },
+      [this, alive, key, copy, stages, pid, continue_after_failure, done](Status st) {
+        if (!alive.lock()) return;
+        loop_->Defer([this, alive, key] {
+          if (alive.lock()) running_hooks_.erase(key);
+        });
+        if (!st.ok() && !continue_after_failure) return done(st);
+        RunHooks(copy, stages, pid, continue_after_failure, [st, done](Status rest) {
+          done(!st.ok() ? st : rest);  // the first failure
+        });
+      });
+  running_hooks_[key] = std::move(run);
+}
+
+void TaskManager::RecordHookRun(const driver::TaskConfig& c, const hooks::HookRun& r) {
+  std::string text = hooks::DescribeRun(r);
+  if (r.ok()) {
+    log::Info("hook ran", {{"task", c.id}, {"hook", text}});
+  } else {
+    log::Warn("hook failed", {{"task", c.id}, {"hook", text}, {"stdout", r.out_tail}, {"stderr", r.err_tail}});
+  }
+  Emit(c, "hook", text);
+  // Kept by task id, not per instance: `inspect` shows the last run of each
+  // hook, a failed start's and the ended instance's poststop included.
+  std::vector<hooks::HookRun>& runs = hook_runs_[c.id];
+  for (hooks::HookRun& old : runs) {
+    if (old.stage == r.stage && old.hook.path == r.hook.path && old.hook.args == r.hook.args) {
+      old = r;
+      return;
+    }
+  }
+  runs.push_back(r);
+}
+
+// ---- start steps ------------------------------------------------------------
+
+void TaskManager::RunCreateHooks(StartOp* op, DoneCallback done) {
+  RunHooks(op->config, {hooks::Stage::kPrestart, hooks::Stage::kCreateRuntime}, 0, false, std::move(done));
+}
+
+void TaskManager::RunCreateContainerHooks(StartOp* op, DoneCallback done) {
+  RunHooks(op->config, {hooks::Stage::kCreateContainer}, 0, false, std::move(done));
+}
+
+// Drivers that cannot run startContainer in the task's process: the agent
+// runs it right before asking them (no pid yet).
+void TaskManager::RunStartContainerForDriver(StartOp* op, DoneCallback done) {
+  if (op->driver->RunsStartContainerHooks()) return done(OkStatus());
+  RunHooks(op->config, {hooks::Stage::kStartContainer}, 0, false, std::move(done));
+}
+
+void TaskManager::RunPoststartHooks(StartOp* op, DoneCallback done) {
+  if (op->config.hooks.at(hooks::Stage::kPoststart).empty()) return done(OkStatus());
+  const bool warn = !options_.poststart_failure_stops;
+  const driver::TaskConfig& c = op->config;
+  RunHooks(c, {hooks::Stage::kPoststart}, op->handle.pid, false, [this, warn, c, done](Status st) {
+    if (st.ok() || !warn) return done(st);
+    // runtime-spec before 1.3: warn and go on.
+    log::Warn("poststart hook failed; the task keeps running (poststart_failure: warn)",
+              {{"task", c.id}, {"error", st.error().message()}});
+    done(OkStatus());
+  });
+}
+
+// ---- poststop -----------------------------------------------------------------
+
+void TaskManager::RunPoststop(const driver::TaskConfig& config, std::function<void()> then) {
+  driver::TaskConfig c = config;
+  if (c.bundle.empty()) {
+    // A task recovered after an agent restart: its hooks are in its bundle.
+    c.bundle = BundlePath(c.id);
+    auto text = sys::ReadFile(c.bundle + "/config.json", 1 << 20);
+    if (!text.ok()) return then();  // no bundle: a task started before hooks existed
+    picojson::value doc;
+    std::string perr = picojson::parse(doc, *text);
+    std::vector<std::string> errors;
+    if (perr.empty() && doc.is<picojson::object>() && doc.contains("hooks")) {
+      c.hooks = hooks::HooksFromJson(doc.get("hooks"), "hooks", "bundle " + c.bundle, &errors);
+    }
+    if (!perr.empty() || !errors.empty()) {
+      log::Warn("cannot read the hooks of a recovered task from its bundle; poststop hooks skipped",
+                {{"task", c.id}, {"error", perr.empty() ? json::JoinErrors(errors) : perr}});
+      return then();
+    }
+    if (doc.contains("annotations") && doc.get("annotations").is<picojson::object>()) {
+      for (const auto& [k, v] : doc.get("annotations").get<picojson::object>()) {
+        if (v.is<std::string>()) c.annotations[k] = v.get<std::string>();
+      }
+    }
+    c.hook_timeout_seconds = options_.hook_timeout_seconds;
+  }
+  if (c.hooks.at(hooks::Stage::kPoststop).empty()) return then();
+  RunHooks(c, {hooks::Stage::kPoststop}, 0, true, [then](Status) { then(); });
+}
+
+}  // namespace outpost::task
