@@ -13,7 +13,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "base/log.h"
 #include "base/strings.h"
@@ -187,7 +190,9 @@ void Catalog::Impl::Merge() {
 
 void Catalog::Impl::WarnNew() {
   for (const std::string& p : problems) {
-    if (!warned.count(p)) log::Warn("hooks: skipping what cannot be used", {{"problem", p}});
+    if (!warned.count(p)) {
+      log::Warn("hooks catalog: skipping an invalid file or unreadable directory", {{"problem", p}});
+    }
   }
   // A problem fixed and made again is logged again.
   warned = std::set<std::string>(problems.begin(), problems.end());
@@ -218,6 +223,7 @@ Status Catalog::Impl::Watch() {
       if (absorbing) return;
       ReadHooksDir(&dirs[i]);
       Merge();
+      log::Info("hooks catalog: hooks.d changed", {{"dir", dirs[i].dir}, {"files", std::to_string(files.size())}});
       WarnNew();
     });
     if (!w.ok()) return w.error().Wrap("watch hooks dir " + dirs[i].dir);
@@ -234,6 +240,8 @@ Status Catalog::Impl::Watch() {
       if (absorbing) return;
       ReadStageDirs();
       Merge();
+      log::Info("hooks catalog: hook_path changed",
+                {{"dir", options.hook_path}, {"hooks", std::to_string(stage_hooks.size())}});
       WarnNew();
     });
     if (!w.ok()) return w.error().Wrap("watch hook_path " + options.hook_path);
