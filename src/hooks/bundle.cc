@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
 
 #include "base/strings.h"
@@ -17,7 +18,12 @@ using picojson::array;
 using picojson::object;
 using picojson::value;
 
-value Num(double n) { return value(n); }
+// Integers as integers (PICOJSON_USE_INT64): exact beyond 2^53, and read
+// back by json::ObjectReader::Int, which takes no doubles.
+value Num(int64_t n) { return value(n); }
+// picojson has no uint64: above INT64_MAX (RLIM_INFINITY) the largest it
+// can write, which no limit reaches either.
+value NumU(uint64_t n) { return value(static_cast<int64_t>(std::min<uint64_t>(n, INT64_MAX))); }
 
 value Strings(const std::vector<std::string>& v) {
   array a;
@@ -38,8 +44,8 @@ value Rlimits(const std::vector<proc::Rlimit>& limits) {
   auto add = [&a](const std::string& type, uint64_t soft, uint64_t hard) {
     object o;
     o["type"] = value(type);
-    o["soft"] = Num(static_cast<double>(soft));
-    o["hard"] = Num(static_cast<double>(hard));
+    o["soft"] = NumU(soft);
+    o["hard"] = NumU(hard);
     a.emplace_back(std::move(o));
   };
   for (const proc::Rlimit& l : limits) {
@@ -56,11 +62,11 @@ value Rlimits(const std::vector<proc::Rlimit>& limits) {
 
 value Process(const BundleInput& in) {
   object user;
-  user["uid"] = Num(static_cast<double>(in.uid));
-  user["gid"] = Num(static_cast<double>(in.gid));
+  user["uid"] = Num(static_cast<int64_t>(in.uid));
+  user["gid"] = Num(static_cast<int64_t>(in.gid));
   if (!in.additional_gids.empty()) {
     array g;
-    for (gid_t id : in.additional_gids) g.push_back(Num(static_cast<double>(id)));
+    for (gid_t id : in.additional_gids) g.push_back(Num(static_cast<int64_t>(id)));
     user["additionalGids"] = value(std::move(g));
   }
   object p;
@@ -100,9 +106,9 @@ value Throttle(const std::vector<cgroup::IoDeviceLimit>& limits, uint64_t cgroup
   for (const auto& l : limits) {
     if (l.*rate == 0) continue;
     object o;
-    o["major"] = Num(l.major);
-    o["minor"] = Num(l.minor);
-    o["rate"] = Num(static_cast<double>(l.*rate));
+    o["major"] = Num(static_cast<int64_t>(l.major));
+    o["minor"] = Num(static_cast<int64_t>(l.minor));
+    o["rate"] = NumU(l.*rate);
     a.emplace_back(std::move(o));
   }
   return value(std::move(a));
@@ -115,11 +121,11 @@ value Throttle(const std::vector<cgroup::IoDeviceLimit>& limits, uint64_t cgroup
 value Resources(const cgroup::Resources& r) {
   object res, unified;
   object mem;
-  if (r.memory_max >= 0) mem["limit"] = Num(static_cast<double>(r.memory_max));
-  if (r.memory_low >= 0) mem["reservation"] = Num(static_cast<double>(r.memory_low));
+  if (r.memory_max >= 0) mem["limit"] = Num(static_cast<int64_t>(r.memory_max));
+  if (r.memory_low >= 0) mem["reservation"] = Num(static_cast<int64_t>(r.memory_low));
   if (r.memory_max >= 0 && r.memory_swap_max >= 0) {
     // OCI swap is memory+swap (v1 memsw); v2 has the swap alone.
-    mem["swap"] = Num(static_cast<double>(r.memory_max + r.memory_swap_max));
+    mem["swap"] = Num(static_cast<int64_t>(r.memory_max + r.memory_swap_max));
   } else if (r.memory_swap_max >= 0) {
     unified["memory.swap.max"] = value(std::to_string(r.memory_swap_max));
   }
@@ -128,12 +134,12 @@ value Resources(const cgroup::Resources& r) {
 
   object cpu;
   if (r.cpu_weight) {
-    cpu["shares"] = Num(static_cast<double>(CpuShares(r.cpu_weight)));
+    cpu["shares"] = Num(static_cast<int64_t>(CpuShares(r.cpu_weight)));
     unified["cpu.weight"] = value(std::to_string(r.cpu_weight));
   }
   if (r.cpu_max_quota_us >= 0) {
-    cpu["quota"] = Num(static_cast<double>(r.cpu_max_quota_us));
-    cpu["period"] = Num(static_cast<double>(r.cpu_max_period_us));
+    cpu["quota"] = Num(static_cast<int64_t>(r.cpu_max_quota_us));
+    cpu["period"] = Num(static_cast<int64_t>(r.cpu_max_period_us));
   }
   if (!r.cpuset_cpus.empty()) cpu["cpus"] = value(r.cpuset_cpus);
   if (!r.cpuset_mems.empty()) cpu["mems"] = value(r.cpuset_mems);
@@ -141,13 +147,13 @@ value Resources(const cgroup::Resources& r) {
 
   if (r.pids_max >= 0) {
     object pids;
-    pids["limit"] = Num(static_cast<double>(r.pids_max));
+    pids["limit"] = Num(static_cast<int64_t>(r.pids_max));
     res["pids"] = value(std::move(pids));
   }
 
   object io;
   if (r.io_weight) {
-    io["weight"] = Num(static_cast<double>(BlkioWeight(r.io_weight)));
+    io["weight"] = Num(static_cast<int64_t>(BlkioWeight(r.io_weight)));
     unified["io.weight"] = value(std::to_string(r.io_weight));
   }
   const std::pair<const char*, uint64_t cgroup::IoDeviceLimit::*> throttles[] = {
