@@ -32,6 +32,8 @@ struct HookRun {
   int64_t started_unix_nanos = 0;
   int64_t duration_nanos = 0;
   int exit_code = 0;      // 128+signo for a signal death; -1 when it could not be started
+  int signal = 0;         // the signal that killed it (0 if it exited), to tell SIGKILL from exit code 137
+  int64_t timeout_seconds = 0;  // the timeout that applied (the hook's own or the stage's default)
   bool timed_out = false;
   std::string out_tail;   // the last bytes of stdout / stderr (up to kTailBytes each)
   std::string err_tail;
@@ -43,7 +45,8 @@ constexpr size_t kTailBytes = 1024;
 // "hook createRuntime /usr/libexec/foo: exit 0 in 12 ms" (success) or
 // "hook createRuntime /usr/libexec/foo: exit code 3 in 12 ms: <stderr tail>",
 // "hook createRuntime /usr/libexec/foo ran past its timeout of 5s",
-// "hook createRuntime /usr/libexec/foo: cannot start: <why>".
+// "hook createRuntime /usr/libexec/foo: cannot start: <why>" (for a run
+// with exit_code -1 that is r.error, which holds the why).
 std::string DescribeRun(const HookRun& r);
 
 struct StageOptions {
