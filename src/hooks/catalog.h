@@ -76,7 +76,7 @@ struct CatalogOptions {
 struct ResolvedHook {
   Stage stage;
   Hook hook;
-  std::string why;  // "job spec", "hooks.d x.json: always", "per-stage directory"
+  std::string why;  // "job spec", "hooks.d x.json: always", "hook_path"
 };
 
 class Catalog {

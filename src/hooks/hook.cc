@@ -129,7 +129,7 @@ picojson::value HookToJson(const Hook& h) {
   o["path"] = picojson::value(h.path);
   if (!h.args.empty()) o["args"] = Strings(h.args);
   if (!h.env.empty()) o["env"] = Strings(h.env);
-  if (h.timeout_seconds > 0) o["timeout"] = picojson::value(static_cast<double>(h.timeout_seconds));
+  if (h.timeout_seconds > 0) o["timeout"] = picojson::value(static_cast<int64_t>(h.timeout_seconds));
   return picojson::value(std::move(o));
 }
 

@@ -357,7 +357,11 @@ void CloseFd(int* fd) {
 struct InChildHooks::Impl {
   Stage stage = Stage::kPrestart;
   std::vector<ChildHook> hooks;
-  std::string state;
+  // The state with the child's own pid, assembled by Run (no allocation):
+  // state_head + pid digits + state_tail into state_buf.
+  std::string state_head, state_tail;
+  std::vector<char> state_buf;
+  size_t state_len = 0;
   char output[kChildOutput];  // a ring: the last bytes of the current hook's output
   uint64_t output_total = 0;
   char linear[kChildOutput];  // the ring in order, for the message
@@ -431,7 +435,7 @@ int InChildHooks::Impl::RunOne(const ChildHook& h) {
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   const int64_t deadline = h.timeout_seconds > 0 ? started + h.timeout_seconds * kNanosPerSecond : 0;
   size_t written = 0;
-  if (state.empty()) CloseFd(&in[1]);
+  if (state_len == 0) CloseFd(&in[1]);
   int status = 0;
   bool exited = false;
   while (!exited) {
@@ -456,10 +460,10 @@ int InChildHooks::Impl::RunOne(const ChildHook& h) {
     }
     ::poll(fds, n, wait_ms);  // EINTR: just look again
     if (in[1] >= 0) {
-      ssize_t w = ::write(in[1], state.data() + written, state.size() - written);
+      ssize_t w = ::write(in[1], state_buf.data() + written, state_len - written);
       if (w > 0) written += static_cast<size_t>(w);
       // All written, or refused (EPIPE: it does not read its stdin): EOF.
-      if (written == state.size() || (w < 0 && errno != EAGAIN && errno != EINTR)) CloseFd(&in[1]);
+      if (written == state_len || (w < 0 && errno != EAGAIN && errno != EINTR)) CloseFd(&in[1]);
     }
     if (out[0] >= 0 && !Drain(out[0])) CloseFd(&out[0]);
     exited = ::waitpid(pid, &status, WNOHANG) == pid;
@@ -486,13 +490,22 @@ int InChildHooks::Impl::RunOne(const ChildHook& h) {
 }
 
 Result<std::unique_ptr<InChildHooks>> InChildHooks::Prepare(Stage stage, const std::vector<Hook>& hooks,
-                                                            const std::string& state_json,
+                                                            const State& state,
                                                             int64_t default_timeout_seconds) {
   std::unique_ptr<InChildHooks> p(new InChildHooks());
   p->impl_ = std::make_unique<Impl>();
   Impl& m = *p->impl_;
   m.stage = stage;
-  m.state = state_json;
+  // The state with a pid of 1, split around it: Run puts its own in.
+  State with_pid = state;
+  with_pid.pid = 1;
+  std::string json = StateJson(with_pid);
+  const std::string marker = "\"pid\":1,";
+  size_t at = json.find(marker);
+  if (at == std::string::npos) return Error(Code::kInternal, "hook state without a pid: " + json);
+  m.state_head = json.substr(0, at + marker.size() - 2);  // up to and including "pid":
+  m.state_tail = json.substr(at + marker.size() - 1);     // from the comma on
+  m.state_buf.assign(m.state_head.size() + m.state_tail.size() + 24, '\0');
   // Sized first: the char* arrays point into the strings, which must not move.
   m.hooks.resize(hooks.size());
   size_t longest = 0;
@@ -529,6 +542,18 @@ int InChildHooks::Run() {
   dfl.sa_handler = SIG_DFL;
   ::sigaction(SIGPIPE, &ign, &old_pipe);
   ::sigaction(SIGCHLD, &dfl, &old_chld);
+  // The state, with our pid (the task's: this process execs the task next).
+  char digits[24];
+  size_t nd = 0;
+  for (unsigned long v = static_cast<unsigned long>(::getpid()); v > 0 || nd == 0; v /= 10) {
+    digits[nd++] = static_cast<char>('0' + v % 10);
+  }
+  char* out = m.state_buf.data();
+  std::memcpy(out, m.state_head.data(), m.state_head.size());
+  size_t len = m.state_head.size();
+  while (nd > 0) out[len++] = digits[--nd];
+  std::memcpy(out + len, m.state_tail.data(), m.state_tail.size());
+  m.state_len = len + m.state_tail.size();
   int rc = 0;
   for (const ChildHook& h : m.hooks) {
     rc = m.RunOne(h);

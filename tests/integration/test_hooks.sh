@@ -204,11 +204,13 @@ EOF
   wait_for 15 sh -c "[ \$(wc -l <'$T/rec2') = 2 ]" || fail "the stage dir hook did not run for both tasks"
   expect_eq "$(ht_rec_lines)" 1 "the hooks.d hook ran for the blue task only"
   expect_eq "$(ht_state_field 1 id)" hd.blue "the hooks.d hook's task"
-  python3 - "$T/rec2" <<'PY' || fail "stage dir hook argv"
+    # args = [FILE, STAGE]; a script's interpreter gets its path for argv[0].
+  expect_contains "$(op hooks)" "[argv: 50-notify poststart]" "the stage dir hook's argv"
+python3 - "$T/rec2" <<'PY' || fail "stage dir hook argv"
 import json, sys
 for l in open(sys.argv[1]):
     argv = json.loads(l)["argv"]
-    assert argv[3:] == ["50-notify", "poststart"], argv
+    assert argv[3:] == ["poststart"], argv
 PY
   # Removed: applies no more.
   rm "$T/hooks.d/10-blue.json"

@@ -396,7 +396,14 @@ class InChildHooksTest : public ::testing::Test {
   void TearDown() override {
     if (!dir_.empty()) (void)sys::RemoveTree(dir_);
   }
-  ChildOutcome Run(std::vector<Hook> hooks, const std::string& state = "{\"id\":\"t\"}") {
+  static State DefaultState() {
+    State s;
+    s.id = "t";
+    s.stage = Stage::kStartContainer;
+    s.bundle = "/b";
+    return s;
+  }
+  ChildOutcome Run(std::vector<Hook> hooks, const State& state = DefaultState()) {
     auto p = InChildHooks::Prepare(Stage::kStartContainer, hooks, state, 10);
     EXPECT_TRUE(p.ok()) << p.error().message();
     if (!p.ok()) return ChildOutcome();
@@ -408,13 +415,22 @@ class InChildHooksTest : public ::testing::Test {
 
 TEST_F(InChildHooksTest, RunsEachInOrderWithTheStateOnStdin) {
   std::string out = dir_ + "/out";
-  ChildOutcome o = Run({Sh("cat > " + out), Sh("echo second >> " + out)}, "{\"state\":1}");
+  State state = DefaultState();
+  state.pid = 99;  // ignored: the state carries the pid of the process the hooks run in
+  state.annotations["a"] = "b";
+  ChildOutcome o = Run({Sh("cat > " + out), Sh("echo \" second $PPID\" >> " + out)}, state);
   EXPECT_EQ(o.rc, 0) << o.message;
   EXPECT_EQ(o.message, "");
   EXPECT_TRUE(o.sigpipe_default);
   auto text = sys::ReadFile(out);
   ASSERT_TRUE(text.ok());
-  EXPECT_EQ(*text, "{\"state\":1}second\n");
+  size_t second = text->find(" second ");
+  ASSERT_NE(second, std::string::npos) << *text;
+  std::string ppid = text->substr(second + 8, text->size() - second - 9);
+  EXPECT_EQ(text->substr(0, second),
+            "{\"ociVersion\":\"1.3.0\",\"id\":\"t\",\"status\":\"created\",\"pid\":" + ppid +
+                ",\"bundle\":\"\\/b\",\"annotations\":{\"a\":\"b\"}}");
+  EXPECT_NE(ppid, "99");
   EXPECT_EQ(Run({}).rc, 0);
 }
 
@@ -439,7 +455,9 @@ TEST_F(InChildHooksTest, LongOutputKeepsItsEnd) {
 }
 
 TEST_F(InChildHooksTest, AHookThatDoesNotReadItsStdinIsNoProblem) {
-  ChildOutcome o = Run({Sh("exit 0")}, std::string(1 << 20, 'x'));
+  State big = DefaultState();
+  big.annotations["big"] = std::string(1 << 20, 'x');
+  ChildOutcome o = Run({Sh("exit 0")}, big);
   EXPECT_EQ(o.rc, 0) << o.message;
   EXPECT_TRUE(o.sigpipe_default);
 }
@@ -466,7 +484,7 @@ TEST_F(InChildHooksTest, TheTimeoutKillsTheWholeProcessGroup) {
 TEST(InChildHooksPrepare, RefusesARelativePath) {
   Hook h;
   h.path = "hook";
-  auto p = InChildHooks::Prepare(Stage::kStartContainer, {h}, "{}", 10);
+  auto p = InChildHooks::Prepare(Stage::kStartContainer, {h}, State(), 10);
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.error().message().find("\"hook\" is not absolute"), std::string::npos) << p.error().message();
 }

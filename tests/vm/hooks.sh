@@ -36,7 +36,8 @@ cg=$(task_cgroup hk t)
 # (picojson writes / as \/.)
 unescape() { sed 's#\\/#/#g' "$1"; }
 [ -s "$R.stagedir" ] || fail "the per-stage directory hook did not run"
-unescape "$R.stagedir" | grep -q '"argv":\[[^]]*"10-record","createRuntime"\]' ||
+# args [10-record, createRuntime]: the script's interpreter gets its path for argv[0].
+unescape "$R.stagedir" | grep -q '"argv":\[[^]]*"hooks-rec.stagedir","createRuntime"\]' ||
   fail "stage dir hook argv: $(unescape "$R.stagedir")"
 unescape "$R.stagedir" | grep -q '"bundle_config":"ok"' || fail "createRuntime could not read config.json: $(unescape "$R.stagedir")"
 [ -s "$R.hooksd" ] || fail "the hooks.d startContainer hook did not run"
@@ -45,5 +46,5 @@ rel=${cg#/sys/fs/cgroup}
 unescape "$R.hooksd" | grep -q "\"cgroup\":\"$rel\"" || fail "startContainer not in the task's cgroup $rel: $(unescape "$R.hooksd")"
 unescape "$R.hooksd" | grep -q '\\"status\\":\\"created\\"' || fail "startContainer state: $(unescape "$R.hooksd")"
 outpost rm hk >/dev/null || fail "rm failed"
-wait_for 10 grep -q '"10-record","poststop"' "$R.stagedir" || fail "poststop did not run: $(unescape "$R.stagedir")"
+wait_for 10 grep -q '"poststop"\]' "$R.stagedir" || fail "poststop did not run: $(unescape "$R.stagedir")"
 echo "hooks ran: createRuntime and poststop (per-stage dir), startContainer (hooks.d) in $rel as pid $pid's child"
