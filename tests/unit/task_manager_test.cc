@@ -2,6 +2,7 @@
 // prepared, persisted, undone and recovered, whatever the driver.
 #include "task/manager.h"
 
+#include <picojson.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "base/sys.h"
+#include "hooks/hook.h"
 #include "proc/uid_pool.h"
 #include "test_util.h"
 
@@ -525,6 +527,91 @@ TEST_F(TaskManagerTest, TaskIdsBecomeFileNames) {
   auto r = Start(Config("bad/id"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(fake_.calls.size(), 0u);
+}
+
+
+// ---- OCI hooks (task/hook_steps.cc) -------------------------------------
+
+class TaskManagerHooksTest : public TaskManagerTest {
+ protected:
+  // A hook appending "<label> <status>" (from the state on stdin) to the log.
+  hooks::Hook Hook(const std::string& label, int exit_code = 0) {
+    hooks::Hook h;
+    h.path = "/bin/sh";
+    h.args = {"sh", "-c",
+              "read s; st=${s#*\\\"status\\\":\\\"}; echo \"" + label + " ${st%%\\\"*}\" >> " + dir_ +
+                  "/hooks.log; exit " + std::to_string(exit_code)};
+    h.source = "job spec";
+    return h;
+  }
+  std::string Log() {
+    auto r = sys::ReadFile(dir_ + "/hooks.log");
+    return r.ok() ? *r : "";
+  }
+  driver::TaskConfig WithHooks(const std::string& id, const std::string& failing = "") {
+    driver::TaskConfig c = Config(id);
+    for (hooks::Stage s : hooks::kAllStages) {
+      std::string name = hooks::StageName(s);
+      c.hooks.at(s).push_back(Hook(name, name == failing ? 3 : 0));
+    }
+    c.annotations["a"] = "b";
+    return c;
+  }
+};
+
+TEST_F(TaskManagerHooksTest, EveryStageRunsInOrderAroundTheDriverAndPoststopBeforeTheExitIsTold) {
+  bool told = false;
+  auto v = Start(WithHooks("h"), [&](const driver::ExitResult&) { told = true; });
+  ASSERT_TRUE(v.ok()) << v.error().message();
+  EXPECT_EQ(Log(),
+            "prestart creating\ncreateRuntime creating\ncreateContainer creating\nstartContainer created\n"
+            "poststart running\n");
+  // The driver got the merged hooks and the bundle.
+  const driver::TaskConfig& given = fake_.tasks["h"].config;
+  EXPECT_EQ(given.bundle, dir_ + "/run/bundles/h");
+  EXPECT_EQ(given.hooks.size(), 6u);
+  auto bundle = sys::ReadFile(given.bundle + "/config.json");
+  ASSERT_TRUE(bundle.ok()) << bundle.error().message();
+  picojson::value doc;
+  ASSERT_EQ(picojson::parse(doc, *bundle), "") << *bundle;
+  EXPECT_EQ(doc.get("hooks").get("poststop").get<picojson::array>().size(), 1u) << *bundle;
+  EXPECT_EQ(doc.get("annotations").get("a").to_str(), "b") << *bundle;
+  auto view = tm_->Inspect("h");
+  ASSERT_TRUE(view.ok());
+  ASSERT_EQ(view->hook_runs.size(), 5u);
+  EXPECT_TRUE(view->hook_runs[0].ok());
+  EXPECT_EQ(view->hook_runs[4].stage, hooks::Stage::kPoststart);
+  size_t hook_events = 0;
+  for (const std::string& t : EventTypes("h")) hook_events += t == "hook";
+  EXPECT_EQ(hook_events, 5u);
+
+  fake_.End("h", 0);
+  EXPECT_FALSE(told) << "the exit is told once the poststop hooks have run";
+  ASSERT_TRUE(RunUntil(loop_.get(), [&] { return told; }));
+  EXPECT_NE(Log().find("poststop stopped\n"), std::string::npos) << Log();
+  EXPECT_EQ(tm_->Inspect("h")->hook_runs.size(), 6u);
+  ASSERT_TRUE(Call([&](TaskManager::DoneCallback d) { tm_->Destroy("h", false, d); }).ok());
+  EXPECT_FALSE(Exists(dir_ + "/run/bundles/h")) << "the bundle goes with the task";
+}
+
+TEST_F(TaskManagerHooksTest, AFailedCreateRuntimeHookFailsTheStartAndStillRunsPoststop) {
+  auto v = Start(WithHooks("f", "createRuntime"));
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.error().message().rfind("start task f: hook createRuntime /bin/sh: exit code 3 in ", 0), 0u)
+      << v.error().message();
+  EXPECT_EQ(Log(), "prestart creating\ncreateRuntime creating\npoststop stopped\n");
+  EXPECT_TRUE(fake_.calls.empty()) << "the driver never saw it";
+  EXPECT_FALSE(tm_->Inspect("f").ok());
+  EXPECT_FALSE(Exists(dir_ + "/state/tasks/f.json"));
+}
+
+TEST_F(TaskManagerHooksTest, AFailedPoststartHookStopsTheTask) {
+  auto v = Start(WithHooks("p", "poststart"));
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.error().message().find("hook poststart /bin/sh: exit code 3"), std::string::npos) << v.error().message();
+  EXPECT_EQ(fake_.calls, (std::vector<std::string>{"start p", "destroy p force"}));
+  EXPECT_NE(Log().find("poststop stopped\n"), std::string::npos) << Log();
+  EXPECT_FALSE(Exists(dir_ + "/state/tasks/p.json")) << "never recorded";
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ cat >/etc/containers/oci/hooks.d/.new <<JSON
 JSON
 mv /etc/containers/oci/hooks.d/.new /etc/containers/oci/hooks.d/vm.json
 listed() { outpost hooks >/tmp/hooks.out 2>&1 && grep -q vm.json /tmp/hooks.out &&
-  [ "$(grep -c 10-record /tmp/hooks.out)" = 2 ]; }
+  [ "$(grep -c "argv: 10-record" /tmp/hooks.out)" = 2 ]; }
 wait_for 30 listed || fail "hooks not listed: $(cat /tmp/hooks.out)"
 
 submit hk '{"id": "hk", "annotations": {"vmtest": "yes"}, "tasks": [{"name": "t", "command": "'$HELPER'",
