@@ -118,7 +118,10 @@ void FormatOutcome(const Outcome& o, Text* t) {
   if (o.signal) {
     t->Addf(": killed by %s%s in %lld ms", proc::SignalName(o.signal), o.core_dumped ? ", core dumped" : "", ms);
   } else if (o.exit_code == 0) {
-    t->Addf(": exit 0 in %lld ms", ms);
+    // A startContainer hook run inside the task's process reports only
+    // that it succeeded (its process exec'd the task).
+    if (o.duration_nanos < 0) t->Addf(": exit 0 in the task's process");
+    else t->Addf(": exit 0 in %lld ms", ms);
     return;
   } else {
     t->Addf(": exit code %d in %lld ms", o.exit_code, ms);

@@ -30,7 +30,7 @@ struct HookRun {
   Stage stage = Stage::kPrestart;
   Hook hook;
   int64_t started_unix_nanos = 0;
-  int64_t duration_nanos = 0;
+  int64_t duration_nanos = 0;  // -1: not known (startContainer run inside the task's process)
   int exit_code = 0;      // 128+signo for a signal death; -1 when it could not be started
   int signal = 0;         // the signal that killed it (0 if it exited), to tell SIGKILL from exit code 137
   int64_t timeout_seconds = 0;  // the timeout that applied (the hook's own or the stage's default)

@@ -3,6 +3,7 @@
 // through the start pipeline.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,9 @@ struct TaskManager::Task {
   bool waiting = false;        // its exit was asked of its driver (WaitForExit)
   uint8_t derived_paths = 0;   // paths left empty in record (TaskManager::DropDerivedPaths)
   std::vector<ExitCallback> on_exit;
+  // Ended, its poststop hooks still running: stops and destroys wait for them.
+  bool poststop_running = false;
+  std::vector<std::function<void()>> after_poststop;
   std::unique_ptr<logs::LogPipe> out;
   std::unique_ptr<logs::LogPipe> err;
   // CPU percent from the cgroup's usage deltas.

@@ -144,6 +144,17 @@ void TaskManager::RecordHookRun(const driver::TaskConfig& c, const hooks::HookRu
   runs.push_back(r);
 }
 
+void TaskManager::RecordInChildHooks(const driver::TaskConfig& c) {
+  for (const hooks::Hook& h : c.hooks.at(hooks::Stage::kStartContainer)) {
+    hooks::HookRun r;
+    r.stage = hooks::Stage::kStartContainer;
+    r.hook = h;
+    r.started_unix_nanos = WallNanos();
+    r.duration_nanos = -1;
+    RecordHookRun(c, r);
+  }
+}
+
 // ---- start steps ------------------------------------------------------------
 
 void TaskManager::RunCreateHooks(StartOp* op, DoneCallback done) {

@@ -262,10 +262,11 @@ void TaskManager::UndoCreateCgroup(StartOp* op) {
 
 void TaskManager::SpawnThroughDriver(StartOp* op, DoneCallback done) {
   std::weak_ptr<bool> alive = alive_;
-  op->driver->StartTask(op->config, [op, alive, done](Result<driver::TaskHandle> h) {
+  op->driver->StartTask(op->config, [this, op, alive, done](Result<driver::TaskHandle> h) {
     if (!alive.lock()) return;
     if (!h.ok()) return done(h.error());
     op->handle = std::move(*h);
+    if (op->driver->RunsStartContainerHooks()) RecordInChildHooks(op->config);
     done(OkStatus());
   });
 }
@@ -334,12 +335,20 @@ void TaskManager::OnExit(const std::string& id, const driver::ExitResult& result
   Emit(c, t->stop_requested ? "stopped" : exit.signal ? "signalled" : "exited", msg);
   auto callbacks = std::make_shared<std::vector<ExitCallback>>(std::move(t->on_exit));
   t->on_exit.clear();
-  // The poststop hooks run before anyone hears of the exit: a restart or a
-  // stop waits for them, as runc's delete does.
+  // The poststop hooks run before anyone hears of the exit: a restart, a
+  // stop or a removal waits for them, as runc's delete does.
   std::weak_ptr<bool> alive = alive_;
-  RunPoststop(c, [alive, callbacks, exit] {
+  t->poststop_running = true;
+  RunPoststop(c, [this, alive, id, callbacks, exit] {
     if (!alive.lock()) return;
+    std::vector<std::function<void()>> waiting;
+    if (Task* ended = Find(id)) {
+      ended->poststop_running = false;
+      waiting = std::move(ended->after_poststop);
+      ended->after_poststop.clear();
+    }
     for (auto& cb : *callbacks) cb(exit);
+    for (auto& cb : waiting) cb();
   });
 }
 
@@ -360,7 +369,13 @@ void TaskManager::Stop(const std::string& id, int64_t timeout_nanos, const std::
 // never reports the exit does not hold the stop forever.
 void TaskManager::AwaitExit(const std::string& id, DoneCallback done) {
   Task* t = Find(id);
-  if (!t || t->record.exited) return done(OkStatus());
+  if (!t) return done(OkStatus());
+  if (t->record.exited) {
+    // Its poststop hooks are part of the stop.
+    if (!t->poststop_running) return done(OkStatus());
+    t->after_poststop.push_back([done] { done(OkStatus()); });
+    return;
+  }
   auto once = std::make_shared<DoneCallback>(std::move(done));
   std::weak_ptr<bool> alive = alive_;
   Loop::TimerId timer = loop_->AddTimer(kStopExitWaitNanos, [this, alive, id, once] {
@@ -401,6 +416,11 @@ void TaskManager::KillCgroup(const Task& t) {
 // ---- destroy ------------------------------------------------------------
 
 void TaskManager::Destroy(const std::string& id, bool force, DoneCallback done) {
+  if (Task* t = Find(id); t && t->poststop_running) {
+    // After its poststop hooks, which read its bundle.
+    t->after_poststop.push_back([this, id, force, done] { Destroy(id, force, done); });
+    return;
+  }
   DestroyThroughDriver(id, force, [this, id, done](Status st) {
     if (!st.ok()) return done(st);
     Task* t = Find(id);

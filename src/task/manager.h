@@ -246,6 +246,9 @@ class TaskManager {
   void RunHooks(const driver::TaskConfig& c, std::vector<hooks::Stage> stages, pid_t pid,
                 bool continue_after_failure, DoneCallback done);
   void RecordHookRun(const driver::TaskConfig& c, const hooks::HookRun& r);
+  // startContainer hooks a driver ran inside the task's process: they
+  // succeeded, since the task started (a failure fails the start).
+  void RecordInChildHooks(const driver::TaskConfig& c);
   // The poststop hooks of an ended instance (from its bundle when it was
   // recovered), then `then`.
   void RunPoststop(const driver::TaskConfig& c, std::function<void()> then);

@@ -83,10 +83,12 @@ PY
   ins="$(op inspect hj/t)"
   expect_contains "$ins" "hooks:" "inspect shows hook runs"
   expect_contains "$ins" "ok: hook createRuntime $HELPER: exit 0 in" "inspect shows createRuntime's run"
+  expect_contains "$ins" "ok: hook startContainer $HELPER: exit 0 in the task's process" "inspect shows startContainer's run"
   wait_for 5 jt_events_contain hj/t "hook poststart $HELPER: exit 0" >/dev/null || fail "no hook event"
   expect_exit 0 op rm hj
-  wait_for 10 ht_labels_are "prestart createRuntime createContainer startContainer poststart poststop" \
-    || fail "poststop did not run after rm: $(ht_labels)"
+  # rm returns once the poststop hooks have run.
+  ht_labels_are "prestart createRuntime createContainer startContainer poststart poststop" \
+    || fail "poststop had not run when rm returned: $(ht_labels)"
   expect_eq "$(ht_state_field 6 status)" stopped "poststop status"
   expect_eq "$(ht_state_field 6 pid)" "" "no pid in poststop's state"
   [ ! -e "$bundle" ] || fail "the bundle stays after the task was removed"

@@ -594,6 +594,28 @@ TEST_F(TaskManagerHooksTest, EveryStageRunsInOrderAroundTheDriverAndPoststopBefo
   EXPECT_FALSE(Exists(dir_ + "/run/bundles/h")) << "the bundle goes with the task";
 }
 
+TEST_F(TaskManagerHooksTest, AStopOfAnEndedTaskWaitsForItsPoststopHooks) {
+  driver::TaskConfig c = Config("w");
+  hooks::Hook slow;
+  slow.path = "/bin/sh";
+  std::string go = dir_ + "/go";
+  slow.args = {"sh", "-c", "echo started >> " + dir_ + "/hooks.log; while [ ! -e " + go + " ]; do sleep 0.01; done"};
+  c.hooks.at(hooks::Stage::kPoststop).push_back(slow);
+  ASSERT_TRUE(Start(c).ok());
+  fake_.End("w", 0);
+  ASSERT_TRUE(RunUntil(loop_.get(), [&] { return Log() == "started\n"; }));
+  bool stopped = false, destroyed = false;
+  tm_->Stop("w", 0, "", [&](Status) { stopped = true; });
+  tm_->Destroy("w", false, [&](Status) { destroyed = true; });
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(loop_->RunOnce(10 * kNanosPerMilli).ok());
+  EXPECT_FALSE(stopped) << "the stop is done once poststop has run";
+  EXPECT_FALSE(destroyed);
+  EXPECT_TRUE(tm_->Inspect("w").ok());
+  ASSERT_TRUE(sys::WriteFileAtomic(go, "", 0600).ok());
+  ASSERT_TRUE(RunUntil(loop_.get(), [&] { return stopped && destroyed; }));
+  EXPECT_FALSE(tm_->Inspect("w").ok());
+}
+
 TEST_F(TaskManagerHooksTest, AFailedCreateRuntimeHookFailsTheStartAndStillRunsPoststop) {
   auto v = Start(WithHooks("f", "createRuntime"));
   ASSERT_FALSE(v.ok());
