@@ -493,6 +493,10 @@ int Main(int argc, char** argv) {
   Info("\"hook ran\" lines in the agent log per stage run by the agent (expected %zu each):%s; startContainer: ran "
        "in the check start", per_stage_expected, ran.c_str());
   if (!all) Fatal(&run, "not every hook ran once per start with hooks (see the line above)");
+  // A hook's fork copies its parent's page tables: the worker's (or the
+  // task's new process, a copy of the worker) against the floor probe's.
+  bench::DescribeMemory("worker (forks the agent's hooks)", run.worker);
+  bench::DescribeMemory("floor probe (forks the floor's hooks)", run.floor.pid());
   double load[3] = {0, 0, 0};
   (void)::getloadavg(load, 3);
   Info("load average %.2f on %ld CPUs", load[0], ::sysconf(_SC_NPROCESSORS_ONLN));
