@@ -58,10 +58,23 @@
 //                                        1000`: before the first fork until
 //                                        all K have exec'd (CLOEXEC pipes at
 //                                        EOF); they are then killed, reaped
+//                            run K PROG [ARG...]  K x what an OCI hook run
+//                                        costs at least: fork + execve of
+//                                        PROG (a path; argv ARG..., or
+//                                        [PROG] without ARGs; an empty
+//                                        environment), stdin a pipe that
+//                                        gets a 200-byte state JSON and is
+//                                        closed, stdout and stderr pipes
+//                                        read to EOF, waitpid; each run from
+//                                        before its fork until waitpid
+//                                        returned. Answers the MEDIAN of the
+//                                        K runs (K 1..1000); an error if a
+//                                        run does not exit 0
 //
 // Uses only libc (no iostream) so it starts fast and stays small.
 #include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -186,6 +199,104 @@ long long FloorExec(const char* self, int k) {
   return took;
 }
 
+// One `run K PROG [ARG...]` request of `floor` (line: what follows "run "):
+// the median nanoseconds of K runs, or -1 (errno set).
+long long FloorRun(char* line) {
+  char* words[64];
+  int nw = 0;
+  for (char* w = strtok(line, " "); w && nw < 63; w = strtok(nullptr, " ")) words[nw++] = w;
+  words[nw] = nullptr;
+  int k = nw >= 2 ? atoi(words[0]) : 0;
+  if (k < 1 || k > 1000) {
+    errno = EINVAL;
+    return -1;
+  }
+  const char* prog = words[1];
+  const char* only_prog[] = {prog, nullptr};
+  char* const* argv = nw > 2 ? &words[2] : const_cast<char* const*>(only_prog);
+  char* const empty_env[] = {nullptr};
+  // The shape of the agent's state on stdin (docs/hooks.md), 200 bytes.
+  static const char kState[] =
+      "{\"ociVersion\":\"1.3.0\",\"id\":\"hookbench-0001.t\",\"status\":\"creating\","
+      "\"bundle\":\"/run/outpost/bundles/hookbench-0001.t\",\"annotations\":{\"owner\":\"ops\","
+      "\"com.example.bench\":\"floor-probe-run-of-one-hook-xxxx\"}}";
+  static long long took[1000];
+  // A hook that exits without reading its stdin must not kill us with SIGPIPE.
+  struct sigaction ign, old_pipe;
+  memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ign, &old_pipe);
+  long long failed = 0;
+  for (int i = 0; i < k && !failed; i++) {
+    int in[2], out[2], err[2];
+    if (pipe2(in, O_CLOEXEC) != 0) {
+      failed = -1;
+      break;
+    }
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+      failed = -1;  // fds may leak: the probe ends soon after an error
+      break;
+    }
+    long long t0 = NowNanos();
+    pid_t pid = fork();
+    if (pid < 0) {
+      failed = -1;
+      break;
+    }
+    if (pid == 0) {
+      signal(SIGPIPE, SIG_DFL);
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      dup2(err[1], 2);
+      execve(prog, argv, empty_env);
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    close(err[1]);
+    // 200 bytes < PIPE_BUF: never blocks; EPIPE (SIGPIPE ignored) if it does not read.
+    (void)!write(in[1], kState, sizeof kState - 1);
+    close(in[1]);
+    struct pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+    int open_fds = 2;
+    while (open_fds > 0) {
+      if (poll(fds, 2, -1) < 0 && errno != EINTR) break;
+      for (struct pollfd& f : fds) {
+        if (f.fd < 0 || !f.revents) continue;
+        char buf[4096];
+        ssize_t n = read(f.fd, buf, sizeof buf);
+        if (n > 0 || (n < 0 && errno == EINTR)) continue;
+        close(f.fd);
+        f.fd = -1;
+        open_fds--;
+      }
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    took[i] = NowNanos() - t0;
+    for (struct pollfd& f : fds) {
+      if (f.fd >= 0) close(f.fd);
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      errno = ECHILD;
+      failed = -1;
+    }
+  }
+  int saved = errno;
+  sigaction(SIGPIPE, &old_pipe, nullptr);
+  errno = saved;
+  if (failed) return -1;
+  // Insertion sort: K is small.
+  for (int i = 1; i < k; i++) {
+    long long v = took[i];
+    int j = i;
+    for (; j > 0 && took[j - 1] > v; j--) took[j] = took[j - 1];
+    took[j] = v;
+  }
+  return took[k / 2];
+}
+
 int Floor() {
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -202,6 +313,10 @@ int Floor() {
       ns = FloorStamp(self, line + 6);
     } else if (!strncmp(line, "exec ", 5)) {
       ns = FloorExec(self, atoi(line + 5));
+    } else if (!strncmp(line, "run ", 4)) {
+      char words[sizeof line];
+      strcpy(words, line + 4);  // strtok writes into it; line is kept for the error message
+      ns = FloorRun(words);
     } else {
       errno = EINVAL;
     }

@@ -263,6 +263,15 @@ class FloorProbe {
   Result<int64_t> Stamp(const std::string& file) { return Ask("stamp " + file); }
   // Nanoseconds from before the first fork until k children have exec'd.
   Result<int64_t> Exec(int k) { return Ask("exec " + std::to_string(k)); }
+  // Median nanoseconds of k runs of an OCI hook's floor: fork + execve of
+  // prog with argv `args` (empty: [prog]) and an empty environment, a
+  // 200-byte state JSON on a stdin pipe then closed, stdout and stderr pipes
+  // read to EOF, waitpid. Words may not contain spaces; prog must exit 0.
+  Result<int64_t> Run(int k, const std::string& prog, const std::vector<std::string>& args = {}) {
+    std::string req = "run " + std::to_string(k) + " " + prog;
+    for (const std::string& a : args) req += " " + a;
+    return Ask(req);
+  }
 
  private:
   Result<int64_t> Ask(const std::string& request) {
