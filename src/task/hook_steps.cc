@@ -125,13 +125,8 @@ void TaskManager::RunHooks(const driver::TaskConfig& c, std::vector<hooks::Stage
 }
 
 void TaskManager::RecordHookRun(const driver::TaskConfig& c, const hooks::HookRun& r) {
-  std::string text = hooks::DescribeRun(r);
-  if (r.ok()) {
-    log::Info("hook ran", {{"task", c.id}, {"hook", text}});
-  } else {
-    log::Warn("hook failed", {{"task", c.id}, {"hook", text}, {"stdout", r.out_tail}, {"stderr", r.err_tail}});
-  }
-  Emit(c, "hook", text);
+  // (The runner has logged it, with its output on a failure.)
+  Emit(c, "hook", hooks::DescribeRun(r));
   // Kept by task id, not per instance: `inspect` shows the last run of each
   // hook, a failed start's and the ended instance's poststop included.
   std::vector<hooks::HookRun>& runs = hook_runs_[c.id];

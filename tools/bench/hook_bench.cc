@@ -339,14 +339,14 @@ int64_t FloorRun(Run* run) {
 
 double Median(const std::vector<int64_t>& v) { return bench::PercentileMicros(v, 0.5); }
 
-// "hook ran" lines in the agent log for stage.
+// The runner's log lines of successful runs of stage's hook.
 size_t HookLines(const Run& run, const char* stage) {
   auto text = sys::ReadFile(run.log, 256 << 20);
   if (!text.ok()) return 0;
   size_t n = 0;
   std::string needle = std::string("hook ") + stage + " " + run.helper + ": exit 0";
   for (const std::string& line : Split(*text, '\n')) {
-    if (line.find("hook ran") != std::string::npos && line.find(needle) != std::string::npos) ++n;
+    if (line.find(" INFO " + needle) != std::string::npos) ++n;
   }
   return n;
 }
@@ -490,7 +490,7 @@ int Main(int argc, char** argv) {
     ran += Format(" %s=%zu", stage, c);
     if (c != per_stage_expected) all = false;
   }
-  Info("\"hook ran\" lines in the agent log per stage run by the agent (expected %zu each):%s; startContainer: ran "
+  Info("hook log lines in the agent log per stage run by the agent (expected %zu each):%s; startContainer: ran "
        "in the check start", per_stage_expected, ran.c_str());
   if (!all) Fatal(&run, "not every hook ran once per start with hooks (see the line above)");
   // A hook's fork copies its parent's page tables: the worker's (or the
