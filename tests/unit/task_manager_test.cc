@@ -616,6 +616,25 @@ TEST_F(TaskManagerHooksTest, AStopOfAnEndedTaskWaitsForItsPoststopHooks) {
   EXPECT_FALSE(tm_->Inspect("w").ok());
 }
 
+TEST_F(TaskManagerHooksTest, ARecoveredTaskRunsThePoststopHooksOfItsBundle) {
+  driver::TaskConfig c = Config("rec");
+  c.hooks.at(hooks::Stage::kPoststop).push_back(Hook("poststop"));
+  c.annotations["k"] = "v";
+  ASSERT_TRUE(Start(c).ok());
+  // A new agent: the hooks it knows come from the bundle on disk.
+  Reopen();
+  ASSERT_TRUE(tm_->Recover().ok());
+  ASSERT_TRUE(RunUntil(loop_.get(), [&] { return fake_.recovered.size() == 1; }));
+  bool told = false;
+  ASSERT_TRUE(tm_->Watch("rec", [&](const driver::ExitResult&) { told = true; }).ok());
+  fake_.End("rec", 0);
+  ASSERT_TRUE(RunUntil(loop_.get(), [&] { return told; }));
+  EXPECT_EQ(Log(), "poststop stopped\n");
+  auto runs = tm_->Inspect("rec")->hook_runs;
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].hook.source, "bundle " + dir_ + "/run/bundles/rec");
+}
+
 TEST_F(TaskManagerHooksTest, AFailedCreateRuntimeHookFailsTheStartAndStillRunsPoststop) {
   auto v = Start(WithHooks("f", "createRuntime"));
   ASSERT_FALSE(v.ok());
