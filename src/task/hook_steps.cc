@@ -171,7 +171,7 @@ void TaskManager::RunPoststartHooks(StartOp* op, DoneCallback done) {
   if (op->config.hooks.at(hooks::Stage::kPoststart).empty()) return done(OkStatus());
   const bool warn = !options_.poststart_failure_stops;
   const driver::TaskConfig& c = op->config;
-  RunHooks(c, {hooks::Stage::kPoststart}, op->handle.pid, false, [this, warn, c, done](Status st) {
+  RunHooks(c, {hooks::Stage::kPoststart}, op->handle.pid, false, [warn, c, done](Status st) {
     if (st.ok() || !warn) return done(st);
     // runtime-spec before 1.3: warn and go on.
     log::Warn("poststart hook failed; the task keeps running (poststart_failure: warn)",
