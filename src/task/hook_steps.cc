@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/sys.h"
+#include "cgroup/cgroup.h"
 #include "hooks/bundle.h"
 #include "hooks/catalog.h"
 #include "hooks/runner.h"
@@ -65,7 +66,11 @@ void TaskManager::WriteBundle(StartOp* op, DoneCallback done) {
   in.gid = c.identity.switch_user ? c.identity.gid : ::getegid();
   in.additional_gids = c.identity.groups;
   in.rlimits = c.rlimits;
-  if (!c.cgroup.empty() && options_.cgroups) in.cgroup_path = c.cgroup;
+  // As runtimes write it: the path below the cgroup2 mount ("/outpost.slice/j/j.t").
+  if (!c.cgroup.empty() && options_.cgroups) {
+    const std::string& mount = options_.cgroups->mount_point();
+    in.cgroup_path = !mount.empty() && StartsWith(c.cgroup, mount + "/") ? c.cgroup.substr(mount.size()) : c.cgroup;
+  }
   in.resources = c.resources;
   in.hooks = c.hooks;
   in.annotations = c.annotations;

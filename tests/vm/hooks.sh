@@ -45,6 +45,10 @@ unescape "$R.hooksd" | grep -q "\"ppid\":$pid," || fail "startContainer did not 
 rel=${cg#/sys/fs/cgroup}
 unescape "$R.hooksd" | grep -q "\"cgroup\":\"$rel\"" || fail "startContainer not in the task's cgroup $rel: $(unescape "$R.hooksd")"
 unescape "$R.hooksd" | grep -q '\\"status\\":\\"created\\"' || fail "startContainer state: $(unescape "$R.hooksd")"
+# The bundle's config.json names the cgroup as runtimes do (below the mount).
+bundle=/run/outpost/bundles/hk.t/config.json  # the default runtime_dir
+[ -f "$bundle" ] || fail "no bundle $bundle"
+unescape "$bundle" | grep -q "\"cgroupsPath\": \"$rel\"" || fail "cgroupsPath in $bundle: $(grep cgroupsPath "$bundle")"
 outpost rm hk >/dev/null || fail "rm failed"
 wait_for 10 grep -q '"poststop"\]' "$R.stagedir" || fail "poststop did not run: $(unescape "$R.stagedir")"
 echo "hooks ran: createRuntime and poststop (per-stage dir), startContainer (hooks.d) in $rel as pid $pid's child"
