@@ -181,7 +181,9 @@ namespace {
 void LogRun(const HookRun& r) {
   const std::string text = DescribeRun(r);
   if (r.ok()) {
-    log::Info(text, {{"source", r.hook.source}});
+    // What a hook that succeeded wrote is kept too (its last bytes).
+    if (r.out_tail.empty() && r.err_tail.empty()) return log::Info(text, {{"source", r.hook.source}});
+    log::Info(text, {{"source", r.hook.source}, {"stdout", r.out_tail}, {"stderr", r.err_tail}});
     return;
   }
   log::Warn(text, {{"source", r.hook.source}, {"stdout", r.out_tail}, {"stderr", r.err_tail}});
