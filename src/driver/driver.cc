@@ -6,6 +6,16 @@
 
 namespace outpost::driver {
 
+const hooks::HookSet& TaskConfig::Hooks() const {
+  static const hooks::HookSet kNone;
+  return oci ? oci->hooks : kNone;
+}
+
+const std::map<std::string, std::string>& TaskConfig::Annotations() const {
+  static const std::map<std::string, std::string> kNone;
+  return oci ? oci->annotations : kNone;
+}
+
 ExitResult ExitFromWaitStatus(int wait_status) {
   proc::ExitStatus s = proc::DecodeWaitStatus(wait_status);
   ExitResult r;

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,14 @@ struct Identity {
   std::vector<gid_t> groups;  // supplementary groups (includes gid)
   std::string name;           // "" for a uid without a passwd entry
   std::string home;
+};
+
+// A task's OCI hooks and what they are run with (TaskConfig::oci).
+struct TaskHooks {
+  hooks::HookSet hooks;
+  std::map<std::string, std::string> annotations;
+  std::string bundle;            // the bundle dir ("" = not written yet)
+  int64_t timeout_seconds = 10;  // for hooks without a timeout
 };
 
 struct TaskConfig {
@@ -75,17 +84,19 @@ struct TaskConfig {
   int log_max_files = 10;
   uint64_t log_max_file_size = 10u << 20;
   std::string spec_hash;
-  // OCI hooks (docs/hooks.md). From the job layer: the job spec's hooks and
-  // the annotations (job's and task's). The start pipeline merges in the
-  // node's (hooks.d, per-stage directories) and writes the bundle; a driver
-  // runs the startContainer hooks inside the task's process right before its
-  // command is exec'd where RunsStartContainerHooks() (the exec driver); for
-  // other drivers the agent runs them just before StartTask. Not persisted in the record: the bundle's config.json holds
-  // them.
-  hooks::HookSet hooks;
-  std::map<std::string, std::string> annotations;
-  std::string bundle;                 // the bundle dir ("" = none)
-  int64_t hook_timeout_seconds = 10;  // for hooks without a timeout
+  // OCI hooks (docs/hooks.md); null for a task with none (most tasks:
+  // nothing kept per task). From the job layer: the job spec's hooks and the
+  // annotations (job's and task's). The start pipeline merges in the node's
+  // (hooks.d, per-stage directories), writes the bundle, and keeps this only
+  // when some hook applies. A driver runs the startContainer hooks inside the
+  // task's process right before its command is exec'd where
+  // RunsStartContainerHooks() (the exec driver); for other drivers the agent
+  // runs them just before StartTask. Not persisted in the record: the
+  // bundle's config.json holds them.
+  std::shared_ptr<const TaskHooks> oci;
+  // oci's hooks and annotations, empty when there is none.
+  const hooks::HookSet& Hooks() const;
+  const std::map<std::string, std::string>& Annotations() const;
 };
 
 struct ExitResult {

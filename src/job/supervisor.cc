@@ -143,9 +143,13 @@ driver::TaskConfig TaskConfigFor(const std::string& job, const TaskSpec& s) {
   c.log_max_files = s.log_max_files;
   c.log_max_file_size = s.log_max_file_size;
   c.resources = s.resources;
-  c.hooks = s.hooks;
-  c.annotations = s.job_annotations;
-  for (const auto& [k, v] : s.annotations) c.annotations[k] = v;
+  if (!s.hooks.empty() || !s.annotations.empty() || !s.job_annotations.empty()) {
+    auto oci = std::make_shared<driver::TaskHooks>();
+    oci->hooks = s.hooks;
+    oci->annotations = s.job_annotations;
+    for (const auto& [k, v] : s.annotations) oci->annotations[k] = v;
+    c.oci = std::move(oci);
+  }
   c.spec_hash = TaskFingerprint(s);
   return c;
 }

@@ -42,20 +42,34 @@ std::string TaskManager::BundlePath(const std::string& id) const {
 
 hooks::HookSet TaskManager::ResolveHooks(const driver::TaskConfig& c, std::vector<hooks::ResolvedHook>* why,
                                          std::vector<std::string>* skipped) const {
-  if (!options_.hooks) return c.hooks;
+  if (!options_.hooks) return c.Hooks();
   hooks::MatchInput in;
-  in.annotations = c.annotations;
+  in.annotations = c.Annotations();
   in.command = c.command;
-  return options_.hooks->Resolve(c.hooks, in, why, skipped);
+  return options_.hooks->Resolve(c.Hooks(), in, why, skipped);
 }
 
 // ---- bundle ---------------------------------------------------------------
 
 void TaskManager::WriteBundle(StartOp* op, DoneCallback done) {
   driver::TaskConfig& c = op->config;
-  c.hooks = ResolveHooks(c, nullptr, nullptr);
-  c.bundle = BundlePath(c.id);
-  c.hook_timeout_seconds = options_.hook_timeout_seconds;
+  hooks::HookSet merged = ResolveHooks(c, nullptr, nullptr);
+  Task* t = Find(c.id);
+  if (merged.empty()) {
+    // No hook applies: no bundle (nothing would read it, and each would be
+    // a file on the runtime dir's tmpfs), and nothing kept for hooks. One
+    // left by an earlier instance would hand its hooks to a later poststop.
+    c.oci = nullptr;
+    if (t) t->record.handle.config.oci = nullptr;
+    if (::access(BundlePath(c.id).c_str(), F_OK) == 0) (void)sys::RemoveTree(BundlePath(c.id));
+    return done(OkStatus());
+  }
+  auto oci = std::make_shared<driver::TaskHooks>();
+  oci->hooks = std::move(merged);
+  oci->annotations = c.Annotations();
+  oci->bundle = BundlePath(c.id);
+  oci->timeout_seconds = options_.hook_timeout_seconds;
+  c.oci = oci;
   hooks::BundleInput in;
   in.id = c.id;
   in.args.push_back(c.command);
@@ -72,17 +86,13 @@ void TaskManager::WriteBundle(StartOp* op, DoneCallback done) {
     in.cgroup_path = !mount.empty() && StartsWith(c.cgroup, mount + "/") ? c.cgroup.substr(mount.size()) : c.cgroup;
   }
   in.resources = c.resources;
-  in.hooks = c.hooks;
-  in.annotations = c.annotations;
+  in.hooks = oci->hooks;
+  in.annotations = oci->annotations;
   OUTPOST_RETURN_IF_ERROR_CB(sys::MkdirAll(options_.runtime_dir + "/bundles", 0700), done);
-  Status st = hooks::WriteBundle(c.bundle, in);
+  Status st = hooks::WriteBundle(oci->bundle, in);
   if (!st.ok()) return done(st.error().Wrap("bundle"));
   op->bundle_written = true;
-  if (Task* t = Find(c.id)) {
-    t->record.handle.config.hooks = c.hooks;
-    t->record.handle.config.bundle = c.bundle;
-    t->record.handle.config.hook_timeout_seconds = c.hook_timeout_seconds;
-  }
+  if (t) t->record.handle.config.oci = oci;
   done(OkStatus());
 }
 
@@ -91,7 +101,7 @@ void TaskManager::WriteBundle(StartOp* op, DoneCallback done) {
 void TaskManager::RunHooks(const driver::TaskConfig& c, std::vector<hooks::Stage> stages, pid_t pid,
                            bool continue_after_failure, DoneCallback done) {
   // Skip stages without hooks, without a round through the loop.
-  while (!stages.empty() && c.hooks.at(stages.front()).empty()) stages.erase(stages.begin());
+  while (!stages.empty() && c.Hooks().at(stages.front()).empty()) stages.erase(stages.begin());
   if (stages.empty()) return done(OkStatus());
   hooks::Stage stage = stages.front();
   stages.erase(stages.begin());
@@ -99,10 +109,10 @@ void TaskManager::RunHooks(const driver::TaskConfig& c, std::vector<hooks::Stage
   state.id = c.id;
   state.stage = stage;
   state.pid = stage == hooks::Stage::kPoststop ? 0 : pid;
-  state.bundle = c.bundle;
-  state.annotations = c.annotations;
+  state.bundle = c.oci->bundle;
+  state.annotations = c.oci->annotations;
   hooks::StageOptions opts;
-  opts.default_timeout_seconds = c.hook_timeout_seconds > 0 ? c.hook_timeout_seconds : options_.hook_timeout_seconds;
+  opts.default_timeout_seconds = c.oci->timeout_seconds > 0 ? c.oci->timeout_seconds : options_.hook_timeout_seconds;
   opts.continue_after_failure = continue_after_failure;
   const std::string id = c.id;
   std::weak_ptr<bool> alive = alive_;
@@ -111,7 +121,7 @@ void TaskManager::RunHooks(const driver::TaskConfig& c, std::vector<hooks::Stage
   uint64_t key = ++hook_runs_started_;
   driver::TaskConfig copy = c;
   auto run = hooks::StageRun::Start(
-      loop_, stage, c.hooks.at(stage), hooks::StateJson(state), opts,
+      loop_, stage, c.oci->hooks.at(stage), hooks::StateJson(state), opts,
       [this, alive, copy](const hooks::HookRun& r) {
         if (!alive.lock()) return;
         RecordHookRun(copy, r);
@@ -145,7 +155,7 @@ void TaskManager::RecordHookRun(const driver::TaskConfig& c, const hooks::HookRu
 }
 
 void TaskManager::RecordInChildHooks(const driver::TaskConfig& c) {
-  for (const hooks::Hook& h : c.hooks.at(hooks::Stage::kStartContainer)) {
+  for (const hooks::Hook& h : c.Hooks().at(hooks::Stage::kStartContainer)) {
     hooks::HookRun r;
     r.stage = hooks::Stage::kStartContainer;
     r.hook = h;
@@ -173,7 +183,7 @@ void TaskManager::RunStartContainerForDriver(StartOp* op, DoneCallback done) {
 }
 
 void TaskManager::RunPoststartHooks(StartOp* op, DoneCallback done) {
-  if (op->config.hooks.at(hooks::Stage::kPoststart).empty()) return done(OkStatus());
+  if (op->config.Hooks().at(hooks::Stage::kPoststart).empty()) return done(OkStatus());
   const bool warn = !options_.poststart_failure_stops;
   const driver::TaskConfig& c = op->config;
   RunHooks(c, {hooks::Stage::kPoststart}, op->handle.pid, false, [warn, c, done](Status st) {
@@ -188,32 +198,45 @@ void TaskManager::RunPoststartHooks(StartOp* op, DoneCallback done) {
 // ---- poststop -----------------------------------------------------------------
 
 void TaskManager::RunPoststop(const driver::TaskConfig& config, std::function<void()> then) {
-  driver::TaskConfig c = config;
-  if (c.bundle.empty()) {
-    // A task recovered after an agent restart: its hooks are in its bundle.
-    c.bundle = BundlePath(c.id);
-    auto text = sys::ReadFile(c.bundle + "/config.json", 1 << 20);
-    if (!text.ok()) return then();  // no bundle: a task started before hooks existed
-    picojson::value doc;
-    std::string perr = picojson::parse(doc, *text);
-    std::vector<std::string> errors;
-    if (perr.empty() && doc.is<picojson::object>() && doc.contains("hooks")) {
-      c.hooks = hooks::HooksFromJson(doc.get("hooks"), "hooks", "bundle " + c.bundle, &errors);
-    }
-    if (!perr.empty() || !errors.empty()) {
-      log::Warn("cannot read the hooks of a recovered task from its bundle; poststop hooks skipped",
-                {{"task", c.id}, {"error", perr.empty() ? json::JoinErrors(errors) : perr}});
-      return then();
-    }
-    if (doc.contains("annotations") && doc.get("annotations").is<picojson::object>()) {
-      for (const auto& [k, v] : doc.get("annotations").get<picojson::object>()) {
-        if (v.is<std::string>()) c.annotations[k] = v.get<std::string>();
-      }
-    }
-    c.hook_timeout_seconds = options_.hook_timeout_seconds;
+  std::shared_ptr<const driver::TaskHooks> oci = config.oci;
+  if (!oci) {
+    // A task recovered after an agent restart keeps its hooks in its
+    // bundle; a task no hook applies to has none.
+    std::string bundle = BundlePath(config.id);
+    if (::access((bundle + "/config.json").c_str(), F_OK) != 0) return then();
+    auto loaded = LoadBundleHooks(config.id, bundle);
+    if (!loaded) return then();
+    oci = std::move(loaded);
   }
-  if (c.hooks.at(hooks::Stage::kPoststop).empty()) return then();
+  if (oci->hooks.at(hooks::Stage::kPoststop).empty()) return then();
+  driver::TaskConfig c = config;
+  c.oci = std::move(oci);
   RunHooks(c, {hooks::Stage::kPoststop}, 0, true, [then](Status) { then(); });
+}
+
+std::shared_ptr<const driver::TaskHooks> TaskManager::LoadBundleHooks(const std::string& id,
+                                                                       const std::string& bundle) const {
+  auto oci = std::make_shared<driver::TaskHooks>();
+  oci->bundle = bundle;
+  oci->timeout_seconds = options_.hook_timeout_seconds;
+  auto text = sys::ReadFile(bundle + "/config.json", 1 << 20);
+  picojson::value doc;
+  std::string perr = text.ok() ? picojson::parse(doc, *text) : text.error().message();
+  std::vector<std::string> errors;
+  if (perr.empty() && doc.is<picojson::object>() && doc.contains("hooks")) {
+    oci->hooks = hooks::HooksFromJson(doc.get("hooks"), "hooks", "bundle " + bundle, &errors);
+  }
+  if (!perr.empty() || !errors.empty()) {
+    log::Warn("cannot read the hooks of a recovered task from its bundle; its poststop hooks do not run",
+              {{"task", id}, {"error", perr.empty() ? json::JoinErrors(errors) : perr}});
+    return nullptr;
+  }
+  if (doc.contains("annotations") && doc.get("annotations").is<picojson::object>()) {
+    for (const auto& [k, v] : doc.get("annotations").get<picojson::object>()) {
+      if (v.is<std::string>()) oci->annotations[k] = v.get<std::string>();
+    }
+  }
+  return oci;
 }
 
 }  // namespace outpost::task

@@ -252,6 +252,8 @@ class TaskManager {
   // The poststop hooks of an ended instance (from its bundle when it was
   // recovered), then `then`.
   void RunPoststop(const driver::TaskConfig& c, std::function<void()> then);
+  // The hooks a task's bundle lists (null, logged, when it cannot be read).
+  std::shared_ptr<const driver::TaskHooks> LoadBundleHooks(const std::string& id, const std::string& bundle) const;
   // When a task has ended (by itself or stopped): KillCgroup -> TellOom ->
   // persist the exit -> drain logs -> event -> exit callbacks.
   void OnExit(const std::string& id, const driver::ExitResult& exit);

@@ -242,11 +242,15 @@ TEST(JobSpec, TaskHooksAndAnnotations) {
   // The job's annotations reach every task; the task's own win.
   EXPECT_EQ(tail.job_annotations.at("note"), "héllo \"quoted\"\n");
   driver::TaskConfig c = TaskConfigFor("shop", tail);
-  EXPECT_EQ(c.annotations.at("note"), "own");
-  EXPECT_EQ(c.annotations.at("extra"), "x");
-  EXPECT_TRUE(c.hooks == tail.hooks);
-  EXPECT_TRUE(TaskConfigFor("shop", spec->tasks[0]).hooks.empty());
-  EXPECT_EQ(TaskConfigFor("shop", spec->tasks[0]).annotations.at("note"), "héllo \"quoted\"\n");
+  EXPECT_EQ(c.Annotations().at("note"), "own");
+  EXPECT_EQ(c.Annotations().at("extra"), "x");
+  EXPECT_TRUE(c.Hooks() == tail.hooks);
+  EXPECT_TRUE(TaskConfigFor("shop", spec->tasks[0]).Hooks().empty());
+  EXPECT_EQ(TaskConfigFor("shop", spec->tasks[0]).Annotations().at("note"), "héllo \"quoted\"\n");
+  // A task with neither keeps nothing for hooks.
+  auto bare = ParseJobSpec(R"({"id": "j", "tasks": [{"name": "a", "command": "/bin/true"}]})");
+  ASSERT_TRUE(bare.ok());
+  EXPECT_FALSE(TaskConfigFor("j", bare->tasks[0]).oci);
   // Left out of the canonical form when empty (fingerprints of tasks
   // without them do not change); present when set.
   std::string init = TaskSpecToJson(spec->tasks[0]).serialize();

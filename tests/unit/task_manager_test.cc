@@ -550,12 +550,20 @@ class TaskManagerHooksTest : public TaskManagerTest {
   }
   driver::TaskConfig WithHooks(const std::string& id, const std::string& failing = "") {
     driver::TaskConfig c = Config(id);
+    auto oci = std::make_shared<driver::TaskHooks>();
     for (hooks::Stage s : hooks::kAllStages) {
       std::string name = hooks::StageName(s);
-      c.hooks.at(s).push_back(Hook(name, name == failing ? 3 : 0));
+      oci->hooks.at(s).push_back(Hook(name, name == failing ? 3 : 0));
     }
-    c.annotations["a"] = "b";
+    oci->annotations["a"] = "b";
+    c.oci = oci;
     return c;
+  }
+  // c with one hook at stage.
+  static void AddHook(driver::TaskConfig* c, hooks::Stage stage, const hooks::Hook& h) {
+    auto oci = std::make_shared<driver::TaskHooks>(c->oci ? *c->oci : driver::TaskHooks());
+    oci->hooks.at(stage).push_back(h);
+    c->oci = oci;
   }
 };
 
@@ -568,9 +576,10 @@ TEST_F(TaskManagerHooksTest, EveryStageRunsInOrderAroundTheDriverAndPoststopBefo
             "poststart running\n");
   // The driver got the merged hooks and the bundle.
   const driver::TaskConfig& given = fake_.tasks["h"].config;
-  EXPECT_EQ(given.bundle, dir_ + "/run/bundles/h");
-  EXPECT_EQ(given.hooks.size(), 6u);
-  auto bundle = sys::ReadFile(given.bundle + "/config.json");
+  ASSERT_TRUE(given.oci);
+  EXPECT_EQ(given.oci->bundle, dir_ + "/run/bundles/h");
+  EXPECT_EQ(given.oci->hooks.size(), 6u);
+  auto bundle = sys::ReadFile(given.oci->bundle + "/config.json");
   ASSERT_TRUE(bundle.ok()) << bundle.error().message();
   picojson::value doc;
   ASSERT_EQ(picojson::parse(doc, *bundle), "") << *bundle;
@@ -600,7 +609,7 @@ TEST_F(TaskManagerHooksTest, AStopOfAnEndedTaskWaitsForItsPoststopHooks) {
   slow.path = "/bin/sh";
   std::string go = dir_ + "/go";
   slow.args = {"sh", "-c", "echo started >> " + dir_ + "/hooks.log; while [ ! -e " + go + " ]; do sleep 0.01; done"};
-  c.hooks.at(hooks::Stage::kPoststop).push_back(slow);
+  AddHook(&c, hooks::Stage::kPoststop, slow);
   ASSERT_TRUE(Start(c).ok());
   fake_.End("w", 0);
   ASSERT_TRUE(RunUntil(loop_.get(), [&] { return Log() == "started\n"; }));
@@ -618,8 +627,7 @@ TEST_F(TaskManagerHooksTest, AStopOfAnEndedTaskWaitsForItsPoststopHooks) {
 
 TEST_F(TaskManagerHooksTest, ARecoveredTaskRunsThePoststopHooksOfItsBundle) {
   driver::TaskConfig c = Config("rec");
-  c.hooks.at(hooks::Stage::kPoststop).push_back(Hook("poststop"));
-  c.annotations["k"] = "v";
+  AddHook(&c, hooks::Stage::kPoststop, Hook("poststop"));
   ASSERT_TRUE(Start(c).ok());
   // A new agent: the hooks it knows come from the bundle on disk.
   Reopen();
@@ -633,6 +641,21 @@ TEST_F(TaskManagerHooksTest, ARecoveredTaskRunsThePoststopHooksOfItsBundle) {
   auto runs = tm_->Inspect("rec")->hook_runs;
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].hook.source, "bundle " + dir_ + "/run/bundles/rec");
+}
+
+TEST_F(TaskManagerHooksTest, ATaskNoHookAppliesToHasNoBundleAndKeepsNothingForHooks) {
+  bool ended = false;
+  ASSERT_TRUE(Start(WithHooks("n"), [&](const driver::ExitResult&) { ended = true; }).ok());
+  EXPECT_TRUE(Exists(dir_ + "/run/bundles/n/config.json"));
+  fake_.End("n", 0);
+  ASSERT_TRUE(RunUntil(loop_.get(), [&] { return ended; }));
+  // The next instance has no hooks: the earlier one's bundle goes, so no
+  // later poststop (after an agent restart) could take its hooks.
+  ASSERT_TRUE(Start(Config("n")).ok());
+  EXPECT_FALSE(Exists(dir_ + "/run/bundles/n"));
+  EXPECT_FALSE(fake_.tasks["n"].config.oci);
+  ASSERT_TRUE(Start(Config("plain")).ok());
+  EXPECT_FALSE(Exists(dir_ + "/run/bundles/plain"));
 }
 
 TEST_F(TaskManagerHooksTest, AFailedCreateRuntimeHookFailsTheStartAndStillRunsPoststop) {

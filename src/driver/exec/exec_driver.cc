@@ -253,15 +253,15 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
   // and has its user, right before its exec; the spawn returns at once and
   // the exec report tells how it went.
   std::unique_ptr<hooks::InChildHooks> in_child;
-  if (!cfg.hooks.at(hooks::Stage::kStartContainer).empty()) {
+  if (cfg.oci && !cfg.oci->hooks.at(hooks::Stage::kStartContainer).empty()) {
     hooks::State state;
     state.id = cfg.id;
     state.stage = hooks::Stage::kStartContainer;
-    state.bundle = cfg.bundle;
-    state.annotations = cfg.annotations;
+    state.bundle = cfg.oci->bundle;
+    state.annotations = cfg.oci->annotations;
     auto prepared = hooks::InChildHooks::Prepare(hooks::Stage::kStartContainer,
-                                                 cfg.hooks.at(hooks::Stage::kStartContainer), state,
-                                                 cfg.hook_timeout_seconds);
+                                                 cfg.oci->hooks.at(hooks::Stage::kStartContainer), state,
+                                                 cfg.oci->timeout_seconds);
     if (!prepared.ok()) return fail(prepared.error());
     in_child = std::move(*prepared);
     hooks::InChildHooks* hooks = in_child.get();
