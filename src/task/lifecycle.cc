@@ -167,6 +167,10 @@ void TaskManager::Prepare(StartOp* op, DoneCallback done) {
     tasks_.erase(c.id);
     op->replaced = true;
   }
+  // Checked here for every driver (the bundle and the driver need it absolute).
+  if (!c.workdir.empty() && c.workdir[0] != '/') {
+    return done(Error(Code::kInvalidArgument, "working dir \"" + c.workdir + "\" must be an absolute path"));
+  }
   auto d = options_.drivers->Get(c.driver);
   if (!d.ok()) return done(d.error());
   op->driver = *d;
