@@ -47,18 +47,48 @@ std::vector<std::string> Hook::Argv() const {
   return {path};
 }
 
+HookSet::HookSet(const HookSet& o) : stages_(o.stages_ ? std::make_unique<Stages>(*o.stages_) : nullptr) {}
+
+HookSet& HookSet::operator=(const HookSet& o) {
+  if (this != &o) stages_ = o.stages_ ? std::make_unique<Stages>(*o.stages_) : nullptr;
+  return *this;
+}
+
+HookSet::~HookSet() = default;
+
+std::vector<Hook>& HookSet::at(Stage s) {
+  if (!stages_) stages_ = std::make_unique<Stages>();
+  return (*stages_)[static_cast<int>(s)];
+}
+
+const std::vector<Hook>& HookSet::at(Stage s) const {
+  static const std::vector<Hook> kNone;
+  return stages_ ? (*stages_)[static_cast<int>(s)] : kNone;
+}
+
 bool HookSet::empty() const { return size() == 0; }
 
 size_t HookSet::size() const {
   size_t n = 0;
-  for (const auto& v : by_stage) n += v.size();
+  if (stages_) {
+    for (const auto& v : *stages_) n += v.size();
+  }
   return n;
 }
 
 void HookSet::Append(const HookSet& o) {
-  for (int i = 0; i < kStageCount; ++i) {
-    by_stage[i].insert(by_stage[i].end(), o.by_stage[i].begin(), o.by_stage[i].end());
+  if (o.empty()) return;
+  for (Stage s : kAllStages) {
+    const std::vector<Hook>& more = o.at(s);
+    if (!more.empty()) at(s).insert(at(s).end(), more.begin(), more.end());
   }
+}
+
+bool HookSet::operator==(const HookSet& o) const {
+  for (Stage s : kAllStages) {
+    if (!(at(s) == o.at(s))) return false;
+  }
+  return true;
 }
 
 Hook HookFromJson(const picojson::value& v, const std::string& path, const std::string& source,

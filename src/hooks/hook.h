@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -64,17 +65,29 @@ struct Hook {
   }
 };
 
-// Hooks by stage, each list in the order the hooks run.
-struct HookSet {
-  std::array<std::vector<Hook>, kStageCount> by_stage;
+// Hooks by stage, each list in the order the hooks run. One pointer when
+// empty (most tasks have no hooks, and every job's task spec holds a set):
+// the lists are allocated by the first non-const at().
+class HookSet {
+ public:
+  HookSet() = default;
+  HookSet(const HookSet& o);
+  HookSet& operator=(const HookSet& o);
+  HookSet(HookSet&&) noexcept = default;
+  HookSet& operator=(HookSet&&) noexcept = default;
+  ~HookSet();
 
-  std::vector<Hook>& at(Stage s) { return by_stage[static_cast<int>(s)]; }
-  const std::vector<Hook>& at(Stage s) const { return by_stage[static_cast<int>(s)]; }
+  std::vector<Hook>& at(Stage s);
+  const std::vector<Hook>& at(Stage s) const;
   bool empty() const;
   size_t size() const;  // all stages
   // Appends o's hooks after ours, stage by stage.
   void Append(const HookSet& o);
-  bool operator==(const HookSet& o) const { return by_stage == o.by_stage; }
+  bool operator==(const HookSet& o) const;
+
+ private:
+  using Stages = std::array<std::vector<Hook>, kStageCount>;
+  std::unique_ptr<Stages> stages_;
 };
 
 // One hook object at path (e.g. "tasks[0].hooks.prestart[1]"): `path`

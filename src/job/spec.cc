@@ -478,7 +478,10 @@ void ReadJob(ObjectReader& r, Errors* errors, JobSpec* spec) {
   if (!tasks) r.Fail("tasks", "required");
   r.RejectUnknown();
   if (tasks) ReadTasks(*tasks, job_restart, errors, spec);
-  for (TaskSpec& t : spec->tasks) t.job_annotations = spec->annotations;
+  if (!spec->annotations.empty()) {
+    auto shared = std::make_shared<const std::map<std::string, std::string>>(spec->annotations);
+    for (TaskSpec& t : spec->tasks) t.job_annotations = shared;
+  }
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -91,8 +92,9 @@ struct TaskSpec {
   hooks::HookSet hooks;
   std::map<std::string, std::string> annotations;  // the task's own, over the job's
   // The job's annotations (not part of the task's canonical form: set by
-  // the parser from the job document), for hooks and the task's bundle.
-  std::map<std::string, std::string> job_annotations;
+  // the parser from the job document, one copy shared by the job's tasks),
+  // for hooks and the task's bundle; null when the job has none.
+  std::shared_ptr<const std::map<std::string, std::string>> job_annotations;
 };
 
 struct JobSpec {

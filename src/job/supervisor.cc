@@ -143,10 +143,10 @@ driver::TaskConfig TaskConfigFor(const std::string& job, const TaskSpec& s) {
   c.log_max_files = s.log_max_files;
   c.log_max_file_size = s.log_max_file_size;
   c.resources = s.resources;
-  if (!s.hooks.empty() || !s.annotations.empty() || !s.job_annotations.empty()) {
+  if (!s.hooks.empty() || !s.annotations.empty() || s.job_annotations) {
     auto oci = std::make_shared<driver::TaskHooks>();
     oci->hooks = s.hooks;
-    oci->annotations = s.job_annotations;
+    if (s.job_annotations) oci->annotations = *s.job_annotations;
     for (const auto& [k, v] : s.annotations) oci->annotations[k] = v;
     c.oci = std::move(oci);
   }

@@ -21,9 +21,9 @@ struct TaskManager::Task {
   bool waiting = false;        // its exit was asked of its driver (WaitForExit)
   uint8_t derived_paths = 0;   // paths left empty in record (TaskManager::DropDerivedPaths)
   std::vector<ExitCallback> on_exit;
-  // Ended, its poststop hooks still running: stops and destroys wait for them.
+  // Ended, its poststop hooks still running: stops and destroys wait for
+  // them (TaskManager::after_poststop_).
   bool poststop_running = false;
-  std::vector<std::function<void()>> after_poststop;
   std::unique_ptr<logs::LogPipe> out;
   std::unique_ptr<logs::LogPipe> err;
   // CPU percent from the cgroup's usage deltas.

@@ -346,10 +346,11 @@ void TaskManager::OnExit(const std::string& id, const driver::ExitResult& result
   RunPoststop(c, [this, alive, id, callbacks, exit] {
     if (!alive.lock()) return;
     std::vector<std::function<void()>> waiting;
-    if (Task* ended = Find(id)) {
-      ended->poststop_running = false;
-      waiting = std::move(ended->after_poststop);
-      ended->after_poststop.clear();
+    if (Task* ended = Find(id)) ended->poststop_running = false;
+    auto it = after_poststop_.find(id);
+    if (it != after_poststop_.end()) {
+      waiting = std::move(it->second);
+      after_poststop_.erase(it);
     }
     for (auto& cb : *callbacks) cb(exit);
     for (auto& cb : waiting) cb();
@@ -377,7 +378,7 @@ void TaskManager::AwaitExit(const std::string& id, DoneCallback done) {
   if (t->record.exited) {
     // Its poststop hooks are part of the stop.
     if (!t->poststop_running) return done(OkStatus());
-    t->after_poststop.push_back([done] { done(OkStatus()); });
+    after_poststop_[id].push_back([done] { done(OkStatus()); });
     return;
   }
   auto once = std::make_shared<DoneCallback>(std::move(done));
@@ -422,7 +423,7 @@ void TaskManager::KillCgroup(const Task& t) {
 void TaskManager::Destroy(const std::string& id, bool force, DoneCallback done) {
   if (Task* t = Find(id); t && t->poststop_running) {
     // After its poststop hooks, which read its bundle.
-    t->after_poststop.push_back([this, id, force, done] { Destroy(id, force, done); });
+    after_poststop_[id].push_back([this, id, force, done] { Destroy(id, force, done); });
     return;
   }
   DestroyThroughDriver(id, force, [this, id, done](Status st) {

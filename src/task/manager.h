@@ -288,6 +288,8 @@ class TaskManager {
   std::map<uint64_t, std::unique_ptr<hooks::StageRun>> running_hooks_;
   uint64_t hook_runs_started_ = 0;
   std::map<std::string, std::vector<hooks::HookRun>> hook_runs_;  // by task id
+  // What waits for a task's poststop hooks, by task id (few at a time).
+  std::map<std::string, std::vector<std::function<void()>>> after_poststop_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

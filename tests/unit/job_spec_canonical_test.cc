@@ -79,7 +79,10 @@ void ExpectSameTask(const TaskSpec& a, const TaskSpec& b) {
   ExpectSameResources(a.resources, b.resources);
   EXPECT_TRUE(a.hooks == b.hooks);
   EXPECT_EQ(a.annotations, b.annotations);
-  EXPECT_EQ(a.job_annotations, b.job_annotations);
+  EXPECT_EQ(!a.job_annotations, !b.job_annotations);
+  if (a.job_annotations && b.job_annotations) {
+    EXPECT_EQ(*a.job_annotations, *b.job_annotations);
+  }
 }
 
 void ExpectSameJob(const JobSpec& a, const JobSpec& b) {
@@ -222,7 +225,7 @@ TEST(JobSpec, FingerprintChangesWithEveryTaskField) {
   other.labels["x"] = "y";
   other.tasks[0].command = "/bin/false";
   other.annotations["x"] = "y";
-  other.tasks[1].job_annotations["x"] = "y";
+  other.tasks[1].job_annotations = std::make_shared<const std::map<std::string, std::string>>(other.annotations);
   EXPECT_EQ(TaskFingerprint(other.tasks[1]), f0);
 }
 
@@ -240,7 +243,9 @@ TEST(JobSpec, TaskHooksAndAnnotations) {
   EXPECT_EQ(stop[1].timeout_seconds, 3);
   EXPECT_EQ(tail.hooks.at(hooks::Stage::kCreateRuntime)[0].path, "/usr/libexec/a");
   // The job's annotations reach every task; the task's own win.
-  EXPECT_EQ(tail.job_annotations.at("note"), "héllo \"quoted\"\n");
+  ASSERT_TRUE(tail.job_annotations);
+  EXPECT_EQ(tail.job_annotations->at("note"), "héllo \"quoted\"\n");
+  EXPECT_EQ(tail.job_annotations, spec->tasks[0].job_annotations) << "one copy per job";
   driver::TaskConfig c = TaskConfigFor("shop", tail);
   EXPECT_EQ(c.Annotations().at("note"), "own");
   EXPECT_EQ(c.Annotations().at("extra"), "x");
