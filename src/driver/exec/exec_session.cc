@@ -1,11 +1,13 @@
 // The exec driver's `outpost exec` sessions: a command run in a running
 // task's context (its environment as the process has it, its cgroup,
 // identity, rlimits and working dir), with bounded output and a deadline.
+// And TaskStats: a task's process group as /proc shows it.
 #include "base/clock.h"
 #include "base/strings.h"
 #include "base/sys.h"
 #include "driver/exec/exec_driver.h"
 #include "driver/exec/task.h"
+#include "proc/procfs.h"
 #include "proc/spawn.h"
 
 namespace outpost::driver {
@@ -83,6 +85,38 @@ void ExecDriver::ExecTaskTry(const std::string& id, const std::vector<std::strin
   });
   if (!run.ok()) return done(run.error());
   sessions_[session] = std::move(*run);
+}
+
+void ExecDriver::TaskStats(const std::string& id, StatsCallback done) {
+  Task* t = Find(id);
+  if (!t) return done(NotFound());
+  driver::TaskStats s;
+  s.timestamp_unix_nanos = WallNanos();
+  if (t->run_state == TaskState::kExited) return done(s);
+  int64_t now = MonotonicNanos();
+  std::vector<pid_t> members = proc::ProcessGroupMembers(t->pid);
+  if (members.empty()) members.push_back(t->pid);
+  uint64_t user = 0, sys_ticks = 0, pages = 0;
+  for (pid_t p : members) {
+    proc::ProcStat ps;
+    if (!proc::ReadProcStat(p, &ps)) continue;
+    user += ps.utime_ticks;
+    sys_ticks += ps.stime_ticks;
+    pages += ps.rss_pages;
+  }
+  uint64_t ticks = user + sys_ticks;
+  const int64_t hz = proc::ClockTicksPerSecond();
+  s.rss_bytes = pages * static_cast<uint64_t>(proc::PageSize());
+  s.cpu_user_nanos = user * (kNanosPerSecond / hz);
+  s.cpu_system_nanos = sys_ticks * (kNanosPerSecond / hz);
+  if (t->last_sample_mono != 0 && now > t->last_sample_mono && ticks >= t->last_cpu_ticks) {
+    double cpu = static_cast<double>(ticks - t->last_cpu_ticks) * (static_cast<double>(kNanosPerSecond) / hz);
+    s.cpu_percent = cpu / static_cast<double>(now - t->last_sample_mono) * 100.0;
+  }
+  t->last_cpu_ticks = ticks;
+  t->last_sample_mono = now;
+  s.measured = {"RSS", "User Mode", "System Mode", "Percent"};
+  done(s);
 }
 
 }  // namespace outpost::driver
