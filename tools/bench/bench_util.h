@@ -191,6 +191,23 @@ inline pid_t SpawnDetached(const std::vector<std::string>& args, const std::stri
   return pid;
 }
 
+// When a bench fails: the last 15 lines of the agent's log on stderr and,
+// when keep_as is given, the whole log moved to keep_as (next to the
+// scratch dir, which the clean-up removes).
+inline void ReportAgentLog(const std::string& log, const std::string& keep_as = "") {
+  if (log.empty()) return;
+  auto text = sys::ReadFile(log, 256 << 20);
+  if (text.ok()) {
+    std::vector<std::string> lines = Split(*text, '\n');
+    size_t from = lines.size() > 15 ? lines.size() - 15 : 0;
+    std::fprintf(stderr, "%s: last lines of the agent log:\n", Name());
+    for (size_t i = from; i < lines.size(); ++i) std::fprintf(stderr, "  %s\n", lines[i].c_str());
+  }
+  if (!keep_as.empty() && ::rename(log.c_str(), keep_as.c_str()) == 0) {
+    std::fprintf(stderr, "%s: the whole agent log is in %s\n", Name(), keep_as.c_str());
+  }
+}
+
 // Waits for our child pid to exit, up to timeout; true if it did.
 inline bool ReapWithin(pid_t pid, int64_t timeout_nanos) {
   int64_t end = MonotonicNanos() + timeout_nanos;

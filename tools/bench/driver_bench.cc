@@ -104,13 +104,7 @@ void Cleanup(Run* run) {
 
 [[noreturn]] void Fatal(Run* run, const std::string& what) {
   std::fprintf(stderr, "driver_bench: %s\n", what.c_str());
-  auto text = run->log.empty() ? Result<std::string>(Error(Code::kNotFound, "")) : sys::ReadFile(run->log, 64 << 20);
-  if (text.ok()) {
-    std::vector<std::string> lines = Split(*text, '\n');
-    size_t from = lines.size() > 15 ? lines.size() - 15 : 0;
-    std::fprintf(stderr, "driver_bench: last lines of the agent log:\n");
-    for (size_t i = from; i < lines.size(); ++i) std::fprintf(stderr, "  %s\n", lines[i].c_str());
-  }
+  bench::ReportAgentLog(run->log);
   Cleanup(run);
   std::exit(1);
 }

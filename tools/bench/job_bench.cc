@@ -117,19 +117,7 @@ void Cleanup(Run* run);
 
 [[noreturn]] void Fatal(Run* run, const std::string& what) {
   std::fprintf(stderr, "job_bench: %s\n", what.c_str());
-  if (!run->log.empty()) {
-    auto text = sys::ReadFile(run->log, 256 << 20);
-    if (text.ok()) {
-      std::vector<std::string> lines = Split(*text, '\n');
-      size_t from = lines.size() > 15 ? lines.size() - 15 : 0;
-      std::fprintf(stderr, "job_bench: last lines of the agent log:\n");
-      for (size_t i = from; i < lines.size(); ++i) std::fprintf(stderr, "  %s\n", lines[i].c_str());
-    }
-    std::string kept = sys::Dirname(run->dir) + "/outpost-job-bench-failed.log";
-    if (::rename(run->log.c_str(), kept.c_str()) == 0) {
-      std::fprintf(stderr, "job_bench: the whole agent log is in %s\n", kept.c_str());
-    }
-  }
+  bench::ReportAgentLog(run->log, sys::Dirname(run->dir) + "/outpost-job-bench-failed.log");
   Cleanup(run);
   std::exit(1);
 }
