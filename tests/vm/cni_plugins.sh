@@ -12,6 +12,7 @@
 #   namespace through portmap's DNAT, both ways;
 # - DEL in reverse order, each given the ADD's result: the rules of this
 #   container, its address lease and its veth are gone.
+# vmtest: net
 # vmtest-timeout: 120
 . "$(dirname "$0")/lib/common.sh"
 . "$(dirname "$0")/lib/net.sh"

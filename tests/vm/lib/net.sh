@@ -13,7 +13,8 @@
 #       net_ready loads them all (lib/modules/<kver>/vmtest-net.load)
 #   busybox: ip (no `ip netns`), unshare, nsenter, nc (-l -p PORT; one
 #       connection), no network device but lo (QEMU runs with -nic none)
-# A test of job networking starts with
+# A test of job networking has a line "# vmtest: net" (tools/vmtest copies
+# all this only into a run with such a test) and starts with
 #   . "$(dirname "$0")/lib/net.sh"
 #   net_ready || skip "$NET_WHY"
 # and may then use netns_add/netns_del and cni_run (below) or let the agent
