@@ -67,11 +67,13 @@ netns_exec() {
 }
 
 # cni_run COMMAND CONF NETNS CONTAINERID IFNAME [EXTRA]: runs one plugin as a
-# runtime does. CONF is the plugin's object from a conflist, on one line
-# ending in "}" (its first "type" names the binary: write it before "ipam"); NET_NAME and NET_VERSION
-# (default "vmtest", "0.4.0") are added, and EXTRA (e.g.
+# runtime does, in the namespace $NETNS_DIR/NETNS. CONF is the plugin's
+# object from a conflist, on one line ending in "}" (its first "type" names
+# the binary: write it before "ipam"); "name" and "cniVersion" ($NET_NAME,
+# $NET_VERSION: "vmtest", "0.4.0") are added, and EXTRA (e.g.
 # '"prevResult": {...}, "runtimeConfig": {...}'). The plugin's stdout goes
-# to stdout, its stderr to $CNI_ERR; the plugin's exit status is returned.
+# to stdout, its stderr to $CNI_ERR (its stdin is kept in
+# /tmp/cni.TYPE.COMMAND.in); the plugin's exit status is returned.
 NET_NAME=vmtest
 NET_VERSION=0.4.0
 CNI_ERR=/tmp/cni.err
@@ -81,6 +83,8 @@ cni_run() {
   [ -n "$_type" ] || { echo "cni_run: no \"type\" in $_conf" >"$CNI_ERR"; return 1; }
   _stdin="${_conf%\}}, \"name\": \"$NET_NAME\", \"cniVersion\": \"$NET_VERSION\"${_extra:+, $_extra}}"
   printf '%s\n' "$_stdin" >"/tmp/cni.$_type.$_cmd.in"
+  # (CNI_PATH=$CNI_PATH: the plugin's environment gets the shell variable)
+  # shellcheck disable=SC2097,SC2098
   printf '%s\n' "$_stdin" |
     CNI_COMMAND=$_cmd CNI_CONTAINERID=$_id CNI_NETNS=$NETNS_DIR/$_ns CNI_IFNAME=$_if \
     CNI_PATH=$CNI_PATH "$CNI_PATH/$_type" 2>"$CNI_ERR"
