@@ -7,6 +7,7 @@
 #include "base/json.h"
 #include "base/strings.h"
 #include "base/sys.h"
+#include "net/cni_result.h"
 
 namespace outpost::net {
 
@@ -32,7 +33,7 @@ int Base64Value(char c) {
 Status CheckPart(const char* what, const std::string& s) {
   if (s.empty() || s == "." || s == ".." || s.find('/') != std::string::npos || s.find('\0') != std::string::npos) {
     return Error(Code::kInvalidArgument, Format("cni cache: %s %s cannot be part of a file name", what,
-                                                picojson::value(s).serialize().c_str()));
+                                                QuoteForMessage(s).c_str()));
   }
   return OkStatus();
 }
@@ -132,7 +133,7 @@ Result<CacheEntry> DecodeCacheEntry(const std::string& text) {
     std::string kind;
     r.String("kind", &kind);
     if (errors.empty() && kind != kKind) {
-      r.Fail("kind", std::string("expected \"") + kKind + "\", got " + json::Preview(picojson::value(kind)));
+      r.Fail("kind", std::string("expected \"") + kKind + "\", got " + QuoteForMessage(kind));
     }
     for (const char* k : {"containerId", "ifName", "networkName"}) {
       if (!r.Has(k)) r.Fail(k, "missing");

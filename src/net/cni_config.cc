@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/sys.h"
+#include "net/cni_result.h"
 
 namespace outpost::net {
 
@@ -57,7 +58,7 @@ bool IsNetworkName(const std::string& n) {
   return true;
 }
 
-std::string Quote(const std::string& s) { return picojson::value(s).serialize(); }
+std::string Quote(const std::string& s) { return QuoteForMessage(s); }
 
 // A required string field; records "<path>: missing" or a type error.
 bool RequiredString(json::ObjectReader* r, const std::string& key, std::string* out, json::Errors* errors) {
@@ -189,8 +190,8 @@ Result<NetworkList> ParseNetworkList(const std::string& text, bool conflist, con
   json::ObjectReader r(*doc, "", &errors);
   if (r.ok()) {
     if (RequiredString(&r, "name", &list.name, &errors) && !IsNetworkName(list.name)) {
-      r.Fail("name", Quote(list.name) +
-                         " is not a valid network name (letters, digits, '_', '.', '-', starting with a letter or digit)");
+      r.Fail("name", Quote(list.name) + " is not a valid network name (letters, digits, '_', '.', '-', " +
+                         "starting with a letter or digit)");
     }
     ReadVersion(&r, &list, &errors);
     const picojson::value* dc = r.Get("disableCheck");

@@ -73,9 +73,9 @@ const picojson::array* ObjectArray(json::ObjectReader* r, const std::string& key
   return &arr;
 }
 
-// "... could not be parsed: \"<bytes>\"", with every byte that is not
-// printable ASCII escaped, so the text is safe in a log line.
-std::string QuoteBytes(const std::string& s) {
+}  // namespace
+
+std::string QuoteForMessage(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     if (c == '"' || c == '\\') {
@@ -91,6 +91,8 @@ std::string QuoteBytes(const std::string& s) {
   }
   return out + "\"";
 }
+
+namespace {
 
 std::string Trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\r\n");
@@ -127,18 +129,18 @@ Result<CniResult> CniResultFromJson(const picojson::value& v, const std::string&
         size_t before = errors.size();
         ir.String("address", &ip.address);
         if (errors.size() == before && ir.Has("address") && AddressFamily(ip.address) == Family::kNone) {
-          ir.Fail("address", json::Preview(picojson::value(ip.address)) + " is not an IP address in CIDR form");
+          ir.Fail("address", QuoteForMessage(ip.address) + " is not an IP address in CIDR form");
         }
         before = errors.size();
         ir.String("gateway", &ip.gateway);
         if (errors.size() == before && !ip.gateway.empty() && AddressFamily(ip.gateway) == Family::kNone) {
-          ir.Fail("gateway", json::Preview(picojson::value(ip.gateway)) + " is not an IP address");
+          ir.Fail("gateway", QuoteForMessage(ip.gateway) + " is not an IP address");
         }
         std::string version;
         before = errors.size();
         ir.String("version", &version);
         if (errors.size() == before && ir.Has("version") && version != "4" && version != "6") {
-          ir.Fail("version", "expected \"4\" or \"6\", got " + json::Preview(picojson::value(version)));
+          ir.Fail("version", "expected \"4\" or \"6\", got " + QuoteForMessage(version));
         }
         if (const picojson::value* idx = ir.Get("interface"); idx != nullptr && !idx->is<picojson::null>()) {
           int64_t n = 0;
@@ -250,7 +252,7 @@ CniError ParseCniError(const std::string& out, const std::string& err) {
     limits.max_bytes = kMaxOutputBytes;
     auto doc = json::Parse(text, limits);
     if (!doc.ok() || !doc->is<picojson::object>()) {
-      e.msg = "the plugin's error output could not be parsed: " + QuoteBytes(text.substr(0, kQuoteBytes));
+      e.msg = "the plugin's error output could not be parsed: " + QuoteForMessage(text.substr(0, kQuoteBytes));
       e.details = stderr_text;
       return e;
     }
