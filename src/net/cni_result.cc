@@ -280,7 +280,7 @@ std::string DescribeCniError(const CniError& e) {
   std::string s;
   if (e.code != 0) s = Format("[code %lld] ", static_cast<long long>(e.code));
   s += e.msg;
-  if (!e.details.empty()) s += ": " + e.details;
+  if (!e.details.empty()) s += (e.msg.empty() ? "" : ": ") + e.details;
   return s;
 }
 

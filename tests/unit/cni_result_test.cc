@@ -227,6 +227,9 @@ TEST(CniResultTest, ErrorObjectsAndTheirText) {
   e = ParseCniError(R"({"code":4})", "");
   EXPECT_EQ(DescribeCniError(e), "[code 4] no error message");
   EXPECT_EQ(DescribeCniError(CniError{0, "m", "d"}), "m: d");
+  EXPECT_EQ(DescribeCniError(CniError{2, "", "d"}), "[code 2] d");
+  e = ParseCniError(R"({"details":"only details"})", "");
+  EXPECT_EQ(DescribeCniError(e), "only details");
 }
 
 // ---- cache ----
