@@ -45,7 +45,8 @@ Result<CacheEntry> ReadCacheEntry(const std::string& dir, const std::string& net
                                   const std::string& container_id, const std::string& ifname);
 // One entry by its file's path (from ListCacheFiles).
 Result<CacheEntry> ReadCacheFile(const std::string& path);
-// Every entry's file name under <dir>/results, sorted.
+// Every entry's file under <dir>/results, sorted, as paths
+// ("<dir>/results/<name>", for ReadCacheFile); temp and dot files left out.
 std::vector<std::string> ListCacheFiles(const std::string& dir);
 // Removed durably; a missing entry is fine.
 Status RemoveCacheEntry(const std::string& dir, const std::string& network, const std::string& container_id,

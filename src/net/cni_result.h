@@ -58,4 +58,9 @@ CniError ParseCniError(const std::string& out, const std::string& err);
 // "[code 7] invalid config: details", or the msg alone without a code.
 std::string DescribeCniError(const CniError& e);
 
+// s in double quotes with '"', '\\', newlines and every byte outside
+// printable ASCII escaped (\n, \x01): how messages of the net layer quote
+// what a file or a plugin said, safe in a log line.
+std::string QuoteForMessage(const std::string& s);
+
 }  // namespace outpost::net
