@@ -96,7 +96,11 @@ class ListOp {
   using Done = std::function<void(ListOutcome)>;
   // command: "ADD", "DEL" or "CHECK". cached: the final ADD result for DEL
   // and CHECK (null = none: DEL then runs without prevResult). done runs
-  // once, from the loop, never from inside Start.
+  // once, from the loop, never from inside Start. What is wrong before any
+  // plugin runs comes through done as well, with no timings: an unknown
+  // command, ValidateAttachment's error, an empty netns for ADD or CHECK
+  // (DEL may have none), CHECK with a list older than 0.4.0. An empty list
+  // succeeds with a null result.
   static std::unique_ptr<ListOp> Start(Loop* loop, const PluginEnv& env, const NetworkList& list,
                                        const std::string& command, const Attachment& a,
                                        const picojson::value& cached, Done done);
