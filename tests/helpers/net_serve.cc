@@ -153,7 +153,7 @@ int NetConnect(int argc, char** argv) {
   if (s < 0) return Fail("socket");
   if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     if (errno != EINPROGRESS) return Fail("connect");
-    if (!WaitFor(s, POLLOUT, deadline)) return Fail("connect");
+    if (!WaitFor(s, POLLOUT, deadline)) return Fail("connect (no answer)");
     int err = 0;
     socklen_t len = sizeof err;
     getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len);
@@ -165,7 +165,9 @@ int NetConnect(int argc, char** argv) {
   if (type == SOCK_DGRAM && send(s, "ping", 4, 0) != 4) return Fail("send");
   std::string got;
   for (;;) {
-    if (!WaitFor(s, POLLIN, deadline)) return Fail(type == SOCK_DGRAM ? "wait for the reply" : "read");
+    if (!WaitFor(s, POLLIN, deadline)) {
+      return Fail(type == SOCK_DGRAM ? "wait for the reply" : "read (no EOF from the server)");
+    }
     char buf[4096];
     ssize_t n = recv(s, buf, sizeof buf, 0);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
