@@ -41,6 +41,11 @@ struct TaskConfig {
   std::string task_dir, stdout_path, stderr_path;
   std::string cgroup;       // cgroup v2 dir to start the task in ("" = none)
   std::string config_json;  // the task's `config` object
+  // The job's pinned network namespace the task is to join before exec
+  // (setns(CLONE_NEWNET) on the opened path; "" = the host's), and the
+  // hostname it is to get in a UTS namespace of its own ("" = the node's).
+  std::string netns;
+  std::string hostname;
 };
 
 struct TaskHandle {

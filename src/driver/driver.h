@@ -75,6 +75,11 @@ struct TaskConfig {
   // cgroup v2 dir the task must start in ("" = none: no cgroup v2 here),
   // created by the pipeline with the limits below already written.
   std::string cgroup;
+  // The job's network namespace (a pinned path, docs/networking.md) the
+  // task joins before exec ("" = the agent's), and its hostname ("" = the
+  // node's).
+  std::string netns;
+  std::string hostname;
   cgroup::Resources resources;
   // The task's driver-specific `config` object as JSON ("" = none).
   std::string driver_config;

@@ -43,6 +43,8 @@ TaskConfig ConfigOf(const outpost_driver_v1_TaskConfig& m) {
   c.stderr_path = PbString(m.stderr_path);
   c.cgroup = PbString(m.cgroup);
   c.config_json = PbString(m.driver_config);
+  c.netns = PbString(m.netns);
+  c.hostname = PbString(m.hostname);
   return c;
 }
 

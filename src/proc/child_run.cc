@@ -166,6 +166,8 @@ Result<std::unique_ptr<ChildRun>> ChildRun::Start(Loop* loop, ChildRunRequest re
   sr.new_process_group = true;
   sr.cgroup_fd = cgroup_fd.get();
   sr.cgroup_procs_fd = procs_fd.get();
+  sr.netns_fd = req.netns_fd;
+  sr.hostname = req.hostname;
   s->started_mono = MonotonicNanos();
   auto spawned = Spawn(sr);
   if (!spawned.ok()) return spawned.error();

@@ -50,6 +50,8 @@ struct ChildRunRequest {
   bool set_credentials = false;   // setgroups/setgid/setuid to creds
   Credentials creds;
   std::vector<std::pair<int, rlimit>> rlimits;
+  int netns_fd = -1;              // a network namespace to join (-1 = the agent's); the caller keeps it open
+  std::string hostname;           // "" = the node's; else a UTS namespace of its own with this name
 };
 
 struct ChildRunResult {

@@ -59,6 +59,8 @@ enum Step {
   kStepExec,
   kStepCgroup,
   kStepPreExec,
+  kStepNetns,
+  kStepHostname,
 };
 
 const char* StepName(int step) {
@@ -73,6 +75,8 @@ const char* StepName(int step) {
     case kStepExec: return "exec";
     case kStepCgroup: return "join cgroup";
     case kStepPreExec: return "pre-exec step";
+    case kStepNetns: return "join network namespace";
+    case kStepHostname: return "set hostname";
   }
   return "spawn";
 }
@@ -94,6 +98,9 @@ struct ChildPlan {
   size_t nrlimits;
   bool new_pgrp;
   int join_cgroup_fd;  // -1, or cgroup.procs to write "0" to (no CLONE_INTO_CGROUP)
+  int netns_fd;        // -1, or a network namespace to join
+  const char* hostname;  // null, or the hostname of a new UTS namespace
+  size_t hostname_len;
   const std::function<int()>* pre_exec;
   const std::function<const char*()>* pre_exec_message;
   // The child shares our fd table until it has its stdio (CLONE_FILES), then
@@ -163,6 +170,13 @@ void MoveStdio(const ChildPlan& p);
   // thing, before running anything of the task.
   if (p.join_cgroup_fd >= 0 && ::write(p.join_cgroup_fd, "0", 1) != 1) ChildFail(p, kStepCgroup);
   if (p.new_pgrp && ::setpgid(0, 0) != 0) ChildFail(p, kStepSetpgid);
+  // Namespaces before stdio (a private fd table drops netns_fd) and before
+  // credentials (joining needs CAP_SYS_ADMIN). They change this task only,
+  // not a caller whose memory we share.
+  if (p.netns_fd >= 0 && ::setns(p.netns_fd, CLONE_NEWNET) != 0) ChildFail(p, kStepNetns);
+  if (p.hostname && (::unshare(CLONE_NEWUTS) != 0 || ::sethostname(p.hostname, p.hostname_len) != 0)) {
+    ChildFail(p, kStepHostname);
+  }
 
   if (p.share_files) {
     // Our fd table is the caller's (which waits, and has saved its own 0..2
@@ -387,6 +401,9 @@ Result<Spawned> Spawn(const SpawnRequest& req, int* exit_code) {
   plan.nrlimits = req.rlimits.size();
   plan.new_pgrp = req.new_process_group;
   plan.join_cgroup_fd = -1;
+  plan.netns_fd = req.netns_fd;
+  plan.hostname = req.hostname.empty() ? nullptr : req.hostname.c_str();
+  plan.hostname_len = req.hostname.size();
 
   plan.pre_exec = req.pre_exec ? &req.pre_exec : nullptr;
   plan.pre_exec_message = req.pre_exec_message ? &req.pre_exec_message : nullptr;
@@ -488,7 +505,6 @@ Status ReadExecReport(int fd, const std::string& path, const std::string& workdi
   }
   return ExecReportStatus(msg.ce, path, workdir, exit_code);
 }
-
 
 Result<std::string> ResolveCommand(const std::string& cmd, const std::string& path_var, int* exit_code) {
   *exit_code = 0;

@@ -46,6 +46,8 @@ struct SpawnRequest {
   int cgroup_fd = -1;        // the task's cgroup dir: clone3(CLONE_INTO_CGROUP)
   int cgroup_procs_fd = -1;  // its cgroup.procs: the child joins before exec where
                              // the kernel has no CLONE_INTO_CGROUP (before 5.7)
+  int netns_fd = -1;  // setns(CLONE_NEWNET) in the child before credentials are dropped
+  std::string hostname;  // non-empty: the child gets its own UTS namespace with this hostname (unshare + sethostname)
   // A step run inside the new process right before exec (after stdio,
   // rlimits, credentials and workdir): returns 0, or an errno that fails the
   // spawn ("pre-exec step: ..."). It may take long (run a hook program and

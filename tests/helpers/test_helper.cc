@@ -31,6 +31,8 @@
 //   cat                    copy stdin to stdout until EOF, exit 0
 //   args ARG...            print each argument on a line of its own
 //   hook FILE [OPTIONS]    an OCI hook that records what it got (hook_record.cc)
+//   serve tcp|udp PORT [REPLY]   answer on 0.0.0.0:PORT forever (net_serve.cc)
+//   connect tcp|udp HOST PORT [TIMEOUT_MS]  print a server's answer (net_serve.cc)
 //   service STEP...        a supervised service of the peer benchmark, steps
 //                          done in order:
 //                            stamp FILE  write "<ns> <pid>" (CLOCK_MONOTONIC
@@ -90,6 +92,8 @@
 extern char** environ;
 
 int HookRecord(int argc, char** argv);  // hook_record.cc
+int NetServe(int argc, char** argv);    // net_serve.cc
+int NetConnect(int argc, char** argv);  // net_serve.cc
 
 namespace {
 
@@ -394,7 +398,8 @@ int RunArgs(const char* argv0, char** out, int max) {
 int Usage() {
   fputs("usage: outpost-test-helper exit N | sleep S | ignore-term S | trap SIG N | orphan S | lines N [PREFIX]"
         " | huge-line BYTES | stderr TEXT | list-fds | timestamp FILE | stamp-exec FILE PROG [ARG...]"
-        " | clocks | env | pwd | id | service STEP...\n",
+        " | clocks | env | pwd | id | service STEP... | serve tcp|udp PORT [REPLY]"
+        " | connect tcp|udp HOST PORT [TIMEOUT_MS]\n",
         stderr);
   return 2;
 }
@@ -582,6 +587,8 @@ int main(int argc, char** argv) {
   }
   if (!strcmp(cmd, "floor") && argc == 2) return Floor();
   if (!strcmp(cmd, "hook")) return HookRecord(argc, argv);
+  if (!strcmp(cmd, "serve")) return NetServe(argc, argv);
+  if (!strcmp(cmd, "connect")) return NetConnect(argc, argv);
   if (!strcmp(cmd, "service")) return Service(argc, argv, main_ns);
   if (!strcmp(cmd, "args")) {
     for (int i = 2; i < argc; i++) printf("%s\n", argv[i]);

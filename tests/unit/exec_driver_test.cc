@@ -3,6 +3,7 @@
 #include "driver/exec/exec_driver.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -223,6 +224,85 @@ TEST_F(ExecDriverTest, StartErrors) {
   ASSERT_FALSE(cg.ok());
   EXPECT_NE(cg.error().message().find("task cgroup: open '" + dir_ + "/no-such-cgroup'"), std::string::npos)
       << cg.error().message();
+
+  c = Config("ns", {"exit", "0"});
+  c.netns = dir_ + "/no-such-netns";
+  auto ns = Start(c);
+  ASSERT_FALSE(ns.ok());
+  EXPECT_NE(ns.error().message().find("task network namespace: open network namespace '" + dir_ + "/no-such-netns'"),
+            std::string::npos)
+      << ns.error().message();
+}
+
+// A process holding a network namespace of its own until destroyed: its
+// /proc/<pid>/ns/net stands in for a pin (no mount needed).
+class NetnsHolder {
+ public:
+  NetnsHolder() {
+    int ready[2], release[2];
+    if (::pipe2(ready, O_CLOEXEC) != 0 || ::pipe2(release, O_CLOEXEC) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(release[1]);  // else our own copy would keep the read below from seeing EOF
+      ::close(ready[0]);
+      char c = ::unshare(CLONE_NEWNET) == 0 ? 'y' : 'n';
+      (void)!::write(ready[1], &c, 1);
+      (void)!::read(release[0], &c, 1);  // EOF once the test lets go
+      ::_exit(0);
+    }
+    ::close(ready[1]);
+    ::close(release[0]);
+    release_ = release[1];
+    char c = 0;
+    ok_ = ::read(ready[0], &c, 1) == 1 && c == 'y';
+    ::close(ready[0]);
+  }
+  ~NetnsHolder() {
+    if (release_ >= 0) ::close(release_);
+    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+  }
+  bool ok() const { return ok_; }
+  std::string path() const { return Format("/proc/%d/ns/net", pid_); }
+
+ private:
+  pid_t pid_ = -1;
+  int release_ = -1;
+  bool ok_ = false;
+};
+
+std::string NsLink(const std::string& path) {
+  char buf[128];
+  ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+TEST_F(ExecDriverTest, TheTaskAndItsExecSessionsJoinItsNetnsAndGetItsHostname) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (joins a network namespace, sets a hostname)";
+  NetnsHolder holder;
+  ASSERT_TRUE(holder.ok());
+  const std::string want = NsLink(holder.path());
+  ASSERT_NE(want, "");
+  ASSERT_NE(want, NsLink("/proc/self/ns/net"));
+  char ours[256] = {};
+  ASSERT_EQ(::gethostname(ours, sizeof ours - 1), 0);
+
+  TaskConfig c = Config("nst", {"sleep", "30"});
+  c.netns = holder.path();
+  c.hostname = "outpost-nst";
+  auto h = Start(c);
+  ASSERT_TRUE(h.ok()) << h.error().message();
+  EXPECT_EQ(NsLink(Format("/proc/%d/ns/net", h->pid)), want);
+  EXPECT_NE(NsLink(Format("/proc/%d/ns/uts", h->pid)), NsLink("/proc/self/ns/uts"));
+
+  auto r = Exec("nst", {"/bin/sh", "-c", "readlink /proc/self/ns/net; uname -n"}, 5 * kNanosPerSecond);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(r->output, want + "\noutpost-nst\n");
+
+  char after[256] = {};
+  ASSERT_EQ(::gethostname(after, sizeof after - 1), 0);
+  EXPECT_STREQ(after, ours) << "the agent's hostname is untouched";
+  EXPECT_NE(NsLink("/proc/self/ns/net"), want) << "the agent stays in its own netns";
 }
 
 TEST_F(ExecDriverTest, NoFdLeaksIntoTheTask) {

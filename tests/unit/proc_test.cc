@@ -14,11 +14,15 @@
 #include <gtest/gtest.h>
 
 #include "base/fd.h"
+#include "base/strings.h"
 #include "base/sys.h"
+#include "net/netns.h"
+#include "netns_test_util.h"
 #include "proc/exit_status.h"
 #include "proc/procfs.h"
 #include "proc/spawn.h"
 #include "proc/users.h"
+#include "test_util.h"
 
 namespace outpost {
 namespace {
@@ -290,6 +294,101 @@ TEST(Spawn, WithoutAPreExecStepTheOutcomeIsKnownWhenSpawnReturns) {
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code(), Code::kNotFound);
   EXPECT_EQ(code, 127);
+}
+
+// Spawns cmd (through /bin/sh -c) with the given namespace settings, its
+// stdout on a pipe; returns what it printed, or "ERROR: ..." (the spawn
+// failed or the child did not exit 0). With a pre-exec step the child is a
+// copy of us (fork semantics), else it shares our memory until exec: both
+// paths must join the same way.
+std::string SpawnAndRead(const std::string& cmd, int netns_fd, const std::string& hostname, bool with_pre_exec) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return "ERROR: pipe";
+  UniqueFd r(p[0]), w(p[1]);
+  proc::SpawnRequest req;
+  req.path = "/bin/sh";
+  req.argv = {"sh", "-c", cmd};
+  req.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  req.stdout_fd = w.get();
+  req.netns_fd = netns_fd;
+  req.hostname = hostname;
+  if (with_pre_exec) req.pre_exec = [] { return 0; };
+  auto s = proc::Spawn(req);
+  if (!s.ok()) return "ERROR: " + s.error().message();
+  w.Reset();
+  if (with_pre_exec) {
+    Status st = proc::ReadExecReport(s->exec_report.get(), req.path, "");
+    if (!st.ok()) return "ERROR: " + st.error().message();
+  }
+  std::string out;
+  char buf[256];
+  ssize_t n;
+  while ((n = sys::Read(r.get(), buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  int ws = 0;
+  sys::RetryEintr([&] { return ::waitpid(s->pid, &ws, 0); });
+  if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) return "ERROR: child wait status " + std::to_string(ws) + ": " + out;
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+TEST(Spawn, TheChildJoinsTheGivenNetworkNamespace) {
+  std::string why = testing::NetnsTestSkipReason();
+  if (!why.empty()) GTEST_SKIP() << why;
+  std::string tmp = testing::MakeTempDir("/tmp", "spawn-netns");
+  ASSERT_FALSE(tmp.empty());
+  std::string err = testing::RunInMountNsChild([tmp]() -> std::string {
+    Status st = net::PinNewNetns(tmp + "/pins", "job");
+    if (!st.ok()) return "pin: " + st.error().message();
+    const std::string pin = tmp + "/pins/job";
+    auto fd = net::OpenNetns(pin);
+    if (!fd.ok()) return fd.error().message();
+    const std::string want = Format("net:[%lu]", static_cast<unsigned long>(testing::NsInode(pin)));
+    const std::string ours = Format("net:[%lu]", static_cast<unsigned long>(testing::NsInode("/proc/self/ns/net")));
+    if (want == ours) return "the pin is our own namespace";
+    for (bool pre_exec : {false, true}) {
+      std::string got = SpawnAndRead("readlink /proc/self/ns/net", fd->get(), "", pre_exec);
+      if (got != want) return "child's netns (pre_exec " + std::to_string(pre_exec) + "): " + got + ", want " + want;
+    }
+    // Without a netns_fd the child stays in ours; and so do we.
+    std::string got = SpawnAndRead("readlink /proc/self/ns/net", -1, "", false);
+    if (got != ours) return "child without netns_fd: " + got + ", want " + ours;
+    if (testing::NsInode("/proc/self/ns/net") != testing::NsInode("/proc/" + std::to_string(::getppid()) + "/ns/net")) {
+      return "the spawner left its network namespace";
+    }
+    (void)net::UnpinNetns(pin);
+    return "";
+  });
+  (void)sys::RemoveTree(tmp);
+  EXPECT_EQ(err, "");
+}
+
+TEST(Spawn, TheChildGetsItsOwnHostname) {
+  std::string why = testing::NetnsTestSkipReason();
+  if (!why.empty()) GTEST_SKIP() << why;
+  char before[256] = {};
+  ASSERT_EQ(::gethostname(before, sizeof before - 1), 0);
+  for (bool pre_exec : {false, true}) {
+    EXPECT_EQ(SpawnAndRead("uname -n", -1, "outpost-test-host", pre_exec), "outpost-test-host") << pre_exec;
+  }
+  EXPECT_EQ(SpawnAndRead("uname -n", -1, "", false), before);
+  char after[256] = {};
+  ASSERT_EQ(::gethostname(after, sizeof after - 1), 0);
+  EXPECT_STREQ(after, before);  // the spawner's UTS namespace is untouched
+}
+
+TEST(Spawn, AFailedNamespaceStepIsReportedWithItsName) {
+  // /dev/null is no namespace: setns fails (EINVAL) before any privilege
+  // check, so this runs without root too.
+  UniqueFd not_ns(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(not_ns.valid());
+  for (bool pre_exec : {false, true}) {
+    std::string got = SpawnAndRead("true", not_ns.get(), "", pre_exec);
+    EXPECT_EQ(got.rfind("ERROR: join network namespace: ", 0), 0u) << got;
+  }
+  // An over-long hostname (the kernel takes 64 bytes) fails as such; as
+  // non-root the unshare fails first, under the same name.
+  std::string got = SpawnAndRead("true", -1, std::string(65, 'h'), false);
+  EXPECT_EQ(got.rfind("ERROR: set hostname: ", 0), 0u) << got;
 }
 
 }  // namespace

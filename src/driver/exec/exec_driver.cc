@@ -15,6 +15,7 @@
 #include "base/strings.h"
 #include "base/sys.h"
 #include "hooks/runner.h"
+#include "net/netns.h"
 #include "proc/procfs.h"
 #include "proc/spawn.h"
 
@@ -248,6 +249,15 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
     req.cgroup_fd = cgroup_fd.get();
     req.cgroup_procs_fd = procs_fd.get();
   }
+  // Opened here, closed once the child has joined it (after Spawn returns).
+  UniqueFd netns_fd;
+  if (!cfg.netns.empty()) {
+    auto fd = net::OpenNetns(cfg.netns);
+    if (!fd.ok()) return fail(fd.error().Wrap("task network namespace"));
+    netns_fd = std::move(*fd);
+    req.netns_fd = netns_fd.get();
+  }
+  req.hostname = cfg.hostname;
 
   // startContainer hooks run in the new process, after it is in its cgroup
   // and has its user, right before its exec; the spawn returns at once and

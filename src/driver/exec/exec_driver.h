@@ -103,6 +103,8 @@ class ExecDriver : public Driver {
     std::vector<gid_t> groups;
     std::vector<proc::Rlimit> rlimits;
     std::string cgroup;
+    std::string netns;     // the pinned namespace exec sessions join too ("" = none)
+    std::string hostname;  // ... and the hostname they get ("" = the node's)
 
     explicit KeptConfig(const TaskConfig& c)
         : id(c.id),
@@ -112,7 +114,9 @@ class ExecDriver : public Driver {
           gid(c.identity.gid),
           groups(c.identity.switch_user ? c.identity.groups : std::vector<gid_t>()),
           rlimits(c.rlimits),
-          cgroup(c.cgroup) {}
+          cgroup(c.cgroup),
+          netns(c.netns),
+          hostname(c.hostname) {}
     KeptConfig() = default;
   };
   struct Task;

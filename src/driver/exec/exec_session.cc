@@ -7,6 +7,7 @@
 #include "base/sys.h"
 #include "driver/exec/exec_driver.h"
 #include "driver/exec/task.h"
+#include "net/netns.h"
 #include "proc/procfs.h"
 #include "proc/spawn.h"
 
@@ -70,6 +71,15 @@ void ExecDriver::ExecTaskTry(const std::string& id, const std::vector<std::strin
   req.creds.gid = cfg.gid;
   req.creds.groups = cfg.groups;
   req.rlimits = std::move(*rlimits);
+  // The task's network and hostname: a session sees what the task sees.
+  UniqueFd netns_fd;
+  if (!cfg.netns.empty()) {
+    auto fd = net::OpenNetns(cfg.netns);
+    if (!fd.ok()) return done(fd.error().Wrap("exec: task network namespace"));
+    netns_fd = std::move(*fd);
+    req.netns_fd = netns_fd.get();
+  }
+  req.hostname = cfg.hostname;
   uint64_t session = next_session_++;
   auto run = proc::ChildRun::Start(loop_, std::move(req), [this, session, done](const proc::ChildRunResult& r) {
     if (r.timed_out) {
