@@ -459,7 +459,7 @@ void ReadJob(ObjectReader& r, Errors* errors, JobSpec* spec) {
   }
   ReadLabels(r, errors, "labels", &spec->labels);
   ReadLabels(r, errors, "annotations", &spec->annotations);
-  if (r.Get("network")) r.Fail("network", kNotYet);
+  if (const picojson::value* v = r.Get("network")) spec->network = net::NetworkSpecFromJson(*v, "network", errors);
   if (r.Get("hooks")) r.Fail("hooks", kNotYet);
   ReadResources(r, errors, &spec->resources);
   if (r.Has("min_healthy_time")) {
@@ -481,6 +481,10 @@ void ReadJob(ObjectReader& r, Errors* errors, JobSpec* spec) {
   if (!spec->annotations.empty()) {
     auto shared = std::make_shared<const std::map<std::string, std::string>>(spec->annotations);
     for (TaskSpec& t : spec->tasks) t.job_annotations = shared;
+  }
+  if (spec->network.Isolated()) {
+    auto shared = std::make_shared<const net::NetworkSpec>(spec->network);
+    for (TaskSpec& t : spec->tasks) t.network = shared;
   }
 }
 

@@ -8,9 +8,9 @@
 //
 // `resources` (cgroup v2 limits, task and job level) is parsed in
 // spec_resources.cc, the canonical form in spec_json.cc. A task's `hooks`
-// (OCI lifecycle hooks, hooks/hook.h) are read here too. `network` and the
-// job-level `hooks` are recognised keys refused as "not supported yet", so
-// supporting them changes no existing field.
+// (OCI lifecycle hooks, hooks/hook.h) are read here too, and so is the job's
+// `network` (net/spec.h). The job-level `hooks` is a recognised key refused
+// as "not supported yet", so supporting it changes no existing field.
 #pragma once
 
 #include <picojson.h>
@@ -24,6 +24,7 @@
 #include "base/error.h"
 #include "driver/driver.h"
 #include "hooks/hook.h"
+#include "net/spec.h"
 
 namespace outpost::job {
 
@@ -95,6 +96,10 @@ struct TaskSpec {
   // the parser from the job document, one copy shared by the job's tasks),
   // for hooks and the task's bundle; null when the job has none.
   std::shared_ptr<const std::map<std::string, std::string>> job_annotations;
+  // The job's network (one copy shared by the job's tasks; set by the
+  // parser); null for mode "host". Part of the task's fingerprint: a
+  // changed network restarts every task of the job.
+  std::shared_ptr<const net::NetworkSpec> network;
 };
 
 struct JobSpec {
@@ -102,6 +107,7 @@ struct JobSpec {
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
   cgroup::Resources resources;  // the job's cgroup (parent of its tasks' cgroups)
+  net::NetworkSpec network;     // the job's network namespace (docs/networking.md)
   // How long a task must stay up to count as healthy (`outpost run` waits
   // for that). Not part of any task's fingerprint: changing it restarts
   // nothing.

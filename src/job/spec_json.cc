@@ -101,6 +101,7 @@ picojson::value JobSpecToJson(const JobSpec& spec) {
   // Left out when unset, so the canonical form of jobs without job-level
   // limits is what it was before they existed.
   if (spec.resources.Any()) o["resources"] = ResourcesToJson(spec.resources);
+  if (spec.network.Isolated()) o["network"] = net::NetworkSpecToJson(spec.network);
   o["min_healthy_time"] = picojson::value(CanonicalDuration(spec.min_healthy_time_nanos));
   picojson::array tasks;
   for (const TaskSpec& t : spec.tasks) tasks.push_back(TaskSpecToJson(t));
@@ -115,6 +116,9 @@ std::string TaskFingerprint(const TaskSpec& spec) {
   // upgraded).
   picojson::value v = TaskSpecToJson(spec);
   v.get<picojson::object>()["resources"] = picojson::value(picojson::object());
+  // The job's network is the task's too (left out for "host", so tasks of
+  // such jobs keep the fingerprint they had before networks existed).
+  if (spec.network) v.get<picojson::object>()["network"] = net::NetworkSpecToJson(*spec.network);
   return Fnv64Hex(v);
 }
 

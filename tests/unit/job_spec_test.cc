@@ -210,7 +210,42 @@ std::vector<BadSpec> BadSpecs() {
        "tasks: no main task: every task has a prestart or poststart hook; a job needs at least one task without "
        "\"lifecycle\""},
       // Features of later versions.
-      {Job(R"("network": {"mode": "bridge"})"), "network: not supported yet by this version of outpost"},
+      // Job networks (net/spec.h).
+      {Job(R"("network": [])"), "network: expected an object, got array"},
+      {Job(R"("network": {"mode": "nat"})"),
+       "network.mode: must be \"host\", \"none\", \"bridge\" or \"cni/<name>\", got \"nat\""},
+      {Job(R"("network": {"mode": "cni/"})"),
+       "network.mode: \"cni/<name>\" needs a CNI network name (letters, digits, '_', '.', '-'), got \"cni/\""},
+      {Job(R"("network": {"mode": "cni/a b"})"),
+       "network.mode: \"cni/<name>\" needs a CNI network name (letters, digits, '_', '.', '-'), got \"cni/a b\""},
+      {Job(R"("network": {"mode": "bridge", "ports": [{"label": "http", "static": 0}]})"),
+       "network.ports[0].static: must be between 1 and 65535, got 0"},
+      {Job(R"("network": {"mode": "bridge", "ports": [{"label": "http"}]})"),
+       "network.ports[0].static: required: the host port (ports are not allocated dynamically)"},
+      {Job(R"("network": {"mode": "bridge", "ports": [{"static": 80, "to": 70000}]})"),
+       "network.ports[0].label: required\nnetwork.ports[0].to: must be between 1 and 65535, got 70000"},
+      {Job(R"("network": {"mode": "bridge", "ports": [{"label": "a-b", "static": 80, "protocol": "sctp"}]})"),
+       "network.ports[0].label: may only contain letters, digits and '_' (at most 63), got \"a-b\"\n"
+       "network.ports[0].protocol: must be \"tcp\" or \"udp\", got \"sctp\""},
+      {Job(R"("network": {"mode": "bridge", "ports": [{"label": "a", "static": 80, "host_ip": "x"}]})"),
+       "network.ports[0].host_ip: must be an IPv4 or IPv6 address, got \"x\""},
+      {Job(R"("network": {"mode": "bridge", "ports": [{"label": "web", "static": 80},
+                                                   {"label": "WEB", "static": 81}]})"),
+       "network.ports[1].label: duplicate port label \"WEB\""},
+      {Job(R"("network": {"mode": "bridge", "ports": [{"label": "a", "static": 80}, {"label": "b", "static": 80}]})"),
+       "network.ports[1].static: host port 80/tcp is mapped twice"},
+      {Job(R"("network": {"mode": "none", "ports": [{"label": "a", "static": 80}]})"),
+       "network.ports: port mappings need network mode \"bridge\" or \"cni/<name>\" (mode is \"none\")"},
+      {Job(R"("network": {"mode": "bridge", "cni_args": {"a;b": "1", "IgnoreUnknown": "1", "c": "x;y", "d": 4}})"),
+       "network.cni_args.IgnoreUnknown: set by the agent whenever there are args\n"
+       "network.cni_args.a;b: a CNI_ARGS key may not be empty or contain ';', '=' or spaces\n"
+       "network.cni_args.c: a CNI_ARGS value may not contain ';' (it separates the args)\n"
+       "network.cni_args.d: expected a string, got number"},
+      {Job(R"("network": {"hostname": "web"})"),
+       "network.hostname: needs a network mode other than \"host\" (the job shares the node's host name there)"},
+      {Job(R"("network": {"mode": "none", "hostname": "-web"})"),
+       "network.hostname: must be 1-63 letters, digits and '-', not starting or ending with '-', got \"-web\""},
+      {Job(R"("network": {"mode": "none", "dns": {}})"), "network.dns: unknown field"},
       {Job(R"("hooks": [])"), "hooks: not supported yet by this version of outpost"},
       // OCI hooks (hooks/hook.h).
       {Task(R"("hooks": [])"),
@@ -374,10 +409,10 @@ TEST(JobSpecErrors, EveryMalformedSpecGetsItsExactMessage) {
 }
 
 TEST(JobSpecErrors, SourcePrefixesEveryLine) {
-  auto spec = ParseJobSpec(R"({"id": "j", "tasks": [{"name": "a"}], "network": {}})", "/etc/outpost/jobs.d/j.json");
+  auto spec = ParseJobSpec(R"({"id": "j", "tasks": [{"name": "a"}], "hooks": {}})", "/etc/outpost/jobs.d/j.json");
   ASSERT_FALSE(spec.ok());
   EXPECT_EQ(spec.error().message(),
-            "/etc/outpost/jobs.d/j.json: network: not supported yet by this version of outpost\n"
+            "/etc/outpost/jobs.d/j.json: hooks: not supported yet by this version of outpost\n"
             "/etc/outpost/jobs.d/j.json: tasks[0].command: required");
   spec = ParseJobSpec("{", "j.json");
   ASSERT_FALSE(spec.ok());
