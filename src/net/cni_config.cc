@@ -284,6 +284,12 @@ Result<const NetworkList*> ConfigDir::Find(const std::string& name) const {
   std::string have = names.empty() ? "no networks" : "networks: " + JoinStrings(names, ", ");
   std::string why = DirProblem();
   if (!why.empty()) have += "; " + why;
+  // The file meant may be one that is not used (a cniVersion too new, a
+  // typo): say so rather than only "not there".
+  for (const auto& [file, problem] : problems_) {
+    if (StartsWith(problem, "duplicate network name")) continue;
+    have += "; not used: " + (StartsWith(problem, file) ? problem : file + ": " + problem);
+  }
   return Error(Code::kNotFound, "network '" + name + "' is not in " + dir_ + " (" + have + ")");
 }
 

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "base/clock.h"
+#include "base/log.h"
 #include "base/strings.h"
 #include "loop/loop.h"
 #include "proc/child_run.h"
@@ -336,9 +337,16 @@ void ListOp::State::Next(const std::shared_ptr<State>& s) {
     const PluginConf& p = s->list.plugins[i];
     auto found = FindPlugin(s->env.path, p.type);
     if (!found.ok()) {
-      s->Fail(found.error().Wrap("plugin " + p.type));
-      if (!is_del) return Finish(s);
-      continue;  // DEL: every other plugin still gets its call
+      if (!is_del) {
+        s->Fail(found.error().Wrap("plugin " + p.type));
+        return Finish(s);
+      }
+      // DEL: a plugin that is not installed cannot clean anything up, now or
+      // later; failing the DEL would keep the attachment (and its namespace)
+      // forever. Every other plugin still gets its call.
+      log::Warn("CNI DEL skips a plugin that is not installed",
+                {{"plugin", p.type}, {"network", s->list.name}, {"error", found.error().message()}});
+      continue;
     }
     const picojson::value& prev = s->command == "ADD" ? s->prev : s->cached;
     auto call = std::make_shared<Call>();

@@ -16,7 +16,9 @@
 // result; DEL in reverse order, every plugin given the cached final result;
 // CHECK in order with the cached result. ADD stops at the first failure
 // (the caller DELs the whole list); DEL goes on past failures (best effort,
-// every plugin gets its chance to clean up) and reports the first one.
+// every plugin gets its chance to clean up) and reports the first one; a
+// plugin binary that is not installed is skipped by DEL (logged), since it
+// can clean up nothing and would otherwise keep the attachment forever.
 // Each call's duration is kept for events and `outpost networks`.
 //
 // Does not own the cache, the namespace, or serialising operations (net/

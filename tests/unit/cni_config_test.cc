@@ -253,7 +253,8 @@ TEST_F(CniConfigDirTest, ConflistsFirstThenFirstFilePerNameWins) {
   auto missing = dir_->Find("z");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code(), Code::kNotFound);
-  EXPECT_EQ(missing.error().message(), "network 'z' is not in " + tmp_ + " (networks: x, y)");
+  EXPECT_EQ(missing.error().message(), "network 'z' is not in " + tmp_ + " (networks: x, y; not used: " + tmp_ +
+                "/30-bad.conflist: plugins[1].type: missing)");
 }
 
 TEST_F(CniConfigDirTest, WatchedChangesReloadAndCallChanged) {
