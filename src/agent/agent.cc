@@ -21,6 +21,7 @@
 #include "driver/exec/exec_driver.h"
 #include "driver/remote.h"
 #include "hooks/catalog.h"
+#include "net/networks.h"
 #include "task/manager.h"
 #include "job/manager.h"
 #include "base/clock.h"
@@ -225,7 +226,11 @@ Status Agent::StartTasks() {
   if (!catalog.ok()) return catalog.error().Wrap("hooks");
   hooks_ = std::move(*catalog);
 
+  OUTPOST_RETURN_IF_ERROR(StartNetworks());
+
   task::TaskManager::Options o;
+  o.networks = networks_.get();
+  o.networks_problem = networks_problem_;
   o.hooks = hooks_.get();
   o.hook_timeout_seconds = config_.hook_timeout_nanos / 1000000000LL;
   o.poststart_failure_stops = config_.poststart_failure_stops;
@@ -284,6 +289,17 @@ Status Agent::StartTasks() {
     driver::Driver* d = drivers->Find(name);
     return d ? d->CheckConfig(config) : OkStatus();
   };
+  if (net::Networks* nets = networks_.get()) {
+    jo.check_network = [nets](const net::NetworkSpec& n) { return nets->Check(n); };
+    jo.release_network = [nets](const std::string& job, std::function<void(Status)> done) {
+      nets->Release(job, std::move(done));
+    };
+  } else {
+    std::string why = networks_problem_;
+    jo.check_network = [why](const net::NetworkSpec&) -> Status {
+      return Error(Code::kFailedPrecondition, "network.mode: job networks are not available on this node: " + why);
+    };
+  }
   auto jm = job::JobManager::Create(loop_.get(), job_runner_.get(), job_runner_.get(), jo);
   if (!jm.ok()) return jm.error().Wrap("jobs");
   jobs_ = std::move(*jm);
@@ -293,7 +309,7 @@ Status Agent::StartTasks() {
   // With a keeper, the exits of tasks that ended while no worker ran arrive
   // with its journal: jobs are recovered once that is replayed, or once the
   // link is attached if the keeper has nothing to replay (AttachKeeper).
-  if (keeper_pid_ == 0) jobs_->Recover();
+  if (keeper_pid_ == 0) RecoverJobs();
   TrimAfterActivity();
   return OkStatus();
 }
@@ -356,6 +372,7 @@ void Agent::Reload() {
     next->hook_path = config_.hook_path;
     next->hook_timeout_nanos = config_.hook_timeout_nanos;
     next->poststart_failure_stops = config_.poststart_failure_stops;
+    next->network = config_.network;
   }
   config_ = std::move(*next);
   config_loaded_wall_ = WallNanos();
@@ -368,6 +385,55 @@ void Agent::Reload() {
   }
   if (hooks_) hooks_->Rescan();
   log::Info("config reloaded", {{"config", config_.path}});
+}
+
+Status Agent::StartNetworks() {
+  const Config::Network& c = config_.network;
+  net::Networks::Options no;
+  no.netns_dir = c.netns_dir;
+  no.config_dir = c.cni_config_dir;
+  no.cache_dir = config_.CniCacheDir();
+  no.plugins.path = c.cni_path;
+  no.plugins.timeout_nanos = c.cni_timeout_nanos;
+  no.bridge.network = c.bridge_name;
+  no.bridge.bridge = c.bridge_interface;
+  no.bridge.subnet = c.bridge_subnet;
+  no.bridge.admin_chain = c.bridge_admin_chain;
+  // host-local's reservations on tmpfs, like the namespaces they belong
+  // to: a reboot frees both (Nomad PR #24650).
+  no.bridge.ipam_data_dir = config_.runtime_dir + "/cni/networks";
+  task::EventLog* events = &events_;
+  no.event = [events](const std::string& job, const std::string& type, const std::string& message) {
+    driver::TaskEvent ev;
+    ev.job = job;
+    ev.timestamp_unix_nanos = WallNanos();
+    ev.type = type;
+    ev.message = message;
+    events->Publish(ev);
+  };
+  if (::geteuid() != 0) {
+    // Pinning namespaces and the plugins' work need root.
+    networks_problem_ = "the agent does not run as root";
+    log::Warn("job networks unavailable", {{"reason", networks_problem_}});
+    return OkStatus();
+  }
+  auto n = net::Networks::Create(loop_.get(), no);
+  if (!n.ok()) return n.error().Wrap("networks");
+  networks_ = std::move(*n);
+  return OkStatus();
+}
+
+void Agent::RecoverJobs() {
+  if (!jobs_ || jobs_->recovered()) return;
+  jobs_->Recover();
+  if (!networks_ || networks_->recovered()) return;
+  std::map<std::string, std::shared_ptr<const net::NetworkSpec>> wanted;
+  for (const job::JobView& j : jobs_->List()) {
+    if (j.running && j.spec.network.Isolated()) {
+      wanted[j.id] = std::make_shared<const net::NetworkSpec>(j.spec.network);
+    }
+  }
+  networks_->Recover(wanted);
 }
 
 size_t Agent::api_connections() const { return api_ ? api_->connection_count() : 0; }
@@ -430,15 +496,15 @@ Status Agent::AttachKeeper(UniqueFd fd, bool keeper_empty) {
         },
         [l](const std::string& id) { l->ReleaseFifos(keeper::proto::TaskKey(id.data(), id.size())); });
     tm->HoldAllFifos();
-    job::JobManager* jobs = jobs_.get();
+    Agent* self = this;
     // Beats start once the worker is fully up: recovering many tasks and
     // jobs is busy, not hung, and must not get it killed. Last: with an
     // empty keeper this runs at once, and the tasks the jobs start need the
     // exit handler and the FIFO holder above.
     l->SetHeartbeat(config_.heartbeat_timeout_nanos);
-    l->SetOnJournalReplayed([exec, jobs, l] {
+    l->SetOnJournalReplayed([exec, self, l] {
       exec->JournalReplayed();
-      if (jobs && !jobs->recovered()) jobs->Recover();
+      self->RecoverJobs();
       l->StartHeartbeat();
     });
   }

@@ -39,6 +39,9 @@ class UidPool;
 namespace hooks {
 class Catalog;
 }
+namespace net {
+class Networks;
+}
 namespace plugin {
 class Registry;
 class Watcher;
@@ -81,6 +84,8 @@ class Agent {
   keeper::KeeperLink* keeper_link() { return keeper_link_.get(); }
   task::TaskManager* tasks() { return tasks_.get(); }
   hooks::Catalog* hook_catalog() { return hooks_.get(); }
+  net::Networks* networks() { return networks_.get(); }  // null when unavailable (networks_problem())
+  const std::string& networks_problem() const { return networks_problem_; }
   task::EventLog* events() { return &events_; }
   driver::Registry* drivers() { return &drivers_; }
   job::JobManager* jobs() { return jobs_.get(); }
@@ -98,6 +103,10 @@ class Agent {
   Status BindApiSocket();
   Status AttachKeeper(UniqueFd fd, bool keeper_empty);
   Status StartTasks();
+  Status StartNetworks();
+  // The job layer's recovery, then the networks' (which need to know the
+  // jobs that want one); once the tasks' fates are known.
+  void RecoverJobs();
   Status StartPlugins();  // plugin_api.cc
   void ApplyRuntimeSettings();
   void TrimAfterActivity();
@@ -114,6 +123,8 @@ class Agent {
   driver::Registry drivers_;
   std::unique_ptr<driver::ExecDriver> exec_;
   std::unique_ptr<hooks::Catalog> hooks_;  // hooks.d and the per-stage hook directories
+  std::unique_ptr<net::Networks> networks_;
+  std::string networks_problem_;
   std::unique_ptr<task::TaskManager> tasks_;
   std::unique_ptr<JobTaskRunner> job_runner_;
   std::unique_ptr<job::JobManager> jobs_;

@@ -81,6 +81,16 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
   r.StringList("hooks_dirs", &c.hooks_dirs);
   r.String("hook_path", &c.hook_path);
   r.Duration("hook_timeout", &c.hook_timeout_nanos);
+  Config::Network& n = c.network;
+  r.String("netns_dir", &n.netns_dir, false);
+  r.String("cni_config_dir", &n.cni_config_dir, false);
+  r.StringList("cni_path", &n.cni_path);
+  r.String("cni_cache_dir", &n.cni_cache_dir);
+  r.Duration("cni_timeout", &n.cni_timeout_nanos);
+  r.String("bridge_network_name", &n.bridge_name, false);
+  r.String("bridge_network_bridge", &n.bridge_interface, false);
+  r.String("bridge_network_subnet", &n.bridge_subnet, false);
+  r.String("bridge_network_admin_chain", &n.bridge_admin_chain, false);
   std::string poststart;
   r.String("poststart_failure", &poststart);
   if (r.Has("poststart_failure")) {
@@ -120,6 +130,18 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
   if (c.hook_timeout_nanos < 1000000000LL || c.hook_timeout_nanos > 3600 * 1000000000LL ||
       c.hook_timeout_nanos % 1000000000LL != 0) {
     errors.push_back("hook_timeout: must be whole seconds between 1s and 1h");
+  }
+  CheckAbsolute(&r, "netns_dir", &n.netns_dir, &errors);
+  CheckAbsolute(&r, "cni_config_dir", &n.cni_config_dir, &errors);
+  if (!n.cni_cache_dir.empty()) CheckAbsolute(&r, "cni_cache_dir", &n.cni_cache_dir, &errors);
+  for (size_t i = 0; i < n.cni_path.size(); ++i) {
+    if (n.cni_path[i].empty() || n.cni_path[i][0] != '/' || n.cni_path[i].find(':') != std::string::npos) {
+      errors.push_back(Format("cni_path[%zu]: must be an absolute path without ':', got \"%s\"", i,
+                              n.cni_path[i].c_str()));
+    }
+  }
+  if (n.cni_timeout_nanos < 1000000000LL || n.cni_timeout_nanos > 3600 * 1000000000LL) {
+    errors.push_back("cni_timeout: must be between 1s and 1h");
   }
   if (r.Has("heartbeat_timeout") && c.heartbeat_timeout_nanos != 0 && c.heartbeat_timeout_nanos < 1000000000LL) {
     errors.push_back("heartbeat_timeout: must be \"0s\" (off) or at least 1s");
@@ -187,6 +209,7 @@ bool ReloadChangesRestartOnlyKeys(const Config& a, const Config& b, std::string*
   check(a.hook_path != b.hook_path, "hook_path");
   check(a.hook_timeout_nanos != b.hook_timeout_nanos, "hook_timeout");
   check(a.poststart_failure_stops != b.poststart_failure_stops, "poststart_failure");
+  check(!(a.network == b.network), "netns_dir, cni_* and bridge_network_*");
   check(a.dynamic_uid_first != b.dynamic_uid_first || a.dynamic_uid_last != b.dynamic_uid_last, "dynamic_users");
   *which = keys;
   return !keys.empty();

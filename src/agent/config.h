@@ -62,6 +62,28 @@ struct Config {
   int64_t hook_timeout_nanos = 10LL * 1000000000;
   bool poststart_failure_stops = true;
 
+  // Job networks (docs/networking.md): where namespaces are pinned, the
+  // CNI config dir and plugin search path, the result cache ("" =
+  // <runtime_dir>/cni), the deadline of one plugin call, and the built-in
+  // bridge network. All take effect at the next agent start.
+  struct Network {
+    std::string netns_dir = "/run/netns";
+    std::string cni_config_dir = "/etc/cni/net.d";
+    std::vector<std::string> cni_path = {"/opt/cni/bin", "/usr/lib/cni"};
+    std::string cni_cache_dir;
+    int64_t cni_timeout_nanos = 60LL * 1000000000;
+    std::string bridge_name = "outpost";
+    std::string bridge_interface = "outpost0";
+    std::string bridge_subnet = "10.46.0.0/20";
+    std::string bridge_admin_chain = "OUTPOST-ADMIN";
+    bool operator==(const Network& o) const {
+      return netns_dir == o.netns_dir && cni_config_dir == o.cni_config_dir && cni_path == o.cni_path &&
+             cni_cache_dir == o.cni_cache_dir && cni_timeout_nanos == o.cni_timeout_nanos &&
+             bridge_name == o.bridge_name && bridge_interface == o.bridge_interface &&
+             bridge_subnet == o.bridge_subnet && bridge_admin_chain == o.bridge_admin_chain;
+    }
+  } network;
+
   // Supervision of the worker (docs/supervision.md): the keeper kills a
   // worker whose loop sends no heartbeat for this long (0 = never).
   int64_t heartbeat_timeout_nanos = 30LL * 1000000000;
@@ -70,6 +92,7 @@ struct Config {
 
   std::string ApiSocket() const { return api_socket.empty() ? runtime_dir + "/outpost.sock" : api_socket; }
   std::string PluginsDir() const { return plugins_dir.empty() ? runtime_dir + "/plugins" : plugins_dir; }
+  std::string CniCacheDir() const { return network.cni_cache_dir.empty() ? runtime_dir + "/cni" : network.cni_cache_dir; }
 };
 
 // Loads and validates path. On error the message lists every problem, one

@@ -30,6 +30,7 @@
 #include "base/error.h"
 #include "cgroup/resources.h"
 #include "hooks/hook.h"
+#include "net/spec.h"
 #include "proc/exit_status.h"
 #include "proc/spawn.h"
 
@@ -99,6 +100,11 @@ struct TaskConfig {
   // runs them just before StartTask. Not persisted in the record: the
   // bundle's config.json holds them.
   std::shared_ptr<const TaskHooks> oci;
+  // The job's network (docs/networking.md), null for mode "host". From the
+  // job layer; the start pipeline attaches the job to it and sets netns,
+  // hostname and the OUTPOST_IP / OUTPOST_*PORT_* environment. Not
+  // persisted: a recovered task keeps its netns and environment.
+  std::shared_ptr<const net::NetworkSpec> network;
   // oci's hooks and annotations, empty when there is none.
   const hooks::HookSet& Hooks() const;
   const std::map<std::string, std::string>& Annotations() const;

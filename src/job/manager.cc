@@ -114,6 +114,10 @@ void JobManager::Evaluate(const std::string& id) {
   }
 
   if (j.Wanted()) {
+    // Any start may attach the job's network (the task start pipeline asks
+    // for it); stopping releases it. A job recovered with its network is
+    // attached too.
+    if (j.stored->spec.network.Isolated()) j.network_attached = true;
     // Lifecycle: prestart tasks first; main tasks once every prestart task
     // has completed (sidecars: is running); poststart once the mains run.
     bool pre_done = true;
@@ -153,6 +157,23 @@ void JobManager::Evaluate(const std::string& id) {
     }
   }
   if (!j.AllDead()) return;
+  // The job's network goes once its last task has stopped (not for a
+  // whole-job restart): CNI DEL, then the namespace.
+  if (!j.restarting && j.network_attached && options_.release_network) {
+    if (j.releasing_network) return;
+    j.releasing_network = true;
+    std::weak_ptr<bool> alive = alive_;
+    options_.release_network(id, [this, alive, id](Status st) {
+      if (!alive.lock()) return;
+      auto jt = jobs_.find(id);
+      if (jt == jobs_.end()) return;
+      jt->second->releasing_network = false;
+      jt->second->network_attached = false;
+      if (!st.ok()) JobEvent(id, "network", "network not removed: " + st.error().message());
+      ScheduleEvaluate(id);
+    });
+    return;
+  }
   auto waiters = std::move(j.stop_waiters);
   j.stop_waiters.clear();
   for (auto& w : waiters) w(OkStatus());
@@ -236,6 +257,12 @@ Status JobManager::CheckNode(const JobSpec& spec) const {
     for (const std::string& p : options_.check_resources(r)) errors.push_back(path + ": " + p);
   };
   check(spec.resources, "resources");
+  if (spec.network.Isolated() && options_.check_network) {
+    Status st = options_.check_network(spec.network);
+    if (!st.ok()) {
+      for (const std::string& line : Split(st.error().message(), '\n')) errors.push_back(line);
+    }
+  }
   for (size_t i = 0; i < spec.tasks.size(); i++) {
     if (options_.check_driver) {
       Status st = options_.check_driver(spec.tasks[i].driver, spec.tasks[i].driver_config);

@@ -98,6 +98,14 @@ class JobManager {
     // config: errors one per line, each starting with the field below the
     // task ("driver: ..." or "config.image: ..."). Null = no check.
     std::function<Status(const std::string& driver, const std::string& config_json)> check_driver;
+    // Whether the node has the job's network (net/networks Check): errors
+    // one per line, each starting with the field ("network.mode: ...").
+    // Null = no check.
+    std::function<Status(const net::NetworkSpec&)> check_network;
+    // Removes a job's network (CNI DEL, namespace unpinned) once its last
+    // task stopped; done may carry an error (the job stops anyway). Null =
+    // jobs have no networks to remove.
+    std::function<void(const std::string& job, std::function<void(Status)> done)> release_network;
     task::EventSink* events = nullptr;
   };
   using DoneCallback = std::function<void(Status)>;

@@ -27,6 +27,10 @@ struct JobManager::Job {
   bool eval_scheduled = false;
   bool removing = false;
   bool restarting = false;  // whole-job restart: stop everything, then start afresh
+  // The job may have a network (it was wanted with an isolated network
+  // since the last release), and its release is under way.
+  bool network_attached = false;
+  bool releasing_network = false;
   int64_t stop_timeout = -1;
   std::vector<DoneCallback> stop_waiters;
   std::vector<DoneCallback> remove_waiters;

@@ -143,6 +143,7 @@ driver::TaskConfig TaskConfigFor(const std::string& job, const TaskSpec& s) {
   c.log_max_files = s.log_max_files;
   c.log_max_file_size = s.log_max_file_size;
   c.resources = s.resources;
+  c.network = s.network;
   if (!s.hooks.empty() || !s.annotations.empty() || s.job_annotations) {
     auto oci = std::make_shared<driver::TaskHooks>();
     oci->hooks = s.hooks;

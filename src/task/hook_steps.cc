@@ -86,6 +86,12 @@ void TaskManager::WriteBundle(StartOp* op, DoneCallback done) {
     in.cgroup_path = !mount.empty() && StartsWith(c.cgroup, mount + "/") ? c.cgroup.substr(mount.size()) : c.cgroup;
   }
   in.resources = c.resources;
+  // The job's namespace, joined (createRuntime hooks run after it is wired).
+  if (!c.netns.empty()) in.namespace_paths["network"] = c.netns;
+  if (!c.hostname.empty()) {
+    in.hostname = c.hostname;
+    in.namespaces.push_back("uts");
+  }
   in.hooks = oci->hooks;
   in.annotations = oci->annotations;
   OUTPOST_RETURN_IF_ERROR_CB(sys::MkdirAll(options_.runtime_dir + "/bundles", 0700), done);

@@ -5,6 +5,9 @@
 // Start (TaskManager::Start):
 //   1. Prepare             ids, an ended instance making way, dynamic user,
 //                          credentials (resolved once), task dir, FIFOs, logs
+//   2. JoinNetwork         the job's network namespace, wired by CNI (once
+//                          per job: net/networks), its address and ports
+//                          in the environment (task/network_step.cc)
 //   2. CreateCgroup        admission check of the limits, the task's cgroup
 //                          with its limits written (before anything runs)
 //   3. WriteBundle         the task's OCI hooks resolved, its bundle written
@@ -94,6 +97,7 @@ struct TaskManager::StartStep {
 const TaskManager::StartStep* TaskManager::StartSteps(size_t* count) {
   static const StartStep kSteps[] = {
       {"prepare", &TaskManager::Prepare, &TaskManager::UndoPrepare},
+      {"network", &TaskManager::JoinNetwork, nullptr},
       {"create cgroup", &TaskManager::CreateCgroup, &TaskManager::UndoCreateCgroup},
       {"bundle", &TaskManager::WriteBundle, nullptr},
       {"prestart hooks", &TaskManager::RunCreateHooks, nullptr},

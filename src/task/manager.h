@@ -46,6 +46,9 @@ class OomWatcher;
 namespace proc {
 class UidPool;
 }
+namespace net {
+class Networks;
+}
 namespace hooks {
 class Catalog;
 class StageRun;
@@ -96,6 +99,10 @@ class TaskManager {
     hooks::Catalog* hooks = nullptr;
     int64_t hook_timeout_seconds = 10;
     bool poststart_failure_stops = true;
+    // Job networks (docs/networking.md); null = unavailable, with the
+    // reason in networks_problem (a job asking for one fails to start).
+    net::Networks* networks = nullptr;
+    std::string networks_problem;
   };
   using DoneCallback = std::function<void(Status)>;
   using StartedCallback = std::function<void(Result<TaskView>)>;
@@ -234,6 +241,8 @@ class TaskManager {
   void SpawnThroughDriver(StartOp* op, DoneCallback done);
   void UndoSpawn(StartOp* op);
   void RecordStarted(StartOp* op, DoneCallback done);
+  // task/network_step.cc: the job's network (nothing for mode "host").
+  void JoinNetwork(StartOp* op, DoneCallback done);
   // task/hook_steps.cc: the OCI hook steps.
   std::string BundlePath(const std::string& id) const;
   void WriteBundle(StartOp* op, DoneCallback done);

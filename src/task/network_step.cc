@@ -1,0 +1,41 @@
+// The network step of the start pipeline (task/lifecycle.cc has the order):
+// a task of a job with its own network (mode none, bridge or cni/<name>)
+// joins the job's namespace, which net/networks pins and wires once per job
+// (the first task's start waits for the CNI ADD; the others find it ready).
+// The task then sees the job's address and ports in its environment, and
+// its driver joins the namespace before exec. Removing the network is the
+// job layer's (when the job stops), not a step undone per task.
+#include "base/strings.h"
+#include "net/networks.h"
+#include "task/entry.h"
+
+namespace outpost::task {
+
+void TaskManager::JoinNetwork(StartOp* op, DoneCallback done) {
+  driver::TaskConfig& c = op->config;
+  if (!c.network || !c.network->Isolated()) return done(OkStatus());
+  if (!options_.networks) {
+    return done(Error(Code::kFailedPrecondition,
+                      "network " + c.network->mode + ": job networks are not available on this node: " +
+                          options_.networks_problem));
+  }
+  if (c.job.empty()) return done(Error(Code::kInvalidArgument, "a network needs a job"));
+  std::weak_ptr<bool> alive = alive_;
+  std::string id = c.id;
+  options_.networks->Attach(c.job, c.network, [this, alive, op, id, done](Result<net::JobNetwork> n) {
+    if (!alive.lock()) return;
+    if (!n.ok()) return done(n.error());
+    driver::TaskConfig& cfg = op->config;
+    cfg.netns = n->netns;
+    cfg.hostname = cfg.network->hostname;
+    net::AddNetworkEnv(n->ip, n->ports, &cfg.env);
+    if (Task* t = Find(id)) {
+      t->record.handle.config.netns = cfg.netns;
+      t->record.handle.config.hostname = cfg.hostname;
+      t->record.handle.config.env = cfg.env;
+    }
+    done(OkStatus());
+  });
+}
+
+}  // namespace outpost::task
