@@ -86,6 +86,9 @@ std::vector<Feature> CollectFeatures(Agent* agent) {
   bool hooks_ok = true;
   std::string hooks = HooksSummary(agent, &hooks_ok);
   out.push_back({"hooks", hooks_ok, hooks});
+  bool nets_ok = true;
+  std::string nets = NetworksSummary(agent, &nets_ok);
+  out.push_back({"networks", nets_ok, nets});
   bool plugins_ok = false;
   std::string plugins = PluginSummary(agent, &plugins_ok);
   out.push_back({"plugins", plugins_ok, plugins});
@@ -136,6 +139,7 @@ void RegisterApi(Agent* agent, wire::RpcServer* server) {
     HandleStatus(agent, ctx, payload, std::move(responder));
   });
   RegisterHooksApi(agent, server);
+  RegisterNetworkApi(agent, server);
 }
 
 }  // namespace outpost::agent

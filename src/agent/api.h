@@ -18,9 +18,12 @@ constexpr const char* kAgentService = "outpost.v1.Agent";
 void RegisterApi(Agent* agent, wire::RpcServer* server);
 // ListHooks (agent/hooks_api.cc).
 void RegisterHooksApi(Agent* agent, wire::RpcServer* server);
+void RegisterNetworkApi(Agent* agent, wire::RpcServer* server);  // network_api.cc
 // One line for `outpost status`: the hooks.d files and per-stage hooks in
 // use, and every invalid file with its error (*ok false when there is one).
 std::string HooksSummary(Agent* agent, bool* ok);
+// The networks feature line of `outpost status`.
+std::string NetworksSummary(Agent* agent, bool* ok);
 
 }  // namespace agent
 }  // namespace outpost

@@ -72,6 +72,7 @@ const Command kCommands[] = {
     {"update", "change a task's or job's resource limits live", kUpdateHelp, RunUpdate},
     {"status", "show the running agent's status", kStatusHelp, RunStatus},
     {"plugins", "list registered plugins and plugin sockets", kPluginsHelp, RunPlugins},
+    {"networks", "list the networks jobs can use, their plugins, and attached jobs", kNetworksHelp, RunNetworks},
     {"hooks", "list the OCI hooks that apply, and invalid hook files", kHooksHelp, RunHooks},
     {"task", "run and manage bare tasks (run, ls, inspect, stop, rm, signal, exec, stats)", kTaskHelp, RunTask},
     {"version", "print the version of this binary", kVersionHelp, RunVersion},

@@ -40,6 +40,7 @@ extern const char kPsHelp[], kInspectHelp[], kStopHelp[], kRmHelp[], kRestartHel
 extern const char kTaskHelp[], kExecHelp[], kSignalHelp[];                             // task_cmds.cc
 extern const char kLogsHelp[], kEventsHelp[], kStatsHelp[];                            // observe.cc
 extern const char kStatusHelp[], kVersionHelp[];                                       // status.cc
+extern const char kNetworksHelp[];  // networks.cc
 extern const char kHooksHelp[];                                                        // hooks.cc
 extern const char kPluginsHelp[];                                                      // plugins.cc
 
@@ -61,6 +62,7 @@ int RunExec(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunSignal(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunPlugins(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunHooks(const GlobalOptions& opts, const std::vector<std::string>& args);
+int RunNetworks(const GlobalOptions& opts, const std::vector<std::string>& args);
 
 // Prints "outpost: <msg>" on stderr, returns code.
 int Fail(int code, const std::string& msg);
