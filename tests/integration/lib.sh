@@ -56,6 +56,9 @@ write_config() {
   # The host's hook directories never reach a test's tasks.
   [[ "$extra" == *'"hooks_dirs"'* ]] || defaults+="\"hooks_dirs\": [\"$T/hooks.d\"], "
   [[ "$extra" == *'"hook_path"'* ]] || defaults+="\"hook_path\": \"$T/hooks\", "
+  # Nor the host's CNI configs or its /run/netns.
+  [[ "$extra" == *'"netns_dir"'* ]] || defaults+="\"netns_dir\": \"$T/netns\", "
+  [[ "$extra" == *'"cni_config_dir"'* ]] || defaults+="\"cni_config_dir\": \"$T/cni.d\", "
   cat >"$T/config.json" <<JSON
 {
   $defaults"state_dir": "$T/state",
