@@ -64,6 +64,12 @@ Result<NetworkList> Networks::ListFor(const NetworkSpec& spec) const {
   std::string name = spec.CniName();
   if (name.empty()) return Error(Code::kInvalidArgument, "mode " + QuoteForMessage(spec.mode) + " has no CNI network");
   auto list = configs_->Find(name);
+  if (!list.ok()) {
+    // A file dropped in just now may not have settled in the watch yet:
+    // look again before refusing.
+    configs_->Rescan();
+    list = configs_->Find(name);
+  }
   if (!list.ok()) return list.error();
   return **list;
 }

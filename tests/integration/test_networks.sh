@@ -73,7 +73,8 @@ test_networks_bridge_jobs_reach_each_other_ports_map_and_nothing_is_left() {
   # One job added and removed first: the shared chains (CNI-FORWARD, the
   # admin chain, CNI-HOSTPORT-*) and the bridge exist from then on; every
   # later job must leave the node exactly like this.
-  jt_run_doc "$(nt_job warm '{"mode": "bridge"}' "$(jt_sleeper t)")" >/dev/null || fail "warm job: $OUT"
+  jt_run_doc "$(nt_job warm '{"mode": "bridge", "ports": [{"label": "w", "static": 9999}]}' "$(jt_sleeper t)")" \
+    >/dev/null || fail "warm job"
   op rm warm >/dev/null || fail "rm warm"
   nt_snapshot >"$T/before"
   expect_contains "$(cat "$T/before")" "OUTPOST-ADMIN -d 10.46.0.0/20 -o outpost0 -j ACCEPT" "admin chain rule"
@@ -184,11 +185,13 @@ nt_kill_agent() {
 }
 nt_task_reason() { op --json inspect "$1" 2>/dev/null | json_get reason; }
 nt_reason_has() { nt_task_reason "$1" | grep -qF -- "$2"; }
+nt_networks_has() { op networks 2>/dev/null | grep -qF -- "$1"; }
 nt_no_ptp_veth() { ! nsx ip -o link show | grep -q 'veth'; }
 
 test_networks_custom_cni_network_with_ptp_and_host_local() {
   nt_node
   nt_lan_conflist lan
+  wait_for 10 nt_networks_has "cni/lan" >/dev/null || fail "cni/lan never listed: $(op networks)"
   expect_exit 0 op networks
   expect_contains "$OUT" "cni/lan  (network lan, cniVersion 1.0.0" "networks lists cni/lan"
   expect_contains "$OUT" "ptp        /usr/lib/cni/ptp" "plugin found in cni_path"
@@ -208,12 +211,12 @@ test_networks_custom_cni_network_with_ptp_and_host_local() {
 test_networks_submission_refuses_what_the_node_cannot_do() {
   nt_node
   nt_lan_conflist lan
-  expect_exit 1 jt_run_doc "$(nt_job j '{"mode": "cni/nosuch"}' "$(jt_sleeper t)")"
+  expect_exit 2 jt_run_doc "$(nt_job j '{"mode": "cni/nosuch"}' "$(jt_sleeper t)")"
   expect_contains "$OUT" "network.mode: network 'nosuch' is not in $T/cni.d" "missing network named"
   expect_contains "$OUT" "lan" "the networks the node has are listed"
-  expect_exit 1 jt_run_doc "$(nt_job j '{"mode": "cni/lan", "ports": [{"label": "a", "static": 80}]}' "$(jt_sleeper t)")"
+  expect_exit 2 jt_run_doc "$(nt_job j '{"mode": "cni/lan", "ports": [{"label": "a", "static": 80}]}' "$(jt_sleeper t)")"
   expect_contains "$OUT" "network.ports: network \"lan\" has no plugin with the portMappings capability" "ports need portmap"
-  expect_exit 1 jt_run_doc "$(nt_job j '{"mode": "bridge", "ports": [{"label": "a", "static": 99999}]}' "$(jt_sleeper t)")"
+  expect_exit 2 jt_run_doc "$(nt_job j '{"mode": "bridge", "ports": [{"label": "a", "static": 99999}]}' "$(jt_sleeper t)")"
   expect_contains "$OUT" "network.ports[0].static: must be between 1 and 65535, got 99999" "port range"
   expect_eq "$(jt_job_ids)" "" "nothing was created"
 }
@@ -296,13 +299,14 @@ test_networks_agent_killed_during_del_then_nothing_is_left() {
 }
 
 test_networks_agent_killed_between_add_and_task_start() {
-  nt_node
-  nt_lan_conflist lan
   mkdir -p "$T/hooks/prestart"
-  # A prestart hook (after the network step) that holds the start.
+  # A prestart hook (after the network step) that holds the start; there
+  # before the agent starts, so the first start runs it.
   printf '#!/bin/sh\ntouch %s/hook-in\nwhile [ ! -e %s/hook-open ]; do sleep 0.05; done\n' "$T" "$T" \
     >"$T/hooks/prestart/hold"
   chmod +x "$T/hooks/prestart/hold"
+  nt_node
+  nt_lan_conflist lan
   jt_run_doc "$(nt_job db '{"mode": "cni/lan"}' "$(nt_server s tcp 5432)")" -d >/dev/null || fail "submit"
   wait_for 20 test -e "$T/hook-in" || fail "the start never reached the hook"
   nt_kill_agent
