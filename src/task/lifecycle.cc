@@ -8,15 +8,15 @@
 //   2. JoinNetwork         the job's network namespace, wired by CNI (once
 //                          per job: net/networks), its address and ports
 //                          in the environment (task/network_step.cc)
-//   2. CreateCgroup        admission check of the limits, the task's cgroup
+//   3. CreateCgroup        admission check of the limits, the task's cgroup
 //                          with its limits written (before anything runs)
-//   3. WriteBundle         the task's OCI hooks resolved, its bundle written
-//   4-6. hooks             prestart + createRuntime, createContainer, and
+//   4. WriteBundle         the task's OCI hooks resolved, its bundle written
+//   5-7. hooks             prestart + createRuntime, createContainer, and
 //                          startContainer for drivers that cannot run it in
 //                          the task (task/hook_steps.cc)
-//   7. SpawnThroughDriver  the driver starts the task in that cgroup
-//   8. poststart hooks
-//   9. RecordStarted       the record persisted, FIFOs handed to the keeper,
+//   8. SpawnThroughDriver  the driver starts the task in that cgroup
+//   9. poststart hooks
+//  10. RecordStarted       the record persisted, FIFOs handed to the keeper,
 //                          OOM watch, wait for the exit
 // A task is recorded only once its poststart hooks have run: an agent killed
 // before that leaves an unrecorded process, which recovery kills.

@@ -229,7 +229,8 @@ class TaskManager {
   void WaitForExit(const std::string& id);
 
   // ---- task/lifecycle.cc: the pipelines, one function per step ----
-  // Start: Prepare -> CreateCgroup -> SpawnThroughDriver -> RecordStarted.
+  // Start: Prepare -> JoinNetwork -> CreateCgroup -> bundle and hooks ->
+  // SpawnThroughDriver -> poststart hooks -> RecordStarted.
   struct StartStep;
   static const StartStep* StartSteps(size_t* count);
   void RunStart(std::shared_ptr<StartOp> op);
