@@ -90,8 +90,9 @@ group() {
     test-build) add googletest ;;
     test)
       group build; group arm64; group armhf; group test-build; group fuzz
-      # integration tests
-      add iproute2 util-linux procps
+      # integration tests (the job network tests run the CNI reference
+      # plugins and iptables in private namespaces)
+      add iproute2 util-linux procps containernetworking-plugins iptables
       group vm
       add qemu-user-static
       ;;
@@ -102,7 +103,10 @@ group() {
       # (tests/vm/lib/net.sh): the CNI reference plugins and iptables
       add containernetworking-plugins iptables
       ;;
-    bench) group build; group test-build; group peers ;;
+    bench)
+      group build; group test-build; group peers
+      add containernetworking-plugins iptables  # cni_bench
+      ;;
     peers)
       # the peers peer_bench compares with. It starts its own s6-svscan and
       # runsvdir on private dirs; these two packages start no supervisor of

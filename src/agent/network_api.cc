@@ -63,6 +63,8 @@ void HandleListNetworks(Agent* agent, std::string_view payload, const wire::Resp
     }
     views = nets->List();
     for (const auto& [file, why] : nets->ConfigProblems()) problems.push_back(file + ": " + why);
+    std::string dir = nets->ConfigDirProblem();
+    if (!dir.empty()) problems.push_back(c.cni_config_dir + ": " + dir);
     attached = nets->Attached();
     resp.queued = static_cast<int32_t>(nets->queued());
     // Answers show up in the next listing.
@@ -110,7 +112,10 @@ std::string NetworksSummary(Agent* agent, bool* ok) {
     names += (names.empty() ? "" : ", ") + v.mode;
     jobs += v.jobs.size();
   }
-  std::string out = Format("%s; %zu jobs attached (%s)", names.c_str(), jobs, nets->options().config_dir.c_str());
+  std::string dir = nets->options().config_dir;
+  // A node without CNI configs is normal (the bridge network needs none).
+  if (!nets->ConfigDirProblem().empty()) dir += ": not there, watched for";
+  std::string out = Format("%s; %zu jobs attached (%s)", names.c_str(), jobs, dir.c_str());
   auto problems = nets->ConfigProblems();
   *ok = problems.empty();
   for (const auto& [file, why] : problems) out += "; not used: " + file + ": " + why;

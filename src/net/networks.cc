@@ -42,12 +42,18 @@ Result<std::unique_ptr<Networks>> Networks::Create(Loop* loop, Options options) 
   Networks* self = n.get();
   auto dir = ConfigDir::Start(loop, n->options_.config_dir, [self, alive] {
     if (!alive.lock()) return;
-    // Plugins may have been replaced too: probe again when asked.
+    // Plugins may have been replaced too: probe again.
     self->versions_.clear();
+    self->ProbeAll();
   });
   if (!dir.ok()) return dir.error();
   n->configs_ = std::move(*dir);
   n->configs_->Rescan();
+  // The plugins' VERSION answers for `outpost networks`, once the node has
+  // settled after its start (a board's boot has better things to do).
+  loop->AddTimer(kProbeDelayNanos, [self, alive] {
+    if (alive.lock()) self->ProbeAll();
+  });
   return n;
 }
 

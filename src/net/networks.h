@@ -112,8 +112,11 @@ class Networks {
   std::vector<NetworkView> List() const;
   // The conflist a network uses ("bridge", "cni/<name>" or a name).
   Result<std::string> ShowConfig(const std::string& name) const;
-  // Config files that are not used, and why; the config dir's own problem.
+  // Config files that are not used, and why; why the config dir is not
+  // watched ("" = it is; a missing dir is watched for, and only the
+  // built-in bridge network is there meanwhile).
   std::map<std::string, std::string> ConfigProblems() const;
+  std::string ConfigDirProblem() const;
   const Options& options() const { return options_; }
   // VERSION of every plugin of every network not probed yet, in the
   // background (List shows the answers once they are in).
@@ -135,6 +138,7 @@ class Networks {
     int64_t started_mono = 0;
   };
   static std::string Ms(int64_t nanos);
+  static constexpr int64_t kProbeDelayNanos = 2LL * 1000000000;
   Networks(Loop* loop, Options options);
 
   void Enqueue(std::unique_ptr<Op> op, bool front = false);

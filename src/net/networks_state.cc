@@ -229,12 +229,9 @@ Result<std::string> Networks::ShowConfig(const std::string& name) const {
   return (*list)->bytes;
 }
 
-std::map<std::string, std::string> Networks::ConfigProblems() const {
-  std::map<std::string, std::string> p = configs_->problems();
-  std::string dir = configs_->DirProblem();
-  if (!dir.empty()) p[options_.config_dir] = dir;
-  return p;
-}
+std::map<std::string, std::string> Networks::ConfigProblems() const { return configs_->problems(); }
+
+std::string Networks::ConfigDirProblem() const { return configs_->DirProblem(); }
 
 void Networks::ProbeAll() {
   // For `outpost networks`: every network's plugins, one probe at a time.

@@ -182,8 +182,9 @@ EOF
     >"$T/hooks.d/20-masked.json"
   printf '{"version": "1.0.0", "hook": {"path": "/bin/true"}, "when": {"always": true}, "stages": ["poststop"]}\n' \
     >"$T/hooks2.d/20-masked.json"
-  wait_for 10 sh -c "'$OUTPOST' --socket '$SOCK' hooks | grep -q 'invalid: $T/hooks.d/bad.json'" \
-    || fail "invalid file not listed: $(op hooks)"
+  # Each file settles on its own: wait until the last ones written are seen.
+  wait_for 10 sh -c "'$OUTPOST' --socket '$SOCK' hooks >'$T/hooks.out' && grep -q 'invalid: $T/hooks.d/bad.json' '$T/hooks.out' &&
+    grep -q 'masked: $T/hooks.d/20-masked.json' '$T/hooks.out'" || fail "files not all seen: $(op hooks)"
   local out
   out="$(op hooks)"
   expect_contains "$out" "from hooks.d $T/hooks.d/10-blue.json" "hooks lists the hooks.d file"
