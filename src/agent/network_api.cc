@@ -108,16 +108,23 @@ std::string NetworksSummary(Agent* agent, bool* ok) {
   }
   std::string names;
   size_t jobs = 0;
+  std::vector<std::string> missing;
   for (const net::NetworkView& v : nets->List()) {
     names += (names.empty() ? "" : ", ") + v.mode;
     jobs += v.jobs.size();
+    std::vector<std::string> absent;
+    for (const net::PluginView& p : v.plugins) {
+      if (p.binary.empty()) absent.push_back(p.type);
+    }
+    if (!absent.empty()) missing.push_back(v.mode + ": plugins not in cni_path: " + JoinStrings(absent, ", "));
   }
   std::string dir = nets->options().config_dir;
   // A node without CNI configs is normal (the bridge network needs none).
   if (!nets->ConfigDirProblem().empty()) dir += ": not there, watched for";
   std::string out = Format("%s; %zu jobs attached (%s)", names.c_str(), jobs, dir.c_str());
   auto problems = nets->ConfigProblems();
-  *ok = problems.empty();
+  *ok = problems.empty() && missing.empty();
+  for (const std::string& m : missing) out += "; " + m;
   for (const auto& [file, why] : problems) out += "; not used: " + file + ": " + why;
   return out;
 }

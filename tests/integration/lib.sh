@@ -59,6 +59,8 @@ write_config() {
   # Nor the host's CNI configs or its /run/netns.
   [[ "$extra" == *'"netns_dir"'* ]] || defaults+="\"netns_dir\": \"$T/netns\", "
   [[ "$extra" == *'"cni_config_dir"'* ]] || defaults+="\"cni_config_dir\": \"$T/cni.d\", "
+  # (and the same output whether the host has CNI plugins or not)
+  [[ "$extra" == *'"cni_path"'* ]] || defaults+="\"cni_path\": [\"$T/cni-bin\"], "
   cat >"$T/config.json" <<JSON
 {
   $defaults"state_dir": "$T/state",
