@@ -110,6 +110,10 @@ new_root() {
   install -d -m 0755 -o root -g root "$r"
   tar -C "$r" -xpf "$BASE_TAR" || die "cannot unpack $BASE_TAR"
   cp /etc/resolv.conf "$r/etc/resolv.conf" 2>/dev/null
+  # The root is a mount point of its own, as / is on a machine, and private:
+  # tests that make / private in a mount namespace of theirs (the network
+  # tests) can, and nothing mounted inside reaches the host's mount table.
+  mount --bind "$r" "$r" && mount --make-private "$r" || die "cannot make $r a private mount point"
   mount --bind /dev "$r/dev" && mount --bind /dev/pts "$r/dev/pts" &&
     mount -t proc proc "$r/proc" && mount -t sysfs sys "$r/sys" || die "cannot mount /dev, /proc, /sys in $r"
 }

@@ -91,10 +91,10 @@ fi
 # --- a folder without a place in the layer order is refused
 T="$TMP/unknown"
 clean_tree "$T"
-mkdir -p "$T/net"
-printf '#include "base/base.h"\n' >"$T/net/net.cc"
+mkdir -p "$T/misc"
+printf '#include "base/base.h"\n' >"$T/misc/misc.cc"
 run_check "$T"
-if [ $RC -eq 1 ] && [[ "$OUT" == *"$T/net/net.cc: folder net is not in the layer order"* ]]; then
+if [ $RC -eq 1 ] && [[ "$OUT" == *"$T/misc/misc.cc: folder misc is not in the layer order"* ]]; then
   ok "unknown folder is refused"
 else
   not_ok "unknown folder is refused" "exit $RC: $OUT"
