@@ -169,6 +169,9 @@ class Networks {
   // VERSION of every plugin of list not probed yet, then `then`.
   void ProbePlugins(const NetworkList& list, std::function<void()> then);
   Status CheckVersions(const NetworkList& list) const;
+  // "plugin x reports no CHECK support (versions ...)": a plugin of list
+  // whose VERSION answer has no version from 0.4.0 on; "" when none.
+  std::string PluginWithoutCheck(const NetworkList& list) const;
   void Emit(const std::string& job, const std::string& message);
   // A failed step of an Attach: DEL of the whole list, the pin removed when
   // this Attach made it, and the error (why, prefixed with the network).

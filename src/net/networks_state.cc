@@ -100,14 +100,22 @@ void Networks::RunRecoverCheck(Op* op) {
       att.cni_args = entry->cni_args;
       att.capability_args = entry->capability_args;
       auto checked = std::make_shared<NetworkList>(std::move(*cached_list));
-      list_op_ = ListOp::Start(loop_, options_.plugins, *checked, "CHECK", att, entry->result,
-                               [this, alive, op, adopt, checked](ListOutcome out) {
-                                 if (!alive.lock()) return;
-                                 if (out.status.ok()) return adopt("CHECK passed in " + Ms(out.nanos));
-                                 Emit(op->job, "network " + op->spec->mode + ": CHECK failed, re-creating it once: " +
-                                                   out.status.error().message());
-                                 RecreateAfterRecovery(op);
-                               });
+      picojson::value cached = entry->result;
+      // A plugin whose VERSION answer has nothing from 0.4.0 on has no CHECK.
+      ProbePlugins(*checked, [this, alive, op, adopt, checked, att, cached] {
+        if (!alive.lock()) return;
+        std::string without = PluginWithoutCheck(*checked);
+        if (!without.empty()) return adopt("CHECK skipped: " + without);
+        list_op_ = ListOp::Start(loop_, options_.plugins, *checked, "CHECK", att, cached,
+                                 [this, alive, op, adopt, checked](ListOutcome out) {
+                                   if (!alive.lock()) return;
+                                   if (out.status.ok()) return adopt("CHECK passed in " + Ms(out.nanos));
+                                   Emit(op->job, "network " + op->spec->mode +
+                                                     ": CHECK failed, re-creating it once: " +
+                                                     out.status.error().message());
+                                   RecreateAfterRecovery(op);
+                                 });
+      });
       return;
     }
     Emit(op->job, "network " + spec.mode + ": cached result unusable, re-creating it: " +
@@ -150,6 +158,21 @@ void Networks::ProbePlugins(const NetworkList& list, std::function<void()> then)
     return;
   }
   then();
+}
+
+std::string Networks::PluginWithoutCheck(const NetworkList& list) const {
+  for (const PluginConf& p : list.plugins) {
+    auto bin = FindPlugin(options_.plugins.path, p.type);
+    if (!bin.ok()) continue;
+    auto v = versions_.find(*bin);
+    if (v == versions_.end() || !v->second.ok()) continue;
+    bool check = false;
+    for (const std::string& s : *v->second) check = check || CompareVersions(s, "0.4.0") >= 0;
+    if (!check) {
+      return "plugin " + p.type + " reports no CHECK support (versions " + JoinStrings(*v->second, ", ") + ")";
+    }
+  }
+  return "";
 }
 
 Status Networks::CheckVersions(const NetworkList& list) const {
