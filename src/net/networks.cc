@@ -101,8 +101,8 @@ Attachment Networks::AttachmentFor(const std::string& job, const NetworkSpec& sp
   a.container_id = ContainerId(job);
   a.netns = NetnsPath(job);
   for (const auto& [k, v] : spec.cni_args) a.cni_args.emplace_back(k, v);
-  a.cni_args.emplace_back("OUTPOST_JOB_ID", job);  // not overridable (cni_args refuses nothing
-                                                   // by that name, but ours comes last and wins)
+  // As Nomad adds NOMAD_JOB_ID (the spec refuses the name in cni_args).
+  a.cni_args.emplace_back("OUTPOST_JOB_ID", job);
   if (!spec.ports.empty()) {
     picojson::array maps;
     for (const PortMapping& p : spec.ports) {
@@ -294,8 +294,7 @@ void Networks::AttachAdmin(Op* op) {
   // which accepts traffic to the bridge's subnet. "-N" fails when the chain
   // exists (fine); the rule is added unless "-C" finds it.
   std::weak_ptr<bool> alive = alive_;
-  const BridgeOptions& b = options_.bridge;
-  RunCommand(AdminChainCreate(b), [this, alive, op](Status) {
+  RunCommand(AdminChainCreate(options_.bridge), [this, alive, op](Status) {
     if (!alive.lock()) return;
     RunCommand(AdminRuleCheck(options_.bridge), [this, alive, op](Status present) {
       if (!alive.lock()) return;
@@ -311,7 +310,6 @@ void Networks::AttachAdmin(Op* op) {
       });
     });
   });
-  (void)b;
 }
 
 void Networks::AttachAdd(Op* op) {

@@ -134,8 +134,8 @@ NetworkSpec NetworkSpecFromJson(const picojson::value& v, const std::string& pat
         std::string kpath = apath + "." + k;
         if (k.empty() || k.find_first_of(";= ") != std::string::npos || k.size() > kMaxCniArgBytes) {
           errors->push_back(kpath + ": a CNI_ARGS key may not be empty or contain ';', '=' or spaces");
-        } else if (k == "IgnoreUnknown") {
-          errors->push_back(kpath + ": set by the agent whenever there are args");
+        } else if (k == "IgnoreUnknown" || k == "OUTPOST_JOB_ID") {
+          errors->push_back(kpath + ": set by the agent");
         } else if (!val.is<std::string>()) {
           errors->push_back(kpath + ": expected a string, got " + json::TypeName(val));
         } else if (val.get<std::string>().find(';') != std::string::npos ||

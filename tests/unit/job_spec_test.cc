@@ -237,7 +237,7 @@ std::vector<BadSpec> BadSpecs() {
       {Job(R"("network": {"mode": "none", "ports": [{"label": "a", "static": 80}]})"),
        "network.ports: port mappings need network mode \"bridge\" or \"cni/<name>\" (mode is \"none\")"},
       {Job(R"("network": {"mode": "bridge", "cni_args": {"a;b": "1", "IgnoreUnknown": "1", "c": "x;y", "d": 4}})"),
-       "network.cni_args.IgnoreUnknown: set by the agent whenever there are args\n"
+       "network.cni_args.IgnoreUnknown: set by the agent\n"
        "network.cni_args.a;b: a CNI_ARGS key may not be empty or contain ';', '=' or spaces\n"
        "network.cni_args.c: a CNI_ARGS value may not contain ';' (it separates the args)\n"
        "network.cni_args.d: expected a string, got number"},
