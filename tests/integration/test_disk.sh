@@ -6,9 +6,11 @@
 # held by a sleeping process, and the agent started inside it. DK_ROOT is
 # that namespace's view of / (/proc/PID/root), for reaching the tmpfs.
 # Returns 1 (after a SKIP line) where no private mount namespace can be
-# made: in a chroot (make test-fresh) "/" is not a mount point, so unshare
-# cannot make it private, and a tmpfs mounted without that could propagate
-# to the host's mounts.
+# made: in a chroot whose "/" is not a mount point unshare cannot make it
+# private, and a tmpfs mounted without that could propagate to the host's
+# mounts (make test-fresh's roots are mount points for this). The agent
+# enters the namespace with nsenter -r: setns into a mount namespace puts a
+# process at that namespace's real root, outside any chroot.
 dk_start() {
   local why
   if ! why="$(unshare -m --propagation private true 2>&1)"; then
@@ -24,7 +26,7 @@ dk_start() {
   DK_ROOT="/proc/$DK_NS/root"
   [ "$(stat -f -c %T "$DK_ROOT$T/state")" = tmpfs ] || fail "state dir is not the test's tmpfs"
   jt_config
-  nsenter -t "$DK_NS" -m "$OUTPOST" agent --config "$T/config.json" >>"$T/agent.log" 2>&1 &
+  nsenter -t "$DK_NS" -m -r -w "$OUTPOST" agent --config "$T/config.json" >>"$T/agent.log" 2>&1 &
   AGENT_PID=$!
   echo "$AGENT_PID" >>"$T/.pids"
   wait_for 10 op status >/dev/null || fail "agent did not answer status within 10s: $(tail -n 5 "$T/agent.log")"

@@ -9,7 +9,7 @@
 # machine reaching the node's address. Helpers are prefixed nt_.
 
 # nsx CMD...: runs CMD in the node's namespaces.
-nsx() { nsenter -t "$NT_NODE" -n -m -- "$@"; }
+nsx() { nsenter -t "$NT_NODE" -n -m -r -w -- "$@"; }
 nt_outside() { nsenter -t "$NT_OUTSIDE" -n -- "$@"; }
 nt_in_own_netns() { [ "$(readlink "/proc/$1/ns/net")" != "$(readlink /proc/self/ns/net)" ]; }
 
@@ -40,7 +40,7 @@ nt_node() {
 
 # nt_start_agent: (again) starts the agent in the node's namespaces.
 nt_start_agent() {
-  nsenter -t "$NT_NODE" -n -m -- "$OUTPOST" agent --config "$T/config.json" >>"$T/agent.log" 2>&1 &
+  nsenter -t "$NT_NODE" -n -m -r -w -- "$OUTPOST" agent --config "$T/config.json" >>"$T/agent.log" 2>&1 &
   AGENT_PID=$!
   echo "$AGENT_PID" >>"$T/.pids"
   wait_for 10 op status >/dev/null || fail "agent did not answer status within 10s: $(tail -n 5 "$T/agent.log")"
