@@ -16,6 +16,28 @@ const std::map<std::string, std::string>& TaskConfig::Annotations() const {
   return oci ? oci->annotations : kNone;
 }
 
+const std::string& TaskConfig::Netns() const {
+  static const std::string kNone;
+  return net ? net->netns : kNone;
+}
+
+const std::string& TaskConfig::Hostname() const {
+  static const std::string kNone;
+  return net ? net->hostname : kNone;
+}
+
+void TaskConfig::SetJoined(const std::string& netns, const std::string& hostname) {
+  if (netns.empty() && hostname.empty() && (!net || !net->spec)) {
+    net.reset();
+    return;
+  }
+  auto n = std::make_shared<TaskNetwork>();
+  if (net) n->spec = net->spec;
+  n->netns = netns;
+  n->hostname = hostname;
+  net = std::move(n);
+}
+
 ExitResult ExitFromWaitStatus(int wait_status) {
   proc::ExitStatus s = proc::DecodeWaitStatus(wait_status);
   ExitResult r;

@@ -55,6 +55,14 @@ struct TaskHooks {
   int64_t timeout_seconds = 10;  // for hooks without a timeout
 };
 
+// A task's network: the job's spec, and once joined the pinned namespace
+// and hostname.
+struct TaskNetwork {
+  std::shared_ptr<const net::NetworkSpec> spec;
+  std::string netns;     // "" = not joined yet
+  std::string hostname;  // "" = the node's
+};
+
 struct TaskConfig {
   std::string id;    // unique per start
   std::string job;   // job id ("" for a bare task)
@@ -76,11 +84,6 @@ struct TaskConfig {
   // cgroup v2 dir the task must start in ("" = none: no cgroup v2 here),
   // created by the pipeline with the limits below already written.
   std::string cgroup;
-  // The job's network namespace (a pinned path, docs/networking.md) the
-  // task joins before exec ("" = the agent's), and its hostname ("" = the
-  // node's).
-  std::string netns;
-  std::string hostname;
   cgroup::Resources resources;
   // The task's driver-specific `config` object as JSON ("" = none).
   std::string driver_config;
@@ -100,11 +103,17 @@ struct TaskConfig {
   // runs them just before StartTask. Not persisted in the record: the
   // bundle's config.json holds them.
   std::shared_ptr<const TaskHooks> oci;
-  // The job's network (docs/networking.md), null for mode "host". From the
-  // job layer; the start pipeline attaches the job to it and sets netns,
-  // hostname and the OUTPOST_IP / OUTPOST_*PORT_* environment. Not
-  // persisted: a recovered task keeps its netns and environment.
-  std::shared_ptr<const net::NetworkSpec> network;
+  // The job's network (docs/networking.md); null for mode "host" (most
+  // tasks: one pointer kept per task). From the job layer with the spec;
+  // the start pipeline attaches the job to it and adds the pinned namespace
+  // the task joins before exec and its hostname (and the OUTPOST_IP /
+  // OUTPOST_*PORT_* environment). The record keeps netns and hostname.
+  std::shared_ptr<const TaskNetwork> net;
+  // net's namespace and hostname, "" when there is none.
+  const std::string& Netns() const;
+  const std::string& Hostname() const;
+  // net with the namespace joined (the spec kept; a new object: net is shared).
+  void SetJoined(const std::string& netns, const std::string& hostname);
   // oci's hooks and annotations, empty when there is none.
   const hooks::HookSet& Hooks() const;
   const std::map<std::string, std::string>& Annotations() const;

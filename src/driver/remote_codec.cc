@@ -38,8 +38,8 @@ void FillConfig(const TaskConfig& c, Keep* k, std::vector<outpost_driver_v1_Rlim
   m->stderr_path = k->S(c.stderr_path);
   m->cgroup = k->S(c.cgroup);
   m->driver_config = k->S(c.driver_config);
-  m->netns = k->S(c.netns);
-  m->hostname = k->S(c.hostname);
+  m->netns = k->S(c.Netns());
+  m->hostname = k->S(c.Hostname());
 }
 
 Result<ExitResult> ExitOf(const outpost_driver_v1_ExitResult& m, const char* where) {

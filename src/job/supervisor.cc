@@ -143,7 +143,11 @@ driver::TaskConfig TaskConfigFor(const std::string& job, const TaskSpec& s) {
   c.log_max_files = s.log_max_files;
   c.log_max_file_size = s.log_max_file_size;
   c.resources = s.resources;
-  c.network = s.network;
+  if (s.network) {
+    auto n = std::make_shared<driver::TaskNetwork>();
+    n->spec = s.network;
+    c.net = std::move(n);
+  }
   if (!s.hooks.empty() || !s.annotations.empty() || s.job_annotations) {
     auto oci = std::make_shared<driver::TaskHooks>();
     oci->hooks = s.hooks;

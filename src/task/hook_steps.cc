@@ -87,9 +87,9 @@ void TaskManager::WriteBundle(StartOp* op, DoneCallback done) {
   }
   in.resources = c.resources;
   // The job's namespace, joined (createRuntime hooks run after it is wired).
-  if (!c.netns.empty()) in.namespace_paths["network"] = c.netns;
-  if (!c.hostname.empty()) {
-    in.hostname = c.hostname;
+  if (!c.Netns().empty()) in.namespace_paths["network"] = c.Netns();
+  if (!c.Hostname().empty()) {
+    in.hostname = c.Hostname();
     in.namespaces.push_back("uts");
   }
   in.hooks = oci->hooks;

@@ -13,25 +13,24 @@ namespace outpost::task {
 
 void TaskManager::JoinNetwork(StartOp* op, DoneCallback done) {
   driver::TaskConfig& c = op->config;
-  if (!c.network || !c.network->Isolated()) return done(OkStatus());
+  if (!c.net || !c.net->spec || !c.net->spec->Isolated()) return done(OkStatus());
+  std::shared_ptr<const net::NetworkSpec> spec = c.net->spec;
   if (!options_.networks) {
     return done(Error(Code::kFailedPrecondition,
-                      "network " + c.network->mode + ": job networks are not available on this node: " +
+                      "network " + spec->mode + ": job networks are not available on this node: " +
                           options_.networks_problem));
   }
   if (c.job.empty()) return done(Error(Code::kInvalidArgument, "a network needs a job"));
   std::weak_ptr<bool> alive = alive_;
   std::string id = c.id;
-  options_.networks->Attach(c.job, c.network, [this, alive, op, id, done](Result<net::JobNetwork> n) {
+  options_.networks->Attach(c.job, spec, [this, alive, op, id, spec, done](Result<net::JobNetwork> n) {
     if (!alive.lock()) return;
     if (!n.ok()) return done(n.error());
     driver::TaskConfig& cfg = op->config;
-    cfg.netns = n->netns;
-    cfg.hostname = cfg.network->hostname;
+    cfg.SetJoined(n->netns, spec->hostname);
     net::AddNetworkEnv(n->ip, n->ports, &cfg.env);
     if (Task* t = Find(id)) {
-      t->record.handle.config.netns = cfg.netns;
-      t->record.handle.config.hostname = cfg.hostname;
+      t->record.handle.config.net = cfg.net;
       t->record.handle.config.env = cfg.env;
     }
     done(OkStatus());

@@ -55,8 +55,8 @@ std::string EncodeTaskRecord(const TaskRecord& rec) {
   cfg["driver"] = Str(c.driver);
   if (!c.driver_config.empty()) cfg["driver_config"] = Str(c.driver_config);
   if (!c.cgroup.empty()) cfg["cgroup"] = Str(c.cgroup);
-  if (!c.netns.empty()) cfg["netns"] = Str(c.netns);
-  if (!c.hostname.empty()) cfg["hostname"] = Str(c.hostname);
+  if (!c.Netns().empty()) cfg["netns"] = Str(c.Netns());
+  if (!c.Hostname().empty()) cfg["hostname"] = Str(c.Hostname());
   if (c.identity.switch_user) {
     picojson::object who;
     who["uid"] = Num(c.identity.uid);
@@ -172,8 +172,10 @@ Result<TaskRecord> DecodeTaskRecord(const std::string& text) {
     cr.String("driver", &c.driver, false);
     cr.String("driver_config", &c.driver_config);
     cr.String("cgroup", &c.cgroup);
-    cr.String("netns", &c.netns);  // absent in records written before networking: ""
-    cr.String("hostname", &c.hostname);
+    std::string netns, hostname;  // absent in records written before networking: ""
+    cr.String("netns", &netns);
+    cr.String("hostname", &hostname);
+    if (!netns.empty() || !hostname.empty()) c.SetJoined(netns, hostname);
     if (const picojson::value* wv = cr.Get("identity")) {
       json::ObjectReader wr(*wv, "config.identity", &errors);
       int64_t uid = 0, gid = 0;

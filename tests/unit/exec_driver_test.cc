@@ -226,7 +226,7 @@ TEST_F(ExecDriverTest, StartErrors) {
       << cg.error().message();
 
   c = Config("ns", {"exit", "0"});
-  c.netns = dir_ + "/no-such-netns";
+  c.SetJoined(dir_ + "/no-such-netns", "");
   auto ns = Start(c);
   ASSERT_FALSE(ns.ok());
   EXPECT_NE(ns.error().message().find("task network namespace: open network namespace '" + dir_ + "/no-such-netns'"),
@@ -287,8 +287,7 @@ TEST_F(ExecDriverTest, TheTaskAndItsExecSessionsJoinItsNetnsAndGetItsHostname) {
   ASSERT_EQ(::gethostname(ours, sizeof ours - 1), 0);
 
   TaskConfig c = Config("nst", {"sleep", "30"});
-  c.netns = holder.path();
-  c.hostname = "outpost-nst";
+  c.SetJoined(holder.path(), "outpost-nst");
   auto h = Start(c);
   ASSERT_TRUE(h.ok()) << h.error().message();
   EXPECT_EQ(NsLink(Format("/proc/%d/ns/net", h->pid)), want);

@@ -19,6 +19,7 @@ TEST(NetSpec, HostIsTheDefaultAndLeavesTasksAsTheyWere) {
   EXPECT_EQ(host->network.mode, "host");
   EXPECT_FALSE(host->network.Isolated());
   EXPECT_EQ(host->tasks[0].network, nullptr);
+  EXPECT_EQ(TaskConfigFor("j", host->tasks[0]).net, nullptr);  // nothing kept per task
   // Same fingerprint as a job written before networks existed.
   EXPECT_EQ(TaskFingerprint(plain->tasks[0]), TaskFingerprint(host->tasks[0]));
   EXPECT_EQ(JobSpecToJson(*host).get("network").is<picojson::null>(), true);
@@ -46,7 +47,9 @@ TEST(NetSpec, TasksShareTheJobsNetworkAndRestartWhenItChanges) {
   ASSERT_TRUE(b.ok());
   EXPECT_NE(TaskFingerprint(a->tasks[0]), TaskFingerprint(b->tasks[0]));
   driver::TaskConfig c = TaskConfigFor("web", a->tasks[1]);
-  EXPECT_EQ(c.network.get(), a->tasks[1].network.get());
+  ASSERT_NE(c.net, nullptr);
+  EXPECT_EQ(c.net->spec.get(), a->tasks[1].network.get());
+  EXPECT_EQ(c.Netns(), "");  // joined by the start pipeline
 }
 
 TEST(NetSpec, TasksSeeTheAddressAndBothPortsOfEachLabel) {

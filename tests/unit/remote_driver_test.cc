@@ -213,8 +213,7 @@ TEST_F(RemoteDriverTest, RegistersAsADriverAndStartsTasksThroughIt) {
   c.args = {"a", "b"};
   c.env["K"] = "V";
   c.cgroup = "/sys/fs/cgroup/outpost.slice/j/t";
-  c.netns = "/var/run/netns/outpost-j";
-  c.hostname = "j-host";
+  c.SetJoined("/var/run/netns/outpost-j", "j-host");
   c.identity.switch_user = true;
   c.identity.uid = 80001;
   c.identity.groups = {80001, 5};
@@ -236,8 +235,8 @@ TEST_F(RemoteDriverTest, RegistersAsADriverAndStartsTasksThroughIt) {
   EXPECT_EQ(started_.args, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(started_.env.at("K"), "V");
   EXPECT_EQ(started_.cgroup, c.cgroup);
-  EXPECT_EQ(started_.netns, c.netns);
-  EXPECT_EQ(started_.hostname, c.hostname);
+  EXPECT_EQ(started_.netns, c.Netns());
+  EXPECT_EQ(started_.hostname, c.Hostname());
   EXPECT_TRUE(started_.switch_user);
   EXPECT_EQ(started_.uid, 80001u);
   EXPECT_EQ(started_.groups, (std::vector<uint32_t>{80001, 5}));

@@ -12,25 +12,23 @@ namespace {
 TEST(TaskRecord, NetnsAndHostnameAreKeptAndAbsentMeansNone) {
   TaskRecord r;
   r.handle.config.id = "web";
-  r.handle.config.netns = "/var/run/netns/outpost-j";
-  r.handle.config.hostname = "j-web";
+  r.handle.config.SetJoined("/var/run/netns/outpost-j", "j-web");
   std::string text = EncodeTaskRecord(r);
   auto back = DecodeTaskRecord(text);
   ASSERT_TRUE(back.ok()) << back.error().message();
-  EXPECT_EQ(back->config().netns, "/var/run/netns/outpost-j");
-  EXPECT_EQ(back->config().hostname, "j-web");
+  EXPECT_EQ(back->config().Netns(), "/var/run/netns/outpost-j");
+  EXPECT_EQ(back->config().Hostname(), "j-web");
 
   // Not written when empty, and read as "" from records that lack them
   // (every record written before networking).
-  r.handle.config.netns.clear();
-  r.handle.config.hostname.clear();
+  r.handle.config.SetJoined("", "");
   text = EncodeTaskRecord(r);
   EXPECT_EQ(text.find("\"netns\""), std::string::npos) << text;
   EXPECT_EQ(text.find("\"hostname\""), std::string::npos) << text;
   back = DecodeTaskRecord(text);
   ASSERT_TRUE(back.ok()) << back.error().message();
-  EXPECT_EQ(back->config().netns, "");
-  EXPECT_EQ(back->config().hostname, "");
+  EXPECT_EQ(back->config().Netns(), "");
+  EXPECT_EQ(back->config().Hostname(), "");
 }
 
 }  // namespace

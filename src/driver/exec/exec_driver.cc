@@ -251,13 +251,13 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
   }
   // Opened here, closed once the child has joined it (after Spawn returns).
   UniqueFd netns_fd;
-  if (!cfg.netns.empty()) {
-    auto fd = net::OpenNetns(cfg.netns);
+  if (!cfg.Netns().empty()) {
+    auto fd = net::OpenNetns(cfg.Netns());
     if (!fd.ok()) return fail(fd.error().Wrap("task network namespace"));
     netns_fd = std::move(*fd);
     req.netns_fd = netns_fd.get();
   }
-  req.hostname = cfg.hostname;
+  req.hostname = cfg.Hostname();
 
   // startContainer hooks run in the new process, after it is in its cgroup
   // and has its user, right before its exec; the spawn returns at once and

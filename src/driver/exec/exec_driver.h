@@ -103,8 +103,9 @@ class ExecDriver : public Driver {
     std::vector<gid_t> groups;
     std::vector<proc::Rlimit> rlimits;
     std::string cgroup;
-    std::string netns;     // the pinned namespace exec sessions join too ("" = none)
-    std::string hostname;  // ... and the hostname they get ("" = the node's)
+    // The pinned namespace exec sessions join too, and the hostname they
+    // get (null for most tasks: one pointer, shared with the task's config).
+    std::shared_ptr<const TaskNetwork> net;
 
     explicit KeptConfig(const TaskConfig& c)
         : id(c.id),
@@ -115,8 +116,7 @@ class ExecDriver : public Driver {
           groups(c.identity.switch_user ? c.identity.groups : std::vector<gid_t>()),
           rlimits(c.rlimits),
           cgroup(c.cgroup),
-          netns(c.netns),
-          hostname(c.hostname) {}
+          net(c.Netns().empty() && c.Hostname().empty() ? nullptr : c.net) {}
     KeptConfig() = default;
   };
   struct Task;

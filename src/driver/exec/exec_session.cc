@@ -73,13 +73,13 @@ void ExecDriver::ExecTaskTry(const std::string& id, const std::vector<std::strin
   req.rlimits = std::move(*rlimits);
   // The task's network and hostname: a session sees what the task sees.
   UniqueFd netns_fd;
-  if (!cfg.netns.empty()) {
-    auto fd = net::OpenNetns(cfg.netns);
+  if (cfg.net && !cfg.net->netns.empty()) {
+    auto fd = net::OpenNetns(cfg.net->netns);
     if (!fd.ok()) return done(fd.error().Wrap("exec: task network namespace"));
     netns_fd = std::move(*fd);
     req.netns_fd = netns_fd.get();
   }
-  req.hostname = cfg.hostname;
+  if (cfg.net) req.hostname = cfg.net->hostname;
   uint64_t session = next_session_++;
   auto run = proc::ChildRun::Start(loop_, std::move(req), [this, session, done](const proc::ChildRunResult& r) {
     if (r.timed_out) {
