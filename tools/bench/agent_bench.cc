@@ -95,11 +95,6 @@ constexpr double kPerTaskKiB = 4.0;
 constexpr double kKeeperKiB = 256;
 constexpr double kRecoveryMs = 500;
 
-bool Alive(pid_t pid) {
-  proc::ProcStat ps;
-  return proc::ReadProcStat(pid, &ps) && ps.state != 'Z';
-}
-
 // ---- the agent -------------------------------------------------------------------
 
 struct Run {
@@ -208,23 +203,8 @@ void Cleanup(Run* run) {
     if (pid > 0 && proc::ReadProcStat(pid, &ps) && ps.state != 'Z' && ps.ppid == run->keeper) ::kill(pid, SIGKILL);
   }
   // 3. The agent: the keeper stops its worker and exits.
-  if (run->keeper > 0) {
-    ::kill(run->keeper, SIGTERM);
-    if (!ReapWithin(run->keeper, 10 * kNanosPerSecond)) {
-      std::fprintf(stderr, "agent_bench: the keeper did not stop on SIGTERM; killing it\n");
-      run->failed = true;
-      ::kill(run->keeper, SIGKILL);
-      ReapWithin(run->keeper, 5 * kNanosPerSecond);
-    }
-    run->keeper = 0;
-  }
-  if (run->worker > 0 && Alive(run->worker)) {
-    proc::ProcStat ps;
-    if (proc::ReadProcStat(run->worker, &ps)) {
-      auto cmd = sys::ReadFile(Format("/proc/%d/cmdline", run->worker), 4096);
-      if (cmd.ok() && cmd->find(run->config) != std::string::npos) ::kill(run->worker, SIGKILL);
-    }
-  }
+  if (!bench::StopKeeper(&run->keeper)) run->failed = true;
+  bench::KillOwnWorker(run->worker, run->config);
   // 4. Anything else carrying our marker.
   if (!run->marker.empty()) {
     // Killed processes may take a moment to be reaped: look again a few

@@ -508,4 +508,73 @@ inline std::vector<Outcome> Pipeline(const std::string& socket, const char* meth
   return out;
 }
 
+// ---- clean-up of a bench's agent (also on failure and SIGINT) ----
+// Each returns false when something had to be forced, which the bench
+// reports as a failed run.
+
+// RemoveJob of every job in *jobs through the API (a job already gone is
+// fine); *jobs (a vector or set of ids) is emptied.
+template <typename Ids>
+bool RemoveJobsForCleanup(const std::string& socket, Ids* jobs, int64_t timeout_nanos) {
+  if (jobs->empty()) return true;
+  std::vector<std::string> reqs;
+  for (const std::string& id : *jobs) reqs.push_back(JobIdRequest(id));
+  bool ok = true;
+  for (const Outcome& o : Pipeline(socket, "RemoveJob", reqs, 8, timeout_nanos, false)) {
+    if (!o.done || (!o.ok && o.code != Code::kNotFound)) {
+      ok = false;
+      std::fprintf(stderr, "%s: RemoveJob in clean-up: %s\n", Name(), o.done ? o.reply.c_str() : "not attempted");
+    }
+  }
+  jobs->clear();
+  return ok;
+}
+
+// The keeper stops its worker and exits on SIGTERM; SIGKILL after 10 s.
+// *keeper is reaped and set to 0.
+inline bool StopKeeper(pid_t* keeper) {
+  if (*keeper <= 0) return true;
+  bool ok = true;
+  ::kill(*keeper, SIGTERM);
+  if (!ReapWithin(*keeper, 10 * kNanosPerSecond)) {
+    std::fprintf(stderr, "%s: the keeper did not stop on SIGTERM; killing it\n", Name());
+    ok = false;
+    ::kill(*keeper, SIGKILL);
+    ReapWithin(*keeper, 5 * kNanosPerSecond);
+  }
+  *keeper = 0;
+  return ok;
+}
+
+// A worker the keeper left: killed only while it is still this run's (its
+// command line names the run's config), never a reused pid.
+inline void KillOwnWorker(pid_t worker, const std::string& config) {
+  if (worker <= 0) return;
+  proc::ProcStat ps;
+  if (proc::ReadProcStat(worker, &ps) && ps.state != 'Z') {
+    auto cmd = sys::ReadFile(Format("/proc/%d/cmdline", worker), 4096);
+    if (cmd.ok() && cmd->find(config) != std::string::npos) ::kill(worker, SIGKILL);
+  }
+}
+
+// Every process with marker in its environment (tasks, helpers): waits up
+// to 0.5 s for them to go, then SIGKILLs what is left, for up to 3 s.
+inline bool SweepMarker(const std::string& marker) {
+  if (marker.empty()) return true;
+  size_t killed = 0;
+  for (int i = 0; i < 60; ++i) {
+    std::vector<pid_t> strays = PidsWithEnv(marker);
+    if (strays.empty()) break;
+    if (i >= 10) {
+      for (pid_t p : strays) {
+        if (::kill(p, SIGKILL) == 0) ++killed;
+      }
+    }
+    ::usleep(50000);
+  }
+  if (killed) Info("clean-up: %zu stray processes killed by the /proc sweep", killed);
+  if (!PidsWithEnv(marker).empty()) std::fprintf(stderr, "%s: processes with %s survive!\n", Name(), marker.c_str());
+  return killed == 0;
+}
+
 }  // namespace outpost::bench

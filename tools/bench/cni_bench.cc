@@ -184,55 +184,10 @@ void Cleanup(Run* run) {
   if (run->cleaned) return;
   run->cleaned = true;
   if (run->direct_pinned) DirectDel(run, nullptr, false);
-  if (run->keeper > 0 && !run->jobs.empty()) {
-    std::vector<std::string> reqs;
-    for (const std::string& id : run->jobs) reqs.push_back(JobIdRequest(id));
-    std::vector<Outcome> res = Pipeline(run->socket, "RemoveJob", reqs, 8, 60 * kNanosPerSecond, false);
-    for (const Outcome& o : res) {
-      if (!o.done || (!o.ok && o.code != Code::kNotFound)) {
-        run->failed = true;
-        std::fprintf(stderr, "cni_bench: RemoveJob in clean-up: %s\n", o.done ? o.reply.c_str() : "not attempted");
-      }
-    }
-    run->jobs.clear();
-  }
-  if (run->keeper > 0) {
-    ::kill(run->keeper, SIGTERM);
-    if (!ReapWithin(run->keeper, 10 * kNanosPerSecond)) {
-      std::fprintf(stderr, "cni_bench: the keeper did not stop on SIGTERM; killing it\n");
-      run->failed = true;
-      ::kill(run->keeper, SIGKILL);
-      ReapWithin(run->keeper, 5 * kNanosPerSecond);
-    }
-    run->keeper = 0;
-  }
-  if (run->worker > 0) {
-    proc::ProcStat ps;
-    if (proc::ReadProcStat(run->worker, &ps) && ps.state != 'Z') {
-      auto cmd = sys::ReadFile(Format("/proc/%d/cmdline", run->worker), 4096);
-      if (cmd.ok() && cmd->find(run->config) != std::string::npos) ::kill(run->worker, SIGKILL);
-    }
-  }
-  if (!run->marker.empty()) {
-    size_t killed = 0;
-    for (int i = 0; i < 60; ++i) {
-      std::vector<pid_t> strays = PidsWithEnv(run->marker);
-      if (strays.empty()) break;
-      if (i >= 10) {
-        for (pid_t p : strays) {
-          if (::kill(p, SIGKILL) == 0) ++killed;
-        }
-      }
-      ::usleep(50000);
-    }
-    if (killed) {
-      Info("clean-up: %zu stray processes killed by the /proc sweep", killed);
-      run->failed = true;
-    }
-    if (!PidsWithEnv(run->marker).empty()) {
-      std::fprintf(stderr, "cni_bench: processes with %s survive!\n", run->marker.c_str());
-    }
-  }
+  if (run->keeper > 0 && !bench::RemoveJobsForCleanup(run->socket, &run->jobs, 60 * kNanosPerSecond)) run->failed = true;
+  if (!bench::StopKeeper(&run->keeper)) run->failed = true;
+  bench::KillOwnWorker(run->worker, run->config);
+  if (!bench::SweepMarker(run->marker)) run->failed = true;
   // netns_dir is a mount point (PinNewNetns makes it a shared one), with
   // any pin left below it: detached first, or the tree cannot go. Only in
   // our own mount namespace, which goes with this process anyway.
