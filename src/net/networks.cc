@@ -57,7 +57,8 @@ Result<std::unique_ptr<Networks>> Networks::Create(Loop* loop, Options options) 
   return n;
 }
 
-Networks::Networks(Loop* loop, Options options) : loop_(loop), options_(std::move(options)) {}
+Networks::Networks(Loop* loop, Options options)
+    : loop_(loop), options_(std::move(options)), bridge_list_(BridgeNetworkListOrDie(options_.bridge)) {}
 
 Networks::~Networks() { *alive_ = false; }
 
@@ -66,7 +67,7 @@ std::string Networks::NetnsPath(const std::string& job) const {
 }
 
 Result<NetworkList> Networks::ListFor(const NetworkSpec& spec) const {
-  if (spec.mode == "bridge") return BridgeNetworkListOrDie(options_.bridge);
+  if (spec.mode == "bridge") return bridge_list_;
   std::string name = spec.CniName();
   if (name.empty()) return Error(Code::kInvalidArgument, "mode " + QuoteForMessage(spec.mode) + " has no CNI network");
   auto list = configs_->Find(name);
@@ -272,17 +273,22 @@ void Networks::AttachResolved(Op* op) {
   });
 }
 
+CacheEntry Networks::CacheEntryFor(const Op& op) {
+  CacheEntry e;
+  e.network = op.list.name;
+  e.container_id = op.att.container_id;
+  e.ifname = op.att.ifname;
+  e.netns = op.att.netns;
+  e.config = ListBytes(op.list);
+  e.cni_args = op.att.cni_args;
+  e.capability_args = op.att.capability_args;
+  return e;
+}
+
 void Networks::AttachPinned(Op* op) {
   // Written before ADD, so that an agent killed during it still knows what
   // to DEL (containerd PR #12922); the result follows after ADD.
-  CacheEntry e;
-  e.network = op->list.name;
-  e.container_id = op->att.container_id;
-  e.ifname = op->att.ifname;
-  e.netns = op->att.netns;
-  e.config = ListBytes(op->list);
-  e.cni_args = op->att.cni_args;
-  e.capability_args = op->att.capability_args;
+  CacheEntry e = CacheEntryFor(*op);
   Status written = WriteCacheEntry(options_.cache_dir, e);
   if (!written.ok()) return FailAttach(op, "result cache: " + written.error().message());
   if (op->spec->mode == "bridge" && !admin_chain_ready_) return AttachAdmin(op);
@@ -324,14 +330,7 @@ void Networks::AttachAdd(Op* op) {
 
 void Networks::AttachAdded(Op* op, ListOutcome out) {
   if (!out.status.ok()) return FailAttach(op, out.status.error().message());
-  CacheEntry e;
-  e.network = op->list.name;
-  e.container_id = op->att.container_id;
-  e.ifname = op->att.ifname;
-  e.netns = op->att.netns;
-  e.config = ListBytes(op->list);
-  e.cni_args = op->att.cni_args;
-  e.capability_args = op->att.capability_args;
+  CacheEntry e = CacheEntryFor(*op);
   e.result = out.result;
   JobNetwork n;
   n.job = op->job;

@@ -163,6 +163,8 @@ class Networks {
   static std::string ContainerId(const std::string& job) { return "outpost-" + job; }
   // The list's bytes as a conflist (a .conf is wrapped), for the cache.
   static std::string ListBytes(const NetworkList& list);
+  // What the cache keeps of an Attach (without the result).
+  static CacheEntry CacheEntryFor(const Op& op);
   // DEL of whatever the cache entry of job's network says (or, without
   // one, of list); then `then` with the first error.
   void DeleteAttachment(const std::string& job, const NetworkList* list, std::function<void(Status)> then);
@@ -183,6 +185,7 @@ class Networks {
   Loop* loop_;
   Options options_;
   std::unique_ptr<ConfigDir> configs_;
+  NetworkList bridge_list_;  // the built-in network, built once from the options
   std::map<std::string, JobNetwork> attached_;
   std::map<std::string, std::shared_ptr<const NetworkSpec>> specs_;  // of attached_
   std::deque<std::unique_ptr<Op>> queue_;

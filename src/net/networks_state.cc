@@ -208,7 +208,7 @@ std::vector<const JobNetwork*> Networks::Attached() const {
 
 std::vector<NetworkView> Networks::List() const {
   std::vector<NetworkList> lists;
-  lists.push_back(BridgeNetworkListOrDie(options_.bridge));
+  lists.push_back(bridge_list_);
   for (const auto& [name, l] : configs_->networks()) lists.push_back(l);
   std::vector<NetworkView> out;
   for (size_t i = 0; i < lists.size(); i++) {
@@ -259,7 +259,7 @@ std::string Networks::ConfigDirProblem() const { return configs_->DirProblem(); 
 void Networks::ProbeAll() {
   // For `outpost networks`: every network's plugins, one probe at a time.
   if (probe_all_) return;  // one walk at a time
-  auto all = std::make_shared<NetworkList>(BridgeNetworkListOrDie(options_.bridge));
+  auto all = std::make_shared<NetworkList>(bridge_list_);
   for (const auto& [name, l] : configs_->networks()) {
     all->plugins.insert(all->plugins.end(), l.plugins.begin(), l.plugins.end());
   }
