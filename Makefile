@@ -188,7 +188,14 @@ all: $(BUILD)/outpost $(BUILD)/outpost.stripped $(BUILD)/liboutpost-plugin.a
 
 outpost: all
 
-tests: $(BUILD)/unit_tests $(BUILD)/test_helper $(BUILD)/test_plugin $(BUILD)/example_driver
+tests: $(BUILD)/unit_tests $(BUILD)/test_helper $(BUILD)/test_plugin $(BUILD)/example_driver nri-plugins
+
+# NRI plugins built with the C++ NRI plugin library: the examples
+# (examples/plugins/nri-*/) and the test plugin (tests/helpers/nri/).
+NRI_EXAMPLES := $(patsubst examples/plugins/%/main.cc,%,$(sort $(wildcard examples/plugins/nri-*/main.cc)))
+NRI_PLUGIN_BINS := $(patsubst %,$(BUILD)/%,$(NRI_EXAMPLES)) $(BUILD)/test_nri_plugin
+.PHONY: nri-plugins
+nri-plugins: $(NRI_PLUGIN_BINS)
 
 # Copies of the system headers we use, so a cross compiler (which must not
 # see the host's /usr/include) finds them too.
@@ -278,8 +285,8 @@ $(BUILD)/test_helper: $(HELPER_OBJS)
 # driverproto (the Driver messages, shared with the agent), with the
 # messages those use. Plugins link it and nanopb's runtime.
 PLUGIN_LIB_OBJS := $(filter $(BUILD)/obj/src/base/% $(BUILD)/obj/src/loop/% $(BUILD)/obj/src/wire/% \
-                     $(BUILD)/obj/src/driverproto/% $(BUILD)/obj/src/sdk/%,$(LIB_OBJS)) \
-                   $(patsubst %,$(BUILD)/obj/gen/%.pb.o,ttrpc status pluginregistration driver)
+                     $(BUILD)/obj/src/driverproto/% $(BUILD)/obj/src/nriproto/% $(BUILD)/obj/src/sdk/%,$(LIB_OBJS)) \
+                   $(patsubst %,$(BUILD)/obj/gen/%.pb.o,ttrpc status pluginregistration driver nri)
 
 $(BUILD)/liboutpost-plugin.a: $(PLUGIN_LIB_OBJS)
 	$(Q)rm -f $@
@@ -298,6 +305,14 @@ $(BUILD)/obj/examples/%.o: examples/%.cc
 	$(Q)$(CXX) $(SRC_CXXFLAGS) -Iinclude -c -o $@ $<
 
 $(BUILD)/example_driver: $(BUILD)/obj/examples/plugin-driver/example_driver.o $(BUILD)/liboutpost-plugin.a
+	@echo "  LINK    $@"
+	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(NANOPB_LIB)
+
+$(BUILD)/nri-%: $(BUILD)/obj/examples/plugins/nri-%/main.o $(BUILD)/liboutpost-plugin.a
+	@echo "  LINK    $@"
+	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(NANOPB_LIB)
+
+$(BUILD)/test_nri_plugin: $(BUILD)/obj/tests/helpers/nri/test_nri_plugin.o $(BUILD)/liboutpost-plugin.a
 	@echo "  LINK    $@"
 	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(NANOPB_LIB)
 
