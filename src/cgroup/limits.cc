@@ -76,6 +76,8 @@ Status Cgroups::Apply(const std::string& path, const Resources& r) {
   if (r.io_weight) writes.push_back({"io.weight", "default " + std::to_string(r.io_weight)});
   // io.max takes one device per write.
   for (const IoDeviceLimit& d : r.io_max) writes.push_back({"io.max", IoMaxLine(d)});
+  for (const auto& [size, max] : r.hugetlb_max) writes.push_back({"hugetlb." + size + ".max", std::to_string(max)});
+  for (const auto& [file, value] : r.unified) writes.push_back({file, value});
   for (const auto& [file, value] : writes) OUTPOST_RETURN_IF_ERROR(WriteCgroupFile(path + "/" + file, value));
   return OkStatus();
 }
@@ -154,6 +156,19 @@ std::vector<std::string> Cgroups::Check(const Resources& r, bool allow_without_l
     problems.push_back("memory.swap.max needs swap accounting, which this kernel does not have");
   }
   need(r.pids_max >= 0, "pids.max", "pids");
+  for (const auto& [size, max] : r.hugetlb_max) {
+    (void)max;
+    need(true, ("hugetlb." + size + ".max").c_str(), "hugetlb");
+  }
+  for (const auto& [file, value] : r.unified) {
+    (void)value;
+    // A cgroup interface file of the task's own cgroup, by its bare name.
+    if (file.empty() || file.find('/') != std::string::npos || file.compare(0, 7, "cgroup.") == 0 ||
+        file.find('.') == std::string::npos) {
+      problems.push_back(Format("unified key \"%s\" is not a controller file name like memory.oom.group",
+                                file.c_str()));
+    }
+  }
   if (need(r.io_weight != 0, "io.weight", "io") && r.io_weight > 10000) {
     problems.push_back(
         Format("io.weight must be between 1 and 10000 (got %llu)", static_cast<unsigned long long>(r.io_weight)));

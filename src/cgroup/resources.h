@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,11 +38,15 @@ struct Resources {
   int64_t pids_max = -1;             // pids.max; -1 = unset
   uint64_t io_weight = 0;            // io.weight 1..10000; 0 = unset
   std::vector<IoDeviceLimit> io_max;
+  // From NRI adjustments (not in the job spec): hugetlb.<size>.max by page
+  // size ("2MB"), and cgroup files written verbatim ("memory.oom.group").
+  std::map<std::string, uint64_t> hugetlb_max;
+  std::map<std::string, std::string> unified;
 
   bool Any() const {
     return cpu_weight || cpu_max_quota_us >= 0 || !cpuset_cpus.empty() || !cpuset_mems.empty() || memory_max >= 0 ||
            memory_high >= 0 || memory_low >= 0 || memory_swap_max >= 0 || pids_max >= 0 || io_weight ||
-           !io_max.empty();
+           !io_max.empty() || !hugetlb_max.empty() || !unified.empty();
   }
 };
 

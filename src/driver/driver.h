@@ -24,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,17 @@ struct TaskNetwork {
   std::shared_ptr<const net::NetworkSpec> spec;
   std::string netns;     // "" = not joined yet
   std::string hostname;  // "" = the node's
+};
+
+// A bind mount into the task (an NRI mount adjustment), for drivers whose
+// Capabilities::mounts is set.
+struct Mount {
+  std::string source;
+  std::string destination;
+  bool readonly = false;
+  bool operator==(const Mount& o) const {
+    return source == o.source && destination == o.destination && readonly == o.readonly;
+  }
 };
 
 struct TaskConfig {
@@ -109,6 +121,11 @@ struct TaskConfig {
   // the task joins before exec and its hostname (and the OUTPOST_IP /
   // OUTPOST_*PORT_* environment). The record keeps netns and hostname.
   std::shared_ptr<const TaskNetwork> net;
+  // From NRI plugins' adjustments (docs/nri.md), set by the start pipeline:
+  // bind mounts (only for a driver whose Capabilities::mounts is set; the
+  // pipeline refuses them for others) and the task's oom_score_adj.
+  std::vector<Mount> mounts;
+  std::optional<int> oom_score_adj;
   // net's namespace and hostname, "" when there is none.
   const std::string& Netns() const;
   const std::string& Hostname() const;
@@ -192,6 +209,12 @@ struct Capabilities {
   bool exec = true;
   std::string fs_isolation = "none";
   bool dynamic_workload_users = false;
+  // Applies TaskConfig::mounts (bind mounts into the task), and device
+  // adjustments: NRI adjustments of these fail a task's start on a driver
+  // that cannot apply them.
+  bool mounts = false;
+  bool devices = false;
+  bool oom_score_adj = false;  // applies TaskConfig::oom_score_adj
 };
 
 struct ExecResult {

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -14,6 +15,9 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "base/strings.h"
 #include "base/sys.h"
@@ -61,6 +65,8 @@ enum Step {
   kStepPreExec,
   kStepNetns,
   kStepHostname,
+  kStepMount,
+  kStepOomScore,
 };
 
 const char* StepName(int step) {
@@ -77,6 +83,8 @@ const char* StepName(int step) {
     case kStepPreExec: return "pre-exec step";
     case kStepNetns: return "join network namespace";
     case kStepHostname: return "set hostname";
+    case kStepMount: return "bind mount";
+    case kStepOomScore: return "set oom_score_adj";
   }
   return "spawn";
 }
@@ -101,6 +109,13 @@ struct ChildPlan {
   int netns_fd;        // -1, or a network namespace to join
   const char* hostname;  // null, or the hostname of a new UTS namespace
   size_t hostname_len;
+  // Bind mounts in a private mount namespace: sources, destinations and
+  // read-only flags, nmounts of each.
+  const char* const* mount_src;
+  const char* const* mount_dst;
+  const bool* mount_ro;
+  size_t nmounts;
+  const char* oom_score_adj;  // null, or the text to write to /proc/self/oom_score_adj
   const std::function<int()>* pre_exec;
   const std::function<const char*()>* pre_exec_message;
   // The child shares our fd table until it has its stdio (CLONE_FILES), then
@@ -176,6 +191,25 @@ void MoveStdio(const ChildPlan& p);
   if (p.netns_fd >= 0 && ::setns(p.netns_fd, CLONE_NEWNET) != 0) ChildFail(p, kStepNetns);
   if (p.hostname && (::unshare(CLONE_NEWUTS) != 0 || ::sethostname(p.hostname, p.hostname_len) != 0)) {
     ChildFail(p, kStepHostname);
+  }
+  if (p.nmounts > 0) {
+    // A mount namespace of its own whose changes never propagate back.
+    if (::unshare(CLONE_NEWNS) != 0) ChildFail(p, kStepMount);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ChildFail(p, kStepMount);
+    for (size_t i = 0; i < p.nmounts; ++i) {
+      if (::mount(p.mount_src[i], p.mount_dst[i], nullptr, MS_BIND | MS_REC, nullptr) != 0) ChildFail(p, kStepMount);
+      if (p.mount_ro[i] &&
+          ::mount(nullptr, p.mount_dst[i], nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0) {
+        ChildFail(p, kStepMount);
+      }
+    }
+  }
+  if (p.oom_score_adj) {
+    int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    size_t len = 0;
+    while (p.oom_score_adj[len]) ++len;
+    if (fd < 0 || ::write(fd, p.oom_score_adj, len) != static_cast<ssize_t>(len)) ChildFail(p, kStepOomScore);
+    ::close(fd);
   }
 
   if (p.share_files) {
@@ -404,6 +438,19 @@ Result<Spawned> Spawn(const SpawnRequest& req, int* exit_code) {
   plan.netns_fd = req.netns_fd;
   plan.hostname = req.hostname.empty() ? nullptr : req.hostname.c_str();
   plan.hostname_len = req.hostname.size();
+  std::vector<const char*> mount_src, mount_dst;
+  std::unique_ptr<bool[]> mount_ro(new bool[req.bind_mounts.size() + 1]);
+  for (size_t i = 0; i < req.bind_mounts.size(); ++i) {
+    mount_src.push_back(req.bind_mounts[i].source.c_str());
+    mount_dst.push_back(req.bind_mounts[i].destination.c_str());
+    mount_ro[i] = req.bind_mounts[i].readonly;
+  }
+  plan.mount_src = mount_src.data();
+  plan.mount_dst = mount_dst.data();
+  plan.mount_ro = mount_ro.get();
+  plan.nmounts = req.bind_mounts.size();
+  std::string oom_text = req.oom_score_adj ? std::to_string(*req.oom_score_adj) : std::string();
+  plan.oom_score_adj = req.oom_score_adj ? oom_text.c_str() : nullptr;
 
   plan.pre_exec = req.pre_exec ? &req.pre_exec : nullptr;
   plan.pre_exec_message = req.pre_exec_message ? &req.pre_exec_message : nullptr;

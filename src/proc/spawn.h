@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,12 @@ struct Rlimit {
   std::string name;  // "nofile", "nproc", "core", ... (RLIMIT_ without prefix, lower case)
   uint64_t soft = 0;
   uint64_t hard = 0;
+};
+
+struct BindMount {
+  std::string source;
+  std::string destination;  // must exist
+  bool readonly = false;
 };
 
 struct SpawnRequest {
@@ -48,6 +55,11 @@ struct SpawnRequest {
                              // the kernel has no CLONE_INTO_CGROUP (before 5.7)
   int netns_fd = -1;  // setns(CLONE_NEWNET) in the child before credentials are dropped
   std::string hostname;  // non-empty: the child gets its own UTS namespace with this hostname (unshare + sethostname)
+  // Bind mounts (NRI mount adjustments) made in a private mount namespace
+  // of the child before credentials are dropped; the caller checked the
+  // paths. Empty = the caller's mount namespace.
+  std::vector<BindMount> bind_mounts;
+  std::optional<int> oom_score_adj;  // written to /proc/self/oom_score_adj before exec
   // A step run inside the new process right before exec (after stdio,
   // rlimits, credentials and workdir): returns 0, or an errno that fails the
   // spawn ("pre-exec step: ..."). It may take long (run a hook program and

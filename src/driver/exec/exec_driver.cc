@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -63,6 +64,8 @@ Capabilities ExecDriver::GetCapabilities() const {
   c.exec = true;
   c.fs_isolation = "none";
   c.dynamic_workload_users = true;  // user "dynamic" (task layer, proc/uid_pool)
+  c.oom_score_adj = true;
+  c.mounts = true;                  // NRI mount adjustments: bind mounts, private mount namespace
   return c;
 }
 
@@ -258,6 +261,15 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
     req.netns_fd = netns_fd.get();
   }
   req.hostname = cfg.Hostname();
+  // NRI mount adjustments: bind mounts in a private mount namespace of the
+  // task. Both ends must exist (nothing is created in the agent's tree).
+  for (const Mount& m : cfg.mounts) {
+    struct stat sb;
+    if (::stat(m.source.c_str(), &sb) != 0) return fail(PathError("bind mount source", m.source));
+    if (::stat(m.destination.c_str(), &sb) != 0) return fail(PathError("bind mount destination", m.destination));
+    req.bind_mounts.push_back({m.source, m.destination, m.readonly});
+  }
+  req.oom_score_adj = cfg.oom_score_adj;
 
   // startContainer hooks run in the new process, after it is in its cgroup
   // and has its user, right before its exec; the spawn returns at once and
