@@ -1,0 +1,408 @@
+// The adaptation's events: one queue, one event at a time; plugins called in
+// index order; CreateContainer merged and validated; notifications with
+// the StateChange fallback for old plugins.
+#include <algorithm>
+
+#include "base/log.h"
+#include "base/strings.h"
+#include "nri/adaptation.h"
+#include "nri/plugin.h"
+#include "nriproto/codec.h"
+
+namespace outpost::nri {
+
+namespace {
+
+// The nine events an old plugin gets through StateChange.
+bool HasStateChangeForm(Event e) {
+  switch (e) {
+    case Event::kRunPodSandbox:
+    case Event::kPostUpdatePodSandbox:
+    case Event::kStopPodSandbox:
+    case Event::kRemovePodSandbox:
+    case Event::kPostCreateContainer:
+    case Event::kStartContainer:
+    case Event::kPostStartContainer:
+    case Event::kPostUpdateContainer:
+    case Event::kRemoveContainer:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string DescribeClaims(const std::vector<Claim>& claims, size_t from, const std::string& plugin) {
+  std::string out;
+  for (size_t i = from; i < claims.size(); ++i) {
+    const Claim& c = claims[i];
+    if (c.plugin != plugin) continue;
+    if (!out.empty()) out += ", ";
+    out += c.removed ? "removed " : "";
+    out += FieldName(c.field);
+    if (!c.key.empty()) out += " " + c.key;
+  }
+  return out.empty() ? "no change" : "adjusted " + out;
+}
+
+}  // namespace
+
+struct CreateRun {
+  CreateResult result;
+  std::vector<std::pair<uint64_t, std::string>> order;  // plugin number, id
+  std::vector<PluginInstance> consulted;
+  std::vector<ContainerEviction> evictions;
+  CreateOutcome outcome;
+  Adaptation::CreateDone done;
+  std::function<void()> finished;
+  CreateRun(const PodSandbox& pod, const Container& ctr) : result(pod, ctr) {}
+};
+
+struct NotifyRun {
+  Event event = Event::kUnknown;
+  PodContainerRequest req;
+  std::string payload;  // the dedicated RPC's request
+  std::vector<uint64_t> order;
+  std::vector<ContainerUpdate> updates;  // StopContainer answers
+  std::function<void()> done;
+  std::function<void()> finished;
+};
+
+void Adaptation::Enqueue(Job job) {
+  queue_.push_back(std::move(job));
+  if (!busy_) RunNext();
+}
+
+void Adaptation::RunNext() {
+  if (queue_.empty()) {
+    busy_ = false;
+    return;
+  }
+  busy_ = true;
+  Job job = std::move(queue_.front());
+  queue_.pop_front();
+  std::weak_ptr<bool> alive = alive_;
+  auto called = std::make_shared<bool>(false);
+  job([this, alive, called] {
+    if (*called) return;
+    *called = true;
+    // The next event starts from the loop, never inside this one's stack.
+    loop_->Defer([this, alive] {
+      if (alive.lock()) RunNext();
+    });
+  });
+}
+
+// ---- CreateContainer --------------------------------------------------------
+
+void Adaptation::CreateContainer(const PodSandbox& pod, const Container& ctr, CreateDone done) {
+  auto run = std::make_shared<CreateRun>(pod, ctr);
+  run->done = std::move(done);
+  std::weak_ptr<bool> alive = alive_;
+  Enqueue([this, alive, run](std::function<void()> finished) {
+    if (!alive.lock()) return;
+    run->finished = std::move(finished);
+    for (PluginConn* p : Ordered(Event::kCreateContainer)) run->order.emplace_back(p->id, p->Id());
+    CreateNext(run, 0);
+  });
+}
+
+namespace {
+PluginConn* FindPlugin(const std::vector<std::unique_ptr<PluginConn>>& plugins, uint64_t id) {
+  for (const auto& p : plugins) {
+    if (p->id == id) return p.get();
+  }
+  return nullptr;
+}
+}  // namespace
+
+void Adaptation::CreateNext(std::shared_ptr<CreateRun> run, size_t i) {
+  auto fail = [run](Error e) {
+    run->done(std::move(e));
+    run->finished();
+  };
+  // Fail-policy "fail": a plugin that is required for this event is gone.
+  for (; i < run->order.size(); ++i) {
+    PluginConn* p = FindPlugin(plugins_, run->order[i].first);
+    if (p && !p->closed()) break;
+    const std::string& id = run->order[i].second;
+    std::string why = p ? p->close_reason : "gone";
+    run->outcome.plugins.push_back({id, "skipped: closed: " + why});
+    std::string name = id.size() > 3 ? id.substr(3) : id;
+    if (PolicyOf(name) == FailPolicy::kFail) {
+      return fail(Error(Code::kUnavailable, Format("NRI plugin %s (fail_policy \"fail\") is closed: %s", id.c_str(),
+                                                   why.c_str())));
+    }
+  }
+  if (i == run->order.size()) return Validate(run);
+  PluginConn* p = FindPlugin(plugins_, run->order[i].first);
+  const std::string id = run->order[i].second;
+  const std::string name = p->name;
+  run->consulted.push_back({p->name, p->index});
+  PodContainerRequest req;
+  req.pod = run->result.pod();
+  req.container = run->result.request();
+  std::weak_ptr<bool> alive = alive_;
+  const size_t claims_before = run->result.claims().size();
+  p->Call("CreateContainer", nriproto::Encode(req),
+          [this, alive, run, i, id, name, p, claims_before, fail](Result<std::string> r) {
+            if (!alive.lock()) return;
+            auto skipped = [&](const std::string& why) {
+              run->outcome.plugins.push_back({id, "skipped: " + why});
+              if (PolicyOf(name) == FailPolicy::kFail) {
+                return fail(Error(Code::kUnavailable,
+                                  Format("NRI plugin %s (fail_policy \"fail\"): %s", id.c_str(), why.c_str())));
+              }
+              CreateNext(run, i + 1);
+            };
+            if (!r.ok()) {
+              if (p->closed()) return skipped("closed: " + p->close_reason);
+              // An error the plugin returned: the creation fails (upstream).
+              return fail(r.error().Wrap(Format("NRI plugin %s failed CreateContainer", id.c_str())));
+            }
+            CreateContainerResponse resp;
+            Status st = nriproto::Decode(*r, &resp);
+            if (!st.ok()) {
+              p->Close("protocol error: " + st.error().message());
+              return skipped("closed: protocol error: " + st.error().message());
+            }
+            st = run->result.Apply(id, resp);
+            if (!st.ok()) return fail(st.error());
+            for (auto& e : resp.evict) run->evictions.push_back(e);
+            run->outcome.plugins.push_back({id, DescribeClaims(run->result.claims(), claims_before, id)});
+            CreateNext(run, i + 1);
+          });
+}
+
+void Adaptation::Validate(std::shared_ptr<CreateRun> run) {
+  std::vector<PluginConn*> validators = Ordered(Event::kValidateContainerAdjustment);
+  auto finish = [this, run] {
+    const CreateResult& res = run->result;
+    if (!res.claims().empty() || !res.adjustment().hooks.value_or(Hooks()).empty()) {
+      run->outcome.adjust = res.adjustment();
+    }
+    run->outcome.claims = res.claims();
+    std::vector<ContainerUpdate> failed;
+    ApplyOtherUpdates("nri", res.updates(), &failed);
+    for (const auto& e : run->evictions) host_->Evict("nri", e);
+    run->done(std::move(run->outcome));
+    run->finished();
+  };
+  if (validators.empty()) return finish();
+  ValidateContainerAdjustmentRequest req;
+  req.pod = run->result.pod();
+  req.container = run->result.pristine();
+  req.adjust = run->result.adjustment();
+  req.update = run->result.updates();
+  req.owners = run->result.owners();
+  req.plugins = run->consulted;
+  const std::string payload = nriproto::Encode(req);
+  // Validators run in parallel; the first rejection or failure decides.
+  struct Pending {
+    size_t left;
+    std::string error;
+  };
+  auto pending = std::make_shared<Pending>(Pending{validators.size(), ""});
+  std::weak_ptr<bool> alive = alive_;
+  for (PluginConn* p : validators) {
+    std::string id = p->Id();
+    p->Call("ValidateContainerAdjustment", payload, [this, alive, run, pending, id, finish](Result<std::string> r) {
+      if (!alive.lock()) return;
+      if (pending->error.empty()) {
+        if (!r.ok()) {
+          pending->error = Format("validator plugin %s failed: %s", id.c_str(), r.error().message().c_str());
+        } else {
+          ValidateContainerAdjustmentResponse resp;
+          Status st = nriproto::Decode(*r, &resp);
+          if (!st.ok()) {
+            pending->error = Format("validator plugin %s failed: %s", id.c_str(), st.error().message().c_str());
+          } else if (resp.reject) {
+            pending->error = Format("validator \"%s\" rejected container adjustment, reason: %s", id.c_str(),
+                                    resp.reason.c_str());
+          } else {
+            run->outcome.plugins.push_back({id, "validated"});
+          }
+        }
+      }
+      if (--pending->left > 0) return;
+      if (!pending->error.empty()) {
+        run->done(Error(Code::kPermissionDenied, pending->error));
+        return run->finished();
+      }
+      finish();
+    });
+  }
+}
+
+// ---- notifications, StopContainer -------------------------------------------
+
+void Adaptation::Notify(Event event, const PodSandbox& pod, const std::optional<Container>& ctr,
+                        std::function<void()> done) {
+  auto run = std::make_shared<NotifyRun>();
+  run->event = event;
+  run->req.pod = pod;
+  run->req.container = ctr;
+  run->done = std::move(done);
+  std::weak_ptr<bool> alive = alive_;
+  Enqueue([this, alive, run](std::function<void()> finished) {
+    if (!alive.lock()) return;
+    run->finished = std::move(finished);
+    for (PluginConn* p : Ordered(run->event)) run->order.push_back(p->id);
+    if (!run->order.empty()) run->payload = nriproto::Encode(run->req);
+    NotifyNext(run, 0);
+  });
+}
+
+void Adaptation::NotifyNext(std::shared_ptr<NotifyRun> run, size_t i) {
+  PluginConn* p = nullptr;
+  for (; i < run->order.size(); ++i) {
+    p = FindPlugin(plugins_, run->order[i]);
+    if (p && !p->closed()) break;
+  }
+  if (i >= run->order.size()) {
+    if (!run->updates.empty()) {
+      std::vector<ContainerUpdate> failed;
+      ApplyOtherUpdates("nri", run->updates, &failed);
+    }
+    if (run->done) run->done();
+    return run->finished();
+  }
+  const char* method = EventMethod(run->event);
+  std::string payload = run->payload;
+  const bool via_state_change = p->state_change && HasStateChangeForm(run->event);
+  if (via_state_change) {
+    StateChangeEvent ev;
+    ev.event = run->event;
+    ev.pod = run->req.pod;
+    ev.container = run->req.container;
+    method = "StateChange";
+    payload = nriproto::Encode(ev);
+  }
+  std::weak_ptr<bool> alive = alive_;
+  std::string id = p->Id();
+  p->Call(method, payload, [this, alive, run, i, p, id, via_state_change](Result<std::string> r) {
+    if (!alive.lock()) return;
+    if (!r.ok() && !p->closed() && r.error().code() == Code::kUnimplemented && !via_state_change &&
+        HasStateChangeForm(run->event)) {
+      // An old plugin (before v0.12): it has only StateChange for this.
+      log::Info("nri: plugin has no dedicated event RPCs; using StateChange",
+                {{"plugin", id}, {"event", EventMethod(run->event)}});
+      p->state_change = true;
+      return NotifyNext(run, i);
+    }
+    if (!r.ok()) {
+      log::Warn("nri: plugin failed an event",
+                {{"plugin", id}, {"event", EventMethod(run->event)}, {"error", r.error().message()}});
+    } else if (run->event == Event::kStopContainer) {
+      StopContainerResponse resp;
+      Status st = nriproto::Decode(*r, &resp);
+      if (!st.ok()) {
+        p->Close("protocol error: " + st.error().message());
+      } else {
+        for (auto& u : resp.update) run->updates.push_back(std::move(u));
+      }
+    }
+    NotifyNext(run, i + 1);
+  });
+}
+
+// ---- UpdateContainer, UpdatePodSandbox ---------------------------------------
+
+void Adaptation::UpdateContainer(const PodSandbox& pod, const Container& ctr, const Resources& requested,
+                                 std::function<void(Result<Resources>)> done) {
+  std::weak_ptr<bool> alive = alive_;
+  Enqueue([this, alive, pod, ctr, requested, done = std::move(done)](std::function<void()> finished) {
+    if (!alive.lock()) return;
+    struct Run {
+      UpdateResult result;
+      std::vector<uint64_t> order;
+      std::vector<ContainerEviction> evict;
+      std::string payload;
+      Run(const std::string& id, const Resources& r) : result(id, r) {}
+    };
+    auto run = std::make_shared<Run>(ctr.id, requested);
+    for (PluginConn* p : Ordered(Event::kUpdateContainer)) run->order.push_back(p->id);
+    UpdateContainerRequest req;
+    req.pod = pod;
+    req.container = ctr;
+    req.linux_resources = requested;
+    run->payload = nriproto::Encode(req);
+    auto step = std::make_shared<std::function<void(size_t)>>();
+    *step = [this, alive, run, step, done, finished](size_t i) {
+      PluginConn* p = nullptr;
+      for (; i < run->order.size(); ++i) {
+        p = FindPlugin(plugins_, run->order[i]);
+        if (p && !p->closed()) break;
+      }
+      if (i >= run->order.size()) {
+        std::vector<ContainerUpdate> failed;
+        ApplyOtherUpdates("nri", run->result.others(), &failed);
+        for (const auto& e : run->evict) host_->Evict("nri", e);
+        done(run->result.target_resources());
+        auto fin = finished;
+        *step = nullptr;  // breaks the cycle (this closure is gone after it: locals only)
+        return fin();
+      }
+      std::string id = p->Id();
+      p->Call("UpdateContainer", run->payload, [alive, run, step, i, id, p, done, finished](Result<std::string> r) {
+        if (!alive.lock() || !*step) return;
+        if (r.ok()) {
+          UpdateContainerResponse resp;
+          Status st = nriproto::Decode(*r, &resp);
+          if (!st.ok()) {
+            p->Close("protocol error: " + st.error().message());
+          } else {
+            st = run->result.Apply(id, resp.update);
+            if (!st.ok()) {
+              done(st.error());
+              *step = nullptr;
+              return finished();
+            }
+            for (auto& e : resp.evict) run->evict.push_back(std::move(e));
+          }
+        } else if (!p->closed()) {
+          done(r.error().Wrap(Format("NRI plugin %s failed UpdateContainer", id.c_str())));
+          *step = nullptr;
+          return finished();
+        }
+        (*step)(i + 1);
+      });
+    };
+    (*step)(0);
+  });
+}
+
+void Adaptation::UpdatePodSandbox(const PodSandbox& pod, const Resources& resources, std::function<void()> done) {
+  std::weak_ptr<bool> alive = alive_;
+  Enqueue([this, alive, pod, resources, done = std::move(done)](std::function<void()> finished) {
+    if (!alive.lock()) return;
+    UpdatePodSandboxRequest req;
+    req.pod = pod;
+    req.linux_resources = resources;
+    auto order = std::make_shared<std::vector<uint64_t>>();
+    for (PluginConn* p : Ordered(Event::kUpdatePodSandbox)) order->push_back(p->id);
+    auto payload = std::make_shared<std::string>(nriproto::Encode(req));
+    auto step = std::make_shared<std::function<void(size_t)>>();
+    *step = [this, alive, order, payload, step, done, finished](size_t i) {
+      PluginConn* p = nullptr;
+      for (; i < order->size(); ++i) {
+        p = FindPlugin(plugins_, (*order)[i]);
+        if (p && !p->closed()) break;
+      }
+      if (i >= order->size()) {
+        if (done) done();
+        auto fin = finished;
+        *step = nullptr;  // breaks the cycle (this closure is gone after it: locals only)
+        return fin();
+      }
+      std::string id = p->Id();
+      p->Call("UpdatePodSandbox", *payload, [alive, step, i, id](Result<std::string> r) {
+        if (!alive.lock() || !*step) return;
+        if (!r.ok()) log::Warn("nri: plugin failed UpdatePodSandbox", {{"plugin", id}, {"error", r.error().message()}});
+        (*step)(i + 1);
+      });
+    };
+    (*step)(0);
+  });
+}
+
+}  // namespace outpost::nri
