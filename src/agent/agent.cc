@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <set>
 
+#include "agent/agent_nri.h"
 #include "agent/api.h"
 #include "agent/boot_id.h"
 #include "agent/job_api.h"
@@ -227,8 +228,11 @@ Status Agent::StartTasks() {
   hooks_ = std::move(*catalog);
 
   OUTPOST_RETURN_IF_ERROR(StartNetworks());
+  OUTPOST_RETURN_IF_ERROR(CreateNri());
 
   task::TaskManager::Options o;
+  o.nri = nri_.get();
+  o.nri_pod = [this](const std::string& job, nri::PodSandbox* pod) { FillNriPod(job, pod); };
   o.networks = networks_.get();
   o.networks_problem = networks_problem_;
   o.hooks = hooks_.get();
@@ -300,6 +304,8 @@ Status Agent::StartTasks() {
       return Error(Code::kFailedPrecondition, "network.mode: job networks are not available on this node: " + why);
     };
   }
+  task::TaskManager* tm_raw = tasks_.get();
+  jo.pod_ended = [tm_raw](const std::string& job) { tm_raw->NriPodEnded(job); };
   auto jm = job::JobManager::Create(loop_.get(), job_runner_.get(), job_runner_.get(), jo);
   if (!jm.ok()) return jm.error().Wrap("jobs");
   jobs_ = std::move(*jm);
@@ -310,6 +316,7 @@ Status Agent::StartTasks() {
   // with its journal: jobs are recovered once that is replayed, or once the
   // link is attached if the keeper has nothing to replay (AttachKeeper).
   if (keeper_pid_ == 0) RecoverJobs();
+  OUTPOST_RETURN_IF_ERROR(StartNri());
   TrimAfterActivity();
   return OkStatus();
 }

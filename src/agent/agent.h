@@ -39,6 +39,10 @@ class UidPool;
 namespace hooks {
 class Catalog;
 }
+namespace nri {
+class Adaptation;
+struct PodSandbox;
+}
 namespace net {
 class Networks;
 }
@@ -85,6 +89,7 @@ class Agent {
   task::TaskManager* tasks() { return tasks_.get(); }
   hooks::Catalog* hook_catalog() { return hooks_.get(); }
   net::Networks* networks() { return networks_.get(); }  // null when unavailable (networks_problem())
+  nri::Adaptation* nri() { return nri_.get(); }  // null when NRI is off
   const std::string& networks_problem() const { return networks_problem_; }
   task::EventLog* events() { return &events_; }
   driver::Registry* drivers() { return &drivers_; }
@@ -104,6 +109,13 @@ class Agent {
   Status AttachKeeper(UniqueFd fd, bool keeper_empty);
   Status StartTasks();
   Status StartNetworks();
+  // agent_nri.cc: NRI (docs/nri.md), when the config enables it; created
+  // before the tasks (their pipelines call it), started once they are
+  // recovered (a plugin's Synchronize lists them).
+  class NriHost;
+  Status CreateNri();
+  Status StartNri();
+  void FillNriPod(const std::string& job, nri::PodSandbox* pod) const;
   // The job layer's recovery, then the networks' (which need to know the
   // jobs that want one); once the tasks' fates are known.
   void RecoverJobs();
@@ -141,6 +153,10 @@ class Agent {
   int64_t config_loaded_wall_ = 0;
   pid_t keeper_pid_ = 0;  // set when a keeper is the parent of our tasks
   Watchdog watchdog_;
+  // After the tasks and jobs: destroyed first (plugins closed while the
+  // state they were told about is still there).
+  std::unique_ptr<NriHost> nri_host_;
+  std::unique_ptr<nri::Adaptation> nri_;
   std::unique_ptr<keeper::KeeperLink> keeper_link_;  // declared after loop_: destroyed before it
 };
 

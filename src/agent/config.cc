@@ -26,6 +26,62 @@ bool CheckAbsolute(json::ObjectReader* r, const char* key, std::string* value, j
   return why == nullptr;
 }
 
+// The "nri" object (docs/nri.md), its errors named by path ("nri.socket").
+void ParseNri(const picojson::value& v, Config::Nri* n, json::Errors* errors) {
+  json::ObjectReader r(v, "nri", errors);
+  if (!r.ok()) return;
+  n->enable = true;
+  r.Bool("enable", &n->enable);
+  r.String("socket", &n->socket);
+  r.String("plugin_dir", &n->plugin_dir);
+  r.String("plugin_config_dir", &n->plugin_config_dir);
+  r.Duration("registration_timeout", &n->registration_timeout_nanos);
+  r.Duration("request_timeout", &n->request_timeout_nanos);
+  r.StringList("required_plugins", &n->required_plugins);
+  if (const picojson::value* plugins = r.Get("plugins")) {
+    if (!plugins->is<picojson::object>()) {
+      errors->push_back("nri.plugins: must be an object of plugin name -> settings");
+    } else {
+      for (const auto& [name, pv] : plugins->get<picojson::object>()) {
+        Config::Nri::Plugin p;
+        json::ObjectReader pr(pv, "nri.plugins." + name, errors);
+        if (!pr.ok()) continue;
+        pr.Duration("request_timeout", &p.request_timeout_nanos);
+        std::string policy = "ignore";
+        pr.String("fail_policy", &policy);
+        if (policy == "fail" || policy == "ignore") {
+          p.fail = policy == "fail";
+        } else {
+          pr.Fail("fail_policy", "expected \"ignore\" (a plugin that is closed or times out is skipped, as "
+                                 "upstream) or \"fail\" (the task's start fails), got \"" + policy + "\"");
+        }
+        if (pr.Has("request_timeout") && (p.request_timeout_nanos < 1000000LL ||
+                                          p.request_timeout_nanos > 3600 * 1000000000LL)) {
+          pr.Fail("request_timeout", "must be between 1ms and 1h");
+        }
+        pr.RejectUnknown();
+        n->plugins[name] = p;
+      }
+    }
+  }
+  r.RejectUnknown();
+  for (const char* key : {"socket", "plugin_dir", "plugin_config_dir"}) {
+    const std::string& value = std::string(key) == "socket" ? n->socket
+                               : std::string(key) == "plugin_dir" ? n->plugin_dir : n->plugin_config_dir;
+    if (!value.empty() && value[0] != '/') {
+      errors->push_back(Format("nri.%s: must be an absolute path (or \"\" for none), got \"%s\"", key,
+                               value.c_str()));
+    }
+  }
+  if (n->socket.size() > 107) errors->push_back("nri.socket: longer than the 107 bytes a unix socket allows");
+  if (n->registration_timeout_nanos < 1000000LL || n->registration_timeout_nanos > 3600 * 1000000000LL) {
+    errors->push_back("nri.registration_timeout: must be between 1ms and 1h");
+  }
+  if (n->request_timeout_nanos < 1000000LL || n->request_timeout_nanos > 3600 * 1000000000LL) {
+    errors->push_back("nri.request_timeout: must be between 1ms and 1h");
+  }
+}
+
 }  // namespace
 
 Result<Config> ParseConfig(const std::string& text, const std::string& source) {
@@ -101,6 +157,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
                                   "1.3: logged, the task keeps running), got \"" + poststart + "\"");
     }
   }
+  if (const picojson::value* v = r.Get("nri")) ParseNri(*v, &c.nri, &errors);
   r.RejectUnknown();
 
   bool paths_ok = CheckAbsolute(&r, "state_dir", &c.state_dir, &errors);
@@ -210,6 +267,7 @@ bool ReloadChangesRestartOnlyKeys(const Config& a, const Config& b, std::string*
   check(a.hook_timeout_nanos != b.hook_timeout_nanos, "hook_timeout");
   check(a.poststart_failure_stops != b.poststart_failure_stops, "poststart_failure");
   check(!(a.network == b.network), "netns_dir, cni_* and bridge_network_*");
+  check(!(a.nri == b.nri), "nri");
   check(a.dynamic_uid_first != b.dynamic_uid_first || a.dynamic_uid_last != b.dynamic_uid_last, "dynamic_users");
   *which = keys;
   return !keys.empty();

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,32 @@ struct Config {
              bridge_subnet == o.bridge_subnet && bridge_admin_chain == o.bridge_admin_chain;
     }
   } network;
+
+  // NRI (docs/nri.md): the "nri" object. Off unless the object is there
+  // (and "enable" is not false).
+  struct Nri {
+    bool enable = false;
+    std::string socket = "/var/run/nri/nri.sock";  // "" = no external plugins
+    std::string plugin_dir = "/opt/nri/plugins";
+    std::string plugin_config_dir = "/etc/nri/conf.d";
+    int64_t registration_timeout_nanos = 5LL * 1000000000;
+    int64_t request_timeout_nanos = 2LL * 1000000000;
+    std::vector<std::string> required_plugins;
+    struct Plugin {
+      int64_t request_timeout_nanos = 0;  // 0 = request_timeout
+      bool fail = false;                  // fail_policy "fail"
+      bool operator==(const Plugin& o) const {
+        return request_timeout_nanos == o.request_timeout_nanos && fail == o.fail;
+      }
+    };
+    std::map<std::string, Plugin> plugins;  // by plugin name
+    bool operator==(const Nri& o) const {
+      return enable == o.enable && socket == o.socket && plugin_dir == o.plugin_dir &&
+             plugin_config_dir == o.plugin_config_dir && registration_timeout_nanos == o.registration_timeout_nanos &&
+             request_timeout_nanos == o.request_timeout_nanos && required_plugins == o.required_plugins &&
+             plugins == o.plugins;
+    }
+  } nri;
 
   // Supervision of the worker (docs/supervision.md): the keeper kills a
   // worker whose loop sends no heartbeat for this long (0 = never).

@@ -157,6 +157,7 @@ void JobManager::Evaluate(const std::string& id) {
     }
   }
   if (!j.AllDead()) return;
+  if (!j.restarting && options_.pod_ended) options_.pod_ended(id);
   // The job's network goes once its last task has stopped (not for a
   // whole-job restart): CNI DEL, then the namespace.
   if (!j.restarting && j.network_attached && options_.release_network) {

@@ -106,6 +106,10 @@ class JobManager {
     // task stopped; done may carry an error (the job stops anyway). Null =
     // jobs have no networks to remove.
     std::function<void(const std::string& job, std::function<void(Status)> done)> release_network;
+    // The job's last task has stopped (not for a whole-job restart): its
+    // NRI pod sandbox is stopped and removed. May be called more than
+    // once per stop. Null = nothing to tell.
+    std::function<void(const std::string& job)> pod_ended;
     task::EventSink* events = nullptr;
   };
   using DoneCallback = std::function<void(Status)>;

@@ -26,6 +26,10 @@ struct TaskManager::Task {
   bool poststop_running = false;
   std::unique_ptr<logs::LogPipe> out;
   std::unique_ptr<logs::LogPipe> err;
+  // NRI: StopContainer sent (once per instance); what plugins did at its
+  // CreateContainer (for inspect).
+  bool nri_stopped = false;
+  std::string nri_report;
   // CPU percent from the cgroup's usage deltas.
   uint64_t last_cg_usage_ns = 0;
   int64_t last_cg_sample_mono = 0;
@@ -46,6 +50,7 @@ struct TaskManager::StartOp {
   driver::TaskHandle handle;
   driver::Driver* driver = nullptr;
   bool bundle_written = false;  // poststop hooks run even when the start fails after it
+  bool nri_created = false;     // NRI CreateContainer succeeded (undone by Stop + Remove)
 };
 
 }  // namespace outpost::task

@@ -98,13 +98,16 @@ const TaskManager::StartStep* TaskManager::StartSteps(size_t* count) {
   static const StartStep kSteps[] = {
       {"prepare", &TaskManager::Prepare, &TaskManager::UndoPrepare},
       {"network", &TaskManager::JoinNetwork, nullptr},
+      {"NRI CreateContainer", &TaskManager::NriCreate, &TaskManager::UndoNriCreate},
       {"create cgroup", &TaskManager::CreateCgroup, &TaskManager::UndoCreateCgroup},
       {"bundle", &TaskManager::WriteBundle, nullptr},
       {"prestart hooks", &TaskManager::RunCreateHooks, nullptr},
       {"createContainer hooks", &TaskManager::RunCreateContainerHooks, nullptr},
       {"startContainer hooks", &TaskManager::RunStartContainerForDriver, nullptr},
       {"spawn", &TaskManager::SpawnThroughDriver, &TaskManager::UndoSpawn},
+      {"NRI StartContainer", &TaskManager::NriStarted, nullptr},
       {"poststart hooks", &TaskManager::RunPoststartHooks, nullptr},
+      {"NRI PostStartContainer", &TaskManager::NriPostStart, nullptr},
       {"record", &TaskManager::RecordStarted, nullptr},
   };
   *count = sizeof kSteps / sizeof kSteps[0];
@@ -166,6 +169,7 @@ void TaskManager::Prepare(StartOp* op, DoneCallback done) {
       return done(Error(Code::kAlreadyExists, "task with ID \"" + c.id + "\" already started"));
     }
     // The ended instance makes way; its logs and task dir stay for this one.
+    NriRemoved(old);
     if (driver::Driver* d = DriverOf(*old)) d->DestroyTask(c.id, false, [](Status) {});
     CloseLogs(old, false);
     tasks_.erase(c.id);
@@ -341,6 +345,7 @@ void TaskManager::OnExit(const std::string& id, const driver::ExitResult& result
   log::Info("task exited", {{"task", id}, {"exit_code", std::to_string(exit.exit_code)},
                             {"signal", std::to_string(exit.signal)}, {"error", exit.error}});
   Emit(c, t->stop_requested ? "stopped" : exit.signal ? "signalled" : "exited", msg);
+  NriStopped(t);
   auto callbacks = std::make_shared<std::vector<ExitCallback>>(std::move(t->on_exit));
   t->on_exit.clear();
   // The poststop hooks run before anyone hears of the exit: a restart, a
@@ -492,6 +497,7 @@ void TaskManager::RemoveCgroupDir(const std::string& id, const std::string& job,
 void TaskManager::Forget(const std::string& id) {
   Task* t = Find(id);
   if (!t) return;
+  NriRemoved(t);
   CloseLogs(t, true);
   hook_runs_.erase(id);
   // Its bundle describes an instance that is gone (cheap on the tmpfs).

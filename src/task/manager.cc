@@ -294,6 +294,7 @@ Result<TaskView> TaskManager::Inspect(const std::string& id) const {
   v.config = FullConfig(*t);
   auto runs = hook_runs_.find(id);
   if (runs != hook_runs_.end()) v.hook_runs = runs->second;
+  v.nri = t->nri_report;
   driver::TaskStatus& s = v.status;
   s.id = id;
   s.name = v.config.name;
@@ -398,14 +399,17 @@ Status TaskManager::UpdateResources(const std::string& id, const cgroup::Resourc
   std::vector<std::string> problems = cg ? cg->Check(r, options_.allow_without_limits)
                                          : std::vector<std::string>{};
   if (!problems.empty()) return Error(Code::kFailedPrecondition, problems.front());
-  if (!cg || !cg->available() || t->config().cgroup.empty()) return OkStatus();
-  return cg->Apply(t->config().cgroup, r);
+  if (cg && cg->available() && !t->config().cgroup.empty()) OUTPOST_RETURN_IF_ERROR(cg->Apply(t->config().cgroup, r));
+  t->record.handle.config.resources = r;
+  NriUpdated(id, r);
+  return OkStatus();
 }
 
 Status TaskManager::ApplyJobResources(const std::string& job, const cgroup::Resources& r) {
   cgroup::Cgroups* cg = options_.cgroups;
-  if (!cg || !cg->available()) return OkStatus();  // refused at submission if it mattered
-  return cg->EnsureJob(job, r);
+  if (cg && cg->available()) OUTPOST_RETURN_IF_ERROR(cg->EnsureJob(job, r));  // else refused at submission if it mattered
+  NriPodUpdated(job, r);
+  return OkStatus();
 }
 
 Result<driver::Fingerprint> TaskManager::Fingerprint(const std::string& driver_name) const {

@@ -49,6 +49,12 @@ class UidPool;
 namespace net {
 class Networks;
 }
+namespace nri {
+class Adaptation;
+struct PodSandbox;
+struct Container;
+struct Resources;
+}  // namespace nri
 namespace hooks {
 class Catalog;
 class StageRun;
@@ -60,6 +66,7 @@ namespace task {
 struct TaskView {
   driver::TaskStatus status;
   std::vector<hooks::HookRun> hook_runs;  // the last run of each hook
+  std::string nri;  // what NRI plugins did at its CreateContainer ("" = none consulted)
   driver::TaskConfig config;
   std::string log_dir;
   uint64_t log_bytes = 0;
@@ -103,6 +110,10 @@ class TaskManager {
     // reason in networks_problem (a job asking for one fails to start).
     net::Networks* networks = nullptr;
     std::string networks_problem;
+    // NRI (docs/nri.md); null = off. nri_pod adds what the job layer knows
+    // to a job's pod sandbox (labels, annotations, addresses).
+    nri::Adaptation* nri = nullptr;
+    std::function<void(const std::string& job, nri::PodSandbox* pod)> nri_pod;
   };
   using DoneCallback = std::function<void(Status)>;
   using StartedCallback = std::function<void(Result<TaskView>)>;
@@ -186,6 +197,16 @@ class TaskManager {
 
   size_t task_count() const { return tasks_.size(); }
 
+  // NRI (task/nri_steps.cc): every running task as a container and its
+  // job as a pod, for a plugin's Synchronize; a plugin's update of a
+  // running task's limits (applied over its current ones).
+  void NriState(std::vector<nri::PodSandbox>* pods, std::vector<nri::Container>* containers) const;
+  Status ApplyNriUpdate(const std::string& id, const nri::Resources& update);
+  // The job's last task stopped: StopPodSandbox, once after its
+  // RunPodSandbox (sent before its first task's CreateContainer);
+  // RemovePodSandbox follows when its last task is removed.
+  void NriPodEnded(const std::string& job);
+
   // Hands a task's FIFOs (opened O_RDWR) to whoever keeps them open across
   // worker restarts (the keeper), and takes them back. Set once a keeper is
   // attached; HoldAllFifos re-hands every task's (a new keeper holds none).
@@ -242,6 +263,17 @@ class TaskManager {
   void SpawnThroughDriver(StartOp* op, DoneCallback done);
   void UndoSpawn(StartOp* op);
   void RecordStarted(StartOp* op, DoneCallback done);
+  // task/nri_steps.cc: the NRI events of a task's life.
+  bool NriActive() const;
+  nri::PodSandbox NriPod(const driver::TaskConfig& c) const;
+  void NriCreate(StartOp* op, DoneCallback done);
+  void UndoNriCreate(StartOp* op);
+  void NriStarted(StartOp* op, DoneCallback done);
+  void NriPostStart(StartOp* op, DoneCallback done);
+  void NriStopped(Task* t);
+  void NriRemoved(Task* t);
+  void NriUpdated(const std::string& id, const cgroup::Resources& requested);
+  void NriPodUpdated(const std::string& job, const cgroup::Resources& r);
   // task/network_step.cc: the job's network (nothing for mode "host").
   void JoinNetwork(StartOp* op, DoneCallback done);
   // task/hook_steps.cc: the OCI hook steps.
@@ -300,6 +332,9 @@ class TaskManager {
   std::map<std::string, std::vector<hooks::HookRun>> hook_runs_;  // by task id
   // What waits for a task's poststop hooks, by task id (few at a time).
   std::map<std::string, std::vector<std::function<void()>>> after_poststop_;
+  // Jobs whose RunPodSandbox was sent: true while running, false once
+  // stopped (RemovePodSandbox follows its last task's RemoveContainer).
+  std::map<std::string, bool> nri_pods_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
