@@ -89,6 +89,9 @@ std::vector<Feature> CollectFeatures(Agent* agent) {
   bool nets_ok = true;
   std::string nets = NetworksSummary(agent, &nets_ok);
   out.push_back({"networks", nets_ok, nets});
+  bool nri_ok = false;
+  std::string nri = NriSummary(agent, &nri_ok);
+  out.push_back({"nri", nri_ok, nri});
   bool plugins_ok = false;
   std::string plugins = PluginSummary(agent, &plugins_ok);
   out.push_back({"plugins", plugins_ok, plugins});
@@ -140,6 +143,7 @@ void RegisterApi(Agent* agent, wire::RpcServer* server) {
   });
   RegisterHooksApi(agent, server);
   RegisterNetworkApi(agent, server);
+  RegisterNriApi(agent, server);
 }
 
 }  // namespace outpost::agent

@@ -39,6 +39,7 @@ void FillInfo(const task::TaskView& v, Arena* a, outpost_v1_TaskInfo* out) {
   out->log_error = a->Str(v.log_error);
   out->user = a->Str(v.config.user);
   out->workdir = a->Str(v.config.workdir.empty() ? v.config.task_dir : v.config.workdir);
+  out->nri = a->Str(v.nri);
   out->hook_runs_count = static_cast<pb_size_t>(v.hook_runs.size());
   out->hook_runs = a->Array<outpost_v1_HookRunInfo>(v.hook_runs.size());
   for (size_t i = 0; i < v.hook_runs.size(); ++i) {

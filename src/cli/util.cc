@@ -50,6 +50,7 @@ picojson::value InfoJson(const outpost_v1_TaskInfo& t) {
   o["log_bytes"] = picojson::value(static_cast<int64_t>(t.log_bytes));
   o["log_dropped_bytes"] = picojson::value(static_cast<int64_t>(t.log_dropped_bytes));
   o["log_error"] = picojson::value(PbString(t.log_error));
+  if (!PbString(t.nri).empty()) o["nri"] = picojson::value(PbString(t.nri));
   if (t.hook_runs_count) {
     picojson::array runs;
     for (pb_size_t i = 0; i < t.hook_runs_count; ++i) {
@@ -73,6 +74,7 @@ picojson::value InfoJson(const outpost_v1_TaskInfo& t) {
 }
 
 void PrintHookRuns(const outpost_v1_TaskInfo& t) {
+  if (!PbString(t.nri).empty()) std::printf("nri:        %s\n", PbString(t.nri).c_str());
   if (t.hook_runs_count == 0) return;
   std::printf("hooks:      (last run of each)\n");
   for (pb_size_t i = 0; i < t.hook_runs_count; ++i) {
