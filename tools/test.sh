@@ -136,7 +136,7 @@ else
   fi
   built=0
   if want build || want unit || want integration || want chaos || want vm; then
-    if step "build native" make -j"$JOBS" all build/unit_tests build/test_helper build/test_plugin build/example_driver bench-build; then
+    if step "build native" make -j"$JOBS" all build/unit_tests build/test_helper build/test_plugin build/example_driver nri-plugins bench-build; then
       built=1
       if file build/outpost | grep -q 'statically linked'; then pass; else fail "build/outpost is not statically linked"; fi
       step "size budget" make size
@@ -177,7 +177,8 @@ else
   want arm64 && cross_suite arm64 qemu-aarch64-static
   want armhf && cross_suite armhf qemu-arm-static
   if want vm && [ $built = 1 ]; then
-    tap_suite vm tools/vmtest --binary build/outpost --helper build/test_helper --extra build/test_plugin
+    tap_suite vm tools/vmtest --binary build/outpost --helper build/test_helper --extra build/test_plugin \
+      --extra build/test_nri_plugin
   fi
   # The same system tests on an arm64 VM (busybox init, Debian's arm64 kernel).
   if want vm-arm64 && [ -x build/arm64/outpost ] && [ -x build/arm64/test_helper ]; then

@@ -1,0 +1,236 @@
+# NRI (docs/nri.md): plugins built with the C++ NRI plugin library
+# (build/test_nri_plugin, tests/helpers/nri/) as external plugins on the
+# agent's socket and as pre-installed plugins it launches; the events of a
+# job's life in order, adjustments applied to the task, conflicts,
+# validators, timeouts with both fail policies, required plugins, crashes
+# and restarts, unsolicited updates and evictions, `outpost nri`.
+# Helpers are prefixed nr_ (every test file is sourced into one shell).
+
+TEST_NRI="$(dirname "$HELPER")/test_nri_plugin"
+
+# nr_start [EXTRA_NRI_MEMBERS] [EXTRA_CONFIG_MEMBERS]: an agent with NRI on
+# a socket under $T, the plugin dir $T/nri-plugins.
+nr_start() {
+  [ -x "$TEST_NRI" ] || fail "$TEST_NRI is missing (make nri-plugins)"
+  mkdir -p "$T/jobs.d" "$T/nri-plugins" "$T/nri-conf"
+  write_config "\"jobs_dir\": \"$T/jobs.d\", \"nri\": {\"socket\": \"$T/nri/nri.sock\", \"plugin_dir\": \"$T/nri-plugins\", \"plugin_config_dir\": \"$T/nri-conf\"${1:+, $1}}${2:+, $2}"
+  start_agent
+}
+# nr_plugin IDX NAME [FLAGS...]: an external test plugin logging to
+# $T/NAME.log, in the background.
+nr_plugin() {
+  local idx="$1" name="$2"; shift 2
+  "$TEST_NRI" -idx "$idx" -name "$name" -socket-path "$T/nri/nri.sock" -log "$T/$name.log" "$@" \
+    >>"$T/$name.out" 2>&1 &
+  echo $! >>"$T/.pids"
+  echo $!
+}
+# nr_state NAME: the state `outpost nri` shows for plugin NAME.
+nr_state() {
+  op --json nri | python3 -c 'import json,sys
+for p in json.load(sys.stdin)["plugins"]:
+    if p["name"] == sys.argv[1] and p["state"] != "closed": print(p["state"]); break
+else: sys.exit(1)' "$1"
+}
+nr_ready() { [ "$(nr_state "$1")" = ready ]; }
+nr_field() {  # NAME FIELD: a field of plugin NAME in `outpost --json nri` (the last listed)
+  op --json nri | python3 -c 'import json,sys
+ps=[p for p in json.load(sys.stdin)["plugins"] if p["name"] == sys.argv[1]]
+print(ps[-1][sys.argv[2]] if ps else "")' "$1" "$2"
+}
+# nr_events NAME: the event names plugin NAME logged, one line.
+nr_events() { [ -f "$T/$1.log" ] && awk '{print $1}' "$T/$1.log" | tr '\n' ' ' | sed 's/ $//'; }
+nr_logged() { [ -f "$T/$1.log" ] && grep -q -- "$2" "$T/$1.log"; }
+nr_job() {  # ID: a job with one sleeper task "t"
+  printf '{"id": "%s", "tasks": [{"name": "t", "command": "%s", "args": ["sleep", "600"]}]}\n' "$1" "$HELPER"
+}
+nr_pid() { local p; p="$(op --json inspect "$1" | json_get pid)" && [ -n "$p" ] && [ "$p" != 0 ] && echo "$p"; }
+nr_env_of() { tr '\0' '\n' <"/proc/$1/environ"; }
+
+test_nri_external_plugin_sees_every_event_of_a_jobs_life_in_order() {
+  nr_start
+  nr_plugin 10 logger -events all >/dev/null
+  wait_for 10 nr_ready logger || fail "plugin not ready: $(op nri)"
+  expect_eq "$(nr_field logger source)" external "source"
+  expect_eq "$(nr_field logger index)" 10 "index"
+  nr_job nj >"$T/nj.json"
+  expect_exit 0 op run -f "$T/nj.json"
+  wait_for 10 nr_pid nj/t >/dev/null || fail "task not running"
+  wait_for 10 nr_logged logger PostStartContainer || fail "no PostStartContainer: $(nr_events logger)"
+  expect_exit 0 op rm nj
+  wait_for 10 nr_logged logger RemovePodSandbox || fail "no RemovePodSandbox: $(nr_events logger)"
+  expect_eq "$(nr_events logger)" \
+    "Configure Synchronize RunPodSandbox CreateContainer PostCreateContainer StartContainer PostStartContainer StopContainer StopPodSandbox RemoveContainer RemovePodSandbox" \
+    "events in order"
+  expect_contains "$(grep '^CreateContainer' "$T/logger.log")" " t " "CreateContainer names the task"
+}
+
+test_nri_adjustments_are_applied_to_the_task() {
+  nr_start
+  nr_plugin 10 adj -events CreateContainer -adjust-env NRI_A=one -adjust-annotation nri.example/k=v \
+    -adjust-rlimit RLIMIT_NOFILE=1000:2000 -adjust-args "$HELPER,sleep,601" >/dev/null
+  nr_plugin 20 seen -events all >/dev/null
+  wait_for 10 nr_ready adj || fail "adj not ready"
+  wait_for 10 nr_ready seen || fail "seen not ready"
+  nr_job aj >"$T/aj.json"
+  expect_exit 0 op run -f "$T/aj.json"
+  local pid
+  pid="$(wait_for 10 nr_pid aj/t)" || fail "task not running"
+  expect_contains "$(nr_env_of "$pid")" "NRI_A=one" "env from the plugin"
+  expect_eq "$(tr '\0' ' ' <"/proc/$pid/cmdline")" "$HELPER sleep 601 " "args from the plugin"
+  expect_contains "$(grep 'Max open files' "/proc/$pid/limits")" "1000                 2000" "rlimit from the plugin"
+  # The next plugin saw the request as the first one left it.
+  expect_contains "$(grep '^CreateContainer' "$T/seen.log")" "NRI_A=one" "plugin 20 saw plugin 10's env"
+  expect_contains "$(grep '^CreateContainer' "$T/seen.log")" "nri.example/k=v" "plugin 20 saw the annotation"
+  local nri
+  nri="$(op --json inspect aj/t | json_get nri)"
+  expect_contains "$nri" "10-adj: adjusted" "inspect reports what plugin 10 did"
+  expect_contains "$nri" "20-seen: no change" "inspect reports plugin 20"
+  wait_for 10 jt_events_contain aj/t "10-adj: adjusted" || fail "no nri event: $(op events aj/t)"
+}
+
+test_nri_conflicting_plugins_fail_the_start_with_upstreams_message() {
+  nr_start
+  nr_plugin 10 a -events CreateContainer -adjust-env SAME=a >/dev/null
+  nr_plugin 20 b -events CreateContainer -adjust-env SAME=b >/dev/null
+  wait_for 10 nr_ready a || fail "a not ready"
+  wait_for 10 nr_ready b || fail "b not ready"
+  printf '{"id": "cj", "tasks": [{"name": "t", "command": "%s", "args": ["sleep", "600"], "restart": {"policy": "never"}}]}\n' \
+    "$HELPER" >"$T/cj.json"
+  op run -f "$T/cj.json" --detach >/dev/null 2>&1
+  wait_for 10 jt_events_contain cj/t 'plugins "20-b" and "10-a" both tried to set Env SAME' \
+    || fail "no conflict error: $(op events cj/t)"
+}
+
+test_nri_validator_rejects_the_adjustment() {
+  nr_start
+  nr_plugin 10 a -events CreateContainer -adjust-env X=1 >/dev/null
+  nr_plugin 90 v -reject "no env please" >/dev/null
+  wait_for 10 nr_ready a || fail "a not ready"
+  wait_for 10 nr_ready v || fail "v not ready"
+  printf '{"id": "vj", "tasks": [{"name": "t", "command": "%s", "args": ["sleep", "600"], "restart": {"policy": "never"}}]}\n' \
+    "$HELPER" >"$T/vj.json"
+  op run -f "$T/vj.json" --detach >/dev/null 2>&1
+  wait_for 10 jt_events_contain vj/t 'validator "90-v" rejected container adjustment, reason: no env please' \
+    || fail "no rejection: $(op events vj/t)"
+  nr_logged v ValidateContainerAdjustment || fail "validator not called"
+}
+
+test_nri_bad_registration_is_refused_with_upstreams_message() {
+  nr_start
+  nr_plugin 1 short -events all >/dev/null
+  nr_plugin 10 'bad/name' -events all >/dev/null
+  wait_for 10 grep -q 'invalid plugin index "1", must be 2 digits' "$T/agent.log" || fail "no index error"
+  wait_for 10 grep -q 'invalid plugin name "bad/name": contains invalid character' "$T/agent.log" \
+    || fail "no name error: $(grep nri "$T/agent.log" | tail -5)"
+  nr_state short >/dev/null && fail "a badly indexed plugin is listed as connected"
+  return 0
+}
+
+test_nri_plugin_timeout_closes_it_and_the_task_starts_with_fail_policy_ignore() {
+  nr_start '"request_timeout": "500ms"'
+  nr_plugin 10 slow -events CreateContainer -hang-on CreateContainer >/dev/null
+  wait_for 10 nr_ready slow || fail "slow not ready"
+  nr_job tj >"$T/tj.json"
+  expect_exit 0 op run -f "$T/tj.json"
+  wait_for 10 nr_pid tj/t >/dev/null || fail "task did not start"
+  expect_contains "$(op --json inspect tj/t | json_get nri)" "10-slow: skipped: closed: CreateContainer timed out after 500 ms" \
+    "inspect says the plugin was skipped and why"
+  nr_ready slow && fail "the plugin that timed out is still ready"
+  return 0
+}
+
+test_nri_plugin_timeout_fails_the_start_with_fail_policy_fail() {
+  nr_start '"request_timeout": "500ms", "plugins": {"slow": {"fail_policy": "fail"}}'
+  nr_plugin 10 slow -events CreateContainer -hang-on CreateContainer >/dev/null
+  wait_for 10 nr_ready slow || fail "slow not ready"
+  printf '{"id": "fj", "tasks": [{"name": "t", "command": "%s", "args": ["sleep", "600"], "restart": {"policy": "never"}}]}\n' \
+    "$HELPER" >"$T/fj.json"
+  op run -f "$T/fj.json" --detach >/dev/null 2>&1
+  wait_for 10 jt_events_contain fj/t 'NRI plugin 10-slow (fail_policy "fail")' || fail "start did not fail: $(op events fj/t)"
+}
+
+test_nri_required_plugin_holds_the_start_until_it_registers() {
+  nr_start '"required_plugins": ["gate"]'
+  nr_job rj >"$T/rj.json"
+  op run -f "$T/rj.json" --detach >/dev/null 2>&1
+  wait_for 10 jt_events_contain rj/t "waiting for required NRI plugin(s): gate" || fail "no waiting event: $(op events rj/t)"
+  nr_pid rj/t >/dev/null && fail "task started without its required plugin"
+  expect_contains "$(op nri)" "required, not ready (tasks wait): gate" "outpost nri names the missing plugin"
+  nr_plugin 10 gate -events CreateContainer >/dev/null
+  wait_for 15 nr_pid rj/t >/dev/null || fail "task did not start once the plugin registered: $(op events rj/t)"
+}
+
+test_nri_preinstalled_plugin_is_launched_with_fd3_and_restarted_when_it_crashes() {
+  mkdir -p "$T/nri-plugins" "$T/nri-conf"
+  cat >"$T/nri-plugins/30-pre" <<SH
+#!/bin/sh
+env >"$T/pre.env"
+exec "$TEST_NRI" -events all -log "$T/pre.log" -crash-on StartContainer
+SH
+  chmod +x "$T/nri-plugins/30-pre"
+  printf 'not launched\n' >"$T/nri-plugins/badname"
+  chmod +x "$T/nri-plugins/badname"
+  echo "some: config" >"$T/nri-conf/pre.conf"
+  nr_start
+  wait_for 10 nr_ready pre || fail "pre-installed plugin not ready: $(op nri)"
+  expect_eq "$(nr_field pre source)" launched "source"
+  expect_eq "$(grep -c '^NRI_' "$T/pre.env")" 3 "exactly three NRI_ variables"
+  expect_contains "$(cat "$T/pre.env")" "NRI_PLUGIN_SOCKET=3" "fd 3"
+  expect_contains "$(cat "$T/pre.env")" "NRI_PLUGIN_NAME=pre" "name"
+  expect_contains "$(cat "$T/pre.env")" "NRI_PLUGIN_IDX=30" "index"
+  expect_contains "$(op nri)" 'badname: invalid plugin name "badname", idx-pluginname expected' "bad file reported"
+  grep -q "^Configure.*some: config" "$T/pre.log" || fail "config file not sent in Configure: $(head -2 "$T/pre.log")"
+  local first
+  first="$(nr_field pre pid)"
+  nr_job pj >"$T/pj.json"
+  op run -f "$T/pj.json" --detach >/dev/null 2>&1
+  wait_for 10 nr_pid pj/t >/dev/null || fail "task did not start"
+  # The plugin exits at StartContainer; the launcher starts it again.
+  wait_for 15 sh -c "[ \"\$($OUTPOST --socket $SOCK --json nri | python3 -c 'import json,sys; print([p for p in json.load(sys.stdin)[\"plugins\"] if p[\"name\"]==\"pre\" and p[\"state\"]==\"ready\"][-1][\"pid\"])' 2>/dev/null)\" != \"$first\" ]" \
+    || fail "crashed plugin not restarted: $(op nri)"
+  grep -q "nri plugin" "$T/agent.log" || fail "plugin stderr not in the agent log"
+}
+
+test_nri_unsolicited_update_and_eviction_apply_to_the_running_task() {
+  nr_start
+  nr_job uj >"$T/uj.json"
+  expect_exit 0 op run -f "$T/uj.json"
+  local pid id
+  pid="$(wait_for 10 nr_pid uj/t)" || fail "task not running"
+  id="$(op --json inspect uj/t | json_get id)"
+  nr_plugin 10 upd -events all -evict-on Synchronize:"$id" >/dev/null
+  wait_for 10 jt_events_contain uj/t "evicted by NRI plugin 10-upd" || fail "no eviction: $(op events uj/t)"
+  grep -q "Synchronize.*$id" "$T/upd.log" || fail "Synchronize did not list the running task"
+}
+
+test_nri_old_plugin_gets_notifications_through_state_change() {
+  nr_start
+  nr_plugin 10 old -events all -old >/dev/null
+  wait_for 10 nr_ready old || fail "old not ready"
+  nr_job oj >"$T/oj.json"
+  expect_exit 0 op run -f "$T/oj.json"
+  wait_for 10 nr_logged old "StateChange.*PostStartContainer" || fail "no StateChange: $(nr_events old)"
+  expect_eq "$(nr_field old state_change)" True "listed as an old plugin"
+}
+
+test_nri_garbage_answer_closes_the_plugin_and_the_task_starts() {
+  nr_start
+  nr_plugin 10 junk -events CreateContainer -garbage-on CreateContainer >/dev/null
+  wait_for 10 nr_ready junk || fail "junk not ready"
+  nr_job gj >"$T/gj.json"
+  expect_exit 0 op run -f "$T/gj.json"
+  wait_for 10 nr_pid gj/t >/dev/null || fail "task did not start"
+  expect_contains "$(op --json inspect gj/t | json_get nri)" "10-junk: skipped: closed: protocol error" "reported"
+}
+
+test_nri_refuses_an_adjustment_the_driver_cannot_apply() {
+  nr_start
+  nr_plugin 10 dev -events CreateContainer -adjust-device /dev/null >/dev/null
+  wait_for 10 nr_ready dev || fail "dev not ready"
+  printf '{"id": "dj", "tasks": [{"name": "t", "command": "%s", "args": ["sleep", "600"], "restart": {"policy": "never"}}]}\n' \
+    "$HELPER" >"$T/dj.json"
+  op run -f "$T/dj.json" --detach >/dev/null 2>&1
+  wait_for 10 jt_events_contain dj/t "NRI plugin 10-dev adjusted Devices /dev/null: the exec driver cannot apply devices" \
+    || fail "no refusal: $(op events dj/t)"
+}
