@@ -424,6 +424,15 @@ void Adaptation::ApplyOtherUpdates(const std::string& plugin, const std::vector<
   }
 }
 
+void Adaptation::ApplyMerged(const std::vector<ContainerUpdate>& updates,
+                             const std::map<std::string, std::string>& who) {
+  for (const auto& u : updates) {
+    auto it = who.find(u.container_id);
+    std::vector<ContainerUpdate> failed;
+    ApplyOtherUpdates(it == who.end() ? "?" : it->second, {u}, &failed);
+  }
+}
+
 std::string Adaptation::MissingRequired() const {
   std::string missing;
   for (const auto& name : config_.required_plugins) {

@@ -206,6 +206,9 @@ class Adaptation {
   void NotifyNext(std::shared_ptr<struct NotifyRun> run, size_t i);
   void ApplyOtherUpdates(const std::string& plugin, const std::vector<ContainerUpdate>& updates,
                          std::vector<ContainerUpdate>* failed);
+  // Merged updates, each told as coming from the plugin that asked for its
+  // container (who: container id -> plugin id).
+  void ApplyMerged(const std::vector<ContainerUpdate>& updates, const std::map<std::string, std::string>& who);
 
   Loop* loop_;
   Config config_;

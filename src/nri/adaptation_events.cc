@@ -50,7 +50,8 @@ struct CreateRun {
   CreateResult result;
   std::vector<std::pair<uint64_t, std::string>> order;  // plugin number, id
   std::vector<PluginInstance> consulted;
-  std::vector<ContainerEviction> evictions;
+  std::vector<std::pair<std::string, ContainerEviction>> evictions;  // plugin, eviction
+  std::map<std::string, std::string> updated_by;                     // container id -> plugin
   CreateOutcome outcome;
   Adaptation::CreateDone done;
   std::function<void()> finished;
@@ -63,6 +64,7 @@ struct NotifyRun {
   std::string payload;  // the dedicated RPC's request
   std::vector<uint64_t> order;
   std::vector<ContainerUpdate> updates;  // StopContainer answers
+  std::map<std::string, std::string> updated_by;
   std::function<void()> done;
   std::function<void()> finished;
 };
@@ -167,7 +169,8 @@ void Adaptation::CreateNext(std::shared_ptr<CreateRun> run, size_t i) {
             }
             st = run->result.Apply(id, resp);
             if (!st.ok()) return fail(st.error());
-            for (auto& e : resp.evict) run->evictions.push_back(e);
+            for (auto& e : resp.evict) run->evictions.emplace_back(id, e);
+            for (const auto& u : resp.update) run->updated_by[u.container_id] = id;
             run->outcome.plugins.push_back({id, DescribeClaims(run->result.claims(), claims_before, id)});
             CreateNext(run, i + 1);
           });
@@ -181,9 +184,8 @@ void Adaptation::Validate(std::shared_ptr<CreateRun> run) {
       run->outcome.adjust = res.adjustment();
     }
     run->outcome.claims = res.claims();
-    std::vector<ContainerUpdate> failed;
-    ApplyOtherUpdates("nri", res.updates(), &failed);
-    for (const auto& e : run->evictions) host_->Evict("nri", e);
+    ApplyMerged(res.updates(), run->updated_by);
+    for (const auto& [plugin, e] : run->evictions) host_->Evict(plugin, e);
     run->done(std::move(run->outcome));
     run->finished();
   };
@@ -259,10 +261,7 @@ void Adaptation::NotifyNext(std::shared_ptr<NotifyRun> run, size_t i) {
     if (p && !p->closed()) break;
   }
   if (i >= run->order.size()) {
-    if (!run->updates.empty()) {
-      std::vector<ContainerUpdate> failed;
-      ApplyOtherUpdates("nri", run->updates, &failed);
-    }
+    if (!run->updates.empty()) ApplyMerged(run->updates, run->updated_by);
     if (run->done) run->done();
     return run->finished();
   }
@@ -298,7 +297,10 @@ void Adaptation::NotifyNext(std::shared_ptr<NotifyRun> run, size_t i) {
       if (!st.ok()) {
         p->Close("protocol error: " + st.error().message());
       } else {
-        for (auto& u : resp.update) run->updates.push_back(std::move(u));
+        for (auto& u : resp.update) {
+          run->updated_by[u.container_id] = id;
+          run->updates.push_back(std::move(u));
+        }
       }
     }
     NotifyNext(run, i + 1);
@@ -315,7 +317,8 @@ void Adaptation::UpdateContainer(const PodSandbox& pod, const Container& ctr, co
     struct Run {
       UpdateResult result;
       std::vector<uint64_t> order;
-      std::vector<ContainerEviction> evict;
+      std::vector<std::pair<std::string, ContainerEviction>> evict;
+      std::map<std::string, std::string> updated_by;
       std::string payload;
       Run(const std::string& id, const Resources& r) : result(id, r) {}
     };
@@ -334,9 +337,8 @@ void Adaptation::UpdateContainer(const PodSandbox& pod, const Container& ctr, co
         if (p && !p->closed()) break;
       }
       if (i >= run->order.size()) {
-        std::vector<ContainerUpdate> failed;
-        ApplyOtherUpdates("nri", run->result.others(), &failed);
-        for (const auto& e : run->evict) host_->Evict("nri", e);
+        ApplyMerged(run->result.others(), run->updated_by);
+        for (const auto& [plugin, e] : run->evict) host_->Evict(plugin, e);
         done(run->result.target_resources());
         auto fin = finished;
         *step = nullptr;  // breaks the cycle (this closure is gone after it: locals only)
@@ -357,7 +359,8 @@ void Adaptation::UpdateContainer(const PodSandbox& pod, const Container& ctr, co
               *step = nullptr;
               return finished();
             }
-            for (auto& e : resp.evict) run->evict.push_back(std::move(e));
+            for (auto& e : resp.evict) run->evict.emplace_back(id, std::move(e));
+            for (const auto& u : resp.update) run->updated_by[u.container_id] = id;
           }
         } else if (!p->closed()) {
           done(r.error().Wrap(Format("NRI plugin %s failed UpdateContainer", id.c_str())));

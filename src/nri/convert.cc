@@ -108,6 +108,7 @@ Status ApplyResources(const Resources& r, cgroup::Resources* out) {
     if (m.kernel_tcp) refused.push_back("memory.kernel_tcp has no cgroup v2 equivalent");
     if (m.swappiness) refused.push_back("memory.swappiness has no cgroup v2 equivalent");
     if (m.disable_oom_killer) refused.push_back("memory.disable_oom_killer has no cgroup v2 equivalent");
+    if (m.use_hierarchy) refused.push_back("memory.use_hierarchy has no cgroup v2 equivalent");
   }
   if (r.cpu) {
     const Cpu& c = *r.cpu;
@@ -258,7 +259,17 @@ Status ApplyAdjustment(const ContainerAdjustment& adj, const std::vector<Claim>&
   cgroup::Resources res = c->resources;
   if (adj.linux && adj.linux->resources) {
     Status st = ApplyResources(*adj.linux->resources, &res);
-    if (!st.ok()) return Refuse(claims, Field::kMemLimit, "", st.error().message());
+    if (!st.ok()) {
+      // Named after the plugin that set a resource field (the message
+      // names the field itself).
+      std::string who = "?";
+      for (const Claim& c2 : claims) {
+        int f = static_cast<int>(c2.field);
+        if (f >= static_cast<int>(Field::kMemLimit) && f <= static_cast<int>(Field::kCgroupsUnified)) who = c2.plugin;
+      }
+      return Error(Code::kFailedPrecondition,
+                   Format("NRI plugin %s adjusted resources: %s", who.c_str(), st.error().message().c_str()));
+    }
   }
   std::vector<proc::Rlimit> rlimits = c->rlimits;
   for (const Rlimit& r : adj.rlimits) {

@@ -52,12 +52,31 @@ void Launcher::Start() {
     }
     return;
   }
+  // What is launched from here runs as the agent (root): a dir or file
+  // others may write is refused, as for the driver plugins' dir.
+  auto unsafe = [](const struct stat& st) {
+    return ::geteuid() == 0 && (st.st_uid != 0 || (st.st_mode & 022) != 0);
+  };
+  struct stat dst;
+  if (::stat(dir.c_str(), &dst) == 0 && unsafe(dst)) {
+    std::string why = Format("plugin dir %s may be written by others (mode %04o, owner %u): nothing launched from it",
+                             dir.c_str(), static_cast<unsigned>(dst.st_mode & 07777), static_cast<unsigned>(dst.st_uid));
+    problems_.push_back(why);
+    log::Error("nri: " + why);
+    return;
+  }
   std::vector<std::string> sorted = *names;
   std::sort(sorted.begin(), sorted.end());
   for (const std::string& file : sorted) {
     const std::string path = dir + "/" + file;
     struct stat st;
     if (::stat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode) || (st.st_mode & 0111) == 0) continue;
+    if (unsafe(st)) {
+      problems_.push_back(Format("%s may be written by others (mode %04o, owner %u) (not launched)", path.c_str(),
+                                 static_cast<unsigned>(st.st_mode & 07777), static_cast<unsigned>(st.st_uid)));
+      log::Error("nri: plugin not launched: writable by others", {{"path", path}});
+      continue;
+    }
     auto p = std::make_unique<Proc>();
     Status named = ParsePluginFileName(file, &p->index, &p->name);
     if (!named.ok()) {

@@ -21,8 +21,8 @@ const char* PluginStateName(PluginState s) {
   return "?";
 }
 
-PluginConn::PluginConn(Adaptation* owner, uint64_t id, bool launched)
-    : id(id), launched(launched), owner_(owner) {}
+PluginConn::PluginConn(Adaptation* owner, uint64_t number, bool from_dir)
+    : id(number), launched(from_dir), owner_(owner) {}
 
 PluginConn::~PluginConn() {
   *alive_ = false;

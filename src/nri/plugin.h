@@ -70,7 +70,7 @@ class PluginConn {
   Loop::TimerId registration_timer = 0;
 
  private:
-  PluginConn(Adaptation* owner, uint64_t id, bool launched);
+  PluginConn(Adaptation* owner, uint64_t number, bool from_dir);
   void OnTrunkClosed(const Error& why);
 
   Adaptation* owner_;

@@ -334,7 +334,7 @@ class TaskManager {
   std::map<std::string, std::vector<std::function<void()>>> after_poststop_;
   // Jobs whose RunPodSandbox was sent: true while running, false once
   // stopped (RemovePodSandbox follows its last task's RemoveContainer).
-  std::map<std::string, bool> nri_pods_;
+  mutable std::map<std::string, bool> nri_pods_;  // NriState marks pods the plugins learn of
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

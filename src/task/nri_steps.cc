@@ -230,6 +230,8 @@ void TaskManager::NriState(std::vector<nri::PodSandbox>* pods, std::vector<nri::
     if (!seen[pod_id]) {
       seen[pod_id] = true;
       pods->push_back(NriPod(c));
+      // A plugin now knows this pod: it gets its Stop and Remove later.
+      if (!c.job.empty()) nri_pods_.emplace(pod_id, true);
     }
   }
 }
