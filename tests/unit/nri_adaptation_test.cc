@@ -1,0 +1,443 @@
+// nri/adaptation against fake plugins in the test's own loop: a mux trunk
+// on a socketpair, the Plugin service served on connection 1 and a client
+// of the Runtime service on connection 2, as a stock plugin has them; every
+// message through the real codec. Registration rules, Configure,
+// Synchronize (split), event order, merging across plugins, validators,
+// timeouts with both fail policies, the StateChange fallback, unsolicited
+// updates during an event, required plugins.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/fd.h"
+#include "loop/loop.h"
+#include "nri/adaptation.h"
+#include "nriproto/codec.h"
+#include "test_util.h"
+#include "wire/mux.h"
+#include "wire/rpc_client.h"
+#include "wire/rpc_server.h"
+
+namespace outpost::nri {
+namespace {
+
+using Handler = std::function<void(std::string_view payload, wire::Responder r)>;
+
+class FakeHost : public Host {
+ public:
+  void ListState(std::vector<PodSandbox>* p, std::vector<Container>* c) override {
+    *p = pods;
+    *c = containers;
+  }
+  Status ApplyUpdate(const std::string& plugin, const ContainerUpdate& u) override {
+    log.push_back("update " + u.container_id + " by " + plugin);
+    return fail_updates ? Status(Error(Code::kNotFound, "no such container")) : OkStatus();
+  }
+  void Evict(const std::string& plugin, const ContainerEviction& e) override {
+    log.push_back("evict " + e.container_id + " by " + plugin + ": " + e.reason);
+  }
+  void PluginsChanged() override {}
+  std::vector<PodSandbox> pods;
+  std::vector<Container> containers;
+  std::vector<std::string> log;
+  bool fail_updates = false;
+};
+
+// A plugin as the Go stub is one, made of outpost's wire pieces.
+class FakePlugin {
+ public:
+  FakePlugin(Loop* loop, UniqueFd fd) : loop_(loop) {
+    auto trunk = wire::MuxTrunk::Create(loop, std::move(fd));
+    EXPECT_TRUE(trunk.ok());
+    trunk_ = std::move(trunk.value());
+    wire::ServerOptions so;
+    so.allow_any_uid = true;
+    auto server = wire::RpcServer::Create(loop, UniqueFd(), so);
+    server_ = std::move(server.value());
+    EXPECT_TRUE(server_->AddLink(trunk_->Open(kPluginServiceConn), sys::PeerCred{0, 0, 0}).ok());
+    auto client = wire::RpcClient::CreateOnLink(loop, trunk_->Open(kRuntimeServiceConn));
+    client_ = std::move(client.value());
+    trunk_->SetCloseCallback([this](const Error&) { closed = true; });
+    EXPECT_TRUE(trunk_->Start().ok());
+    // Configure and Synchronize answered like a stub subscribed to `events`.
+    Handle("Configure", [this](std::string_view p, wire::Responder r) {
+      EXPECT_TRUE(nriproto::Decode(p, &configure).ok());
+      ConfigureResponse resp;
+      resp.events = static_cast<int32_t>(events);
+      r.Reply(nriproto::Encode(resp));
+    });
+    Handle("Synchronize", [this](std::string_view p, wire::Responder r) {
+      SynchronizeRequest req;
+      EXPECT_TRUE(nriproto::Decode(p, &req).ok());
+      sync_chunks.push_back(req);
+      SynchronizeResponse resp;
+      resp.more = req.more;
+      r.Reply(nriproto::Encode(resp));
+    });
+  }
+  void Handle(const std::string& method, Handler h) {
+    server_->Register(kPluginService, method, [this, method, h](const wire::CallContext&, std::string_view p,
+                                                                wire::Responder r) {
+      calls.push_back(method);
+      h(p, r);
+    });
+  }
+  void Register(const std::string& name, const std::string& idx) {
+    RegisterPluginRequest req{name, idx, "v0.12.2"};
+    client_->Call(kRuntimeService, "RegisterPlugin", nriproto::Encode(req), 5 * kNanosPerSecond,
+                  [this](Result<std::string> r) { register_result = r.ok() ? "ok" : r.error().message(); });
+  }
+  void UpdateContainers(const UpdateContainersRequest& req) {
+    client_->Call(kRuntimeService, "UpdateContainers", nriproto::Encode(req), 5 * kNanosPerSecond,
+                  [this](Result<std::string> r) { updates_answered = r.ok(); });
+  }
+  Loop* loop_;
+  std::unique_ptr<wire::MuxTrunk> trunk_;
+  std::unique_ptr<wire::RpcServer> server_;
+  std::unique_ptr<wire::RpcClient> client_;
+  uint32_t events = 0;
+  ConfigureRequest configure;
+  std::vector<SynchronizeRequest> sync_chunks;
+  std::vector<std::string> calls;
+  std::string register_result;
+  bool updates_answered = false;
+  bool closed = false;
+};
+
+class NriAdaptation : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    loop_ = testing::MakeLoop();
+    config_.enabled = true;
+    config_.socket_path = "";
+    config_.plugin_dir = "";
+    config_.runtime_version = "test";
+  }
+  void Make() {
+    auto a = Adaptation::Create(loop_.get(), config_, &host_);
+    ASSERT_TRUE(a.ok());
+    a_ = std::move(*a);
+    ASSERT_TRUE(a_->Start().ok());
+  }
+  // A plugin connected (and, with a name, registered and ready).
+  FakePlugin* Plugin(const std::string& name, const std::string& idx, uint32_t events) {
+    int sv[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
+    EXPECT_TRUE(a_->AddConnection(UniqueFd(sv[0])).ok());
+    plugins_.push_back(std::make_unique<FakePlugin>(loop_.get(), UniqueFd(sv[1])));
+    FakePlugin* p = plugins_.back().get();
+    p->events = events;
+    if (!name.empty()) {
+      p->Register(name, idx);
+      EXPECT_TRUE(testing::RunUntil(loop_.get(), [&] { return State(name) == "ready"; })) << name << ": " << State(name);
+    }
+    return p;
+  }
+  std::string State(const std::string& name) {
+    std::string s;
+    for (const PluginInfo& i : a_->List()) {
+      if (i.name == name) s = i.state;
+    }
+    return s;
+  }
+  PluginInfo Info(const std::string& name) {
+    for (const PluginInfo& i : a_->List()) {
+      if (i.name == name) return i;
+    }
+    return {};
+  }
+  static Container Ctr(const std::string& id) {
+    Container c;
+    c.id = id;
+    c.pod_sandbox_id = "job";
+    c.name = id;
+    c.env = {"A=1"};
+    return c;
+  }
+  static PodSandbox Pod() {
+    PodSandbox p;
+    p.id = p.name = p.uid = "job";
+    return p;
+  }
+  Result<CreateOutcome> Create(const std::string& id) {
+    std::optional<Result<CreateOutcome>> out;
+    a_->CreateContainer(Pod(), Ctr(id), [&](Result<CreateOutcome> r) { out = std::move(r); });
+    EXPECT_TRUE(testing::RunUntil(loop_.get(), [&] { return out.has_value(); }));
+    return out ? std::move(*out) : Result<CreateOutcome>(Error(Code::kInternal, "no answer"));
+  }
+  static void Adjust(FakePlugin* p, std::function<void(ContainerAdjustment*)> fill) {
+    p->Handle("CreateContainer", [fill](std::string_view, wire::Responder r) {
+      CreateContainerResponse resp;
+      fill(&resp.adjust.emplace());
+      r.Reply(nriproto::Encode(resp));
+    });
+  }
+
+  std::unique_ptr<Loop> loop_;
+  Config config_;
+  FakeHost host_;
+  std::unique_ptr<Adaptation> a_;
+  std::vector<std::unique_ptr<FakePlugin>> plugins_;
+};
+
+TEST_F(NriAdaptation, RegistrationConfiguresAndSynchronizesEveryPlugin) {
+  host_.containers = {Ctr("running")};
+  host_.pods = {Pod()};
+  Make();
+  FakePlugin* p = Plugin("logger", "10", 0);
+  EXPECT_EQ(p->register_result, "ok");
+  EXPECT_EQ(p->configure.runtime_name, "outpost");
+  EXPECT_EQ(p->configure.runtime_version, "test");
+  EXPECT_EQ(p->configure.registration_timeout_ms, 5000);
+  EXPECT_EQ(p->configure.request_timeout_ms, 2000);
+  EXPECT_EQ(p->configure.nri_version, kNriVersion);
+  ASSERT_EQ(p->sync_chunks.size(), 1u);
+  EXPECT_FALSE(p->sync_chunks[0].more);
+  ASSERT_EQ(p->sync_chunks[0].containers.size(), 1u);
+  EXPECT_EQ(p->sync_chunks[0].containers[0].id, "running");
+  PluginInfo i = Info("logger");
+  EXPECT_EQ(i.events, kValidEvents) << "events 0 means every event";
+  EXPECT_EQ(i.source, "external");
+  EXPECT_EQ(p->calls, (std::vector<std::string>{"Configure", "Synchronize"}));
+}
+
+TEST_F(NriAdaptation, BadNamesAndIndicesAreRefusedWithUpstreamsMessages) {
+  Make();
+  FakePlugin* bad_idx = Plugin("", "", 0);
+  bad_idx->Register("ok", "1");
+  FakePlugin* bad_name = Plugin("", "", 0);
+  bad_name->Register("a b", "10");
+  ASSERT_TRUE(testing::RunUntil(loop_.get(), [&] {
+    return !bad_idx->register_result.empty() && !bad_name->register_result.empty();
+  }));
+  EXPECT_NE(bad_idx->register_result.find("invalid plugin index \"1\", must be 2 digits"), std::string::npos)
+      << bad_idx->register_result;
+  EXPECT_NE(bad_name->register_result.find("invalid plugin name \"a b\": contains invalid character ' '"),
+            std::string::npos)
+      << bad_name->register_result;
+  EXPECT_TRUE(testing::RunUntil(loop_.get(), [&] { return bad_idx->closed && bad_name->closed; }))
+      << "refused plugins are disconnected";
+}
+
+TEST_F(NriAdaptation, APluginThatNeverRegistersIsClosed) {
+  config_.registration_timeout_ms = 30;
+  Make();
+  FakePlugin* p = Plugin("", "", 0);
+  ASSERT_TRUE(testing::RunUntil(loop_.get(), [&] { return p->closed; }));
+  bool found = false;
+  for (const PluginInfo& i : a_->List()) found = found || i.last_error == "plugin registration timed out";
+  EXPECT_TRUE(found);
+}
+
+TEST_F(NriAdaptation, InvalidEventMaskClosesThePlugin) {
+  Make();
+  FakePlugin* p = Plugin("", "", 0x10000);
+  p->Register("wide", "10");
+  ASSERT_TRUE(testing::RunUntil(loop_.get(), [&] { return p->closed; }));
+  EXPECT_EQ(Info("wide").last_error, "invalid plugin events: 0x10000");
+}
+
+TEST_F(NriAdaptation, FiveThousandContainersAreSynchronizedInSplitMessages) {
+  for (int i = 0; i < 5000; ++i) {
+    Container c = Ctr("c" + std::to_string(i));
+    c.annotations["big"] = std::string(1000, 'x');
+    host_.containers.push_back(std::move(c));
+  }
+  host_.pods = {Pod()};
+  Make();
+  FakePlugin* p = Plugin("sync", "10", 0);
+  ASSERT_GT(p->sync_chunks.size(), 1u) << "5 MB of state must be split";
+  size_t total = 0;
+  for (size_t i = 0; i < p->sync_chunks.size(); ++i) {
+    total += p->sync_chunks[i].containers.size();
+    EXPECT_EQ(p->sync_chunks[i].more, i + 1 < p->sync_chunks.size()) << "chunk " << i;
+  }
+  EXPECT_EQ(total, 5000u);
+}
+
+TEST_F(NriAdaptation, APluginThatCannotSplitSyncIsClosed) {
+  for (int i = 0; i < 5000; ++i) {
+    Container c = Ctr("c" + std::to_string(i));
+    c.annotations["big"] = std::string(1000, 'x');
+    host_.containers.push_back(std::move(c));
+  }
+  Make();
+  FakePlugin* p = Plugin("", "", 0);
+  p->Handle("Synchronize", [](std::string_view, wire::Responder r) { r.Reply(""); });  // more=false always
+  p->Register("old", "10");
+  ASSERT_TRUE(testing::RunUntil(loop_.get(), [&] { return p->closed; }));
+  EXPECT_EQ(Info("old").last_error, "plugin does not handle split sync requests");
+}
+
+TEST_F(NriAdaptation, PluginsAreCalledInIndexOrderAndSeeEachOthersChanges) {
+  Make();
+  FakePlugin* late = Plugin("b", "20", EventMask(Event::kCreateContainer));
+  FakePlugin* early = Plugin("a", "10", EventMask(Event::kCreateContainer));
+  FakePlugin* other = Plugin("c", "30", EventMask(Event::kStartContainer));
+  std::vector<std::string> order;
+  Adjust(early, [&](ContainerAdjustment* adj) {
+    order.push_back("a");
+    adj->env.push_back({"FROM_A", "1"});
+  });
+  std::vector<std::string> seen_env;
+  late->Handle("CreateContainer", [&](std::string_view p, wire::Responder r) {
+    order.push_back("b");
+    PodContainerRequest req;
+    EXPECT_TRUE(nriproto::Decode(p, &req).ok());
+    seen_env = req.container->env;
+    r.Reply("");
+  });
+  auto out = Create("ctr");
+  ASSERT_TRUE(out.ok()) << out.error().message();
+  EXPECT_EQ(order, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(seen_env, (std::vector<std::string>{"A=1", "FROM_A=1"})) << "plugin 20 sees plugin 10's change";
+  ASSERT_TRUE(out->adjust);
+  ASSERT_EQ(out->adjust->env.size(), 1u);
+  EXPECT_EQ(out->adjust->env[0].key, "FROM_A");
+  ASSERT_EQ(out->plugins.size(), 2u);
+  EXPECT_EQ(out->plugins[0].plugin, "10-a");
+  EXPECT_EQ(out->plugins[0].result, "adjusted Env FROM_A");
+  EXPECT_EQ(out->plugins[1].result, "no change");
+  EXPECT_TRUE(std::find(other->calls.begin(), other->calls.end(), "CreateContainer") == other->calls.end())
+      << "an unsubscribed plugin is not called";
+}
+
+TEST_F(NriAdaptation, ConflictingPluginsFailTheCreation) {
+  Make();
+  Adjust(Plugin("a", "10", EventMask(Event::kCreateContainer)), [](ContainerAdjustment* adj) {
+    adj->annotations["k"] = "a";
+  });
+  Adjust(Plugin("b", "20", EventMask(Event::kCreateContainer)), [](ContainerAdjustment* adj) {
+    adj->annotations["k"] = "b";
+  });
+  auto out = Create("ctr");
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.error().message().find("plugins \"20-b\" and \"10-a\" both tried to set Annotations k"),
+            std::string::npos)
+      << out.error().message();
+}
+
+TEST_F(NriAdaptation, AnErrorFromAPluginFailsTheCreation) {
+  Make();
+  Plugin("bad", "10", EventMask(Event::kCreateContainer))->Handle("CreateContainer", [](std::string_view,
+                                                                                         wire::Responder r) {
+    r.Fail(Error(Code::kUnknown, "not today"));
+  });
+  auto out = Create("ctr");
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.error().message().find("NRI plugin 10-bad failed CreateContainer: not today"), std::string::npos)
+      << out.error().message();
+}
+
+TEST_F(NriAdaptation, ValidatorsGetThePristineContainerAndCanReject) {
+  Make();
+  Adjust(Plugin("a", "10", EventMask(Event::kCreateContainer)), [](ContainerAdjustment* adj) {
+    adj->env.push_back({"X", "1"});
+  });
+  ValidateContainerAdjustmentRequest got;
+  Plugin("v", "90", EventMask(Event::kValidateContainerAdjustment))
+      ->Handle("ValidateContainerAdjustment", [&](std::string_view p, wire::Responder r) {
+        EXPECT_TRUE(nriproto::Decode(p, &got).ok());
+        ValidateContainerAdjustmentResponse resp;
+        resp.reject = true;
+        resp.reason = "no X";
+        r.Reply(nriproto::Encode(resp));
+      });
+  auto out = Create("ctr");
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.error().message(), "validator \"90-v\" rejected container adjustment, reason: no X");
+  ASSERT_TRUE(got.container);
+  EXPECT_EQ(got.container->env, (std::vector<std::string>{"A=1"})) << "the pristine container";
+  ASSERT_TRUE(got.adjust);
+  EXPECT_EQ(got.adjust->env.size(), 1u);
+  ASSERT_EQ(got.plugins.size(), 1u);
+  EXPECT_EQ(got.plugins[0].name, "a");
+  EXPECT_EQ(got.plugins[0].index, "10");
+}
+
+TEST_F(NriAdaptation, AHungPluginIsClosedAndSkippedOrFailsPerItsPolicy) {
+  config_.request_timeout_ms = 40;
+  config_.plugins["strict"].fail_policy = FailPolicy::kFail;
+  Make();
+  std::vector<wire::Responder> held;
+  Plugin("slow", "10", EventMask(Event::kCreateContainer))
+      ->Handle("CreateContainer", [&](std::string_view, wire::Responder r) { held.push_back(r); });
+  auto out = Create("ctr");
+  ASSERT_TRUE(out.ok()) << out.error().message();
+  ASSERT_EQ(out->plugins.size(), 1u);
+  EXPECT_EQ(out->plugins[0].result, "skipped: closed: CreateContainer timed out after 40 ms");
+  EXPECT_EQ(State("slow"), "closed");
+
+  Plugin("strict", "20", EventMask(Event::kCreateContainer))
+      ->Handle("CreateContainer", [&](std::string_view, wire::Responder r) { held.push_back(r); });
+  out = Create("ctr2");
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.error().message().find("NRI plugin 20-strict (fail_policy \"fail\")"), std::string::npos)
+      << out.error().message();
+}
+
+TEST_F(NriAdaptation, OldPluginsGetNotificationsThroughStateChange) {
+  Make();
+  FakePlugin* p = Plugin("old", "10", 0x7FF);
+  std::vector<int> events;
+  p->Handle("StateChange", [&](std::string_view payload, wire::Responder r) {
+    StateChangeEvent ev;
+    EXPECT_TRUE(nriproto::Decode(payload, &ev).ok());
+    events.push_back(static_cast<int>(ev.event));
+    r.Reply("");
+  });
+  bool done = false;
+  a_->Notify(Event::kStartContainer, Pod(), Ctr("c"), [&] { done = true; });
+  ASSERT_TRUE(testing::RunUntil(loop_.get(), [&] { return done; }));
+  done = false;
+  a_->Notify(Event::kRemoveContainer, Pod(), Ctr("c"), [&] { done = true; });
+  ASSERT_TRUE(testing::RunUntil(loop_.get(), [&] { return done; }));
+  EXPECT_EQ(events, (std::vector<int>{6, 11}));
+  EXPECT_EQ(p->calls, (std::vector<std::string>{"Configure", "Synchronize", "StartContainer", "StateChange",
+                                                 "StateChange"}))
+      << "the dedicated RPC is tried once";
+  EXPECT_TRUE(Info("old").state_change);
+}
+
+TEST_F(NriAdaptation, AnUpdateSentDuringAnEventIsAppliedAfterIt) {
+  Make();
+  FakePlugin* p = Plugin("upd", "10", EventMask(Event::kCreateContainer));
+  p->Handle("CreateContainer", [&](std::string_view, wire::Responder r) {
+    // The update goes out before the answer, on the same trunk: the runtime
+    // reads it first, while the event is still running.
+    UpdateContainersRequest req;
+    req.update.push_back({"other", Resources(), false});
+    req.evict.push_back({"victim", "too big"});
+    p->UpdateContainers(req);
+    r.Reply("");
+  });
+  bool created = false;
+  a_->CreateContainer(Pod(), Ctr("ctr"), [&](Result<CreateOutcome> r) {
+    EXPECT_TRUE(r.ok());
+    host_.log.push_back("created");
+    created = true;
+  });
+  ASSERT_TRUE(testing::RunUntil(loop_.get(), [&] { return created && p->updates_answered; }));
+  EXPECT_EQ(host_.log, (std::vector<std::string>{"created", "update other by 10-upd",
+                                                 "evict victim by 10-upd: too big"}));
+}
+
+TEST_F(NriAdaptation, RequiredPluginsAreWaitedFor) {
+  config_.required_plugins = {"gate"};
+  Make();
+  EXPECT_EQ(a_->MissingRequired(), "gate");
+  bool started = false;
+  a_->WaitForRequired([&] { started = true; });
+  (void)loop_->RunOnce(10 * kNanosPerMilli);
+  EXPECT_FALSE(started);
+  Plugin("gate", "10", 0);
+  ASSERT_TRUE(testing::RunUntil(loop_.get(), [&] { return started; }));
+  EXPECT_EQ(a_->MissingRequired(), "");
+}
+
+}  // namespace
+}  // namespace outpost::nri
