@@ -1,0 +1,126 @@
+#include "nriproto/pb_util.h"
+
+#include <cstring>
+
+#include "nriproto/codec.h"
+
+namespace outpost::nriproto {
+
+namespace {
+
+bool Cont(unsigned char c) { return (c & 0xC0) == 0x80; }
+
+// The length of the valid UTF-8 sequence at s[i], or 0 when s[i] does not
+// start one (overlong forms, surrogates and values past U+10FFFF are
+// invalid, as in Go's utf8.Valid).
+size_t SequenceAt(std::string_view s, size_t i) {
+  auto at = [&](size_t k) -> unsigned char { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0; };
+  unsigned char c = at(0);
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return Cont(at(1)) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    unsigned char lo = c == 0xE0 ? 0xA0 : 0x80;
+    unsigned char hi = c == 0xED ? 0x9F : 0xBF;
+    return at(1) >= lo && at(1) <= hi && Cont(at(2)) ? 3 : 0;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    unsigned char lo = c == 0xF0 ? 0x90 : 0x80;
+    unsigned char hi = c == 0xF4 ? 0x8F : 0xBF;
+    return at(1) >= lo && at(1) <= hi && Cont(at(2)) && Cont(at(3)) ? 4 : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string ValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t n = SequenceAt(s, i);
+    if (n == 0) break;
+    i += n;
+  }
+  if (i == s.size()) return std::string(s);
+  std::string out(s.substr(0, i));
+  while (i < s.size()) {
+    size_t n = SequenceAt(s, i);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
+void* Arena::Alloc(size_t n) {
+  blocks_.emplace_back(new unsigned char[n == 0 ? 1 : n]());
+  return blocks_.back().get();
+}
+
+char* Arena::S(const std::string& s) {
+  if (s.empty()) return nullptr;
+  std::string v = ValidUtf8(s);
+  char* p = static_cast<char*>(Alloc(v.size() + 1));
+  std::memcpy(p, v.data(), v.size());
+  return p;
+}
+
+pb_bytes_array_t* Arena::Bytes(const std::string& data) {
+  size_t n = data.size() > PB_SIZE_MAX ? PB_SIZE_MAX : data.size();
+  auto* b = static_cast<pb_bytes_array_t*>(Alloc(PB_BYTES_ARRAY_T_ALLOCSIZE(n)));
+  b->size = static_cast<pb_size_t>(n);
+  if (n > 0) std::memcpy(b->bytes, data.data(), n);
+  return b;
+}
+
+char** StringList(const std::vector<std::string>& v, Arena& a, pb_size_t* count) {
+  char** l = a.Array<char*>(v.size(), count);
+  // A NULL element encodes as "" (an element of a repeated field is always sent).
+  for (pb_size_t i = 0; i < *count; ++i) l[i] = a.S(v[i]);
+  return l;
+}
+
+pb::KeyValue* StringMap(const std::map<std::string, std::string>& m, Arena& a, pb_size_t* count) {
+  pb::KeyValue* l = a.Array<pb::KeyValue>(m.size(), count);
+  pb_size_t i = 0;
+  for (auto it = m.begin(); i < *count; ++it, ++i) {  // std::map: sorted by key
+    l[i].key = a.S(it->first);
+    l[i].value = a.S(it->second);
+  }
+  return l;
+}
+
+pb::OptionalString* WrapString(const std::optional<std::string>& v, Arena& a) {
+  if (!v) return nullptr;
+  auto* m = a.New<pb::OptionalString>();
+  m->value = a.S(*v);
+  return m;
+}
+
+std::vector<std::string> ListOf(char* const* v, pb_size_t n) {
+  std::vector<std::string> out;
+  out.reserve(n);
+  for (pb_size_t i = 0; i < n; ++i) out.push_back(PbString(v[i]));
+  return out;
+}
+
+std::map<std::string, std::string> MapOf(const pb::KeyValue* kv, pb_size_t n) {
+  std::map<std::string, std::string> m;
+  // A repeated key: the last entry wins, as in Go.
+  for (pb_size_t i = 0; i < n; ++i) m[PbString(kv[i].key)] = PbString(kv[i].value);
+  return m;
+}
+
+std::string BytesOf(const pb_bytes_array_t* b) {
+  return b ? std::string(reinterpret_cast<const char*>(b->bytes), b->size) : std::string();
+}
+
+std::optional<std::string> UnwrapString(const pb::OptionalString* m) {
+  if (!m) return std::nullopt;
+  return PbString(m->value);
+}
+
+}  // namespace outpost::nriproto
