@@ -24,6 +24,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "base/error.h"
 #include "base/fd.h"
@@ -33,21 +34,30 @@ namespace outpost::wire {
 
 // A bidirectional byte stream for a ttRPC endpoint that has no socket of
 // its own (a mux logical connection; a test's in-memory pipe).
+//
+// Callbacks (bytes and the close notice) run from loop callbacks only:
+// never from inside Send, SetReceiver or Close. Every method stays safe to
+// call after whatever carries the link is gone (it then reports closed).
 class ByteLink {
  public:
   using Receiver = std::function<void(std::string_view bytes)>;
   using Closed = std::function<void(const Error& why)>;
   virtual ~ByteLink() = default;
   // Queues bytes for the peer: one or more whole ttRPC frames (a sender
-  // never splits a frame across calls). False once the link is closed.
+  // never splits a frame across calls). False once the link is closed (or
+  // when this write closed it: a mux trunk over its queue limit).
   virtual bool Send(std::string_view frames) = 0;
   // Where received bytes go (any chunking), and the one close notice.
-  // Called from loop callbacks only, never from inside Send.
+  // Replaces the previous pair; (nullptr, nullptr) detaches. Set on a link
+  // that is already closed, the notice follows from a deferred callback.
   virtual void SetReceiver(Receiver on_bytes, Closed on_closed) = 0;
-  // Bytes queued but not yet taken by the socket (backpressure).
+  // Bytes queued but not yet taken by the socket (backpressure). For a mux
+  // link: the whole trunk's queue, which all its links share.
   virtual size_t queued_bytes() const = 0;
   // Closes this link (for a mux connection: the whole trunk, as upstream:
-  // the protocol has no per-connection close).
+  // the protocol has no per-connection close). Sends fail at once; every
+  // close notice (this link's included, if a receiver is still set) runs
+  // later from the loop. An owner closing its own link detaches first.
   virtual void Close() = 0;
 };
 
@@ -81,19 +91,23 @@ class MuxTrunk {
   MuxTrunk(const MuxTrunk&) = delete;
   MuxTrunk& operator=(const MuxTrunk&) = delete;
 
-  // The logical connection conn_id (1, 2, ...; 0 is reserved). Opening an
-  // id twice returns the same link. The link stays valid (and reports
-  // closed) after the trunk goes.
+  // The logical connection conn_id (1, 2, ...; 0 is reserved: its link is
+  // closed from the start). Opening an id twice returns the same link. The
+  // link stays valid (and reports closed) after the trunk goes. Frames for
+  // an id that was never opened are dropped (stats().dropped_frames).
   std::shared_ptr<ByteLink> Open(uint32_t conn_id);
   // Starts reading.
   Status Start();
   // Runs once when the trunk closes for any reason other than
-  // destruction: peer gone, read or write error, a bad frame. Each open
-  // link's Closed runs first, in connection id order.
+  // destruction: peer gone, read or write error, a bad frame, a full write
+  // queue, Close. Each open link's Closed runs first, in connection id
+  // order. When the loop saw the cause (EOF, a bad frame) they run from
+  // that callback; a close started by a call (Close, a link's Send or
+  // Close) closes the socket at once and notifies from a deferred callback.
   void SetCloseCallback(std::function<void(const Error& why)> cb);
   void Close();
   bool closed() const;
-  int fd() const;
+  int fd() const;  // -1 once closed
   MuxStats stats() const;
 
  private:

@@ -60,7 +60,30 @@ Result<std::unique_ptr<RpcClient>> RpcClient::Connect(Loop* loop, const std::str
   return Create(loop, std::move(*fd), std::move(options));
 }
 
-RpcClient::~RpcClient() { *alive_ = false; }
+Result<std::unique_ptr<RpcClient>> RpcClient::CreateOnLink(Loop* loop, std::shared_ptr<ByteLink> link,
+                                                           ClientOptions options) {
+  if (!link) return Error(Code::kInvalidArgument, "rpc client: no link");
+  std::unique_ptr<RpcClient> client(new RpcClient(loop, std::move(options)));
+  RpcClient* raw = client.get();
+  std::weak_ptr<bool> alive = raw->alive_;
+  raw->link_ = std::move(link);
+  raw->link_->SetReceiver(
+      [raw, alive](std::string_view bytes) {
+        if (auto a = alive.lock(); a && *a) raw->OnLinkBytes(bytes);
+      },
+      [raw, alive](const Error& why) {
+        if (auto a = alive.lock(); a && *a) raw->CloseWith(Error(Code::kUnavailable, why.message()));
+      });
+  return client;
+}
+
+RpcClient::~RpcClient() {
+  *alive_ = false;
+  if (link_) {
+    link_->SetReceiver(nullptr, nullptr);
+    link_->Close();
+  }
+}
 
 void RpcClient::Call(std::string_view service, std::string_view method, std::string_view payload,
                      int64_t timeout_nanos, Callback done) {
@@ -70,7 +93,7 @@ void RpcClient::Call(std::string_view service, std::string_view method, std::str
 
 void RpcClient::Call(std::string_view service, std::string_view method, std::string_view payload,
                      int64_t timeout_nanos, const std::vector<MetadataEntry>& metadata, Callback done) {
-  if (!fd_ || close_scheduled_) {
+  if (!connected() || close_scheduled_) {
     FailLater(std::move(done), Error(Code::kUnavailable, "rpc connection is closed"));
     return;
   }
@@ -78,7 +101,7 @@ void RpcClient::Call(std::string_view service, std::string_view method, std::str
     FailLater(std::move(done), Error(Code::kResourceExhausted, "stream ids exhausted; reconnect"));
     return;
   }
-  if (out_.size() > opts_.max_queued_bytes) {
+  if (queued_bytes() > opts_.max_queued_bytes) {
     FailLater(std::move(done), Error(Code::kResourceExhausted,
                                      Format("write queue over %zu bytes: server is not reading", opts_.max_queued_bytes)));
     return;
@@ -125,6 +148,14 @@ void RpcClient::FailLater(Callback done, Error error) {
 }
 
 bool RpcClient::FlushAndWatch() {
+  if (link_) {
+    // The link takes whole frames; it never calls back from inside Send.
+    if (out_.empty()) return true;
+    bool sent = link_->Send(*out_.buffer());
+    out_.Clear();
+    if (!sent) errno = EPIPE;
+    return sent;
+  }
   if (!out_.Flush(fd_.get())) return false;
   uint32_t events = EPOLLIN | (out_.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT));
   if (events != events_) {
@@ -165,6 +196,15 @@ void RpcClient::OnEvent(uint32_t events) {
   if (!FlushAndWatch()) CloseWith(Error(Code::kUnavailable, Format("rpc write: %s", std::strerror(errno))));
 }
 
+void RpcClient::OnLinkBytes(std::string_view bytes) {
+  if (!link_) return;
+  reader_.Feed(bytes.data(), bytes.size());
+  std::shared_ptr<bool> alive = alive_;
+  ProcessFrames();
+  if (!*alive || !link_) return;
+  if (!FlushAndWatch()) CloseWith(Error(Code::kUnavailable, Format("rpc write: %s", std::strerror(errno))));
+}
+
 void RpcClient::ProcessFrames() {
   std::shared_ptr<bool> alive = alive_;
   dispatching_ = true;
@@ -180,7 +220,7 @@ void RpcClient::ProcessFrames() {
       log::Debug("rpc client ignoring frame", {{"client", opts_.name}, {"type", std::to_string(f.header.type)}});
     }
     if (!*alive) return;
-    if (!fd_) break;
+    if (!connected()) break;
   }
   dispatching_ = false;
 }
@@ -202,9 +242,14 @@ void RpcClient::OnDeadline(const DeadlineEntry& e) {
 void RpcClient::Close() { CloseWith(Error(Code::kUnavailable, "rpc connection closed")); }
 
 void RpcClient::CloseWith(const Error& why) {
-  if (!fd_) return;
+  if (!connected()) return;
   std::shared_ptr<bool> alive = alive_;
   fd_.Reset();
+  if (std::shared_ptr<ByteLink> link = std::move(link_)) {
+    link_ = nullptr;
+    link->SetReceiver(nullptr, nullptr);
+    link->Close();  // its notices (other links', a trunk's) come from the loop
+  }
   out_.Clear();
   deadlines_.Clear();
   std::vector<std::pair<uint32_t, Callback>> calls;

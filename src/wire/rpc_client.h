@@ -7,7 +7,9 @@
 //   BlockingClient one call at a time with poll(2) and a deadline; no Loop;
 //                  used by the CLI.
 // Both send timeout_nano (the time left until the deadline) so the server
-// can give up at the same moment. Does not own: what the payloads mean, or
+// can give up at the same moment. An RpcClient runs over its own socket or
+// over a ByteLink (an NRI mux connection, wire/mux); the state machine is
+// the same. Does not own: what the payloads mean, the link's transport, or
 // reconnecting (a closed RpcClient stays closed; make a new one).
 #pragma once
 
@@ -26,6 +28,7 @@
 #include "wire/codec.h"
 #include "wire/deadline_queue.h"
 #include "wire/frame.h"
+#include "wire/mux.h"
 
 namespace outpost::wire {
 
@@ -48,6 +51,14 @@ class RpcClient {
   static Result<std::unique_ptr<RpcClient>> Create(Loop* loop, UniqueFd fd, ClientOptions options = {});
   static Result<std::unique_ptr<RpcClient>> Connect(Loop* loop, const std::string& socket_path,
                                                     ClientOptions options = {});
+  // Over a link instead of a socket: requests go to link->Send, received
+  // bytes are framed as from a socket, and the link's close notice closes
+  // the client (pending calls fail with Unavailable, then the close
+  // callback runs). The client takes over the link's receiver; closing or
+  // destroying the client closes the link (for a mux link: the trunk).
+  // max_queued_bytes counts the link's queue (a mux trunk's shared queue).
+  static Result<std::unique_ptr<RpcClient>> CreateOnLink(Loop* loop, std::shared_ptr<ByteLink> link,
+                                                         ClientOptions options = {});
   // Drops pending calls without running their callbacks.
   ~RpcClient();
   RpcClient(const RpcClient&) = delete;
@@ -68,9 +79,9 @@ class RpcClient {
   // Runs once when the connection closes for any reason (not on destruction).
   void SetCloseCallback(CloseCallback cb) { on_close_ = std::move(cb); }
 
-  bool connected() const { return fd_.valid(); }
+  bool connected() const { return fd_.valid() || link_ != nullptr; }
   size_t pending_calls() const { return pending_.size(); }
-  size_t queued_bytes() const { return out_.size(); }
+  size_t queued_bytes() const { return out_.size() + (link_ ? link_->queued_bytes() : 0); }
 
  private:
   struct Pending {
@@ -81,6 +92,7 @@ class RpcClient {
   RpcClient(Loop* loop, ClientOptions options);
   void FailLater(Callback done, Error error);
   void OnEvent(uint32_t events);
+  void OnLinkBytes(std::string_view bytes);
   void ProcessFrames();
   void Complete(uint32_t stream, Result<std::string> result);
   void OnDeadline(const DeadlineEntry& e);
@@ -89,6 +101,7 @@ class RpcClient {
 
   Loop* loop_;
   LoopFd fd_;  // unregistered before it is closed
+  std::shared_ptr<ByteLink> link_;  // instead of fd_; null once closed
   ClientOptions opts_;
   FrameReader reader_;
   WriteQueue out_;

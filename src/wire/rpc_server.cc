@@ -111,7 +111,7 @@ ServerConn* RpcServerCore::OldestIdle(const uid_t* uid) const {
   ServerConn* best = nullptr;
   for (auto& [id, conn] : conns_) {
     ServerConn* c = conn.get();
-    if (!c->pending.empty() || !c->out.empty() || c->has_unprocessed) continue;
+    if (c->link || !c->pending.empty() || !c->out.empty() || c->has_unprocessed) continue;
     if (uid != nullptr && c->peer.uid != *uid) continue;
     if (best == nullptr || c->last_activity < best->last_activity) best = c;
   }
@@ -141,28 +141,7 @@ Result<uint64_t> RpcServerCore::Admit(UniqueFd fd, bool need_fd) {
   if (shut_down_) return Error(Code::kUnavailable, "server is shut down");
   auto cred = sys::GetPeerCred(fd.get());
   if (!cred.ok()) return Refuse(cred.error(), nullptr);
-  const uid_t uid = cred->uid;
-  if (!Allowed(uid)) {
-    return Refuse(Error(Code::kPermissionDenied, Format("peer uid %u is not allowed", static_cast<unsigned>(uid))),
-                  &*cred);
-  }
-  // Limits: make room by closing the oldest idle connection that counts
-  // against the limit, or refuse. An idle connection costs its owner only a
-  // reconnect; a refused call costs a failed command.
-  if (UidCount(uid) >= opts_.max_connections_per_uid) {
-    std::string limit = Format("connection limit per uid (%zu) reached by uid %u", opts_.max_connections_per_uid,
-                               static_cast<unsigned>(uid));
-    if (!MakeRoom(&uid, limit)) return Refuse(Error(Code::kResourceExhausted, limit), &*cred);
-    need_fd = false;
-  }
-  if (conns_.size() >= opts_.max_connections) {
-    std::string limit = Format("connection limit (%zu) reached", opts_.max_connections);
-    if (!MakeRoom(nullptr, limit)) return Refuse(Error(Code::kResourceExhausted, limit), &*cred);
-    need_fd = false;
-  }
-  if (need_fd && !MakeRoom(nullptr, "out of file descriptors")) {
-    return Refuse(Error(Code::kResourceExhausted, "out of file descriptors"), &*cred);
-  }
+  OUTPOST_RETURN_IF_ERROR(CheckAdmission(*cred, need_fd));
   OUTPOST_RETURN_IF_ERROR(sys::SetNonBlocking(fd.get(), true));
   auto conn = std::make_unique<ServerConn>();
   ServerConn* c = conn.get();
@@ -174,11 +153,68 @@ Result<uint64_t> RpcServerCore::Admit(UniqueFd fd, bool need_fd) {
   auto watched = LoopFd::Watch(loop_, std::move(fd), EPOLLIN, [this, id](uint32_t ev) { OnConnEvent(id, ev); });
   if (!watched.ok()) return watched.error();
   c->fd = std::move(*watched);
+  return Insert(std::move(conn));
+}
+
+Result<uint64_t> RpcServerCore::AdmitLink(std::shared_ptr<ByteLink> link, const sys::PeerCred& peer) {
+  Scope scope(this);
+  if (shut_down_) return Error(Code::kUnavailable, "server is shut down");
+  if (!link) return Error(Code::kInvalidArgument, "rpc server: no link");
+  OUTPOST_RETURN_IF_ERROR(CheckAdmission(peer, false));
+  auto conn = std::make_unique<ServerConn>();
+  ServerConn* c = conn.get();
+  c->id = next_conn_id_++;
+  c->peer = peer;
+  c->last_activity = MonotonicNanos();
+  c->link = std::move(link);
+  std::weak_ptr<RpcServerCore> weak = weak_from_this();
+  const uint64_t id = c->id;
+  c->link->SetReceiver(
+      [weak, id](std::string_view bytes) {
+        if (auto core = weak.lock()) core->OnLinkBytes(id, bytes);
+      },
+      [weak, id](const Error& why) {
+        if (auto core = weak.lock()) core->OnLinkClosed(id, why);
+      });
+  return Insert(std::move(conn));
+}
+
+Status RpcServerCore::CheckAdmission(const sys::PeerCred& cred, bool need_fd) {
+  const uid_t uid = cred.uid;
+  if (!Allowed(uid)) {
+    return Refuse(Error(Code::kPermissionDenied, Format("peer uid %u is not allowed", static_cast<unsigned>(uid))),
+                  &cred);
+  }
+  // Limits: make room by closing the oldest idle connection that counts
+  // against the limit, or refuse. An idle connection costs its owner only a
+  // reconnect; a refused call costs a failed command.
+  if (UidCount(uid) >= opts_.max_connections_per_uid) {
+    std::string limit = Format("connection limit per uid (%zu) reached by uid %u", opts_.max_connections_per_uid,
+                               static_cast<unsigned>(uid));
+    if (!MakeRoom(&uid, limit)) return Refuse(Error(Code::kResourceExhausted, limit), &cred);
+    need_fd = false;
+  }
+  if (conns_.size() >= opts_.max_connections) {
+    std::string limit = Format("connection limit (%zu) reached", opts_.max_connections);
+    if (!MakeRoom(nullptr, limit)) return Refuse(Error(Code::kResourceExhausted, limit), &cred);
+    need_fd = false;
+  }
+  if (need_fd && !MakeRoom(nullptr, "out of file descriptors")) {
+    return Refuse(Error(Code::kResourceExhausted, "out of file descriptors"), &cred);
+  }
+  return OkStatus();
+}
+
+uint64_t RpcServerCore::Insert(std::unique_ptr<ServerConn> conn) {
+  ServerConn* c = conn.get();
+  const uint64_t id = c->id;
+  const uid_t uid = c->peer.uid;
   conns_.emplace(id, std::move(conn));
   ++UidCount(uid);
   ++accepted_;
-  log::Debug("rpc connection", {{"server", opts_.name}, {"conn", std::to_string(id)},
-                                {"uid", std::to_string(c->peer.uid)}, {"pid", std::to_string(c->peer.pid)}});
+  log::Debug(c->link ? "rpc link connection" : "rpc connection",
+             {{"server", opts_.name}, {"conn", std::to_string(id)}, {"uid", std::to_string(c->peer.uid)},
+              {"pid", std::to_string(c->peer.pid)}});
   ArmSweep(Expiry(c));
   return id;
 }
@@ -216,6 +252,12 @@ void RpcServerCore::CloseConn(ServerConn* c, log::Level level, const std::string
     graveyard_.push_back(std::move(it->second));
     conns_.erase(it);
   }
+  if (std::shared_ptr<ByteLink> link = std::move(c->link)) {
+    c->link = nullptr;
+    // As closing a socket: the peer learns it; the notices run from the loop.
+    link->SetReceiver(nullptr, nullptr);
+    link->Close();
+  }
 }
 
 void RpcServerCore::ArmLogFlush() {
@@ -238,6 +280,7 @@ void RpcServerCore::ArmLogFlush() {
 
 int64_t RpcServerCore::Expiry(const ServerConn* c) const {
   int64_t at = kNever;
+  if (c->link) return at;  // no idle or frame timeouts on links (rpc_server.h)
   if (opts_.idle_timeout_nanos > 0 && (c->pending.empty() || !c->out.empty())) {
     at = AddSaturating(c->last_activity, opts_.idle_timeout_nanos);
   }
@@ -359,6 +402,9 @@ void RpcServer::Register(std::string service, std::string method, Handler handle
 }
 
 Result<uint64_t> RpcServer::AddConnection(UniqueFd fd) { return core_->Admit(std::move(fd)); }
+Result<uint64_t> RpcServer::AddLink(std::shared_ptr<ByteLink> link, sys::PeerCred peer) {
+  return core_->AdmitLink(std::move(link), peer);
+}
 void RpcServer::SetOptions(ServerOptions options) { core_->SetOptions(std::move(options)); }
 const ServerOptions& RpcServer::options() const { return core_->options(); }
 size_t RpcServer::connection_count() const { return core_->connection_count(); }

@@ -6,8 +6,12 @@
 // read backpressure, in-flight cap, connection caps in all and per peer uid,
 // idle and half-frame timeouts, a spare fd for running out of fds, repeated
 // refusals logged as one line per burst).
+// Connections come from the listener, from AddConnection (a connected
+// socket) or from AddLink (a ByteLink: an NRI mux connection, wire/mux);
+// dispatch is the same for all three.
 // Does not own: creating or binding the socket (the caller does), the
-// services themselves, or streaming calls (Data frames are refused).
+// services themselves, the links' transport, or streaming calls (Data
+// frames are refused).
 //
 // Wire behaviour follows containerd/ttrpc: unknown service -> Unimplemented
 // "service X", unknown method -> Unimplemented "method X"; stream ids must be
@@ -87,6 +91,7 @@ struct CallContext {
 };
 
 class RpcServerCore;
+class ByteLink;
 
 // Where a handler sends its one reply. Cheap to copy; every copy refers to
 // the same call and only the first reply counts. A default-constructed
@@ -149,6 +154,20 @@ class RpcServer {
   // Serves an already-connected stream socket (a socketpair end, say). The
   // same limits and allow-list apply. Returns the connection id.
   Result<uint64_t> AddConnection(UniqueFd fd);
+
+  // Serves a connection over a link (wire/mux). peer stands for the
+  // SO_PEERCRED of the socket under it (a mux trunk's) and goes through the
+  // allow-list and connection limits like a socket's. Differences from a
+  // socket connection: no idle or frame timeouts (an NRI plugin stays
+  // quiet for hours, and the trunk's owner watches the peer); never evicted
+  // to make room; replies go to link->Send whole, so write backpressure is
+  // the link's (a mux trunk closes when its queue limit is hit) and the
+  // write-queue pause never engages; bytes that arrive while the in-flight
+  // cap holds calls back are buffered, bounded by read_buffers_max_bytes.
+  // The link's close notice removes the connection; closing the
+  // connection (server shutdown, allow-list change) closes the link.
+  // Returns the connection id.
+  Result<uint64_t> AddLink(std::shared_ptr<ByteLink> link, sys::PeerCred peer);
 
   // Config reload: new limits apply at once; connections whose peer uid is
   // no longer allowed are closed; nothing else is interrupted.

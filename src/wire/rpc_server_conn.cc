@@ -41,14 +41,40 @@ void RpcServerCore::OnConnEvent(uint64_t id, uint32_t events) {
   AfterIo(c);
 }
 
-void RpcServerCore::ReadOnce(ServerConn* c) {
-  size_t avail;
-  char* p = c->reader.Prepare(&avail);
+void RpcServerCore::OnLinkBytes(uint64_t id, std::string_view bytes) {
+  Scope scope(this);
+  ServerConn* c = Find(id);
+  if (c == nullptr) return;
+  // A link cannot be paused: while calls wait (in-flight cap) its bytes
+  // pile up in the reader, bounded by the read-buffer budget.
+  c->reader.Feed(bytes.data(), bytes.size());
+  AccountReadBuffer(c);
+  if (c->closed) return;
+  c->last_activity = MonotonicNanos();
+  ProcessFrames(c);
+  if (c->closed || shut_down_) return;
+  AfterIo(c);
+}
+
+void RpcServerCore::OnLinkClosed(uint64_t id, const Error& why) {
+  Scope scope(this);
+  ServerConn* c = Find(id);
+  if (c != nullptr) CloseConn(c, log::Level::kDebug, "link closed: " + why.message());
+}
+
+void RpcServerCore::AccountReadBuffer(ServerConn* c) {
   if (c->reader.capacity() != c->counted_read_buffer) {
     read_buffers_ += c->reader.capacity() - c->counted_read_buffer;
     c->counted_read_buffer = c->reader.capacity();
-    if (c->counted_read_buffer > (64u << 10) && read_buffers_ > opts_.read_buffers_max_bytes) return OverReadBudget(c);
+    if (c->counted_read_buffer > (64u << 10) && read_buffers_ > opts_.read_buffers_max_bytes) OverReadBudget(c);
   }
+}
+
+void RpcServerCore::ReadOnce(ServerConn* c) {
+  size_t avail;
+  char* p = c->reader.Prepare(&avail);
+  AccountReadBuffer(c);
+  if (c->closed) return;
   ssize_t n = sys::Read(c->fd.get(), p, avail);
   if (n < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return;
@@ -220,6 +246,13 @@ void RpcServerCore::OnDeadline(const DeadlineEntry& e) {
 
 bool RpcServerCore::Flush(ServerConn* c) {
   if (c->out.empty()) return true;
+  if (c->link) {
+    // Whole frames, any number of them: the link cuts them up as it must.
+    bool sent = c->link->Send(*c->out.buffer());
+    c->out.Clear();
+    if (!sent) CloseConn(c, log::Level::kDebug, "link closed");
+    return sent;
+  }
   size_t before = c->out.size();
   if (!c->out.Flush(c->fd.get())) {
     CloseConn(c, log::Level::kDebug, Format("write: %s", std::strerror(errno)));
@@ -249,7 +282,7 @@ void RpcServerCore::UpdateInterest(ServerConn* c) {
   bool can_process = !c->write_paused && c->pending.size() < opts_.max_inflight_per_connection;
   bool want_read = can_process && !c->read_eof;
   uint32_t events = (want_read ? EPOLLIN : 0u) | (queued > 0 ? EPOLLOUT : 0u);
-  if (events != c->events) {
+  if (events != c->events && !c->link) {
     Status st = c->fd.Modify(events);
     if (!st.ok()) {
       CloseConn(c, log::Level::kWarn, st.error().message());

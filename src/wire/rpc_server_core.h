@@ -24,6 +24,7 @@
 #include "wire/codec.h"
 #include "wire/deadline_queue.h"
 #include "wire/frame.h"
+#include "wire/mux.h"
 #include "wire/rpc_server.h"
 
 namespace outpost::wire {
@@ -45,6 +46,10 @@ inline int64_t AddSaturating(int64_t a, int64_t b) {
 struct ServerConn {
   uint64_t id = 0;
   LoopFd fd;  // registered with the loop while the connection is open
+  // Instead of fd: a connection over a ByteLink. Its replies go to the
+  // link whole (out is emptied at every flush, so write backpressure is
+  // the link's), it has no epoll interest and no idle or frame timeouts.
+  std::shared_ptr<ByteLink> link;
   sys::PeerCred peer{};
   FrameReader reader;
   WriteQueue out;
@@ -78,6 +83,7 @@ class RpcServerCore : public std::enable_shared_from_this<RpcServerCore> {
     services_[std::move(service)][std::move(method)] = std::make_shared<Handler>(std::move(handler));
   }
   Result<uint64_t> Admit(UniqueFd fd) { return Admit(std::move(fd), false); }
+  OUTPOST_PER_CONNECTION Result<uint64_t> AdmitLink(std::shared_ptr<ByteLink> link, const sys::PeerCred& peer);
   OUTPOST_PER_CONNECTION void SetOptions(ServerOptions options);
   const ServerOptions& options() const { return opts_; }
   size_t connection_count() const { return conns_.size(); }
@@ -117,6 +123,9 @@ class RpcServerCore : public std::enable_shared_from_this<RpcServerCore> {
   // need_fd: the process is out of fds and the spare one was spent on
   // accepting fd, so admitting it takes closing an idle connection.
   OUTPOST_PER_CONNECTION Result<uint64_t> Admit(UniqueFd fd, bool need_fd);
+  // The allow-list and connection limits (making room or refusing).
+  OUTPOST_PER_CONNECTION Status CheckAdmission(const sys::PeerCred& cred, bool need_fd);
+  OUTPOST_PER_CONNECTION uint64_t Insert(std::unique_ptr<ServerConn> conn);
   OUTPOST_PER_CONNECTION Error Refuse(const Error& why, const sys::PeerCred* peer);
   OUTPOST_PER_CONNECTION bool MakeRoom(const uid_t* uid, const std::string& limit);
   OUTPOST_PER_CONNECTION ServerConn* OldestIdle(const uid_t* uid) const;
@@ -133,6 +142,9 @@ class RpcServerCore : public std::enable_shared_from_this<RpcServerCore> {
 
   // rpc_server_conn.cc
   void OnConnEvent(uint64_t id, uint32_t events);
+  void OnLinkBytes(uint64_t id, std::string_view bytes);
+  OUTPOST_PER_CONNECTION void OnLinkClosed(uint64_t id, const Error& why);
+  void AccountReadBuffer(ServerConn* c);
   void ReadOnce(ServerConn* c);
   void ProcessFrames(ServerConn* c);
   void HandleFrame(ServerConn* c, const Frame& f, Request* req);
