@@ -96,7 +96,9 @@ class Stub {
   };
 
   explicit Stub(StubOptions options);
-  virtual ~Stub();
+  // Inline, like every virtual method here: the class has no key function,
+  // so a plugin built with RTTI links against the library built without.
+  virtual ~Stub() = default;
   Stub(const Stub&) = delete;
   Stub& operator=(const Stub&) = delete;
 
@@ -127,32 +129,46 @@ class Stub {
   uint32_t events() const;
 
   // ---- handlers: return "" for success, else the error text -------------
+  // The defaults accept and change nothing.
   // *events starts as StubOptions::events.
-  virtual std::string Configure(const ConfigureRequest& req, uint32_t* events);
+  virtual std::string Configure(const ConfigureRequest& /*req*/, uint32_t* /*events*/) { return ""; }
   // The whole state, after any split requests were recombined.
-  virtual std::string Synchronize(const std::vector<PodSandbox>& pods, const std::vector<Container>& containers,
-                                  std::vector<ContainerUpdate>* updates);
-  virtual void Shutdown();
-  virtual std::string RunPodSandbox(const PodSandbox& pod);
-  virtual std::string UpdatePodSandbox(const UpdatePodSandboxRequest& req);
-  virtual std::string PostUpdatePodSandbox(const PodSandbox& pod);
-  virtual std::string StopPodSandbox(const PodSandbox& pod);
-  virtual std::string RemovePodSandbox(const PodSandbox& pod);
-  virtual std::string CreateContainer(const PodSandbox& pod, const Container& ctr, CreateContainerResponse* out);
-  virtual std::string PostCreateContainer(const PodSandbox& pod, const Container& ctr);
-  virtual std::string StartContainer(const PodSandbox& pod, const Container& ctr);
-  virtual std::string PostStartContainer(const PodSandbox& pod, const Container& ctr);
-  virtual std::string UpdateContainer(const PodSandbox& pod, const Container& ctr, const Resources& res,
-                                      UpdateContainerResponse* out);
-  virtual std::string PostUpdateContainer(const PodSandbox& pod, const Container& ctr);
-  virtual std::string StopContainer(const PodSandbox& pod, const Container& ctr, StopContainerResponse* out);
-  virtual std::string RemoveContainer(const PodSandbox& pod, const Container& ctr);
-  virtual std::string ValidateContainerAdjustment(const ValidateContainerAdjustmentRequest& req,
-                                                  ValidateContainerAdjustmentResponse* out);
+  virtual std::string Synchronize(const std::vector<PodSandbox>& /*pods*/, const std::vector<Container>& /*containers*/,
+                                  std::vector<ContainerUpdate>* /*updates*/) {
+    return "";
+  }
+  virtual void Shutdown() {}
+  virtual std::string RunPodSandbox(const PodSandbox& /*pod*/) { return ""; }
+  virtual std::string UpdatePodSandbox(const UpdatePodSandboxRequest& /*req*/) { return ""; }
+  virtual std::string PostUpdatePodSandbox(const PodSandbox& /*pod*/) { return ""; }
+  virtual std::string StopPodSandbox(const PodSandbox& /*pod*/) { return ""; }
+  virtual std::string RemovePodSandbox(const PodSandbox& /*pod*/) { return ""; }
+  virtual std::string CreateContainer(const PodSandbox& /*pod*/, const Container& /*ctr*/,
+                                      CreateContainerResponse* /*out*/) {
+    return "";
+  }
+  virtual std::string PostCreateContainer(const PodSandbox& /*pod*/, const Container& /*ctr*/) { return ""; }
+  virtual std::string StartContainer(const PodSandbox& /*pod*/, const Container& /*ctr*/) { return ""; }
+  virtual std::string PostStartContainer(const PodSandbox& /*pod*/, const Container& /*ctr*/) { return ""; }
+  virtual std::string UpdateContainer(const PodSandbox& /*pod*/, const Container& /*ctr*/, const Resources& /*res*/,
+                                      UpdateContainerResponse* /*out*/) {
+    return "";
+  }
+  virtual std::string PostUpdateContainer(const PodSandbox& /*pod*/, const Container& /*ctr*/) { return ""; }
+  virtual std::string StopContainer(const PodSandbox& /*pod*/, const Container& /*ctr*/,
+                                    StopContainerResponse* /*out*/) {
+    return "";
+  }
+  virtual std::string RemoveContainer(const PodSandbox& /*pod*/, const Container& /*ctr*/) { return ""; }
+  // An error text is a rejection with that reason (as the Go stub).
+  virtual std::string ValidateContainerAdjustment(const ValidateContainerAdjustmentRequest& /*req*/,
+                                                  ValidateContainerAdjustmentResponse* /*out*/) {
+    return "";
+  }
 
  private:
   struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;  // shared_ptr: destructible where Impl is incomplete
 };
 
 }  // namespace outpost::nri

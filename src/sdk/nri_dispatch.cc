@@ -222,32 +222,4 @@ void Stub::Impl::RegisterMethods() {
   });
 }
 
-// ---- default handlers: accept and change nothing ---------------------------
-
-std::string Stub::Configure(const ConfigureRequest&, uint32_t*) { return ""; }
-std::string Stub::Synchronize(const std::vector<PodSandbox>&, const std::vector<Container>&,
-                              std::vector<ContainerUpdate>*) {
-  return "";
-}
-void Stub::Shutdown() {}
-std::string Stub::RunPodSandbox(const PodSandbox&) { return ""; }
-std::string Stub::UpdatePodSandbox(const UpdatePodSandboxRequest&) { return ""; }
-std::string Stub::PostUpdatePodSandbox(const PodSandbox&) { return ""; }
-std::string Stub::StopPodSandbox(const PodSandbox&) { return ""; }
-std::string Stub::RemovePodSandbox(const PodSandbox&) { return ""; }
-std::string Stub::CreateContainer(const PodSandbox&, const Container&, CreateContainerResponse*) { return ""; }
-std::string Stub::PostCreateContainer(const PodSandbox&, const Container&) { return ""; }
-std::string Stub::StartContainer(const PodSandbox&, const Container&) { return ""; }
-std::string Stub::PostStartContainer(const PodSandbox&, const Container&) { return ""; }
-std::string Stub::UpdateContainer(const PodSandbox&, const Container&, const Resources&, UpdateContainerResponse*) {
-  return "";
-}
-std::string Stub::PostUpdateContainer(const PodSandbox&, const Container&) { return ""; }
-std::string Stub::StopContainer(const PodSandbox&, const Container&, StopContainerResponse*) { return ""; }
-std::string Stub::RemoveContainer(const PodSandbox&, const Container&) { return ""; }
-std::string Stub::ValidateContainerAdjustment(const ValidateContainerAdjustmentRequest&,
-                                              ValidateContainerAdjustmentResponse*) {
-  return "";
-}
-
 }  // namespace outpost::nri

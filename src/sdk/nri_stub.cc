@@ -74,15 +74,13 @@ bool Stub::Reply::pending() const { return state_ && state_->responder.pending()
 
 // ---- Stub -------------------------------------------------------------------
 
-Stub::Stub(StubOptions options) : impl_(new Impl) {
+Stub::Stub(StubOptions options) : impl_(std::make_shared<Impl>()) {
   impl_->self = this;
   impl_->options = std::move(options);
   impl_->events = impl_->options.events;
   std::string err = ResolveIdentity(impl_->options, &impl_->name, &impl_->index);
   if (!err.empty()) impl_->identity_error = err;
 }
-
-Stub::~Stub() = default;
 
 const std::string& Stub::name() const { return impl_->name; }
 const std::string& Stub::index() const { return impl_->index; }
