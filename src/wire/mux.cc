@@ -352,7 +352,7 @@ void TrunkCore::Teardown(const Error& why) {
   target_.reset();
   header_have_ = 0;
   frame_left_ = 0;
-  rbuf_.reset();
+  // rbuf_ stays: a receiver that closed the trunk may still hold a view of it.
   log::Debug("mux trunk closed", {{"mux", opts_.name}, {"reason", why.message()}});
   for (auto& [id, link] : links_) link->MarkClosed(why);
 }

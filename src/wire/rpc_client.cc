@@ -246,7 +246,6 @@ void RpcClient::CloseWith(const Error& why) {
   std::shared_ptr<bool> alive = alive_;
   fd_.Reset();
   if (std::shared_ptr<ByteLink> link = std::move(link_)) {
-    link_ = nullptr;
     link->SetReceiver(nullptr, nullptr);
     link->Close();  // its notices (other links', a trunk's) come from the loop
   }

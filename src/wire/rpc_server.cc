@@ -253,7 +253,6 @@ void RpcServerCore::CloseConn(ServerConn* c, log::Level level, const std::string
     conns_.erase(it);
   }
   if (std::shared_ptr<ByteLink> link = std::move(c->link)) {
-    c->link = nullptr;
     // As closing a socket: the peer learns it; the notices run from the loop.
     link->SetReceiver(nullptr, nullptr);
     link->Close();

@@ -527,6 +527,23 @@ TEST_F(MuxRpcTest, DestroyingAServerClosesItsTrunk) {
   ASSERT_TRUE(RunUntil([&] { return closed; }));
 }
 
+TEST_F(MuxRpcTest, ReplyAfterTheTrunkClosedIsDropped) {
+  auto server = Server(plugin_.get(), 1, "svc");
+  auto client = Client(runtime_.get(), 1);
+  ASSERT_TRUE(runtime_->Start().ok());
+  ASSERT_TRUE(plugin_->Start().ok());
+  std::vector<Result<std::string>> got;
+  client->Call("svc", "Later", "x", 0, [&](Result<std::string> r) { got.push_back(r); });
+  ASSERT_TRUE(RunUntil([&] { return held_.size() == 1; }));
+  EXPECT_TRUE(held_[0].second.pending());
+  plugin_->Close();
+  ASSERT_TRUE(RunUntil([&] { return got.size() == 1 && server->connection_count() == 0; }));
+  EXPECT_EQ(got[0].error().code(), Code::kUnavailable);
+  EXPECT_FALSE(held_[0].second.pending());
+  held_[0].second.Reply("too late");  // dropped, no crash
+  EXPECT_EQ(plugin_->stats().frames_out, 0u);
+}
+
 TEST(MuxLinkPair, ClientAndServerOverAnInMemoryPair) {
   log::SetLevel(log::Level::kError);
   auto loop = testing::MakeLoop();
