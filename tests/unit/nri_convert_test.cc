@@ -115,7 +115,7 @@ TEST(NriConvert, AdjustmentIsAppliedToTheTask) {
   a.linux->resources->memory->limit = 32 << 20;
   a.hooks.emplace();
   a.hooks->poststart.push_back({"/bin/hook", {"hook", "x"}, {}, 3});
-  std::vector<Claim> claims = {{"10-a", Field::kEnv, "C", false}, {"10-a", Field::kOciHooks, "", false}};
+  std::vector<Claim> claims = {{"10-a", Field::kEnv, "C", false, "j.t"}, {"10-a", Field::kOciHooks, "", false, "j.t"}};
   ASSERT_TRUE(ApplyAdjustment(a, claims, Exec(), &c).ok());
   EXPECT_EQ(c.env, (std::map<std::string, std::string>{{"B", "2"}, {"C", "3"}}));
   EXPECT_EQ(c.command, "/bin/other");
@@ -187,13 +187,13 @@ TEST(NriConvert, WhatTheDriverCannotApplyFailsNamingPluginAndField) {
   for (Case& k : cases) {
     driver::TaskConfig c = Task();
     driver::TaskConfig before = c;
-    std::vector<Claim> claims = {{"20-dev", Field::kDevices, "/dev/fuse", false},
-                                 {"20-dev", Field::kMounts, "/dst", false},
-                                 {"20-dev", Field::kCgroupsPath, "", false},
-                                 {"20-dev", Field::kSeccompPolicy, "", false},
-                                 {"20-dev", Field::kSysctl, "net.ipv4.ip_forward", false},
-                                 {"20-dev", Field::kCdiDevices, "vendor.com/gpu=0", false},
-                                 {"20-dev", Field::kRlimits, "RLIMIT_BOGUS", false}};
+    std::vector<Claim> claims = {{"20-dev", Field::kDevices, "/dev/fuse", false, "j.t"},
+                                 {"20-dev", Field::kMounts, "/dst", false, "j.t"},
+                                 {"20-dev", Field::kCgroupsPath, "", false, "j.t"},
+                                 {"20-dev", Field::kSeccompPolicy, "", false, "j.t"},
+                                 {"20-dev", Field::kSysctl, "net.ipv4.ip_forward", false, "j.t"},
+                                 {"20-dev", Field::kCdiDevices, "vendor.com/gpu=0", false, "j.t"},
+                                 {"20-dev", Field::kRlimits, "RLIMIT_BOGUS", false, "j.t"}};
     k.adj.env.push_back({"SHOULD_NOT", "apply"});
     Status st = ApplyAdjustment(k.adj, claims, k.caps, &c);
     ASSERT_FALSE(st.ok()) << k.what;
