@@ -86,9 +86,7 @@ Status CreateResult::Adjust(const std::string& plugin, const ContainerAdjustment
     OUTPOST_RETURN_IF_ERROR(AdjustSysctl(plugin, l.sysctl));
     OUTPOST_RETURN_IF_ERROR(AdjustNetDevices(plugin, l.net_devices_raw));
     OUTPOST_RETURN_IF_ERROR(AdjustRaw(plugin, Field::kLinuxSched, l.scheduler_raw, &LinuxAdjustment::scheduler_raw));
-    // LinuxRdt is kept encoded, so its three parts (and remove=true) are
-    // owned as one: RdtClosID.
-    OUTPOST_RETURN_IF_ERROR(AdjustRaw(plugin, Field::kRdtClosID, l.rdt_raw, &LinuxAdjustment::rdt_raw));
+    if (l.rdt_raw) OUTPOST_RETURN_IF_ERROR(AdjustRdt(plugin, *l.rdt_raw));
     OUTPOST_RETURN_IF_ERROR(
         AdjustRaw(plugin, Field::kMemoryPolicy, l.memory_policy_raw, &LinuxAdjustment::memory_policy_raw));
   }
