@@ -83,11 +83,12 @@ class FakeNriRuntime {
   }
 
   // One call to the plugin: the reply or the error.
-  Result<std::string> Call(const char* method, const std::string& payload) {
+  Result<std::string> Call(const char* method, const std::string& payload,
+                           int64_t timeout_nanos = 5 * kNanosPerSecond) {
     if (!client_) return Error(Code::kUnavailable, "not started");
     bool done = false;
     Result<std::string> out = Error(Code::kUnknown, "no reply");
-    client_->Call(nri::kPluginService, method, payload, 5 * kNanosPerSecond, [&](Result<std::string> r) {
+    client_->Call(nri::kPluginService, method, payload, timeout_nanos, [&](Result<std::string> r) {
       out = std::move(r);
       done = true;
     });

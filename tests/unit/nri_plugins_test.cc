@@ -175,6 +175,38 @@ TEST_F(NriStubBinaries, TestPluginCrashesOnDemand) {
   EXPECT_EQ(rt_.WaitChild(), 3);
 }
 
+TEST_F(NriStubBinaries, TestPluginValidatesHangsAndUpdatesAfterSync) {
+  LAUNCH_OR_SKIP("test_nri_plugin", {"-idx", "11", "-name", "v", "-events", "RemoveContainer", "-reject", "nope",
+                                     "-update-after-sync", "c9:8192", "-hang-on", "removecontainer"});
+  EXPECT_EQ(rt_.Configure().events, static_cast<int32_t>(EventMask(Event::kRemoveContainer) |
+                                                         EventMask(Event::kValidateContainerAdjustment)));
+  auto sync = rt_.Call("Synchronize", nriproto::Encode(SynchronizeRequest{}));
+  ASSERT_TRUE(sync.ok()) << sync.error().message();
+  ASSERT_TRUE(RunUntil(rt_.loop(), [&] { return !rt_.updates.empty(); }));
+  ASSERT_EQ(rt_.updates[0].update.size(), 1u);
+  EXPECT_EQ(rt_.updates[0].update[0].container_id, "c9");
+
+  ValidateContainerAdjustmentRequest vreq;
+  vreq.container.emplace().name = "web";
+  auto v = rt_.Call("ValidateContainerAdjustment", nriproto::Encode(vreq));
+  ASSERT_TRUE(v.ok()) << v.error().message();
+  ValidateContainerAdjustmentResponse vresp;
+  ASSERT_TRUE(nriproto::Decode(*v, &vresp).ok());
+  EXPECT_TRUE(vresp.reject);
+  EXPECT_EQ(vresp.reason, "nope");
+
+  PodContainerRequest req;
+  req.container.emplace().name = "web";
+  auto hung = rt_.Call("RemoveContainer", nriproto::Encode(req), 200 * kNanosPerMilli);
+  ASSERT_FALSE(hung.ok());
+  EXPECT_EQ(hung.error().code(), Code::kDeadlineExceeded);
+}
+
+TEST_F(NriStubBinaries, TestPluginExitsAfterRegister) {
+  LAUNCH_OR_SKIP("test_nri_plugin", {"-idx", "12", "-name", "gone", "-exit-after-register"});
+  EXPECT_EQ(rt_.WaitChild(), 0);
+}
+
 TEST_F(NriStubBinaries, LoggerInjectsItsPid) {
   LAUNCH_OR_SKIP("nri-logger", {"-idx", "10", "-add-env", "LOGGER", "-log-file", dir_ + "/log"});
   EXPECT_EQ(rt_.registered.plugin_idx, "10");
