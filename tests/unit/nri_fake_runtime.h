@@ -132,6 +132,7 @@ class FakeNriRuntime {
   }
 
   Loop* loop() { return loop_.get(); }
+  pid_t child() const { return child_; }
 
   int register_frames = 0;
   nri::RegisterPluginRequest registered;

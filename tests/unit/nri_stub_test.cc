@@ -6,6 +6,7 @@
 // the wire (adjustments, updates, error texts).
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -196,6 +197,13 @@ TEST_F(NriStubTest, LostConnectionEndsRunWithOne) {
   Configure();
   rt_.Disconnect();
   EXPECT_EQ(rt_.WaitChild(), 1);
+}
+
+TEST_F(NriStubTest, SigtermStopsRunWithZero) {
+  Start(0);
+  Configure();
+  ASSERT_EQ(::kill(rt_.child(), SIGTERM), 0);
+  EXPECT_EQ(rt_.WaitChild(), 0);
 }
 
 TEST(NriStubIdentity, ResolvesFromArgv0AndRefusesBadNames) {
