@@ -24,6 +24,11 @@
 //     one plugin conflicts);
 //   - an args adjustment whose first element is "" clears the earlier
 //     owner; the rest replaces the args.
+// The raw (encoded) linux fields are owned as simple fields: IoPriority,
+// SeccompPolicy, LinuxSched, MemoryPolicy; net devices per host interface;
+// LinuxRdt per part (RdtClosID, RdtSchemata, RdtEnableMonitoring), its
+// remove=true clearing all three (merge_rdt.cc). The request has no place
+// for them, so later plugins do not see them there.
 // One deliberate difference: upstream files a pure sysctl removal's marker
 // under the annotations (a typo); here it goes to linux.sysctl.
 // Submessages of the merged adjustment are created only when something is
@@ -188,6 +193,7 @@ class CreateResult {
   Status AdjustNetDevices(const std::string& plugin, const std::map<std::string, std::string>& in);
   Status AdjustRaw(const std::string& plugin, Field f, const std::optional<std::string>& in,
                    std::optional<std::string> LinuxAdjustment::*out);
+  Status AdjustRdt(const std::string& plugin, const std::string& raw);
   Status AdjustRlimits(const std::string& plugin, const std::vector<Rlimit>& in);
   Status AdjustCdiDevices(const std::string& plugin, const std::vector<std::string>& in);
   LinuxAdjustment& linux();
@@ -200,6 +206,10 @@ class CreateResult {
   ContainerAdjustment adjust_;
   OwnerBook book_;
   UpdateMerger updates_;
+  // The merged LinuxRdt, kept as the encoded entries of clos_id (1),
+  // schemata (2) and enable_monitoring (3), plus remove (4).
+  std::map<int, std::string> rdt_parts_;
+  bool rdt_remove_ = false;
 };
 
 // UpdateContainer (and UpdateContainers/StopContainer/Synchronize updates):

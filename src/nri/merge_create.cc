@@ -86,9 +86,7 @@ Status CreateResult::Adjust(const std::string& plugin, const ContainerAdjustment
     OUTPOST_RETURN_IF_ERROR(AdjustSysctl(plugin, l.sysctl));
     OUTPOST_RETURN_IF_ERROR(AdjustNetDevices(plugin, l.net_devices_raw));
     OUTPOST_RETURN_IF_ERROR(AdjustRaw(plugin, Field::kLinuxSched, l.scheduler_raw, &LinuxAdjustment::scheduler_raw));
-    // LinuxRdt is kept encoded, so its three parts (and remove=true) are
-    // owned as one: RdtClosID.
-    OUTPOST_RETURN_IF_ERROR(AdjustRaw(plugin, Field::kRdtClosID, l.rdt_raw, &LinuxAdjustment::rdt_raw));
+    if (l.rdt_raw) OUTPOST_RETURN_IF_ERROR(AdjustRdt(plugin, *l.rdt_raw));
     OUTPOST_RETURN_IF_ERROR(
         AdjustRaw(plugin, Field::kMemoryPolicy, l.memory_policy_raw, &LinuxAdjustment::memory_policy_raw));
   }
@@ -210,8 +208,10 @@ Status CreateResult::AdjustArgs(const std::string& plugin, const std::vector<std
 }
 
 void CreateResult::AdjustHooks(const std::string& plugin, const Hooks& in) {
-  if (!adjust_.hooks) adjust_.hooks.emplace();
-  if (!current_.hooks) current_.hooks.emplace();
+  const bool had_adjust = adjust_.hooks.has_value();
+  const bool had_request = current_.hooks.has_value();
+  if (!had_adjust) adjust_.hooks.emplace();
+  if (!had_request) current_.hooks.emplace();
   bool any = false;
   auto append = [&any](const std::vector<Hook>& src, std::vector<Hook>* a, std::vector<Hook>* r) {
     if (src.empty()) return;
@@ -228,8 +228,9 @@ void CreateResult::AdjustHooks(const std::string& plugin, const Hooks& in) {
   append(in.create_container, &a.create_container, &r.create_container);
   append(in.start_container, &a.start_container, &r.start_container);
   if (any) book_.AccumulateHooks(current_.id, plugin);
-  if (a.empty()) adjust_.hooks.reset();
-  if (r.empty()) current_.hooks.reset();
+  // Leave no empty Hooks behind that were not there before.
+  if (!had_adjust && a.empty()) adjust_.hooks.reset();
+  if (!had_request && r.empty()) current_.hooks.reset();
 }
 
 Status CreateResult::AdjustDevices(const std::string& plugin, const std::vector<Device>& in) {

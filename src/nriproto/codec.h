@@ -8,14 +8,28 @@
 // Encoding follows what Go's protobuf runtime does: proto3 defaults are not
 // sent, repeated scalars are packed, maps are entry messages {key=1,
 // value=2} (sorted by key), an Optional* wrapper is sent exactly when the
-// std::optional is set (even holding 0). Strings are made valid UTF-8 first
-// (each invalid byte becomes U+FFFD): a Go peer rejects a message with
-// invalid UTF-8 in a string field.
+// std::optional is set (even holding 0). LinuxPodSandbox, LinuxContainer and
+// LinuxContainerAdjustment are sent only when one of their fields is set (an
+// adjustment's `linux` that is set but empty is not sent). Strings are made
+// valid UTF-8 first (each invalid byte becomes U+FFFD): a Go peer rejects a
+// message with invalid UTF-8 in a string field; map keys that become equal
+// that way are sent once (the last wins). The *_raw fields are bytes and go
+// out untouched. Encoding cannot fail.
 //
 // Decoding treats the bytes as untrusted: unknown fields (newer peers) are
-// skipped, packed and unpacked repeated scalars both accepted, and a
-// malformed message is an InvalidArgument naming the message type
-// ("decode nri CreateContainerResponse: ..."); nothing leaks on failure.
+// skipped, packed and unpacked repeated scalars both accepted, a repeated
+// map key keeps its last value, and a malformed message is an
+// InvalidArgument naming the message type ("decode nri
+// CreateContainerResponse: ..."); *out is overwritten only on success and
+// nothing leaks on failure. Input over 4 MiB (a ttRPC message's limit) is
+// refused before decoding; every non-scalar field is a pointer, so what a
+// decode allocates stays proportional to the input.
+//
+// Limits of the nanopb runtime (16-bit pb_size_t): a repeated field holds at
+// most 65,535 elements (Encode keeps the first 65,535) and a bytes field
+// (the *_raw fields) at most 65,535 bytes (decoding refuses more). Strings
+// are NUL-terminated C strings inside nanopb: a string stops at its first
+// NUL byte.
 #pragma once
 
 #include <string>

@@ -213,9 +213,11 @@ void Fill(const nri::LinuxAdjustment& v, Arena& a, pb::LinuxContainerAdjustment*
   m->seccomp_policy = Raw(v.seccomp_policy_raw, a);
   m->namespaces = Array<pb::LinuxNamespace>(v.namespaces, a, &m->namespaces_count);
   m->sysctl = StringMap(v.sysctl, a, &m->sysctl_count);
-  m->net_devices = a.Array<pb::NetDeviceEntry>(v.net_devices_raw.size(), &m->net_devices_count);
+  std::map<std::string, std::string> tmp;
+  const auto& net_devices = SentKeys(v.net_devices_raw, &tmp);
+  m->net_devices = a.Array<pb::NetDeviceEntry>(net_devices.size(), &m->net_devices_count);
   pb_size_t i = 0;
-  for (auto it = v.net_devices_raw.begin(); i < m->net_devices_count; ++it, ++i) {
+  for (auto it = net_devices.begin(); i < m->net_devices_count; ++it, ++i) {
     m->net_devices[i].key = a.S(it->first);
     m->net_devices[i].value = a.Bytes(it->second);
   }
@@ -254,7 +256,9 @@ void Fill(const nri::PluginInstance& v, Arena& a, pb::PluginInstance* m) {
   m->index = a.S(v.index);
 }
 
-void Fill(const nri::OwningPlugins& v, Arena& a, pb::OwningPlugins* m) {
+void Fill(const nri::OwningPlugins& owning, Arena& a, pb::OwningPlugins* m) {
+  nri::OwningPlugins tmp;
+  const nri::OwningPlugins& v = SentKeys(owning, &tmp);
   m->owners = a.Array<pb::FieldOwnersEntry>(v.size(), &m->owners_count);
   pb_size_t i = 0;
   for (auto it = v.begin(); i < m->owners_count; ++it, ++i) {

@@ -31,15 +31,23 @@ size_t SequenceAt(std::string_view s, size_t i) {
   return 0;
 }
 
-}  // namespace
-
-std::string ValidUtf8(std::string_view s) {
+// The length of the longest valid UTF-8 prefix of s.
+size_t ValidPrefix(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     size_t n = SequenceAt(s, i);
     if (n == 0) break;
     i += n;
   }
+  return i;
+}
+
+}  // namespace
+
+bool IsValidUtf8(std::string_view s) { return ValidPrefix(s) == s.size(); }
+
+std::string ValidUtf8(std::string_view s) {
+  size_t i = ValidPrefix(s);
   if (i == s.size()) return std::string(s);
   std::string out(s.substr(0, i));
   while (i < s.size()) {
@@ -83,10 +91,12 @@ char** StringList(const std::vector<std::string>& v, Arena& a, pb_size_t* count)
   return l;
 }
 
-pb::KeyValue* StringMap(const std::map<std::string, std::string>& m, Arena& a, pb_size_t* count) {
+pb::KeyValue* StringMap(const std::map<std::string, std::string>& map, Arena& a, pb_size_t* count) {
+  std::map<std::string, std::string> tmp;
+  const auto& m = SentKeys(map, &tmp);
   pb::KeyValue* l = a.Array<pb::KeyValue>(m.size(), count);
   pb_size_t i = 0;
-  for (auto it = m.begin(); i < *count; ++it, ++i) {  // std::map: sorted by key
+  for (auto it = m.begin(); i < *count; ++it, ++i) {  // sorted by the key as sent
     l[i].key = a.S(it->first);
     l[i].value = a.S(it->second);
   }

@@ -11,12 +11,15 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/pb.h"
 #include "nri.pb.h"
 
 namespace outpost::nriproto {
+
+std::string ValidUtf8(std::string_view s);  // codec.h
 
 namespace pb {
 #define OUTPOST_NRI_PB(T) using T = nri_pkg_api_v1alpha1_##T;
@@ -111,6 +114,21 @@ class Arena {
 };
 
 // ---- encoding helpers ------------------------------------------------------
+
+bool IsValidUtf8(std::string_view s);
+
+// m itself when every key is valid UTF-8; otherwise a copy in *tmp keyed by
+// the keys as they are sent (ValidUtf8), so the entries stay sorted and
+// unique on the wire. Keys that become equal: the last one wins, as in a
+// decoder.
+template <typename T>
+const std::map<std::string, T>& SentKeys(const std::map<std::string, T>& m, std::map<std::string, T>* tmp) {
+  bool valid = true;
+  for (const auto& kv : m) valid = valid && IsValidUtf8(kv.first);
+  if (valid) return m;
+  for (const auto& kv : m) (*tmp)[ValidUtf8(kv.first)] = kv.second;
+  return *tmp;
+}
 
 char** StringList(const std::vector<std::string>& v, Arena& a, pb_size_t* count);
 pb::KeyValue* StringMap(const std::map<std::string, std::string>& m, Arena& a, pb_size_t* count);

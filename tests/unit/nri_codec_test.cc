@@ -285,6 +285,11 @@ TEST(NriCodecUtf8, InvalidBytesBecomeReplacementChars) {
   ASSERT_TRUE(Decode(Encode(c), &back).ok());
   EXPECT_EQ(back.id, "a" + r);
   EXPECT_EQ(back.annotations, (std::map<std::string, std::string>{{"k" + r, "v" + r}}));
+  // Keys that become equal are sent once (the last wins), and the entries
+  // are sorted by the key as sent.
+  nri::PodSandbox p;
+  p.labels = {{"k\xFE", "1"}, {"k\xFF", "2"}, {"k\xEF\xBF\xBE", "3"}};
+  EXPECT_EQ(ToHex(Encode(p)), "2a 09 0a 04 6b ef bf bd 12 01 32 2a 09 0a 04 6b ef bf be 12 01 33");
   // Raw fields are bytes: kept as they are.
   nri::ContainerAdjustment a;
   a.linux = nri::LinuxAdjustment{};

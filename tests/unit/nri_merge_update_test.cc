@@ -9,37 +9,12 @@
 #include <vector>
 
 #include "nri/merge.h"
+#include "nri_merge_test_util.h"
 
 namespace outpost::nri {
 namespace {
 
-constexpr char kA[] = "10-a";
-constexpr char kB[] = "20-b";
-constexpr char kC[] = "30-c";
-
-Container MakeContainer() {
-  Container c;
-  c.id = "ctr0";
-  c.pod_sandbox_id = "pod0";
-  return c;
-}
-PodSandbox MakePod() {
-  PodSandbox p;
-  p.id = "pod0";
-  return p;
-}
-Memory& Mem(Resources* r) {
-  if (!r->memory) r->memory.emplace();
-  return *r->memory;
-}
-Cpu& CpuOf(Resources* r) {
-  if (!r->cpu) r->cpu.emplace();
-  return *r->cpu;
-}
-std::string Msg(const Status& st) { return st.ok() ? "<ok>" : st.error().message(); }
-std::string ConflictMsg(const char* plugin, const char* other, const std::string& subject) {
-  return std::string("plugins \"") + plugin + "\" and \"" + other + "\" both tried to set " + subject;
-}
+using namespace merge_test;  // NOLINT
 
 ContainerUpdate CpuUpdate(const std::string& id, uint64_t shares, bool ignore) {
   ContainerUpdate u{id, Resources{}, ignore};

@@ -7,8 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -17,12 +15,9 @@
 #include <vector>
 
 #include "base/strings.h"
+#include "nri_fake_runtime.h"
 #include "nriproto/codec.h"
 #include "outpost/nri.h"
-#include "test_util.h"
-#include "wire/mux.h"
-#include "wire/rpc_client.h"
-#include "wire/rpc_server.h"
 
 namespace outpost::testing {
 namespace {
@@ -56,33 +51,11 @@ class ProbePlugin : public Stub {
   }
 };
 
-// The fake runtime: the parent's side of the socketpair.
 class NriStubTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    loop_ = MakeLoop();
-    ASSERT_TRUE(loop_);
-  }
-
-  void TearDown() override {
-    client_.reset();
-    server_.reset();
-    trunk_.reset();
-    if (child_ > 0) {
-      ::kill(child_, SIGKILL);
-      ::waitpid(child_, nullptr, 0);
-    }
-  }
-
-  // Forks the plugin with `events` and serves the runtime side.
+  // Forks the probe plugin with `events`, as a launched plugin.
   void Start(uint32_t events) {
-    int sv[2];
-    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    child_ = ::fork();
-    ASSERT_GE(child_, 0);
-    if (child_ == 0) {
-      ::close(sv[0]);
-      int fd = ::dup(sv[1]);  // without CLOEXEC, as a launched plugin's fd 3
+    rt_.Start([events](int fd) {
       ::setenv("NRI_PLUGIN_SOCKET", std::to_string(fd).c_str(), 1);
       ::unsetenv("NRI_PLUGIN_NAME");
       ::unsetenv("NRI_PLUGIN_IDX");
@@ -92,79 +65,14 @@ class NriStubTest : public ::testing::Test {
       ProbePlugin p(o);
       int rc = p.Run();
       ::_exit(std::getenv("NRI_PLUGIN_SOCKET") == nullptr ? rc : 77);
-    }
-    ::close(sv[1]);
-    auto trunk = wire::MuxTrunk::Create(loop_.get(), UniqueFd(sv[0]));
-    ASSERT_TRUE(trunk.ok()) << trunk.error().message();
-    trunk_ = std::move(*trunk);
-    wire::ServerOptions so;
-    so.allow_any_uid = true;
-    auto srv = wire::RpcServer::Create(loop_.get(), UniqueFd(), so);
-    ASSERT_TRUE(srv.ok());
-    server_ = std::move(*srv);
-    server_->Register(kRuntimeService, "RegisterPlugin",
-                      [this](const wire::CallContext&, std::string_view payload, wire::Responder r) {
-                        register_frames_++;
-                        EXPECT_TRUE(nriproto::Decode(payload, &registered_).ok());
-                        r.Reply("");
-                      });
-    sys::PeerCred me{::getpid(), ::getuid(), ::getgid()};
-    auto added = server_->AddLink(trunk_->Open(kRuntimeServiceConn), me);
-    ASSERT_TRUE(added.ok());
-    auto cli = wire::RpcClient::CreateOnLink(loop_.get(), trunk_->Open(kPluginServiceConn));
-    ASSERT_TRUE(cli.ok());
-    client_ = std::move(*cli);
-    ASSERT_TRUE(trunk_->Start().ok());
-    ASSERT_TRUE(RunUntil(loop_.get(), [&] { return register_frames_ > 0; }, 10 * kNanosPerSecond));
-  }
-
-  // One call to the plugin; the reply or the error.
-  Result<std::string> Call(const char* method, const std::string& payload) {
-    bool done = false;
-    Result<std::string> out = Error(Code::kUnknown, "no reply");
-    client_->Call(kPluginService, method, payload, 5 * kNanosPerSecond, [&](Result<std::string> r) {
-      out = std::move(r);
-      done = true;
     });
-    EXPECT_TRUE(RunUntil(loop_.get(), [&] { return done; }, 10 * kNanosPerSecond)) << method;
-    return out;
   }
+  Result<std::string> Call(const char* method, const std::string& payload) { return rt_.Call(method, payload); }
+  ConfigureResponse Configure() { return rt_.Configure(); }
 
-  ConfigureResponse Configure() {
-    ConfigureRequest req;
-    req.runtime_name = "fake";
-    req.runtime_version = "v0";
-    req.registration_timeout_ms = 5000;
-    req.request_timeout_ms = 2000;
-    auto r = Call("Configure", nriproto::Encode(req));
-    EXPECT_TRUE(r.ok()) << r.error().message();
-    ConfigureResponse resp;
-    if (r.ok()) {
-      EXPECT_TRUE(nriproto::Decode(*r, &resp).ok());
-    }
-    return resp;
-  }
-
-  int WaitChild() {
-    int status = 0;
-    bool exited = false;
-    EXPECT_TRUE(RunUntil(loop_.get(), [&] {
-      pid_t p = ::waitpid(child_, &status, WNOHANG);
-      exited = p == child_;
-      return exited;
-    }, 10 * kNanosPerSecond));
-    if (!exited) return -1;
-    child_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
-  std::unique_ptr<Loop> loop_;
-  std::unique_ptr<wire::MuxTrunk> trunk_;
-  std::unique_ptr<wire::RpcServer> server_;
-  std::unique_ptr<wire::RpcClient> client_;
-  pid_t child_ = -1;
-  int register_frames_ = 0;
-  RegisterPluginRequest registered_;
+  FakeNriRuntime rt_;
+  int& register_frames_ = rt_.register_frames;
+  RegisterPluginRequest& registered_ = rt_.registered;
 };
 
 uint32_t AllBut(Event e) { return kValidEvents & ~EventMask(e); }
@@ -287,9 +195,15 @@ TEST_F(NriStubTest, UnsubscribedEventIsAnsweredAsSuccess) {
 TEST_F(NriStubTest, LostConnectionEndsRunWithOne) {
   Start(0);
   Configure();
-  client_.reset();  // closes the link, and so the trunk
-  trunk_.reset();
-  EXPECT_EQ(WaitChild(), 1);
+  rt_.Disconnect();
+  EXPECT_EQ(rt_.WaitChild(), 1);
+}
+
+TEST_F(NriStubTest, SigtermStopsRunWithZero) {
+  Start(0);
+  Configure();
+  ASSERT_EQ(::kill(rt_.child(), SIGTERM), 0);
+  EXPECT_EQ(rt_.WaitChild(), 0);
 }
 
 TEST(NriStubIdentity, ResolvesFromArgv0AndRefusesBadNames) {
