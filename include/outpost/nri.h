@@ -66,6 +66,12 @@ struct StubOptions {
   std::function<void(const std::string& why)> on_close;
   // Called once the runtime accepted the registration (before Configure).
   std::function<void()> on_registered;
+  // Serve only the Plugin service of NRI v0.6 and before (Configure,
+  // Synchronize, Shutdown, CreateContainer, UpdateContainer, StopContainer,
+  // StateChange), as a plugin built with an old Go stub does: a runtime
+  // must then send the other events through StateChange. For testing
+  // runtimes.
+  bool v06_service = false;
 };
 
 // The plugin's name and index as Run() resolves them: options, else

@@ -57,9 +57,11 @@ uint64_t SharesToWeight(uint64_t shares) {
   return 1 + ((shares - 2) * 9999) / 262142;
 }
 
+// The smallest shares that convert back to weight (rounded up), so that a
+// weight survives the trip through NRI unchanged.
 uint64_t WeightToShares(uint64_t weight) {
   if (weight == 0) return 0;
-  return 2 + ((weight - 1) * 262142) / 9999;
+  return 2 + ((weight - 1) * 262142 + 9998) / 9999;
 }
 
 Resources ToNri(const cgroup::Resources& r) {

@@ -25,7 +25,7 @@ Resources ToNri(const cgroup::Resources& r);
 // ("memory.kernel has no cgroup v2 equivalent").
 Status ApplyResources(const Resources& r, cgroup::Resources* out);
 uint64_t SharesToWeight(uint64_t shares);
-uint64_t WeightToShares(uint64_t weight);
+uint64_t WeightToShares(uint64_t weight);  // SharesToWeight(WeightToShares(w)) == w
 
 Rlimit ToNri(const proc::Rlimit& r);      // "nofile" -> "RLIMIT_NOFILE"
 Hooks ToNri(const hooks::HookSet& set);

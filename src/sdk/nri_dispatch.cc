@@ -6,6 +6,7 @@
 // error text into status Unknown. Does not own the connection
 // (nri_stub.cc).
 #include <cstdio>
+#include <cstring>
 
 #include "base/strings.h"
 #include "nriproto/codec.h"
@@ -40,6 +41,13 @@ Status DecodeInto(std::string_view payload, T* out) {
 }  // namespace
 
 void Stub::Impl::Serve(const char* method, Body fn) {
+  if (options.v06_service) {
+    static const char* const kV06[] = {"Configure",       "Synchronize",   "Shutdown",   "CreateContainer",
+                                       "UpdateContainer", "StopContainer", "StateChange"};
+    bool known = false;
+    for (const char* m : kV06) known = known || std::strcmp(m, method) == 0;
+    if (!known) return;  // answered Unimplemented by the server
+  }
   server->Register(kPluginService, method,
                    [this, fn = std::move(fn)](const wire::CallContext&, std::string_view payload, wire::Responder r) {
                      const wire::Responder* outer = current;

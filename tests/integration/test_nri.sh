@@ -180,7 +180,7 @@ SH
   expect_contains "$(cat "$T/pre.env")" "NRI_PLUGIN_NAME=pre" "name"
   expect_contains "$(cat "$T/pre.env")" "NRI_PLUGIN_IDX=30" "index"
   expect_contains "$(op nri)" 'badname: invalid plugin name "badname", idx-pluginname expected' "bad file reported"
-  grep -q "^Configure.*some: config" "$T/pre.log" || fail "config file not sent in Configure: $(head -2 "$T/pre.log")"
+  grep -q "^Configure.* config=13" "$T/pre.log" || fail "config file (13 bytes) not sent in Configure: $(head -2 "$T/pre.log")"
   local first
   first="$(nr_field pre pid)"
   nr_job pj >"$T/pj.json"
@@ -201,7 +201,7 @@ test_nri_unsolicited_update_and_eviction_apply_to_the_running_task() {
   id="$(op --json inspect uj/t | json_get id)"
   nr_plugin 10 upd -events all -evict-on Synchronize:"$id" >/dev/null
   wait_for 10 jt_events_contain uj/t "evicted by NRI plugin 10-upd" || fail "no eviction: $(op events uj/t)"
-  grep -q "Synchronize.*$id" "$T/upd.log" || fail "Synchronize did not list the running task"
+  grep -q "^Synchronize pods=1 containers=1" "$T/upd.log" || fail "Synchronize did not list the running task: $(head -3 "$T/upd.log")"
 }
 
 test_nri_old_plugin_gets_notifications_through_state_change() {
@@ -210,7 +210,7 @@ test_nri_old_plugin_gets_notifications_through_state_change() {
   wait_for 10 nr_ready old || fail "old not ready"
   nr_job oj >"$T/oj.json"
   expect_exit 0 op run -f "$T/oj.json"
-  wait_for 10 nr_logged old "StateChange.*PostStartContainer" || fail "no StateChange: $(nr_events old)"
+  wait_for 10 nr_logged old "^PostStartContainer" || fail "no PostStartContainer through StateChange: $(nr_events old)"
   expect_eq "$(nr_field old state_change)" True "listed as an old plugin"
 }
 

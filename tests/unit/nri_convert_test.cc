@@ -45,7 +45,7 @@ TEST(NriConvert, TaskBecomesAContainerPluginsCanRead) {
   ASSERT_TRUE(n.resources && n.resources->memory && n.resources->memory->limit);
   EXPECT_EQ(*n.resources->memory->limit, 64 << 20);
   ASSERT_TRUE(n.resources->cpu && n.resources->cpu->shares);
-  EXPECT_EQ(*n.resources->cpu->shares, 1024u) << "cpu.weight 100 is 1024 shares";
+  EXPECT_EQ(SharesToWeight(*n.resources->cpu->shares), 100u) << "cpu.weight survives the trip through shares";
 }
 
 TEST(NriConvert, SharesAndWeightConvertAsRuncDoes) {
@@ -55,6 +55,7 @@ TEST(NriConvert, SharesAndWeightConvertAsRuncDoes) {
   EXPECT_EQ(SharesToWeight(0), 0u) << "unset stays unset";
   EXPECT_EQ(WeightToShares(1), 2u);
   EXPECT_EQ(WeightToShares(10000), 262144u);
+  for (uint64_t w : {1u, 39u, 100u, 5000u, 9999u, 10000u}) EXPECT_EQ(SharesToWeight(WeightToShares(w)), w) << w;
 }
 
 TEST(NriConvert, ResourcesMapToCgroupV2Files) {

@@ -34,6 +34,8 @@
 //                       through UpdateContainers)
 //   -reject REASON     as a validator, reject every adjustment
 //   -exit-after-register  exit(0) once the runtime accepted the registration
+//   -old               serve only NRI v0.6's Plugin service (notifications
+//                      then come through StateChange)
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -175,6 +177,7 @@ struct Flags {
   std::vector<std::pair<std::string, std::string>> evict_on;  // event, id
   std::optional<std::string> reject;
   bool exit_after_register = false;
+  bool old = false;
 };
 
 bool Has(const std::vector<std::string>& v, const std::string& ev) {
@@ -294,6 +297,8 @@ Flags ParseFlags(int argc, char** argv) {
       f.reject = value();
     } else if (a == "exit-after-register") {
       f.exit_after_register = true;
+    } else if (a == "old") {
+      f.old = true;
     } else {
       Die("unknown flag -" + a);
     }
@@ -509,6 +514,7 @@ int main(int argc, char** argv) {
   o.socket_path = f.socket_path;
   o.events = f.events;
   if (f.exit_after_register) o.on_registered = [] { ::_exit(0); };
+  o.v06_service = f.old;
   TestPlugin p(o, f);
   return p.Run();
 }
