@@ -104,7 +104,8 @@ Result<std::unique_ptr<Adaptation>> Adaptation::Create(Loop* loop, Config config
                                    if (s.ok()) {
                                      r.Reply("");
                                    } else {
-                                     r.Fail(s.error());
+                                     // A Go handler's plain error: status Unknown.
+                                     r.Fail(Error(Code::kUnknown, s.error().message()));
                                    }
                                  });
                                });
@@ -112,8 +113,10 @@ Result<std::unique_ptr<Adaptation>> Adaptation::Create(Loop* loop, Config config
       kRuntimeService, "UpdateContainers",
       [raw](const wire::CallContext& ctx, std::string_view payload, wire::Responder r) {
         PluginConn* p = raw->FindByConnection(ctx.connection_id);
-        if (!p || p->state != PluginState::kReady) {
-          return r.Fail(Error(Code::kFailedPrecondition, "plugin is not registered and synchronized"));
+        // Any time after registration; what arrives during the plugin's own
+        // Synchronize (or any event) is applied once that is done.
+        if (!p || p->state == PluginState::kRegistering) {
+          return r.Fail(Error(Code::kFailedPrecondition, "plugin is not registered"));
         }
         UpdateContainersRequest req;
         Status st = nriproto::Decode(payload, &req);

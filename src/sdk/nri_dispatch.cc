@@ -71,6 +71,8 @@ void Stub::Impl::RegisterMethods() {
     runtime = req;
     uint32_t ev = options.events;
     std::string err = s->Configure(req, &ev);
+    // An old stub knows events 1..11 only (ValidEvents was 0x7FF).
+    if (options.v06_service) ev = (ev == 0 ? kValidEvents : ev) & 0x7FF;
     if (err.empty() && (ev & ~kValidEvents) != 0) {
       err = Format("plugin subscribed to unknown events 0x%x", ev & ~kValidEvents);
     }

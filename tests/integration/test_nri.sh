@@ -60,7 +60,7 @@ test_nri_external_plugin_sees_every_event_of_a_jobs_life_in_order() {
   expect_exit 0 op rm nj
   wait_for 10 nr_logged logger RemovePodSandbox || fail "no RemovePodSandbox: $(nr_events logger)"
   expect_eq "$(nr_events logger)" \
-    "Configure Synchronize RunPodSandbox CreateContainer PostCreateContainer StartContainer PostStartContainer StopContainer StopPodSandbox RemoveContainer RemovePodSandbox" \
+    "Configure Synchronize RunPodSandbox CreateContainer ValidateContainerAdjustment PostCreateContainer StartContainer PostStartContainer StopContainer StopPodSandbox RemoveContainer RemovePodSandbox" \
     "events in order"
   expect_contains "$(grep '^CreateContainer' "$T/logger.log")" " t " "CreateContainer names the task"
 }
@@ -83,7 +83,7 @@ test_nri_adjustments_are_applied_to_the_task() {
   expect_contains "$(grep '^CreateContainer' "$T/seen.log")" "NRI_A=one" "plugin 20 saw plugin 10's env"
   expect_contains "$(grep '^CreateContainer' "$T/seen.log")" "nri.example/k=v" "plugin 20 saw the annotation"
   local nri
-  nri="$(op --json inspect aj/t | json_get nri)"
+  nri="$(op --json inspect aj/t | json_get task.nri)"
   expect_contains "$nri" "10-adj: adjusted" "inspect reports what plugin 10 did"
   expect_contains "$nri" "20-seen: no change" "inspect reports plugin 20"
   wait_for 10 jt_events_contain aj/t "10-adj: adjusted" || fail "no nri event: $(op events aj/t)"
@@ -118,11 +118,14 @@ test_nri_validator_rejects_the_adjustment() {
 
 test_nri_bad_registration_is_refused_with_upstreams_message() {
   nr_start
-  nr_plugin 1 short -events all >/dev/null
-  nr_plugin 10 'bad/name' -events all >/dev/null
-  wait_for 10 grep -q 'invalid plugin index "1", must be 2 digits' "$T/agent.log" || fail "no index error"
-  wait_for 10 grep -q 'invalid plugin name "bad/name": contains invalid character' "$T/agent.log" \
-    || fail "no name error: $(grep nri "$T/agent.log" | tail -5)"
+  # A raw client: the plugin library itself refuses such names before it
+  # would register.
+  local raw
+  raw="$here/nri_raw_client.py"
+  expect_eq "$(python3 "$raw" "$T/nri/nri.sock" short 1)" 'error 2: invalid plugin index "1", must be 2 digits' "index"
+  expect_eq "$(python3 "$raw" "$T/nri/nri.sock" 'bad/name' 10)" \
+    "error 2: invalid plugin name \"bad/name\": contains invalid character '/'" "name"
+  expect_eq "$(python3 "$raw" "$T/nri/nri.sock" rawok 10)" ok "a good registration"
   nr_state short >/dev/null && fail "a badly indexed plugin is listed as connected"
   return 0
 }
@@ -134,7 +137,7 @@ test_nri_plugin_timeout_closes_it_and_the_task_starts_with_fail_policy_ignore() 
   nr_job tj >"$T/tj.json"
   expect_exit 0 op run -f "$T/tj.json"
   wait_for 10 nr_pid tj/t >/dev/null || fail "task did not start"
-  expect_contains "$(op --json inspect tj/t | json_get nri)" "10-slow: skipped: closed: CreateContainer timed out after 500 ms" \
+  expect_contains "$(op --json inspect tj/t | json_get task.nri)" "10-slow: skipped: closed: CreateContainer timed out after 500 ms" \
     "inspect says the plugin was skipped and why"
   nr_ready slow && fail "the plugin that timed out is still ready"
   return 0
@@ -166,6 +169,7 @@ test_nri_preinstalled_plugin_is_launched_with_fd3_and_restarted_when_it_crashes(
   cat >"$T/nri-plugins/30-pre" <<SH
 #!/bin/sh
 env >"$T/pre.env"
+echo "pre starting" >&2
 exec "$TEST_NRI" -events all -log "$T/pre.log" -crash-on StartContainer
 SH
   chmod +x "$T/nri-plugins/30-pre"
@@ -189,7 +193,7 @@ SH
   # The plugin exits at StartContainer; the launcher starts it again.
   wait_for 15 sh -c "[ \"\$($OUTPOST --socket $SOCK --json nri | python3 -c 'import json,sys; print([p for p in json.load(sys.stdin)[\"plugins\"] if p[\"name\"]==\"pre\" and p[\"state\"]==\"ready\"][-1][\"pid\"])' 2>/dev/null)\" != \"$first\" ]" \
     || fail "crashed plugin not restarted: $(op nri)"
-  grep -q "nri plugin" "$T/agent.log" || fail "plugin stderr not in the agent log"
+  grep -q "nri plugin: pre starting.*plugin=30-pre" "$T/agent.log" || fail "plugin stderr not in the agent log"
 }
 
 test_nri_unsolicited_update_and_eviction_apply_to_the_running_task() {
@@ -198,7 +202,7 @@ test_nri_unsolicited_update_and_eviction_apply_to_the_running_task() {
   expect_exit 0 op run -f "$T/uj.json"
   local pid id
   pid="$(wait_for 10 nr_pid uj/t)" || fail "task not running"
-  id="$(op --json inspect uj/t | json_get id)"
+  id="$(op --json inspect uj/t | json_get task_id)"
   nr_plugin 10 upd -events all -evict-on Synchronize:"$id" >/dev/null
   wait_for 10 jt_events_contain uj/t "evicted by NRI plugin 10-upd" || fail "no eviction: $(op events uj/t)"
   grep -q "^Synchronize pods=1 containers=1" "$T/upd.log" || fail "Synchronize did not list the running task: $(head -3 "$T/upd.log")"
@@ -221,7 +225,7 @@ test_nri_garbage_answer_closes_the_plugin_and_the_task_starts() {
   nr_job gj >"$T/gj.json"
   expect_exit 0 op run -f "$T/gj.json"
   wait_for 10 nr_pid gj/t >/dev/null || fail "task did not start"
-  expect_contains "$(op --json inspect gj/t | json_get nri)" "10-junk: skipped: closed: protocol error" "reported"
+  expect_contains "$(op --json inspect gj/t | json_get task.nri)" "10-junk: skipped: closed: protocol error" "reported"
 }
 
 test_nri_refuses_an_adjustment_the_driver_cannot_apply() {
