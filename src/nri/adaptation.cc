@@ -402,15 +402,21 @@ FailPolicy Adaptation::PolicyOf(const std::string& name) const {
 
 void Adaptation::OnUpdateContainers(PluginConn* p, const UpdateContainersRequest& req,
                                     std::function<void(UpdateContainersResponse)> reply) {
-  // Applied between events, never inside one.
+  // Applied between events, never inside one. One that arrives during an
+  // event is answered at once (nothing failed yet) and applied after it: a
+  // plugin that waits for this answer before answering the event (the
+  // event waits for it) must not deadlock until its timeout. Failures of
+  // such a deferred update are logged with the plugin's name instead.
   std::string plugin = p->Id();
   std::weak_ptr<bool> alive = alive_;
-  Enqueue([this, alive, plugin, req, reply = std::move(reply)](std::function<void()> finished) {
+  const bool deferred = busy_;
+  if (deferred) reply(UpdateContainersResponse());
+  Enqueue([this, alive, plugin, req, deferred, reply = std::move(reply)](std::function<void()> finished) {
     if (!alive.lock()) return;
     UpdateContainersResponse resp;
     ApplyOtherUpdates(plugin, req.update, &resp.failed);
     for (const auto& e : req.evict) host_->Evict(plugin, e);
-    reply(std::move(resp));
+    if (!deferred) reply(std::move(resp));
     finished();
   });
 }

@@ -91,9 +91,12 @@ class FakePlugin {
     client_->Call(kRuntimeService, "RegisterPlugin", nriproto::Encode(req), 5 * kNanosPerSecond,
                   [this](Result<std::string> r) { register_result = r.ok() ? "ok" : r.error().message(); });
   }
-  void UpdateContainers(const UpdateContainersRequest& req) {
+  void UpdateContainers(const UpdateContainersRequest& req, std::function<void()> answered = nullptr) {
     client_->Call(kRuntimeService, "UpdateContainers", nriproto::Encode(req), 5 * kNanosPerSecond,
-                  [this](Result<std::string> r) { updates_answered = r.ok(); });
+                  [this, answered](Result<std::string> r) {
+                    updates_answered = r.ok();
+                    if (answered) answered();
+                  });
   }
   Loop* loop_;
   std::unique_ptr<wire::MuxTrunk> trunk_;
@@ -406,13 +409,16 @@ TEST_F(NriAdaptation, AnUpdateSentDuringAnEventIsAppliedAfterIt) {
   Make();
   FakePlugin* p = Plugin("upd", "10", EventMask(Event::kCreateContainer));
   p->Handle("CreateContainer", [&](std::string_view, wire::Responder r) {
-    // The update goes out before the answer, on the same trunk: the runtime
-    // reads it first, while the event is still running.
+    // As a plugin that waits for its update's answer before it answers the
+    // event: the runtime must answer at once (and apply it after the event)
+    // or both wait for each other until the timeout.
     UpdateContainersRequest req;
     req.update.push_back({"other", Resources(), false});
     req.evict.push_back({"victim", "too big"});
-    p->UpdateContainers(req);
-    r.Reply("");
+    p->UpdateContainers(req, [&host = host_, r] {
+      host.log.push_back("update answered");
+      r.Reply("");
+    });
   });
   bool created = false;
   a_->CreateContainer(Pod(), Ctr("ctr"), [&](Result<CreateOutcome> r) {
@@ -421,7 +427,7 @@ TEST_F(NriAdaptation, AnUpdateSentDuringAnEventIsAppliedAfterIt) {
     created = true;
   });
   ASSERT_TRUE(testing::RunUntil(loop_.get(), [&] { return created && p->updates_answered; }));
-  EXPECT_EQ(host_.log, (std::vector<std::string>{"created", "update other by 10-upd",
+  EXPECT_EQ(host_.log, (std::vector<std::string>{"update answered", "created", "update other by 10-upd",
                                                  "evict victim by 10-upd: too big"}));
 }
 
