@@ -238,7 +238,16 @@ void Adaptation::OnRegister(PluginConn* p, const RegisterPluginRequest& req, std
                                         {"source", p->launched ? "launched" : "external"},
                                         {"nri_version", req.nri_version.empty() ? "unknown" : req.nri_version}});
   reply(OkStatus());
-  Configure(p);
+  // Configure goes out after the registration's answer, as from a Go
+  // runtime (the answer leaves when the server's batch is flushed).
+  uint64_t id = p->id;
+  std::weak_ptr<bool> alive = alive_;
+  loop_->Defer([this, alive, id] {
+    if (!alive.lock()) return;
+    for (auto& q : plugins_) {
+      if (q->id == id && q->state == PluginState::kConfiguring) Configure(q.get());
+    }
+  });
 }
 
 void Adaptation::Configure(PluginConn* p) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/fd.h"
+#include "base/strings.h"
 #include "loop/loop.h"
 #include "nri/adaptation.h"
 #include "nriproto/codec.h"
@@ -442,6 +443,79 @@ TEST_F(NriAdaptation, RequiredPluginsAreWaitedFor) {
   Plugin("gate", "10", 0);
   ASSERT_TRUE(testing::RunUntil(loop_.get(), [&] { return started; }));
   EXPECT_EQ(a_->MissingRequired(), "");
+}
+
+}  // namespace
+}  // namespace outpost::nri
+
+namespace outpost::nri {
+namespace {
+
+// Reads whole mux frames from a raw socket until n bytes arrived (or the
+// loop's deadline passes).
+std::string ReadRaw(Loop* loop, int fd, size_t n) {
+  std::string got;
+  testing::RunUntil(loop, [&] {
+    char buf[4096];
+    ssize_t r = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (r > 0) got.append(buf, static_cast<size_t>(r));
+    return got.size() >= n;
+  });
+  return got;
+}
+
+std::string Hex(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) out += Format("%02x", c);
+  return out;
+}
+
+// The first bytes a real v0.12.2 logger sends (captured; its timeout_nano
+// varint at the end), and what a Go runtime answers: an empty Response on
+// connection 2, stream 1 (no status on success), then Configure on
+// connection 1, stream 1, with the fields at upstream's numbers.
+TEST(NriAdaptationWire, AnswersACapturedRegistrationAsTheGoRuntimeDoes) {
+  auto loop = testing::MakeLoop();
+  FakeHost host;
+  Config config;
+  config.enabled = true;
+  config.socket_path = "";
+  config.plugin_dir = "";
+  config.runtime_version = "v9";
+  auto a = Adaptation::Create(loop.get(), config, &host);
+  ASSERT_TRUE(a.ok());
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd plugin(sv[1]);
+  ASSERT_TRUE((*a)->AddConnection(UniqueFd(sv[0])).ok());
+  const unsigned char kLogger[] = {
+      0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x5b, 0x00, 0x00, 0x00, 0x51, 0x00, 0x00, 0x00, 0x01, 0x01, 0x00,
+      0x0a, 0x1c, 'n',  'r',  'i',  '.',  'p',  'k',  'g',  '.',  'a',  'p',  'i',  '.',  'v',  '1',  'a',  'l',
+      'p',  'h',  'a',  '1',  '.',  'R',  'u',  'n',  't',  'i',  'm',  'e',  0x12, 0x0e, 'R',  'e',  'g',  'i',
+      's',  't',  'e',  'r',  'P',  'l',  'u',  'g',  'i',  'n',  0x1a, 0x1b, 0x0a, 0x06, 'l',  'o',  'g',  'g',
+      'e',  'r',  0x12, 0x02, '1',  '0',  0x1a, 0x0d, '0',  '.',  '0',  '.',  '0',  '-',  'u',  'n',  'k',  'n',
+      'o',  'w',  'n',  0x20, 0xa5, 0x91, 0xdf, 0xcf, 0x12};
+  static_assert(sizeof kLogger == 99, "the captured frame is 99 bytes");
+  ASSERT_EQ(::write(plugin.get(), kLogger, sizeof kLogger), static_cast<ssize_t>(sizeof kLogger));
+
+  std::string configure_payload;
+  configure_payload += std::string("\x12\x07", 2) + "outpost";       // runtime_name = 2
+  configure_payload += std::string("\x1a\x02", 2) + "v9";            // runtime_version = 3
+  configure_payload += std::string("\x20\x88\x27", 3);               // registration_timeout = 4: 5000
+  configure_payload += std::string("\x28\xd0\x0f", 3);               // request_timeout = 5: 2000
+  configure_payload += std::string("\x32\x07", 2) + kNriVersion;     // NRI_version = 6
+  std::string request;
+  request += std::string("\x0a\x1b", 2) + "nri.pkg.api.v1alpha1.Plugin";
+  request += std::string("\x12\x09", 2) + "Configure";
+  request += "\x1a" + std::string(1, static_cast<char>(configure_payload.size())) + configure_payload;
+  request += std::string("\x20\x80\xa8\xd6\xb9\x07", 6);  // timeout_nano: 2 s
+  std::string ttrpc = std::string("\x00\x00\x00", 3) + static_cast<char>(request.size()) +
+                      std::string("\x00\x00\x00\x01\x01\x00", 6) + request;
+  std::string want = std::string("\x00\x00\x00\x02\x00\x00\x00\x0a", 8) +                  // mux: conn 2, 10 bytes
+                     std::string("\x00\x00\x00\x00\x00\x00\x00\x01\x02\x00", 10) +          // Response, stream 1, empty
+                     std::string("\x00\x00\x00\x01\x00\x00\x00", 7) + static_cast<char>(ttrpc.size()) + ttrpc;
+  std::string got = ReadRaw(loop.get(), plugin.get(), want.size());
+  EXPECT_EQ(Hex(got), Hex(want));
 }
 
 }  // namespace
