@@ -78,7 +78,10 @@ void TaskManager::NriCreate(StartOp* op, DoneCallback done) {
     driver::Capabilities caps = op->driver->GetCapabilities();
     Status st = nri::ApplyAdjustment(*r->adjust, r->claims, caps, &cfg);
     if (!st.ok()) return done(st.error().Wrap("NRI"));
-    if (Task* t = Find(cfg.id)) t->record.handle.config = cfg;
+    if (Task* t = Find(cfg.id)) {
+      t->record.handle.config = cfg;
+      DropDerivedPaths(t);  // kept empty in memory, as Prepare left them
+    }
     done(OkStatus());
   });
 }
