@@ -303,10 +303,10 @@ $(BUILD)/test_plugin: $(BUILD)/obj/tests/helpers/plugin/test_plugin.o $(BUILD)/l
 
 # The example task driver (examples/plugin-driver/), built as a vendor
 # would: its own source against the library, never part of outpost.
-$(BUILD)/obj/examples/%.o: examples/%.cc
+$(BUILD)/obj/examples/%.o: examples/%.cc $(GEN_H) $(DEP_HEADERS) Makefile
 	@mkdir -p $(dir $@)
 	@echo "  CXX     $<"
-	$(Q)$(CXX) $(SRC_CXXFLAGS) -Iinclude -c -o $@ $<
+	$(Q)$(CXX) $(SRC_CXXFLAGS) -Iinclude $(DEPFLAGS) -c -o $@ $< && $(DEPDONE)
 
 $(BUILD)/example_driver: $(BUILD)/obj/examples/plugin-driver/example_driver.o $(BUILD)/liboutpost-plugin.a
 	@echo "  LINK    $@"
@@ -380,7 +380,7 @@ $(BUILD)/bench/peer_bench: $(BUILD)/obj/tools/bench/peer_bench.o \
 # in the aarch64 VM (docs/benchmarks.md). BENCH_ONLY=GLOB: only the
 # benchmarks whose name matches (e.g. BENCH_ONLY=boot_bench).
 BENCH_ARM64_ON := $(if $(and $(BENCH_ARM64),$(filter native,$(ARCH))),1)
-bench: all $(BENCH_BINS) $(BUILD)/test_helper $(if $(BENCH_ARM64_ON),bench-arm64-build)
+bench: all $(BENCH_BINS) $(BUILD)/test_helper $(BUILD)/test_nri_plugin $(if $(BENCH_ARM64_ON),bench-arm64-build)
 	$(Q)BENCH_ONLY='$(BENCH_ONLY)' tools/bench/run.sh $(BUILD) $(if $(BENCH_ARM64_ON),--vm-also build/arm64)
 
 bench-arm64-build:
