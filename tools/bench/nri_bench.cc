@@ -399,6 +399,7 @@ void FillAgent(Run* run, Agent* a) {
   int64_t t0 = MonotonicNanos();
   a->jobs.insert(ids.begin(), ids.end());  // for the clean-up, which takes "not found" as gone
   std::vector<bench::Outcome> res = bench::Pipeline(a->socket, "SubmitJob", reqs, 4, 120 * kNanosPerSecond, true);
+  CheckInterrupt(run);
   for (size_t i = 0; i < res.size(); ++i) {
     if (!res[i].done || !res[i].ok) {
       Fatal(run, "SubmitJob " + ids[i] + ": " + (res[i].done ? res[i].reply : "not attempted"), a);
@@ -459,8 +460,7 @@ Sync OneSync(Run* run, Agent* a, int round, size_t containers) {
   int64_t ts = tc < 0 ? -1 : WaitLine(run, fd, log, "Synchronize", &sync, deadline);
   ::close(fd);
   if (ts < 0) Fatal(run, "agent " + a->name + ": no Synchronize reached the plugin within 120 s", a);
-  std::string want = Format("containers=%zu", containers);
-  if (sync.find(want) == std::string::npos) Fatal(run, "agent " + a->name + ": expected " + want + ", got: " + sync, a);
+  if ((sync + " ").find(Format("containers=%zu ", containers)) == std::string::npos) Fatal(run, "got " + sync, a);
   WaitPlugins(run, a, 1);
   Sync out{tc - t0, ts - t0, MonotonicNanos() - t0};
   StopPlugin(run, pid);
