@@ -493,6 +493,13 @@ std::vector<PluginInfo> Adaptation::List() const {
 
 std::vector<std::string> Adaptation::Problems() const { return launcher_->Problems(); }
 
+bool Adaptation::Wants(Event e) const {
+  for (const auto& p : plugins_) {
+    if (p->state == PluginState::kReady && p->Subscribed(e)) return true;
+  }
+  return false;
+}
+
 bool Adaptation::active() const {
   if (!config_.required_plugins.empty()) return true;
   for (const auto& p : plugins_) {

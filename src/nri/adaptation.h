@@ -168,6 +168,9 @@ class Adaptation {
   // Whether any plugin is connected or required: callers skip building
   // pods and containers when not.
   bool active() const;
+  // Whether a ready plugin subscribed to e: callers skip building the pod
+  // and container of an event nobody is told of.
+  bool Wants(Event e) const;
   const Config& config() const { return config_; }
 
   // For tests and benchmarks: serves an already-connected socket as an

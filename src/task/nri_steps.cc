@@ -63,7 +63,7 @@ void TaskManager::NriCreate(StartOp* op, DoneCallback done) {
     for (const auto& [tid, t] : tasks_) {
       running = running || (t->config().job == c.job && !c.job.empty() && !t->starting && !t->record.exited);
     }
-    if (!running) a->Notify(nri::Event::kRunPodSandbox, pod, std::nullopt);
+    if (!running && a->Wants(nri::Event::kRunPodSandbox)) a->Notify(nri::Event::kRunPodSandbox, pod, std::nullopt);
   }
   a->CreateContainer(pod, ctr, [this, alive, op, done](Result<nri::CreateOutcome> r) {
     if (!alive.lock()) return;
@@ -97,20 +97,21 @@ void TaskManager::UndoNriCreate(StartOp* op) {
 }
 
 void TaskManager::NriStarted(StartOp* op, DoneCallback done) {
-  if (op->nri_created) {
+  nri::Adaptation* a = options_.nri;
+  if (op->nri_created && (a->Wants(nri::Event::kPostCreateContainer) || a->Wants(nri::Event::kStartContainer))) {
     nri::PodSandbox pod = NriPod(op->config);
     nri::Container ctr = nri::ToContainer(op->config, nri::ContainerState::kCreated);
     ctr.pid = static_cast<uint32_t>(op->handle.pid);
-    options_.nri->Notify(nri::Event::kPostCreateContainer, pod, ctr);
+    a->Notify(nri::Event::kPostCreateContainer, pod, ctr);
     ctr.state = nri::ContainerState::kRunning;
     ctr.started_at = op->handle.started_at_unix_nanos ? op->handle.started_at_unix_nanos : WallNanos();
-    options_.nri->Notify(nri::Event::kStartContainer, pod, ctr);
+    a->Notify(nri::Event::kStartContainer, pod, ctr);
   }
   done(OkStatus());
 }
 
 void TaskManager::NriPostStart(StartOp* op, DoneCallback done) {
-  if (op->nri_created) {
+  if (op->nri_created && options_.nri->Wants(nri::Event::kPostStartContainer)) {
     nri::Container ctr = nri::ToContainer(op->config, nri::ContainerState::kRunning);
     ctr.pid = static_cast<uint32_t>(op->handle.pid);
     options_.nri->Notify(nri::Event::kPostStartContainer, NriPod(op->config), ctr);
