@@ -23,6 +23,8 @@ void JobTaskRunner::Stop(const std::string& id, int64_t timeout_nanos, std::func
   tm_->Stop(id, timeout_nanos, "", std::move(done));
 }
 
+void JobTaskRunner::AbortStart(const std::string& id) { (void)tm_->AbandonNriWait(id); }
+
 void JobTaskRunner::CheckAlive(const std::string& id, std::function<void(bool)> done) {
   tm_->CheckAlive(id, std::move(done));
 }

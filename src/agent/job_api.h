@@ -27,6 +27,7 @@ class JobTaskRunner : public job::TaskRunner, public job::TaskStore {
   void Start(const driver::TaskConfig& config, std::function<void(Status)> started, ExitCallback exited) override;
   Status Watch(const std::string& id, ExitCallback exited) override;
   void Stop(const std::string& id, int64_t timeout_nanos, std::function<void(Status)> done) override;
+  void AbortStart(const std::string& id) override;
   void CheckAlive(const std::string& id, std::function<void(bool)> done) override;
   Status UpdateResources(const std::string& id, const cgroup::Resources& r) override;
   Status ApplyJobResources(const std::string& job, const cgroup::Resources& r) override;

@@ -275,6 +275,7 @@ void TaskSupervisor::Handle(RunEvent ev, const driver::ExitResult* exit, const S
     case RunAction::kDefer:
       // A stop wins over a restart; a restart never cancels a stop.
       if (deferred_ != RunEvent::kStop) deferred_ = ev;
+      if (ev == RunEvent::kStop && state_ == RunState::kStarting) runner_->AbortStart(task_id());
       return;
     case RunAction::kNone:
       // Requests that change nothing (go while running, stop while

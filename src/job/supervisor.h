@@ -94,6 +94,11 @@ class TaskRunner {
   virtual Status Watch(const std::string& id, ExitCallback exited) = 0;
   // timeout_nanos < 0: the task's own kill_timeout.
   virtual void Stop(const std::string& id, int64_t timeout_nanos, std::function<void(Status)> done) = 0;
+  // A stop came while the instance is starting: a start that is only
+  // waiting (for a required NRI plugin) is given up, and its started
+  // callback reports that. Other starts run to their end (the stop is
+  // applied after).
+  virtual void AbortStart(const std::string& id) { (void)id; }
   // Whether the instance's process is alive right now.
   virtual void CheckAlive(const std::string& id, std::function<void(bool)> done) = 0;
   // Limits of a running task's cgroup, changed live (no restart).

@@ -370,6 +370,8 @@ void TaskManager::OnExit(const std::string& id, const driver::ExitResult& result
 
 void TaskManager::Stop(const std::string& id, int64_t timeout_nanos, const std::string& signal,
                        DoneCallback done) {
+  // A start still waiting for a required NRI plugin is simply given up.
+  if (AbandonNriWait(id)) return done(OkStatus());
   StopThroughDriver(id, timeout_nanos, signal, [this, id, done](Status st) {
     if (Task* t = Find(id)) KillCgroup(*t);
     if (!st.ok()) return done(st);
@@ -430,6 +432,7 @@ void TaskManager::KillCgroup(const Task& t) {
 // ---- destroy ------------------------------------------------------------
 
 void TaskManager::Destroy(const std::string& id, bool force, DoneCallback done) {
+  if (force) (void)AbandonNriWait(id);
   if (Task* t = Find(id); t && t->poststop_running) {
     // After its poststop hooks, which read its bundle.
     after_poststop_[id].push_back([this, id, force, done] { Destroy(id, force, done); });

@@ -206,6 +206,10 @@ class TaskManager {
   // RunPodSandbox (sent before its first task's CreateContainer);
   // RemovePodSandbox follows when its last task is removed.
   void NriPodEnded(const std::string& job);
+  // A start waiting for required NRI plugins, stopped meanwhile: the wait
+  // is given up and the start fails ("stopped while waiting ..."). False
+  // when the task is not waiting.
+  bool AbandonNriWait(const std::string& id);
 
   // Hands a task's FIFOs (opened O_RDWR) to whoever keeps them open across
   // worker restarts (the keeper), and takes them back. Set once a keeper is
@@ -335,6 +339,9 @@ class TaskManager {
   // Jobs whose RunPodSandbox was sent: true while running, false once
   // stopped (RemovePodSandbox follows its last task's RemoveContainer).
   mutable std::map<std::string, bool> nri_pods_;  // NriState marks pods the plugins learn of
+  // Starts waiting for required NRI plugins, by task id: the wait and the
+  // step's callback.
+  std::map<std::string, std::pair<uint64_t, DoneCallback>> nri_waits_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

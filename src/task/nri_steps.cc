@@ -41,9 +41,13 @@ void TaskManager::NriCreate(StartOp* op, DoneCallback done) {
   std::weak_ptr<bool> alive = alive_;
   if (!missing.empty()) {
     Emit(op->config, "waiting", "waiting for required NRI plugin(s): " + missing);
-    a->WaitForRequired([this, alive, op, done] {
-      if (alive.lock()) NriCreate(op, done);
+    const std::string id = op->config.id;
+    uint64_t wait = a->WaitForRequired([this, alive, op, done, id] {
+      if (!alive.lock()) return;
+      nri_waits_.erase(id);
+      NriCreate(op, done);
     });
+    nri_waits_[id] = {wait, done};
     return;
   }
   driver::TaskConfig& c = op->config;
@@ -84,6 +88,16 @@ void TaskManager::NriCreate(StartOp* op, DoneCallback done) {
     }
     done(OkStatus());
   });
+}
+
+bool TaskManager::AbandonNriWait(const std::string& id) {
+  auto it = nri_waits_.find(id);
+  if (it == nri_waits_.end()) return false;
+  options_.nri->CancelWait(it->second.first);
+  DoneCallback done = std::move(it->second.second);
+  nri_waits_.erase(it);
+  done(Error(Code::kAborted, "stopped while waiting for required NRI plugin(s): " + options_.nri->MissingRequired()));
+  return true;
 }
 
 void TaskManager::UndoNriCreate(StartOp* op) {

@@ -238,3 +238,21 @@ test_nri_refuses_an_adjustment_the_driver_cannot_apply() {
   wait_for 10 jt_events_contain dj/t "NRI plugin 10-dev adjusted Devices /dev/null: the exec driver cannot apply devices" \
     || fail "no refusal: $(op events dj/t)"
 }
+
+test_nri_job_waiting_for_a_required_plugin_can_be_removed() {
+  nr_start '"required_plugins": ["gate"]'
+  nr_job wj >"$T/wj.json"
+  op run -f "$T/wj.json" --detach >/dev/null 2>&1
+  wait_for 10 jt_events_contain wj/t "waiting for required NRI plugin(s): gate" || fail "no waiting event"
+  expect_exit 0 timeout 20 "$OUTPOST" --socket "$SOCK" rm wj
+  expect_eq "$(jt_job_ids)" "" "the job is gone"
+  nr_plugin 10 gate -events all >/dev/null
+  wait_for 10 nr_ready gate || fail "gate not ready"
+  # The start that waited does not come back once the plugin is there.
+  nr_job other >"$T/other.json"
+  expect_exit 0 op run -f "$T/other.json"
+  expect_eq "$(jt_job_ids)" "other" "only the new job"
+  local n
+  n="$(grep -c "task started task=wj" "$T/agent.log")"
+  expect_eq "$n" 0 "the removed job's task never started"
+}

@@ -219,6 +219,8 @@ class FakeTasks : public TaskRunner, public TaskStore, public task::EventSink {
   std::vector<std::string> log;  // "start web.a", "stop web.a", "purge web.a"
   std::vector<driver::TaskEvent> events;
   std::set<std::string> fail_start;
+  std::set<std::string> hold_start;  // starts that wait (for a required NRI plugin, say)
+  std::map<std::string, std::function<void(Status)>> held;
   std::map<std::string, std::string> driver_problem;  // by driver name
 
   std::string DriverProblem(const std::string& driver) const override {
@@ -228,6 +230,10 @@ class FakeTasks : public TaskRunner, public TaskStore, public task::EventSink {
   void Start(const driver::TaskConfig& c, std::function<void(Status)> started, ExitCallback exited) override {
     log.push_back("start " + c.id);
     if (fail_start.count(c.id)) return started(Error(Code::kNotFound, "no such file"));
+    if (hold_start.count(c.id)) {
+      held[c.id] = std::move(started);
+      return;
+    }
     Inst& i = inst[c.id];
     i.running = true;
     i.starts++;
@@ -249,6 +255,14 @@ class FakeTasks : public TaskRunner, public TaskStore, public task::EventSink {
     log.push_back("stop " + id);
     Exit(id, 143);
     done(OkStatus());
+  }
+  void AbortStart(const std::string& id) override {
+    log.push_back("abort " + id);
+    auto it = held.find(id);
+    if (it == held.end()) return;
+    auto started = std::move(it->second);
+    held.erase(it);
+    started(Error(Code::kAborted, "stopped while waiting"));
   }
   void Publish(const driver::TaskEvent& ev) override { events.push_back(ev); }
   Status UpdateResources(const std::string& id, const cgroup::Resources& r) override {
@@ -373,6 +387,18 @@ TEST_F(JobManagerTest, LifecycleOrder) {
   EXPECT_LT(fake_.Index("stop web.main"), fake_.Index("stop web.side"));
   EXPECT_LT(fake_.Index("stop web.post"), fake_.Index("stop web.side"));
   EXPECT_EQ(Status("web"), "stopped");
+}
+
+TEST_F(JobManagerTest, AStopWhileAStartWaitsAbortsThatStart) {
+  fake_.hold_start.insert("w.a");
+  ASSERT_TRUE(jobs_->Submit(R"({"id": "w", "tasks": [{"name": "a", "command": "/bin/a"}]})").ok());
+  ASSERT_TRUE(Settle([&] { return fake_.held.count("w.a") == 1; }));
+  EXPECT_EQ(State("w", "a"), "starting");
+  bool removed = false;
+  jobs_->Remove("w", [&](outpost::Status st) { removed = st.ok(); });
+  ASSERT_TRUE(Settle([&] { return removed; })) << "a removal does not wait for a start that waits";
+  EXPECT_GE(fake_.Index("abort w.a"), 0);
+  EXPECT_FALSE(jobs_->Inspect("w").ok()) << "the job is gone";
 }
 
 TEST_F(JobManagerTest, FailedPrestartBlocksMainAndFailsTheJob) {
