@@ -207,7 +207,7 @@ void Adaptation::Validate(std::shared_ptr<CreateRun> run) {
   std::weak_ptr<bool> alive = alive_;
   for (PluginConn* p : validators) {
     std::string id = p->Id();
-    p->Call("ValidateContainerAdjustment", payload, [this, alive, run, pending, id, finish](Result<std::string> r) {
+    p->Call("ValidateContainerAdjustment", payload, [alive, run, pending, id, finish](Result<std::string> r) {
       if (!alive.lock()) return;
       if (pending->error.empty()) {
         if (!r.ok()) {

@@ -97,7 +97,8 @@ void Launcher::Start() {
 
 void Launcher::Stop() {
   stopping_ = true;
-  for (auto& [id, p] : procs_) {
+  for (auto& entry : procs_) {
+    Proc* p = entry.second.get();
     if (p->restart_timer) owner_->loop_->CancelTimer(p->restart_timer);
     p->restart_timer = 0;
     if (p->pid > 0) {
