@@ -181,7 +181,6 @@ class CreateResult {
 
  private:
   Status Adjust(const std::string& plugin, const ContainerAdjustment& a);
-  Status AdjustAnnotations(const std::string& plugin, const std::map<std::string, std::string>& in);
   Status AdjustMounts(const std::string& plugin, const std::vector<Mount>& in);
   Status AdjustEnv(const std::string& plugin, const std::vector<KeyValue>& in);
   Status AdjustArgs(const std::string& plugin, const std::vector<std::string>& in);
@@ -189,8 +188,8 @@ class CreateResult {
   Status AdjustDevices(const std::string& plugin, const std::vector<Device>& in);
   Status AdjustResources(const std::string& plugin, const Resources& in);
   Status AdjustNamespaces(const std::string& plugin, const std::vector<Namespace>& in);
-  Status AdjustSysctl(const std::string& plugin, const std::map<std::string, std::string>& in);
-  Status AdjustNetDevices(const std::string& plugin, const std::map<std::string, std::string>& in);
+  Status AdjustKeyed(const std::string& plugin, Field f, const std::map<std::string, std::string>& in,
+                     std::map<std::string, std::string>* request, std::map<std::string, std::string>* out);
   Status AdjustRaw(const std::string& plugin, Field f, const std::optional<std::string>& in,
                    std::optional<std::string> LinuxAdjustment::*out);
   Status AdjustRdt(const std::string& plugin, const std::string& raw);

@@ -58,7 +58,8 @@ Status CreateResult::Apply(const std::string& plugin, const CreateContainerRespo
 }
 
 Status CreateResult::Adjust(const std::string& plugin, const ContainerAdjustment& a) {
-  OUTPOST_RETURN_IF_ERROR(AdjustAnnotations(plugin, a.annotations));
+  OUTPOST_RETURN_IF_ERROR(
+      AdjustKeyed(plugin, Field::kAnnotations, a.annotations, &current_.annotations, &adjust_.annotations));
   OUTPOST_RETURN_IF_ERROR(AdjustMounts(plugin, a.mounts));
   OUTPOST_RETURN_IF_ERROR(AdjustEnv(plugin, a.env));
   OUTPOST_RETURN_IF_ERROR(AdjustArgs(plugin, a.args));
@@ -83,8 +84,13 @@ Status CreateResult::Adjust(const std::string& plugin, const ContainerAdjustment
     OUTPOST_RETURN_IF_ERROR(
         AdjustRaw(plugin, Field::kSeccompPolicy, l.seccomp_policy_raw, &LinuxAdjustment::seccomp_policy_raw));
     OUTPOST_RETURN_IF_ERROR(AdjustNamespaces(plugin, l.namespaces));
-    OUTPOST_RETURN_IF_ERROR(AdjustSysctl(plugin, l.sysctl));
-    OUTPOST_RETURN_IF_ERROR(AdjustNetDevices(plugin, l.net_devices_raw));
+    if (!l.sysctl.empty()) {
+      OUTPOST_RETURN_IF_ERROR(AdjustKeyed(plugin, Field::kSysctl, l.sysctl, &current_.sysctl, &linux().sysctl));
+    }
+    if (!l.net_devices_raw.empty()) {
+      OUTPOST_RETURN_IF_ERROR(
+          AdjustKeyed(plugin, Field::kLinuxNetDevices, l.net_devices_raw, nullptr, &linux().net_devices_raw));
+    }
     OUTPOST_RETURN_IF_ERROR(AdjustRaw(plugin, Field::kLinuxSched, l.scheduler_raw, &LinuxAdjustment::scheduler_raw));
     if (l.rdt_raw) OUTPOST_RETURN_IF_ERROR(AdjustRdt(plugin, *l.rdt_raw));
     OUTPOST_RETURN_IF_ERROR(
@@ -95,27 +101,6 @@ Status CreateResult::Adjust(const std::string& plugin, const ContainerAdjustment
   return OkStatus();
 }
 
-Status CreateResult::AdjustAnnotations(const std::string& plugin, const std::map<std::string, std::string>& in) {
-  std::set<std::string> del;
-  std::string key;
-  for (const auto& [k, v] : in) {
-    if (Marked(k, &key)) del.insert(key);
-  }
-  for (const auto& [k, v] : in) {
-    if (Marked(k, &key)) continue;
-    if (del.count(k) != 0) {
-      book_.ClearCompound(current_.id, Field::kAnnotations, k, plugin);
-      current_.annotations.erase(k);
-      adjust_.annotations["-" + k] = "";
-    }
-    OUTPOST_RETURN_IF_ERROR(book_.ClaimCompound(current_.id, Field::kAnnotations, k, plugin));
-    current_.annotations[k] = v;
-    adjust_.annotations[k] = v;
-    del.erase(k);
-  }
-  for (const std::string& k : del) adjust_.annotations["-" + k] = "";
-  return OkStatus();
-}
 
 Status CreateResult::AdjustMounts(const std::string& plugin, const std::vector<Mount>& in) {
   if (in.empty()) return OkStatus();
@@ -297,30 +282,14 @@ Status CreateResult::AdjustNamespaces(const std::string& plugin, const std::vect
   return OkStatus();
 }
 
-Status CreateResult::AdjustSysctl(const std::string& plugin, const std::map<std::string, std::string>& in) {
-  std::set<std::string> del;
-  std::string key;
-  for (const auto& [k, v] : in) {
-    if (Marked(k, &key)) del.insert(key);
-  }
-  for (const auto& [k, v] : in) {
-    if (Marked(k, &key)) continue;
-    if (del.count(k) != 0) {
-      book_.ClearCompound(current_.id, Field::kSysctl, k, plugin);
-      current_.sysctl.erase(k);
-      linux().sysctl["-" + k] = "";
-    }
-    OUTPOST_RETURN_IF_ERROR(book_.ClaimCompound(current_.id, Field::kSysctl, k, plugin));
-    current_.sysctl[k] = v;
-    linux().sysctl[k] = v;
-    del.erase(k);
-  }
-  for (const std::string& k : del) linux().sysctl["-" + k] = "";
-  return OkStatus();
-}
 
-// The request has no net devices field: only the adjustment changes.
-Status CreateResult::AdjustNetDevices(const std::string& plugin, const std::map<std::string, std::string>& in) {
+
+// Annotations, sysctl and net devices: string maps with "-key" removal
+// markers and one owner per key. request: the request's map (null for net
+// devices: the request has none); out: the adjustment's.
+Status CreateResult::AdjustKeyed(const std::string& plugin, Field f, const std::map<std::string, std::string>& in,
+                                 std::map<std::string, std::string>* request,
+                                 std::map<std::string, std::string>* out) {
   std::set<std::string> del;
   std::string key;
   for (const auto& [k, v] : in) {
@@ -329,14 +298,16 @@ Status CreateResult::AdjustNetDevices(const std::string& plugin, const std::map<
   for (const auto& [k, v] : in) {
     if (Marked(k, &key)) continue;
     if (del.count(k) != 0) {
-      book_.ClearCompound(current_.id, Field::kLinuxNetDevices, k, plugin);
-      linux().net_devices_raw["-" + k] = "";
+      book_.ClearCompound(current_.id, f, k, plugin);
+      if (request) request->erase(k);
+      (*out)["-" + k] = "";
     }
-    OUTPOST_RETURN_IF_ERROR(book_.ClaimCompound(current_.id, Field::kLinuxNetDevices, k, plugin));
-    linux().net_devices_raw[k] = v;
+    OUTPOST_RETURN_IF_ERROR(book_.ClaimCompound(current_.id, f, k, plugin));
+    if (request) (*request)[k] = v;
+    (*out)[k] = v;
     del.erase(k);
   }
-  for (const std::string& k : del) linux().net_devices_raw["-" + k] = "";
+  for (const std::string& k : del) (*out)["-" + k] = "";
   return OkStatus();
 }
 

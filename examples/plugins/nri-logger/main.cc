@@ -26,22 +26,6 @@ using namespace outpost::nri;
 
 namespace {
 
-const char* const kEventNames[] = {"",
-                                   "RunPodSandbox",
-                                   "StopPodSandbox",
-                                   "RemovePodSandbox",
-                                   "CreateContainer",
-                                   "PostCreateContainer",
-                                   "StartContainer",
-                                   "PostStartContainer",
-                                   "UpdateContainer",
-                                   "PostUpdateContainer",
-                                   "StopContainer",
-                                   "RemoveContainer",
-                                   "UpdatePodSandbox",
-                                   "PostUpdatePodSandbox",
-                                   "ValidateContainerAdjustment"};
-
 std::string Lower(std::string s) {
   for (char& c : s) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
   return s;
@@ -67,7 +51,7 @@ std::string ParseEvents(const std::string& list, uint32_t* mask) {
     } else {
       bool found = false;
       for (int e = 1; e < static_cast<int>(Event::kLast); e++) {
-        if (Lower(kEventNames[e]) == n) {
+        if (Lower(EventMethod(static_cast<Event>(e))) == n) {
           *mask |= EventMask(static_cast<Event>(e));
           found = true;
         }

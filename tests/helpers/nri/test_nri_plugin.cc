@@ -58,22 +58,6 @@ namespace nriproto = outpost::nriproto;
 
 namespace {
 
-const char* const kNames[] = {"",
-                              "RunPodSandbox",
-                              "StopPodSandbox",
-                              "RemovePodSandbox",
-                              "CreateContainer",
-                              "PostCreateContainer",
-                              "StartContainer",
-                              "PostStartContainer",
-                              "UpdateContainer",
-                              "PostUpdateContainer",
-                              "StopContainer",
-                              "RemoveContainer",
-                              "UpdatePodSandbox",
-                              "PostUpdatePodSandbox",
-                              "ValidateContainerAdjustment"};
-
 std::string Lower(std::string s) {
   for (char& c : s) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
   return s;
@@ -125,7 +109,7 @@ uint32_t ParseEvents(const std::string& list) {
     }
     bool found = false;
     for (int e = 1; e < 15; e++) {
-      if (Lower(kNames[e]) == n) {
+      if (Lower(EventMethod(static_cast<Event>(e))) == n) {
         mask |= EventMask(static_cast<Event>(e));
         found = true;
       }
