@@ -188,11 +188,17 @@ DEP_HEADERS := $(if $(filter $(BUILD)/deps/include,$(NANOPB_INC) $(PICOJSON_INC)
 .PHONY: all outpost tests deps vendor test test-fresh run fuzz fuzz-long chaos power-cuts bench bench-build bench-arm64-build size clean unit help-make
 .DEFAULT_GOAL := all
 
-all: $(BUILD)/outpost $(BUILD)/outpost.stripped $(BUILD)/liboutpost-plugin.a
+all: $(BUILD)/outpost $(BUILD)/outpost.stripped $(BUILD)/liboutpost-plugin.a oci-driver
 
 outpost: all
 
-tests: $(BUILD)/unit_tests $(BUILD)/test_helper $(BUILD)/test_plugin $(BUILD)/example_driver nri-plugins
+tests: $(BUILD)/unit_tests $(BUILD)/test_helper $(BUILD)/test_plugin $(BUILD)/example_driver nri-plugins oci-driver
+
+# The oci task driver (examples/plugins/oci-driver/, docs/oci-driver.md): a
+# binary of its own on the plugin library, shipped next to outpost.
+OCI_DRIVER_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(sort $(wildcard examples/plugins/oci-driver/*.cc)))
+.PHONY: oci-driver
+oci-driver: $(BUILD)/outpost-oci-driver $(BUILD)/outpost-oci-driver.stripped
 
 # NRI plugins built with the C++ NRI plugin library: the examples
 # (examples/plugins/nri-*/) and the test plugin (tests/helpers/nri/).
@@ -311,6 +317,13 @@ $(BUILD)/obj/examples/%.o: examples/%.cc $(GEN_H) $(DEP_HEADERS) Makefile
 $(BUILD)/example_driver: $(BUILD)/obj/examples/plugin-driver/example_driver.o $(BUILD)/liboutpost-plugin.a
 	@echo "  LINK    $@"
 	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(NANOPB_LIB)
+
+$(BUILD)/outpost-oci-driver: $(OCI_DRIVER_OBJS) $(BUILD)/liboutpost-plugin.a
+	@echo "  LINK    $@"
+	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(NANOPB_LIB)
+
+$(BUILD)/outpost-oci-driver.stripped: $(BUILD)/outpost-oci-driver
+	$(Q)$(STRIP) -o $@ $<
 
 $(BUILD)/nri-%: $(BUILD)/obj/examples/plugins/nri-%/main.o $(BUILD)/liboutpost-plugin.a
 	@echo "  LINK    $@"

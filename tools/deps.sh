@@ -93,6 +93,9 @@ group() {
       # integration tests (the job network tests run the CNI reference
       # plugins and iptables in private namespaces)
       add iproute2 util-linux procps containernetworking-plugins iptables
+      # the oci driver's tests: the OCI runtimes it drives (busybox-static
+      # for the containers' root file systems comes with group vm)
+      add crun runc
       group vm
       add qemu-user-static
       ;;
@@ -106,6 +109,7 @@ group() {
     bench)
       group build; group test-build; group peers
       add containernetworking-plugins iptables  # cni_bench
+      add crun busybox-static  # oci_bench
       ;;
     peers)
       # the peers peer_bench compares with. It starts its own s6-svscan and

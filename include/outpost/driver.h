@@ -46,6 +46,11 @@ struct TaskConfig {
   // hostname it is to get in a UTS namespace of its own ("" = the node's).
   std::string netns;
   std::string hostname;
+  // Only for a driver whose Capabilities::oci_runtime is set: the task as
+  // an OCI runtime-spec config.json (JSON; proto/driver.proto, TaskConfig
+  // field oci_spec), with the hooks, annotations, NRI mounts and devices,
+  // resources, cgroupsPath and network namespace outpost decided.
+  std::string oci_spec;
 };
 
 struct TaskHandle {
@@ -92,6 +97,14 @@ struct Capabilities {
   bool exec = false;
   std::string fs_isolation = "none";
   bool dynamic_workload_users = false;
+  // Applied from NRI adjustments (in TaskConfig::oci_spec); an adjustment
+  // a driver cannot apply fails the task's start.
+  bool mounts = false;
+  bool devices = false;
+  bool oom_score_adj = false;
+  // Runs tasks through an OCI runtime from TaskConfig::oci_spec, which runs
+  // every OCI hook: outpost runs none for this driver's tasks.
+  bool oci_runtime = false;
 };
 
 struct Fingerprint {
@@ -151,6 +164,14 @@ class TaskDriver {
   virtual void ExecTask(const std::string&, const std::vector<std::string>&, int64_t,
                         std::function<void(Answer, ExecResult)> done) {
     done(Answer::Fail(Code::kUnimplemented, "ExecTask is not implemented"), ExecResult{});
+  }
+
+  // A child started by StartTask (handle.pid) exited: called on the loop
+  // before the exit is reported, to amend it (oom_killed, an error) or to
+  // clean up. Not called for exits the driver reports with ReportExit.
+  virtual void TaskExited(const std::string& id, ExitResult* result) {
+    (void)id;
+    (void)result;
   }
 
   // The defaults, for an override to fall back on. (Every virtual is

@@ -155,6 +155,14 @@ void HandleCheckDriver(Agent* agent, std::string_view payload, wire::Responder r
   o.work_dir = agent->config().runtime_dir + "/conformance";
   (void)sys::MkdirAll(o.work_dir, 0700);
   o.cgroups = agent->cgroups();
+  o.driver_config = PbString(req->config);
+  if (!o.driver_config.empty()) {
+    Status bad = (*d)->CheckConfig(o.driver_config);
+    if (!bad.ok()) {
+      agent->drivers_being_checked()->erase(name);
+      return responder.Fail(bad.error().Wrap("--config"));
+    }
+  }
   // By name: a plugin driver may deregister while its checks run.
   driver::RunConformance(*agent->loop(), *agent->drivers(), name, o, [agent, name, responder](std::vector<driver::CheckResult> rs) {
     agent->drivers_being_checked()->erase(name);

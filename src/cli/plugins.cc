@@ -15,7 +15,7 @@ namespace outpost::cli {
 
 const char kPluginsHelp[] =
     "Usage: outpost plugins [--json]\n"
-    "       outpost plugins check DRIVER [--json]\n"
+    "       outpost plugins check DRIVER [--config JSON] [--json]\n"
     "\n"
     "Lists the plugins registered through the plugins dir (config plugins_dir,\n"
     "default /run/outpost/plugins): type, name, version and each instance (its\n"
@@ -28,6 +28,8 @@ const char kPluginsHelp[] =
     "\n"
     "`plugins check DRIVER` runs the driver conformance checks against a\n"
     "registered driver (exec or a plugin's): one line per check, then a summary;\n"
+    "--config gives every check's task that `config` object (the oci driver\n"
+    "needs a rootfs with /bin/sh).\n"
     "exit status 1 when any check failed. See docs/plugins.md.\n";
 
 namespace {
@@ -41,9 +43,10 @@ std::string Relative(int64_t unix_nanos) {
   return d < 0 ? s + " ago" : "in " + s;
 }
 
-int RunCheck(const GlobalOptions& opts, const std::string& name) {
+int RunCheck(const GlobalOptions& opts, const std::string& name, const std::string& config) {
   outpost_v1_CheckDriverRequest req = outpost_v1_CheckDriverRequest_init_zero;
   req.name = PbStr(name);
+  req.config = PbStr(config);
   auto payload = PbEncode(outpost_v1_CheckDriverRequest_fields, &req, "CheckDriverRequest");
   if (!payload.ok()) return Fail(kExitFailure, payload.error().message());
   int code = 0;
@@ -86,7 +89,8 @@ int RunCheck(const GlobalOptions& opts, const std::string& name) {
 }  // namespace
 
 int RunPlugins(const GlobalOptions& opts, const std::vector<std::string>& args) {
-  if (args.size() == 2 && args[0] == "check") return RunCheck(opts, args[1]);
+  if (args.size() == 2 && args[0] == "check") return RunCheck(opts, args[1], "");
+  if (args.size() == 4 && args[0] == "check" && args[2] == "--config") return RunCheck(opts, args[1], args[3]);
   if (!args.empty()) return Fail(kExitUsage, "plugins takes no arguments; see `outpost plugins --help`");
   int code = 0;
   auto reply = CallAgent(opts, "ListPlugins", "", &code);

@@ -27,6 +27,7 @@ struct Check : std::enable_shared_from_this<Check> {
   const proc::UserDb* users = nullptr;
   std::string dir;
   std::string prefix;
+  std::string driver_config;  // every task's `config`
   int next_task = 0;
   std::vector<std::string> tasks;
   std::vector<std::string> cgroups;  // made for its tasks
@@ -55,6 +56,7 @@ struct Check : std::enable_shared_from_this<Check> {
     }
     t.command = "/bin/sh";
     t.args = {"-c", script};
+    t.driver_config = driver_config;
     t.task_dir = dir + "/" + t.id;
     (void)sys::MkdirAll(t.task_dir, 0700);
     t.stdout_path = t.task_dir + "/stdout";
@@ -388,6 +390,7 @@ void RunNext(std::shared_ptr<Run> run) {
   cgroup::Cgroups* cg = run->opts.cgroups;
   if (cg && cg->available()) c.cg = cg;
   c.dir = run->opts.work_dir;
+  c.driver_config = run->opts.driver_config;
   c.prefix = Format("conformance-%zu-%lld", run->at, (long long)(WallNanos() % 1000000));
   int64_t t0 = MonotonicNanos();
   std::string name = spec.name;

@@ -45,6 +45,8 @@ struct ConformanceOptions {
   cgroup::Cgroups* cgroups = nullptr;
   // Where users are resolved, as the start pipeline does (bad-user).
   proc::UserDb users;
+  // The `config` object (JSON) of every check's task ("" = none).
+  std::string driver_config;
 };
 
 // Runs every check in order on the driver registered in `drivers` as

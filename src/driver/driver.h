@@ -30,6 +30,7 @@
 
 #include "base/error.h"
 #include "cgroup/resources.h"
+#include "hooks/bundle.h"
 #include "hooks/hook.h"
 #include "net/spec.h"
 #include "proc/exit_status.h"
@@ -64,16 +65,11 @@ struct TaskNetwork {
   std::string hostname;  // "" = the node's
 };
 
-// A bind mount into the task (an NRI mount adjustment), for drivers whose
-// Capabilities::mounts is set.
-struct Mount {
-  std::string source;
-  std::string destination;
-  bool readonly = false;
-  bool operator==(const Mount& o) const {
-    return source == o.source && destination == o.destination && readonly == o.readonly;
-  }
-};
+// A bind mount into the task, and a device node to create in it (from NRI
+// adjustments): hooks/bundle.h, which writes them into config.json.
+using Mount = hooks::Mount;
+using Device = hooks::Device;
+
 
 struct TaskConfig {
   std::string id;    // unique per start
@@ -125,7 +121,14 @@ struct TaskConfig {
   // bind mounts (only for a driver whose Capabilities::mounts is set; the
   // pipeline refuses them for others) and the task's oom_score_adj.
   std::vector<Mount> mounts;
+  std::vector<Device> devices;  // only for a driver whose Capabilities::devices is set
   std::optional<int> oom_score_adj;
+  // For a driver whose Capabilities::oci_runtime is set: the task as an OCI
+  // runtime-spec config.json (hooks merged from the job, hooks.d and NRI;
+  // annotations; mounts and devices from NRI; linux.resources,
+  // cgroupsPath and the network namespace to join), built by the start
+  // pipeline right before the driver is asked. Not persisted.
+  std::string oci_spec;
   // net's namespace and hostname, "" when there is none.
   const std::string& Netns() const;
   const std::string& Hostname() const;
@@ -215,6 +218,9 @@ struct Capabilities {
   bool mounts = false;
   bool devices = false;
   bool oom_score_adj = false;  // applies TaskConfig::oom_score_adj
+  // Runs its tasks through an OCI runtime from TaskConfig::oci_spec: the
+  // runtime runs every OCI hook, so the agent runs none for its tasks.
+  bool oci_runtime = false;
 };
 
 struct ExecResult {

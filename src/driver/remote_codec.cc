@@ -40,6 +40,7 @@ void FillConfig(const TaskConfig& c, Keep* k, std::vector<outpost_driver_v1_Rlim
   m->driver_config = k->S(c.driver_config);
   m->netns = k->S(c.Netns());
   m->hostname = k->S(c.Hostname());
+  m->oci_spec = k->S(c.oci_spec);
 }
 
 Result<ExitResult> ExitOf(const outpost_driver_v1_ExitResult& m, const char* where) {
@@ -207,6 +208,11 @@ Result<Capabilities> DecodeCapabilities(std::string_view bytes) {
   c.exec = m->exec;
   c.fs_isolation = m->fs_isolation ? m->fs_isolation : "none";
   c.dynamic_workload_users = m->dynamic_workload_users;
+  // NRI mounts, devices and oom_score_adj reach a plugin in oci_spec only.
+  c.oci_runtime = m->oci_runtime;
+  c.mounts = m->mounts && c.oci_runtime;
+  c.devices = m->devices && c.oci_runtime;
+  c.oom_score_adj = m->oom_score_adj && c.oci_runtime;
   return c;
 }
 

@@ -45,6 +45,7 @@ TaskConfig ConfigOf(const outpost_driver_v1_TaskConfig& m) {
   c.config_json = PbString(m.driver_config);
   c.netns = PbString(m.netns);
   c.hostname = PbString(m.hostname);
+  c.oci_spec = PbString(m.oci_spec);
   return c;
 }
 
@@ -126,6 +127,10 @@ Result<std::string> EncodeCapabilities(const Capabilities& c) {
   m.exec = c.exec;
   m.fs_isolation = PbStr(c.fs_isolation);
   m.dynamic_workload_users = c.dynamic_workload_users;
+  m.mounts = c.mounts;
+  m.devices = c.devices;
+  m.oom_score_adj = c.oom_score_adj;
+  m.oci_runtime = c.oci_runtime;
   return PbEncode(outpost_driver_v1_Capabilities_fields, &m, "Capabilities");
 }
 

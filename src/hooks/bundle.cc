@@ -77,19 +77,60 @@ value Process(const BundleInput& in) {
   p["cwd"] = value(in.cwd);
   p["rlimits"] = Rlimits(in.rlimits);
   p["noNewPrivileges"] = value(false);
+  if (in.oom_score_adj) p["oomScoreAdj"] = Num(*in.oom_score_adj);
   return value(std::move(p));
 }
 
 // The exec driver mounts nothing: these are the host's own file systems,
 // which the task sees as they are. Listed so that hooks that look for them
 // find them, not because anything created them.
-value Mounts() {
+value Mounts(const BundleInput& in) {
   array a;
   for (const char* m : {"proc", "sysfs", "devtmpfs"}) {
     object o;
     o["destination"] = value(std::string(m) == "proc" ? "/proc" : std::string(m) == "sysfs" ? "/sys" : "/dev");
     o["type"] = value(m);
     o["source"] = value(m);
+    a.emplace_back(std::move(o));
+  }
+  for (const Mount& m : in.bind_mounts) {
+    object o;
+    o["destination"] = value(m.destination);
+    o["type"] = value("bind");
+    o["source"] = value(m.source);
+    o["options"] = Strings({"rbind", "rprivate", m.readonly ? "ro" : "rw"});
+    a.emplace_back(std::move(o));
+  }
+  return value(std::move(a));
+}
+
+value Devices(const std::vector<Device>& devices) {
+  array a;
+  for (const Device& d : devices) {
+    object o;
+    o["path"] = value(d.path);
+    o["type"] = value(d.type);
+    o["major"] = Num(d.major);
+    o["minor"] = Num(d.minor);
+    if (d.file_mode) o["fileMode"] = Num(*d.file_mode);
+    if (d.uid) o["uid"] = Num(*d.uid);
+    if (d.gid) o["gid"] = Num(*d.gid);
+    a.emplace_back(std::move(o));
+  }
+  return value(std::move(a));
+}
+
+// linux.resources.devices: each device of the task allowed, as NRI's
+// runtime side adds it with the device ("rwm").
+value DeviceRules(const std::vector<Device>& devices) {
+  array a;
+  for (const Device& d : devices) {
+    object o;
+    o["allow"] = value(true);
+    o["type"] = value(d.type == "u" ? "c" : d.type);
+    o["major"] = Num(d.major);
+    o["minor"] = Num(d.minor);
+    o["access"] = value("rwm");
     a.emplace_back(std::move(o));
   }
   return value(std::move(a));
@@ -217,7 +258,7 @@ picojson::value BundleConfig(const BundleInput& in) {
   doc["root"] = value(std::move(root));
   std::string hostname = in.hostname.empty() ? NodeHostname() : in.hostname;
   doc["hostname"] = value(hostname.empty() ? in.id : hostname);
-  doc["mounts"] = Mounts();
+  doc["mounts"] = Mounts(in);
   if (!in.hooks.empty()) doc["hooks"] = HooksToJson(in.hooks);
   if (!in.annotations.empty()) {
     object a;
@@ -226,10 +267,20 @@ picojson::value BundleConfig(const BundleInput& in) {
   }
   object lx;
   if (!in.cgroup_path.empty()) lx["cgroupsPath"] = value(in.cgroup_path);
-  if (in.resources.Any()) lx["resources"] = Resources(in.resources);
+  if (in.resources.Any() || !in.devices.empty()) {
+    value res = Resources(in.resources);
+    if (!in.devices.empty()) res.get<object>()["devices"] = DeviceRules(in.devices);
+    lx["resources"] = std::move(res);
+  }
+  if (!in.devices.empty()) lx["devices"] = Devices(in.devices);
   lx["namespaces"] = Namespaces(in);
   doc["linux"] = value(std::move(lx));
   return value(std::move(doc));
+}
+
+Result<std::string> BundleText(const BundleInput& in, bool indent) {
+  OUTPOST_RETURN_IF_ERROR(Validate(in));
+  return BundleConfig(in).serialize(indent);
 }
 
 Status WriteBundle(const std::string& dir, const BundleInput& in) {

@@ -173,6 +173,7 @@ Container ToContainer(const driver::TaskConfig& c, ContainerState state) {
     nm.options = {"rbind", m.readonly ? "ro" : "rw"};
     n.mounts.push_back(std::move(nm));
   }
+  for (const driver::Device& d : c.devices) n.devices.push_back({d.path, d.type, d.major, d.minor, d.file_mode, d.uid, d.gid});
   if (c.oci && !c.Hooks().empty()) n.hooks = ToNri(c.Hooks());
   if (!c.Netns().empty()) n.namespaces.push_back({"network", c.Netns()});
   if (!c.Hostname().empty()) n.namespaces.push_back({"uts", ""});
@@ -229,6 +230,24 @@ Status ApplyAdjustment(const ContainerAdjustment& adj, const std::vector<Claim>&
           return Refuse(claims, Field::kOciHooks, "", "hook path \"" + n.path + "\" is not absolute");
         }
       }
+    }
+  }
+  std::vector<driver::Device> devices = c->devices;
+  if (adj.linux) {
+    for (const Device& d : adj.linux->devices) {
+      bool removal = Removal(d.path, &name);
+      std::string path = removal ? name : d.path;
+      devices.erase(std::remove_if(devices.begin(), devices.end(),
+                                   [&](const driver::Device& x) { return x.path == path; }),
+                    devices.end());
+      if (removal) continue;
+      if (d.path.empty() || d.path[0] != '/') {
+        return Refuse(claims, Field::kDevices, d.path, "device path must be absolute");
+      }
+      if (d.type != "c" && d.type != "b" && d.type != "u" && d.type != "p") {
+        return Refuse(claims, Field::kDevices, d.path, "device type \"" + d.type + "\" is not c, b, u or p");
+      }
+      devices.push_back({d.path, d.type, d.major, d.minor, d.file_mode, d.uid, d.gid});
     }
   }
   std::vector<driver::Mount> mounts = c->mounts;
@@ -288,6 +307,7 @@ Status ApplyAdjustment(const ContainerAdjustment& adj, const std::vector<Claim>&
 
   // Everything can be applied: apply.
   c->mounts = std::move(mounts);
+  c->devices = std::move(devices);
   c->resources = std::move(res);
   c->rlimits = std::move(rlimits);
   if (adj.linux && adj.linux->oom_score_adj) c->oom_score_adj = static_cast<int>(*adj.linux->oom_score_adj);

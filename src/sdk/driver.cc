@@ -176,7 +176,11 @@ void DriverServer::Serve() {
     s->tasks[c.id].handle = h;
     std::string id = c.id;
     if (h.pid > 0) {
-      s->plugin->WatchChild(h.pid, [s, id](int status) { s->Exited(id, ExitOfStatus(status)); });
+      s->plugin->WatchChild(h.pid, [s, d, id](int status) {
+        ExitResult e = ExitOfStatus(status);
+        d->TaskExited(id, &e);
+        s->Exited(id, e);
+      });
     }
     r.Ok(Enc(driverproto::EncodeStartTaskResponse(h)));
   });

@@ -51,25 +51,7 @@ hooks::HookSet TaskManager::ResolveHooks(const driver::TaskConfig& c, std::vecto
 
 // ---- bundle ---------------------------------------------------------------
 
-void TaskManager::WriteBundle(StartOp* op, DoneCallback done) {
-  driver::TaskConfig& c = op->config;
-  hooks::HookSet merged = ResolveHooks(c, nullptr, nullptr);
-  Task* t = Find(c.id);
-  if (merged.empty()) {
-    // No hook applies: no bundle (nothing would read it, and each would be
-    // a file on the runtime dir's tmpfs), and nothing kept for hooks. One
-    // left by an earlier instance would hand its hooks to a later poststop.
-    c.oci = nullptr;
-    if (t) t->record.handle.config.oci = nullptr;
-    if (::access(BundlePath(c.id).c_str(), F_OK) == 0) (void)sys::RemoveTree(BundlePath(c.id));
-    return done(OkStatus());
-  }
-  auto oci = std::make_shared<driver::TaskHooks>();
-  oci->hooks = std::move(merged);
-  oci->annotations = c.Annotations();
-  oci->bundle = BundlePath(c.id);
-  oci->timeout_seconds = options_.hook_timeout_seconds;
-  c.oci = oci;
+hooks::BundleInput TaskManager::BundleInputOf(const driver::TaskConfig& c, hooks::HookSet merged) const {
   hooks::BundleInput in;
   in.id = c.id;
   in.args.push_back(c.command);
@@ -92,8 +74,55 @@ void TaskManager::WriteBundle(StartOp* op, DoneCallback done) {
     in.hostname = c.Hostname();
     in.namespaces.push_back("uts");
   }
-  in.hooks = oci->hooks;
-  in.annotations = oci->annotations;
+  in.bind_mounts = c.mounts;
+  in.devices = c.devices;
+  in.oom_score_adj = c.oom_score_adj;
+  in.hooks = std::move(merged);
+  in.annotations = c.Annotations();
+  return in;
+}
+
+bool TaskManager::RuntimeRunsHooks(const driver::TaskConfig& c) const {
+  driver::Driver* d = options_.drivers ? options_.drivers->Find(c.driver) : nullptr;
+  return d && d->GetCapabilities().oci_runtime;
+}
+
+void TaskManager::WriteBundle(StartOp* op, DoneCallback done) {
+  driver::TaskConfig& c = op->config;
+  hooks::HookSet merged = ResolveHooks(c, nullptr, nullptr);
+  Task* t = Find(c.id);
+  if (op->driver->GetCapabilities().oci_runtime) {
+    // The driver's OCI runtime writes its own bundle and runs the hooks
+    // from the spec it is given: no bundle here, and no hook run by the
+    // agent (the hook steps and poststop skip this driver's tasks).
+    auto spec = hooks::BundleText(BundleInputOf(c, merged), false);
+    if (!spec.ok()) return done(spec.error().Wrap("OCI spec"));
+    c.oci_spec = std::move(*spec);
+    if (!merged.empty()) {
+      auto oci = std::make_shared<driver::TaskHooks>();
+      oci->hooks = std::move(merged);
+      oci->annotations = c.Annotations();
+      oci->timeout_seconds = options_.hook_timeout_seconds;
+      c.oci = std::move(oci);
+    }
+    return done(OkStatus());
+  }
+  if (merged.empty()) {
+    // No hook applies: no bundle (nothing would read it, and each would be
+    // a file on the runtime dir's tmpfs), and nothing kept for hooks. One
+    // left by an earlier instance would hand its hooks to a later poststop.
+    c.oci = nullptr;
+    if (t) t->record.handle.config.oci = nullptr;
+    if (::access(BundlePath(c.id).c_str(), F_OK) == 0) (void)sys::RemoveTree(BundlePath(c.id));
+    return done(OkStatus());
+  }
+  auto oci = std::make_shared<driver::TaskHooks>();
+  oci->hooks = merged;
+  oci->annotations = c.Annotations();
+  oci->bundle = BundlePath(c.id);
+  oci->timeout_seconds = options_.hook_timeout_seconds;
+  c.oci = oci;
+  hooks::BundleInput in = BundleInputOf(c, std::move(merged));
   OUTPOST_RETURN_IF_ERROR_CB(sys::MkdirAll(options_.runtime_dir + "/bundles", 0700), done);
   Status st = hooks::WriteBundle(oci->bundle, in);
   if (!st.ok()) return done(st.error().Wrap("bundle"));
@@ -173,23 +202,29 @@ void TaskManager::RecordInChildHooks(const driver::TaskConfig& c) {
 
 // ---- start steps ------------------------------------------------------------
 
+// A driver whose OCI runtime runs the hooks (Capabilities::oci_runtime)
+// gets them in its spec: the agent runs no stage for its tasks.
 void TaskManager::RunCreateHooks(StartOp* op, DoneCallback done) {
+  if (op->driver->GetCapabilities().oci_runtime) return done(OkStatus());
   RunHooks(op->config, {hooks::Stage::kPrestart, hooks::Stage::kCreateRuntime}, 0, false, std::move(done));
 }
 
 void TaskManager::RunCreateContainerHooks(StartOp* op, DoneCallback done) {
+  if (op->driver->GetCapabilities().oci_runtime) return done(OkStatus());
   RunHooks(op->config, {hooks::Stage::kCreateContainer}, 0, false, std::move(done));
 }
 
 // Drivers that cannot run startContainer in the task's process: the agent
 // runs it right before asking them (no pid yet).
 void TaskManager::RunStartContainerForDriver(StartOp* op, DoneCallback done) {
-  if (op->driver->RunsStartContainerHooks()) return done(OkStatus());
+  if (op->driver->RunsStartContainerHooks() || op->driver->GetCapabilities().oci_runtime) return done(OkStatus());
   RunHooks(op->config, {hooks::Stage::kStartContainer}, 0, false, std::move(done));
 }
 
 void TaskManager::RunPoststartHooks(StartOp* op, DoneCallback done) {
-  if (op->config.Hooks().at(hooks::Stage::kPoststart).empty()) return done(OkStatus());
+  if (op->config.Hooks().at(hooks::Stage::kPoststart).empty() || op->driver->GetCapabilities().oci_runtime) {
+    return done(OkStatus());
+  }
   const bool warn = !options_.poststart_failure_stops;
   const driver::TaskConfig& c = op->config;
   RunHooks(c, {hooks::Stage::kPoststart}, op->handle.pid, false, [warn, c, done](Status st) {
@@ -204,6 +239,7 @@ void TaskManager::RunPoststartHooks(StartOp* op, DoneCallback done) {
 // ---- poststop -----------------------------------------------------------------
 
 void TaskManager::RunPoststop(const driver::TaskConfig& config, std::function<void()> then) {
+  if (RuntimeRunsHooks(config)) return then();  // the runtime runs them at its delete
   std::shared_ptr<const driver::TaskHooks> oci = config.oci;
   if (!oci) {
     // A task recovered after an agent restart keeps its hooks in its

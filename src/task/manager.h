@@ -282,6 +282,10 @@ class TaskManager {
   void JoinNetwork(StartOp* op, DoneCallback done);
   // task/hook_steps.cc: the OCI hook steps.
   std::string BundlePath(const std::string& id) const;
+  // What the task's config.json says (hooks: the merged set).
+  hooks::BundleInput BundleInputOf(const driver::TaskConfig& c, hooks::HookSet merged) const;
+  // Whether the task's driver runs its OCI hooks (Capabilities::oci_runtime).
+  bool RuntimeRunsHooks(const driver::TaskConfig& c) const;
   void WriteBundle(StartOp* op, DoneCallback done);
   void RunCreateHooks(StartOp* op, DoneCallback done);
   void RunCreateContainerHooks(StartOp* op, DoneCallback done);

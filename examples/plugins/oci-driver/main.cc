@@ -1,0 +1,445 @@
+// outpost-oci-driver: the `oci` task driver. Runs each task as a container
+// from a root file system through an OCI runtime (crun or runc): writes the
+// bundle (config.json from the task's `config` and outpost's spec, with the
+// hooks, NRI mounts and devices, cgroup and network namespace), then
+// `create` + `start`. The container's init is the driver's child (it is a
+// subreaper), so its exit status is exact; after a restart of the driver,
+// tasks are recovered from the runtime's state. Built only on the public
+// plugin library (include/outpost/) and picojson. docs/oci-driver.md.
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "outpost/driver.h"
+#include "runtime.h"
+#include "spec.h"
+
+using namespace outpost::plugin_sdk;
+
+namespace oci_driver {
+namespace {
+
+const int64_t kSecond = 1000000000;
+
+struct Settings {
+  std::string name = "oci";
+  std::string plugins_dir;
+  std::string runtime;  // "" = crun on PATH, else runc
+  std::string runtime_root;
+  std::string state_dir = "/run/outpost-oci";
+};
+
+struct Container {
+  std::shared_ptr<Runtime> rt;
+  std::string bundle;
+  std::string cgroup;  // outpost's cgroup dir ("" = none)
+  bool no_cgroups = false;
+  int pid = 0;
+  uint64_t oom_base = 0;  // memory.events oom_kill at the start
+  bool exited = false;
+  std::vector<std::function<void(Answer)>> stopping;
+};
+
+uint64_t OomKills(const std::string& cgroup) {
+  if (cgroup.empty()) return 0;
+  std::string text = ReadSmallFile(cgroup + "/memory.events", 4096);
+  size_t at = text.find("oom_kill ");
+  return at == std::string::npos ? 0 : std::strtoull(text.c_str() + at + 9, nullptr, 10);
+}
+
+bool MkdirAll(const std::string& dir, mode_t mode) {
+  for (size_t i = 1; i <= dir.size(); ++i) {
+    if (i == dir.size() || dir[i] == '/') {
+      std::string part = dir.substr(0, i);
+      if (::mkdir(part.c_str(), mode) != 0 && errno != EEXIST) return false;
+    }
+  }
+  return true;
+}
+
+bool WriteFile(const std::string& path, const std::string& text, mode_t mode) {
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return false;
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ok = ::close(fd) == 0 && ok;
+  return ok && ::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+void RemoveBundle(const std::string& dir) {
+  for (const char* f : {"config.json", "pid", "runtime.log", "config.json.tmp"}) ::unlink((dir + "/" + f).c_str());
+  ::rmdir(dir.c_str());
+}
+
+class OciDriver : public TaskDriver {
+ public:
+  explicit OciDriver(Settings s) : settings_(std::move(s)) {
+    std::string name = settings_.runtime;
+    if (name.empty()) name = !FindExecutable("crun").empty() || FindExecutable("runc").empty() ? "crun" : "runc";
+    default_ = RuntimeFor(name);
+  }
+
+  Capabilities GetCapabilities() override {
+    Capabilities c;
+    c.send_signals = true;
+    c.exec = true;
+    c.fs_isolation = "image";
+    c.mounts = true;
+    c.devices = true;
+    c.oom_score_adj = true;
+    c.oci_runtime = true;
+    return c;
+  }
+
+  // Probed again while the runtime is missing (installing it heals the
+  // driver without a restart).
+  Fingerprint GetFingerprint() override {
+    if (probe_error_.empty() && !version_.empty()) return Healthy();
+    default_ = RuntimeFor(default_->name());
+    probe_error_ = default_->Probe(&version_);
+    if (!probe_error_.empty()) {
+      Fingerprint f;
+      f.health = 0;
+      f.description = probe_error_;
+      return f;
+    }
+    return Healthy();
+  }
+
+  std::vector<ConfigField> ConfigSchema() override { return Schema(); }
+
+  Answer StartTask(const TaskConfig& c, TaskHandle* handle) override {
+    TaskOptions opts;
+    std::vector<std::string> problems;
+    if (!ParseOptions(c.config_json, &opts, &problems)) return Answer::Fail(Code::kInvalidArgument, JoinLines(problems));
+    std::shared_ptr<Runtime> rt = opts.runtime.empty() ? default_ : RuntimeFor(opts.runtime);
+    if (rt->path().empty()) {
+      return Answer::Fail(Code::kFailedPrecondition,
+                          std::string(opts.runtime.empty() ? "driver oci" : "config.runtime") + ": OCI runtime " +
+                              rt->name() + " not found" + (rt->name()[0] == '/' ? "" : " on PATH"));
+    }
+    picojson::value base;
+    if (!c.oci_spec.empty()) {
+      std::string err = picojson::parse(base, c.oci_spec);
+      if (!err.empty()) return Answer::Fail(Code::kInvalidArgument, "TaskConfig.oci_spec: " + err);
+    }
+    std::string bundle = settings_.state_dir + "/bundles/" + c.id;
+    if (!MkdirAll(bundle, 0700)) return Fail("cannot create bundle " + bundle);
+    picojson::value spec = BuildSpec(c, opts, base);
+    if (!WriteFile(bundle + "/config.json", spec.serialize(true), 0600)) {
+      RemoveBundle(bundle);
+      return Fail("cannot write " + bundle + "/config.json");
+    }
+    auto ct = std::make_shared<Container>();
+    ct->rt = rt;
+    ct->bundle = bundle;
+    ct->cgroup = c.cgroup;
+    ct->no_cgroups = c.cgroup.empty();
+    // A container of this id left by a crashed start: gone before ours.
+    (void)rt->Run({"delete", "--force", c.id}, ct->no_cgroups, "");
+    std::string log = bundle + "/runtime.log";
+    ::unlink(log.c_str());
+    int out = ::open(c.stdout_path.empty() ? "/dev/null" : c.stdout_path.c_str(), O_WRONLY | O_CLOEXEC);
+    int err = ::open(c.stderr_path.empty() ? "/dev/null" : c.stderr_path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (out < 0 || err < 0) {
+      if (out >= 0) ::close(out);
+      if (err >= 0) ::close(err);
+      RemoveBundle(bundle);
+      return Fail("cannot open the task's output: " + std::string(std::strerror(errno)));
+    }
+    ct->oom_base = OomKills(c.cgroup);
+    RunResult r =
+        rt->Run({"create", "--bundle", bundle, "--pid-file", bundle + "/pid", c.id}, ct->no_cgroups, log, out, err);
+    ::close(out);
+    ::close(err);
+    if (!r.ok()) {
+      ReapStrays();
+      (void)rt->Run({"delete", "--force", c.id}, ct->no_cgroups, "");
+      RemoveBundle(bundle);
+      return Answer::Fail(Code::kFailedPrecondition, rt->name() + " create: " + r.error);
+    }
+    ct->pid = std::atoi(ReadSmallFile(bundle + "/pid", 64).c_str());
+    containers_[c.id] = ct;
+    r = rt->Run({"start", c.id}, ct->no_cgroups, log);
+    ReapStrays();
+    if (!r.ok() || ct->pid <= 0) {
+      (void)rt->Run({"delete", "--force", c.id}, ct->no_cgroups, "");
+      containers_.erase(c.id);
+      RemoveBundle(bundle);
+      return Answer::Fail(Code::kFailedPrecondition,
+                          rt->name() + " start: " + (r.ok() ? "no pid in " + bundle + "/pid" : r.error));
+    }
+    handle->pid = ct->pid;  // our child (we are a subreaper): the library reports its exit
+    picojson::object st;
+    st["runtime"] = picojson::value(rt->path());
+    st["root"] = picojson::value(rt->root());
+    st["bundle"] = picojson::value(bundle);
+    st["no_cgroups"] = picojson::value(ct->no_cgroups);
+    st["oom_base"] = picojson::value(static_cast<int64_t>(ct->oom_base));
+    handle->driver_state = picojson::value(st).serialize();
+    EmitEvent({c.id, 0, "started", rt->name() + " container, pid " + std::to_string(ct->pid), {}});
+    return Answer::Ok();
+  }
+
+  void TaskExited(const std::string& id, ExitResult* result) override { Finish(id, result); }
+
+  Answer RecoverTask(const TaskHandle& h) override {
+    const std::string& id = h.config.id;
+    picojson::value st;
+    if (!picojson::parse(st, h.driver_state).empty() || !st.is<picojson::object>() || !st.get("runtime").is<std::string>() ||
+        !st.get("root").is<std::string>() || !st.get("bundle").is<std::string>()) {
+      return Answer::Fail(Code::kInvalidArgument, "task " + id + ": driver_state is not the oci driver's");
+    }
+    auto ct = std::make_shared<Container>();
+    ct->rt = std::make_shared<Runtime>(st.get("runtime").get<std::string>(), st.get("root").get<std::string>());
+    ct->bundle = st.get("bundle").get<std::string>();
+    ct->cgroup = h.config.cgroup;
+    ct->no_cgroups = st.get("no_cgroups").is<bool>() && st.get("no_cgroups").get<bool>();
+    ct->oom_base = st.get("oom_base").is<int64_t>() ? static_cast<uint64_t>(st.get("oom_base").get<int64_t>()) : 0;
+    ct->pid = h.pid;
+    containers_[id] = ct;
+    RunResult r = ct->rt->Run({"state", id}, ct->no_cgroups, "", -1, -1, 64 << 10);
+    picojson::value state;
+    std::string status;
+    int64_t pid = 0;
+    if (r.ok() && picojson::parse(state, r.output).empty() && state.is<picojson::object>()) {
+      if (state.get("status").is<std::string>()) status = state.get("status").get<std::string>();
+      if (state.get("pid").is<int64_t>()) pid = state.get("pid").get<int64_t>();
+    }
+    std::string gone;
+    if (status == "running" || status == "paused") {
+      if (pid != h.pid) gone = "the runtime reports pid " + std::to_string(pid) + ", not " + std::to_string(h.pid);
+    } else if (status == "created") {
+      (void)ct->rt->Run({"delete", "--force", id}, ct->no_cgroups, "");
+      gone = "the container was created but never started";
+    } else {
+      gone = status.empty() ? "the runtime does not know the container (" + r.error + ")" : "the container is " + status;
+    }
+    if (gone.empty()) {
+      // Not our child any more: its exit status is lost with the earlier
+      // driver process; that it ended (and OOM) is still seen.
+      bool watched = plugin()->WatchChild(static_cast<int>(pid), [this, id](int) {
+        ExitResult e;
+        e.exit_code = -1;
+        e.error = "exit status unknown: the container's init was recovered after a driver restart";
+        Finish(id, &e);
+        ReportExit(id, e);
+      });
+      if (watched) return Answer::Ok();
+      gone = "cannot watch pid " + std::to_string(pid);
+    }
+    // Tracked as ended (the library adds the task when this returns).
+    plugin()->After(0, [this, id, gone] {
+      ExitResult e;
+      e.exit_code = -1;
+      e.error = "exit status unknown: " + gone;
+      Finish(id, &e);
+      ReportExit(id, e);
+    });
+    return Answer::Ok();
+  }
+
+  void StopTask(const std::string& id, int64_t timeout_nanos, const std::string& signal,
+                std::function<void(Answer)> done) override {
+    auto it = containers_.find(id);
+    if (it == containers_.end() || it->second->exited) return done(Answer::Ok());
+    std::shared_ptr<Container> ct = it->second;
+    ct->stopping.push_back(std::move(done));
+    Kill(id, *ct, SignalNumber(signal.empty() ? "SIGTERM" : signal));
+    plugin()->After(timeout_nanos > 0 ? timeout_nanos : 0, [this, id, ct] {
+      if (!ct->exited) Kill(id, *ct, SIGKILL);
+    });
+  }
+
+  Answer SignalTask(const std::string& id, const std::string& signal) override {
+    int sig = SignalNumber(signal);
+    if (!sig) return Answer::Fail(Code::kInvalidArgument, "unknown signal \"" + signal + "\"");
+    auto it = containers_.find(id);
+    if (it == containers_.end()) return Answer::Fail(Code::kNotFound, "task not found for given id");
+    if (it->second->exited) return Answer::Fail(Code::kFailedPrecondition, "task " + id + " is not running");
+    if (!Kill(id, *it->second, sig)) return Fail(it->second->rt->name() + " kill failed");
+    return Answer::Ok();
+  }
+
+  Answer DestroyTask(const std::string& id, bool force) override {
+    auto it = containers_.find(id);
+    if (it == containers_.end()) return DefaultDestroyTask(id, force);
+    std::shared_ptr<Container> ct = it->second;
+    if (!ct->exited && !force) return Answer::Fail(Code::kFailedPrecondition, "cannot destroy running task");
+    // delete runs the poststop hooks; --force kills a running container first.
+    RunResult r = ct->rt->Run({"delete", "--force", id}, ct->no_cgroups, "");
+    ReapStrays();
+    if (!r.ok() && r.error.find("does not exist") == std::string::npos &&
+        r.error.find("not exist") == std::string::npos) {
+      return Fail(ct->rt->name() + " delete: " + r.error);
+    }
+    RemoveBundle(ct->bundle);
+    containers_.erase(it);
+    return DefaultDestroyTask(id, true);
+  }
+
+  Answer InspectTask(const std::string& id, TaskStatus* status) override {
+    Answer a = DefaultInspectTask(id, status);
+    auto it = containers_.find(id);
+    if (a.ok && it != containers_.end()) {
+      status->attributes["runtime"] = it->second->rt->path();
+      status->attributes["bundle"] = it->second->bundle;
+    }
+    return a;
+  }
+
+  void ExecTask(const std::string& id, const std::vector<std::string>& cmd, int64_t timeout_nanos,
+                std::function<void(Answer, ExecResult)> done) override {
+    auto it = containers_.find(id);
+    if (it == containers_.end()) return done(Answer::Fail(Code::kNotFound, "task not found for given id"), {});
+    std::shared_ptr<Container> ct = it->second;
+    if (ct->exited) return done(Answer::Fail(Code::kFailedPrecondition, "task " + id + " is not running"), {});
+    if (cmd.empty()) return done(Answer::Fail(Code::kInvalidArgument, "no command to exec"), {});
+    std::string path = ct->bundle + "/exec.out";
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return done(Fail("cannot create " + path), {});
+    ::unlink(path.c_str());
+    std::vector<std::string> command = {"exec", id};
+    command.insert(command.end(), cmd.begin(), cmd.end());
+    std::string error;
+    pid_t pid = ct->rt->Spawn(command, ct->no_cgroups, fd, &error);
+    if (pid < 0) {
+      ::close(fd);
+      return done(Fail(error), {});
+    }
+    execs_.insert(pid);
+    auto finished = std::make_shared<bool>(false);
+    plugin()->WatchChild(pid, [this, pid, fd, done, finished](int status) {
+      *finished = true;
+      execs_.erase(pid);
+      ExecResult r;
+      r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      char buf[4097];
+      ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+      ::close(fd);
+      if (n > 0) r.output.assign(buf, static_cast<size_t>(std::min<ssize_t>(n, 4096)));
+      r.truncated = n > 4096;
+      done(Answer::Ok(), r);
+    });
+    if (timeout_nanos > 0) {
+      plugin()->After(timeout_nanos, [pid, finished] {
+        if (!*finished) ::kill(pid, SIGKILL);
+      });
+    }
+  }
+
+ private:
+  static Answer Fail(const std::string& m) { return Answer::Fail(Code::kInternal, m); }
+
+  Fingerprint Healthy() const {
+    Fingerprint f;
+    f.health = 2;
+    f.description = "Healthy";
+    f.attributes["driver.oci.runtime"] = default_->path();
+    f.attributes["driver.oci.version"] = version_;
+    return f;
+  }
+
+  std::shared_ptr<Runtime> RuntimeFor(const std::string& name) {
+    std::string root = settings_.runtime_root;
+    if (root.empty()) {
+      size_t slash = name.rfind('/');
+      root = settings_.state_dir + "/" + (slash == std::string::npos ? name : name.substr(slash + 1));
+    }
+    return std::make_shared<Runtime>(name, root);
+  }
+
+  // The runtime's kill; the init's pid directly when the runtime cannot
+  // (a container it already counts as stopped, say).
+  bool Kill(const std::string& id, const Container& ct, int sig) {
+    RunResult r = ct.rt->Run({"kill", id, std::to_string(sig)}, ct.no_cgroups, "");
+    ReapStrays();
+    return r.ok() || (ct.pid > 0 && ::kill(ct.pid, sig) == 0);
+  }
+
+  // The container ended: OOM from its cgroup, and StopTask calls answered.
+  void Finish(const std::string& id, ExitResult* result) {
+    auto it = containers_.find(id);
+    if (it == containers_.end()) return;
+    std::shared_ptr<Container> ct = it->second;
+    ct->exited = true;
+    if (OomKills(ct->cgroup) > ct->oom_base) result->oom_killed = true;
+    auto stopping = std::move(ct->stopping);
+    for (auto& done : stopping) done(Answer::Ok());
+  }
+
+  // The runtime's helpers that outlive it become our children (we are a
+  // subreaper): reap all but containers' inits and execs in flight.
+  void ReapStrays() {
+    std::string kids = ReadSmallFile("/proc/self/task/" + std::to_string(::getpid()) + "/children", 64 << 10);
+    std::set<int> keep(execs_.begin(), execs_.end());
+    for (const auto& [id, ct] : containers_) keep.insert(ct->pid);
+    size_t pos = 0;
+    while (pos < kids.size()) {
+      int pid = std::atoi(kids.c_str() + pos);
+      size_t sp = kids.find(' ', pos);
+      pos = sp == std::string::npos ? kids.size() : sp + 1;
+      if (pid > 0 && !keep.count(pid)) ::waitpid(pid, nullptr, WNOHANG);
+    }
+  }
+
+  Settings settings_;
+  std::shared_ptr<Runtime> default_;
+  std::string version_, probe_error_;
+  std::map<std::string, std::shared_ptr<Container>> containers_;
+  std::set<int> execs_;
+};
+
+const char kUsage[] =
+    "usage: outpost-oci-driver [--name NAME] [--plugins-dir DIR] [--runtime crun|runc|PATH]\n"
+    "                          [--runtime-root DIR] [--state-dir DIR]\n"
+    "Registers with the outpost agent as task driver NAME (default oci). docs/oci-driver.md\n";
+
+}  // namespace
+}  // namespace oci_driver
+
+int main(int argc, char** argv) {
+  oci_driver::Settings s;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::string* target = a == "--name"           ? &s.name
+                          : a == "--plugins-dir"  ? &s.plugins_dir
+                          : a == "--runtime"      ? &s.runtime
+                          : a == "--runtime-root" ? &s.runtime_root
+                          : a == "--state-dir"    ? &s.state_dir
+                                                  : nullptr;
+    if (a == "--help" || a == "-h") {
+      std::fputs(oci_driver::kUsage, stdout);
+      return 0;
+    }
+    if (!target || i + 1 >= argc) {
+      std::fprintf(stderr, "outpost-oci-driver: %s: %s\n%s", a.c_str(),
+                   target ? "needs a value" : "unknown option", oci_driver::kUsage);
+      return 2;
+    }
+    *target = argv[++i];
+  }
+  if (s.state_dir.empty() || s.state_dir[0] != '/') {
+    std::fprintf(stderr, "outpost-oci-driver: --state-dir must be an absolute path\n");
+    return 2;
+  }
+  // Containers' inits become our children when the runtime exits after
+  // `create`: their exit status is then ours to read.
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) std::perror("outpost-oci-driver: PR_SET_CHILD_SUBREAPER");
+  Options options;
+  options.name = s.name;
+  options.plugins_dir = s.plugins_dir;
+  oci_driver::OciDriver driver(s);
+  return RunTaskDriver(options, driver);
+}
