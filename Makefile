@@ -179,7 +179,8 @@ LIB_SRCS := $(filter-out src/main.cc,$(shell find src -name '*.cc' | sort))
 LIB_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(LIB_SRCS)) $(patsubst $(GEN)/%.c,$(BUILD)/obj/gen/%.o,$(GEN_C))
 MAIN_OBJ := $(BUILD)/obj/src/main.o
 UNIT_SRCS := $(sort $(wildcard tests/unit/*.cc))
-UNIT_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(UNIT_SRCS))
+# (+ the oci driver's spec builder, tested as a unit: tests/unit/oci_spec_test.cc)
+UNIT_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(UNIT_SRCS)) $(BUILD)/obj/examples/plugins/oci-driver/spec.o
 HELPER_SRCS := $(sort $(wildcard tests/helpers/*.cc))
 HELPER_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(HELPER_SRCS))
 GTEST_OBJS := $(BUILD)/obj/gtest/gtest-all.o $(BUILD)/obj/gtest/gtest_main.o

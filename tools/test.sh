@@ -153,7 +153,8 @@ else
     fi
   fi
   if want sanitize; then
-    if step "build sanitized" make -j"$JOBS" SANITIZE=address,undefined build/san/unit_tests build/san/test_helper; then
+    if step "build sanitized" make -j"$JOBS" SANITIZE=address,undefined build/san/unit_tests build/san/test_helper \
+      build/san/test_nri_plugin; then
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         gtest_suite unit-sanitized build/san/unit_tests
     fi

@@ -540,6 +540,42 @@ TEST(BundleConfig, HasTheRequiredFieldsWithTheirTypes) {
   EXPECT_TRUE(BundleConfig(no_host).get("hostname").is<std::string>());
 }
 
+// NRI's mounts, devices and oom_score_adj, as a runtime reads them.
+TEST(BundleConfig, HasNriMountsDevicesAndOomScoreAdj) {
+  BundleInput in = SampleInput();
+  in.bind_mounts = {{"/srv/data", "/data", true}};
+  in.devices = {{"/dev/fuse", "c", 10, 229, 0666u, 0u, {}}};
+  in.oom_score_adj = -500;
+  picojson::value c = BundleConfig(in);
+  EXPECT_EQ(c.get("process").get("oomScoreAdj").get<int64_t>(), -500);
+  const picojson::array& mounts = c.get("mounts").get<picojson::array>();
+  const picojson::value& m = mounts.back();
+  EXPECT_EQ(m.get("destination").get<std::string>(), "/data");
+  EXPECT_EQ(m.get("type").get<std::string>(), "bind");
+  EXPECT_EQ(m.get("source").get<std::string>(), "/srv/data");
+  EXPECT_EQ(m.get("options").serialize(), "[\"rbind\",\"rprivate\",\"ro\"]");
+  const picojson::value& d = c.get("linux").get("devices").get<picojson::array>().at(0);
+  EXPECT_EQ(d.get("path").get<std::string>(), "/dev/fuse");
+  EXPECT_EQ(d.get("major").get<int64_t>(), 10);
+  EXPECT_FALSE(d.contains("gid"));
+  EXPECT_EQ(d.get("uid").get<int64_t>(), 0);
+  EXPECT_EQ(d.get("fileMode").get<int64_t>(), 0666);
+  const picojson::value& rule = c.get("linux").get("resources").get("devices").get<picojson::array>().at(0);
+  EXPECT_EQ(rule.serialize(), "{\"access\":\"rwm\",\"allow\":true,\"major\":10,\"minor\":229,\"type\":\"c\"}");
+  in.bind_mounts.clear();
+  in.devices.clear();
+  in.oom_score_adj.reset();
+  picojson::value plain = BundleConfig(in);
+  EXPECT_FALSE(plain.get("process").contains("oomScoreAdj"));
+  EXPECT_FALSE(plain.get("linux").contains("devices"));
+  EXPECT_FALSE(plain.get("linux").contains("resources")) << "no resources, no devices: nothing";
+  auto text = BundleText(in, false);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, plain.serialize());
+  in.cwd = "rel";
+  EXPECT_NE(BundleText(in, false).error().message().find("process.cwd: must be absolute"), std::string::npos);
+}
+
 TEST(BundleConfig, MapsResourcesToTheOciForm) {
   BundleInput in = SampleInput();
   in.cgroup_path = "/outpost.slice/web.0";

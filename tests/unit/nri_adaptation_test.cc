@@ -128,7 +128,10 @@ class NriAdaptation : public ::testing::Test {
     ASSERT_TRUE(a_->Start().ok());
   }
   // A plugin connected (and, with a name, registered and ready).
-  FakePlugin* Plugin(const std::string& name, const std::string& idx, uint32_t events) {
+  // ready_within: a bound, not a pace (5000 containers under ASan on a
+  // loaded machine take seconds).
+  FakePlugin* Plugin(const std::string& name, const std::string& idx, uint32_t events,
+                     int64_t ready_within = 5 * kNanosPerSecond) {
     int sv[2];
     EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
     EXPECT_TRUE(a_->AddConnection(UniqueFd(sv[0])).ok());
@@ -137,7 +140,8 @@ class NriAdaptation : public ::testing::Test {
     p->events = events;
     if (!name.empty()) {
       p->Register(name, idx);
-      EXPECT_TRUE(testing::RunUntil(loop_.get(), [&] { return State(name) == "ready"; })) << name << ": " << State(name);
+      EXPECT_TRUE(testing::RunUntil(loop_.get(), [&] { return State(name) == "ready"; }, ready_within))
+          << name << ": " << State(name);
     }
     return p;
   }
@@ -253,7 +257,7 @@ TEST_F(NriAdaptation, FiveThousandContainersAreSynchronizedInSplitMessages) {
   }
   host_.pods = {Pod()};
   Make();
-  FakePlugin* p = Plugin("sync", "10", 0);
+  FakePlugin* p = Plugin("sync", "10", 0, 120 * kNanosPerSecond);
   ASSERT_GT(p->sync_chunks.size(), 1u) << "5 MB of state must be split";
   size_t total = 0;
   for (size_t i = 0; i < p->sync_chunks.size(); ++i) {

@@ -136,6 +136,40 @@ TEST(NriConvert, AdjustmentIsAppliedToTheTask) {
   EXPECT_EQ(c.Hooks().at(hooks::Stage::kPoststart)[0].source, "nri plugin 10-a");
 }
 
+// A driver that applies devices (the oci driver) gets them in the task,
+// replacing one at the same path; "-PATH" removes one.
+TEST(NriConvert, DevicesAreAppliedWhereTheDriverCanAndSeenByLaterPlugins) {
+  driver::TaskConfig c = Task();
+  driver::Capabilities caps = Exec();
+  caps.devices = true;
+  ContainerAdjustment a;
+  a.linux.emplace().devices = {{"/dev/fuse", "c", 10, 229, 0666u, {}, {}}, {"/dev/zero", "c", 1, 5, {}, {}, {}}};
+  std::vector<Claim> claims = {{"20-dev", Field::kDevices, "/dev/fuse", false, "j.t"}};
+  ASSERT_TRUE(ApplyAdjustment(a, claims, caps, &c).ok());
+  ASSERT_EQ(c.devices.size(), 2u);
+  EXPECT_EQ(c.devices[0].path, "/dev/fuse");
+  EXPECT_EQ(c.devices[0].major, 10);
+  EXPECT_EQ(c.devices[0].file_mode, 0666u);
+  Container seen = ToContainer(c, ContainerState::kCreated);
+  ASSERT_EQ(seen.devices.size(), 2u);
+  EXPECT_EQ(seen.devices[1].path, "/dev/zero");
+  ContainerAdjustment b;
+  b.linux.emplace().devices = {{"-/dev/fuse", "", 0, 0, {}, {}, {}}, {"/dev/zero", "c", 1, 5, 0600u, {}, {}}};
+  ASSERT_TRUE(ApplyAdjustment(b, claims, caps, &c).ok());
+  ASSERT_EQ(c.devices.size(), 1u);
+  EXPECT_EQ(c.devices[0].file_mode, 0600u);
+  ContainerAdjustment bad;
+  bad.linux.emplace().devices = {{"dev/x", "c", 1, 1, {}, {}, {}}};
+  Status st = ApplyAdjustment(bad, claims, caps, &c);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message().find("device path must be absolute"), std::string::npos) << st.error().message();
+  bad.linux->devices = {{"/dev/x", "z", 1, 1, {}, {}, {}}};
+  st = ApplyAdjustment(bad, claims, caps, &c);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message().find("device type \"z\" is not c, b, u or p"), std::string::npos);
+  EXPECT_EQ(c.devices.size(), 1u) << "nothing applied from a refused adjustment";
+}
+
 TEST(NriConvert, WhatTheDriverCannotApplyFailsNamingPluginAndField) {
   struct Case {
     const char* what;

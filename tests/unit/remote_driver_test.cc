@@ -453,6 +453,32 @@ TEST(RemoteCodec, AnswersOutOfRangeAreRefused) {
   EXPECT_FALSE(remote::DecodeCapabilities("\xff\xff").ok());
 }
 
+// NRI mounts, devices and oom_score_adj reach a plugin only in oci_spec:
+// the flags count only with oci_runtime, which also carries the spec.
+TEST(RemoteCodec, NriCapabilitiesCountOnlyForAnOciRuntimeDriver) {
+  sdk::Capabilities c;
+  c.mounts = c.devices = c.oom_score_adj = true;
+  auto bytes = proto::EncodeCapabilities(c);
+  ASSERT_TRUE(bytes.ok());
+  auto plain = remote::DecodeCapabilities(*bytes);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->mounts || plain->devices || plain->oom_score_adj || plain->oci_runtime);
+  c.oci_runtime = true;
+  bytes = proto::EncodeCapabilities(c);
+  ASSERT_TRUE(bytes.ok());
+  auto oci = remote::DecodeCapabilities(*bytes);
+  ASSERT_TRUE(oci.ok());
+  EXPECT_TRUE(oci->mounts && oci->devices && oci->oom_score_adj && oci->oci_runtime);
+  TaskConfig t;
+  t.id = "j.t";
+  t.oci_spec = "{\"ociVersion\": \"1.0.2\"}";
+  auto req = remote::EncodeStartTask(t);
+  ASSERT_TRUE(req.ok());
+  auto back = proto::DecodeStartTask(*req);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->oci_spec, t.oci_spec);
+}
+
 }  // namespace
 }  // namespace outpost::driver
 
