@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -228,16 +229,15 @@ class OciDriver : public TaskDriver {
     }
     if (gone.empty()) {
       // Not our child any more: its exit status is lost with the earlier
-      // driver process; that it ended (and OOM) is still seen.
-      bool watched = plugin()->WatchChild(static_cast<int>(pid), [this, id](int) {
-        ExitResult e;
-        e.exit_code = -1;
-        e.error = "exit status unknown: the container's init was recovered after a driver restart";
-        Finish(id, &e);
-        ReportExit(id, e);
-      });
-      if (watched) return Answer::Ok();
-      gone = "cannot watch pid " + std::to_string(pid);
+      // driver process; that it ended (and OOM) is still seen: by pidfd,
+      // else (Linux < 5.3) by looking once a second.
+      int fd = static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
+      if (fd >= 0) {
+        ::close(fd);
+        if (plugin()->WatchChild(static_cast<int>(pid), [this, id](int) { RecoveredEnded(id); })) return Answer::Ok();
+      }
+      PollRecovered(id, static_cast<int>(pid), StartTime(static_cast<int>(pid)));
+      return Answer::Ok();
     }
     // Tracked as ended (the library adds the task when this returns).
     plugin()->After(0, [this, id, gone] {
@@ -366,6 +366,39 @@ class OciDriver : public TaskDriver {
     RunResult r = ct.rt->Run({"kill", id, std::to_string(sig)}, ct.no_cgroups, "");
     ReapStrays();
     return r.ok() || (ct.pid > 0 && ::kill(ct.pid, sig) == 0);
+  }
+
+  void RecoveredEnded(const std::string& id) {
+    ExitResult e;
+    e.exit_code = -1;
+    e.error = "exit status unknown: the container's init was recovered after a driver restart";
+    Finish(id, &e);
+    ReportExit(id, e);
+  }
+
+  // Field 22 of /proc/PID/stat (the start time): tells a pid reused by
+  // another process from the container's init.
+  static std::string StartTime(int pid) {
+    std::string stat = ReadSmallFile("/proc/" + std::to_string(pid) + "/stat", 4096);
+    size_t paren = stat.rfind(')');
+    if (paren == std::string::npos) return "";
+    size_t at = paren + 2;
+    for (int field = 3; field < 22 && at != std::string::npos; ++field) {
+      at = stat.find(' ', at);
+      if (at != std::string::npos) ++at;
+    }
+    return at == std::string::npos ? "" : stat.substr(at, stat.find(' ', at) - at);
+  }
+
+  void PollRecovered(const std::string& id, int pid, const std::string& started) {
+    plugin()->After(kSecond, [this, id, pid, started] {
+      auto it = containers_.find(id);
+      if (it == containers_.end() || it->second->exited) return;
+      std::string now = StartTime(pid);
+      bool zombie = ReadSmallFile("/proc/" + std::to_string(pid) + "/stat", 4096).find(") Z ") != std::string::npos;
+      if (now.empty() || now != started || zombie) return RecoveredEnded(id);
+      PollRecovered(id, pid, started);
+    });
   }
 
   // The container ended: OOM from its cgroup, and StopTask calls answered.
