@@ -344,7 +344,8 @@ FUZZ_SRCS := $(sort $(wildcard tests/fuzz/*_fuzzer.cc))
 FUZZ_BINS := $(patsubst tests/fuzz/%.cc,build/fuzz/%,$(FUZZ_SRCS))
 FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined
 FUZZ_CXXFLAGS := -std=c++17 -O1 -g $(FUZZ_SAN) $(DEFS) -Isrc/base/compat $(INCS)
-FUZZ_OBJS := $(patsubst %.cc,build/fuzz/obj/%.o,$(LIB_SRCS)) $(patsubst $(GEN)/%.c,build/fuzz/obj/gen/%.o,$(GEN_C))
+FUZZ_OBJS := $(patsubst %.cc,build/fuzz/obj/%.o,$(LIB_SRCS)) $(patsubst $(GEN)/%.c,build/fuzz/obj/gen/%.o,$(GEN_C)) \
+             build/fuzz/obj/examples/plugins/oci-driver/spec.o
 
 .SECONDARY: $(FUZZ_OBJS)
 
@@ -354,6 +355,11 @@ ifneq ($(BUILD),build)
 endif
 
 build/fuzz/obj/src/%.o: src/%.cc $(GEN_H) $(DEP_HEADERS) Makefile
+	@echo "  FUZZCXX $<"
+	$(Q)mkdir -p $(dir $@)
+	$(Q)clang++ $(FUZZ_CXXFLAGS) $(DEPFLAGS) -c $< -o $@ && $(DEPDONE)
+
+build/fuzz/obj/examples/%.o: examples/%.cc $(GEN_H) $(DEP_HEADERS) Makefile
 	@echo "  FUZZCXX $<"
 	$(Q)mkdir -p $(dir $@)
 	$(Q)clang++ $(FUZZ_CXXFLAGS) $(DEPFLAGS) -c $< -o $@ && $(DEPDONE)

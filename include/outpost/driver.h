@@ -105,6 +105,9 @@ struct Capabilities {
   // Runs tasks through an OCI runtime from TaskConfig::oci_spec, which runs
   // every OCI hook: outpost runs none for this driver's tasks.
   bool oci_runtime = false;
+  // Network isolation modes: "host", "group" (joins TaskConfig::netns),
+  // "none"; empty = all. Tasks of jobs with a network need "group".
+  std::vector<std::string> network_isolation;
 };
 
 struct Fingerprint {

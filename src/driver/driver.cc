@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <algorithm>
+
 #include "base/strings.h"
 
 namespace outpost::driver {
@@ -71,6 +73,11 @@ const char* HealthName(Health h) {
     case Health::kUndetected: break;
   }
   return "undetected";
+}
+
+bool Capabilities::JoinsJobNetworks() const {
+  return network_isolation.empty() ||
+         std::find(network_isolation.begin(), network_isolation.end(), "group") != network_isolation.end();
 }
 
 }  // namespace outpost::driver

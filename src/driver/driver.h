@@ -221,6 +221,10 @@ struct Capabilities {
   // Runs its tasks through an OCI runtime from TaskConfig::oci_spec: the
   // runtime runs every OCI hook, so the agent runs none for its tasks.
   bool oci_runtime = false;
+  // Network isolation modes ("host", "group", "none"); empty = all. A task
+  // of a job with its own network needs "group".
+  std::vector<std::string> network_isolation;
+  bool JoinsJobNetworks() const;
 };
 
 struct ExecResult {

@@ -213,6 +213,14 @@ Result<Capabilities> DecodeCapabilities(std::string_view bytes) {
   c.mounts = m->mounts && c.oci_runtime;
   c.devices = m->devices && c.oci_runtime;
   c.oom_score_adj = m->oom_score_adj && c.oci_runtime;
+  for (pb_size_t i = 0; i < m->network_isolation_count; ++i) {
+    std::string mode = PbString(m->network_isolation[i]);
+    if (mode != "host" && mode != "group" && mode != "none") {
+      return Error(Code::kInvalidArgument, "Capabilities.network_isolation: unknown mode \"" + mode +
+                                               "\" (host, group or none)");
+    }
+    c.network_isolation.push_back(mode);
+  }
   return c;
 }
 

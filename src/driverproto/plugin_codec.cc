@@ -131,6 +131,10 @@ Result<std::string> EncodeCapabilities(const Capabilities& c) {
   m.devices = c.devices;
   m.oom_score_adj = c.oom_score_adj;
   m.oci_runtime = c.oci_runtime;
+  std::vector<char*> modes;
+  for (const std::string& n : c.network_isolation) modes.push_back(PbStr(n));
+  m.network_isolation_count = static_cast<pb_size_t>(modes.size());
+  m.network_isolation = modes.data();
   return PbEncode(outpost_driver_v1_Capabilities_fields, &m, "Capabilities");
 }
 

@@ -21,6 +21,12 @@ void TaskManager::JoinNetwork(StartOp* op, DoneCallback done) {
                           options_.networks_problem));
   }
   if (c.job.empty()) return done(Error(Code::kInvalidArgument, "a network needs a job"));
+  driver::Capabilities caps = op->driver->GetCapabilities();
+  if (!caps.JoinsJobNetworks()) {
+    return done(Error(Code::kFailedPrecondition,
+                      "network " + spec->mode + ": driver " + c.driver + " cannot join a job's network (its network isolation: " +
+                          JoinStrings(caps.network_isolation, ", ") + ")"));
+  }
   std::weak_ptr<bool> alive = alive_;
   std::string id = c.id;
   options_.networks->Attach(c.job, spec, [this, alive, op, id, spec, done](Result<net::JobNetwork> n) {

@@ -479,6 +479,28 @@ TEST(RemoteCodec, NriCapabilitiesCountOnlyForAnOciRuntimeDriver) {
   EXPECT_EQ(back->oci_spec, t.oci_spec);
 }
 
+// Network isolation: empty (drivers from before the field) joins job
+// networks; otherwise only with "group"; unknown modes are refused.
+TEST(RemoteCodec, NetworkIsolationSaysWhetherTheDriverJoinsJobNetworks) {
+  sdk::Capabilities c;
+  auto none = remote::DecodeCapabilities(*proto::EncodeCapabilities(c));
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->JoinsJobNetworks());
+  c.network_isolation = {"host"};
+  auto host = remote::DecodeCapabilities(*proto::EncodeCapabilities(c));
+  ASSERT_TRUE(host.ok());
+  EXPECT_FALSE(host->JoinsJobNetworks());
+  c.network_isolation = {"host", "group", "none"};
+  auto all = remote::DecodeCapabilities(*proto::EncodeCapabilities(c));
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->JoinsJobNetworks());
+  EXPECT_EQ(all->network_isolation.size(), 3u);
+  c.network_isolation = {"bridge"};
+  auto bad = remote::DecodeCapabilities(*proto::EncodeCapabilities(c));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message(), "Capabilities.network_isolation: unknown mode \"bridge\" (host, group or none)");
+}
+
 }  // namespace
 }  // namespace outpost::driver
 

@@ -100,6 +100,7 @@ class OciDriver : public TaskDriver {
     c.devices = true;
     c.oom_score_adj = true;
     c.oci_runtime = true;
+    c.network_isolation = {"host", "group", "none"};
     return c;
   }
 
@@ -211,13 +212,9 @@ class OciDriver : public TaskDriver {
     ct->pid = h.pid;
     containers_[id] = ct;
     RunResult r = ct->rt->Run({"state", id}, ct->no_cgroups, "", -1, -1, 64 << 10);
-    picojson::value state;
     std::string status;
     int64_t pid = 0;
-    if (r.ok() && picojson::parse(state, r.output).empty() && state.is<picojson::object>()) {
-      if (state.get("status").is<std::string>()) status = state.get("status").get<std::string>();
-      if (state.get("pid").is<int64_t>()) pid = state.get("pid").get<int64_t>();
-    }
+    if (r.ok()) ParseState(r.output, &status, &pid);
     std::string gone;
     if (status == "running" || status == "paused") {
       if (pid != h.pid) gone = "the runtime reports pid " + std::to_string(pid) + ", not " + std::to_string(h.pid);

@@ -208,6 +208,16 @@ array& ArrayAt(object& parent, const char* key) {
 
 }  // namespace
 
+bool ParseState(const std::string& json, std::string* status, int64_t* pid) {
+  status->clear();
+  *pid = 0;
+  value state;
+  if (!picojson::parse(state, json).empty() || !state.is<object>()) return false;
+  if (state.get("status").is<std::string>()) *status = state.get("status").get<std::string>();
+  if (state.get("pid").is<int64_t>()) *pid = state.get("pid").get<int64_t>();
+  return !status->empty();
+}
+
 std::string JoinLines(const std::vector<std::string>& lines) {
   std::string out;
   for (const std::string& l : lines) out += (out.empty() ? "" : "\n") + l;

@@ -56,6 +56,10 @@ const std::vector<std::string>& DefaultCapabilities();
 picojson::value BuildSpec(const outpost::plugin_sdk::TaskConfig& task, const TaskOptions& opts,
                           const picojson::value& base);
 
+// The runtime's `state` output: {"status": "running", "pid": 123, ...}.
+// False when it is not that (status "" and pid 0 then).
+bool ParseState(const std::string& json, std::string* status, int64_t* pid);
+
 // Joins problems with "\n" (the form outpost shows).
 std::string JoinLines(const std::vector<std::string>& lines);
 
