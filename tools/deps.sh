@@ -21,8 +21,8 @@
 #   test        everything `make test` runs: the above for all three
 #               architectures, clang/libFuzzer, qemu, busybox, iproute2, ...
 #   vm          QEMU, busybox-static and the disk tools of the VM tests
-#               (tools/vmtest, `make power-cuts`), and the CNI plugins and
-#               iptables it copies into the guest
+#               (tools/vmtest, `make power-cuts`), and the CNI plugins,
+#               iptables and crun it copies into the guest
 #   bench       the build, and the peers `make bench` compares with (peers)
 #   peers       s6 and runit, which peer_bench runs side by side with outpost;
 #               only `make bench` asks for them (not in all: `make test` and
@@ -105,6 +105,9 @@ group() {
       # what tools/vmtest copies into the x86_64 guest for the network tests
       # (tests/vm/lib/net.sh): the CNI reference plugins and iptables
       add containernetworking-plugins iptables
+      # and for the oci driver's tests (tests/vm/oci_*.sh): crun, the OCI
+      # runtime, with the libraries it loads
+      add crun
       ;;
     bench)
       group build; group test-build; group peers

@@ -222,25 +222,42 @@ std::vector<Spec> Specs() {
        [](const std::shared_ptr<Check>& c, const Capabilities&) {
          // Without a cgroup nothing says which processes are the task's.
          if (!c->cg) return c->Skip("no cgroup v2 on this node");
-         auto cfg = c->Config("sleep 3600 & echo $! > bg.pid");
+         // $$ too: a driver that gives tasks a pid namespace of their own
+         // (oci) makes the written pids the namespace's, naming unrelated
+         // processes here (2 is kthreadd).
+         auto cfg = c->Config("echo $$ > main.pid; sleep 3600 & echo $! > bg.pid");
          cfg.workdir = cfg.task_dir;
-         std::string pidfile = cfg.task_dir + "/bg.pid";
-         c->Start(cfg, [c, id = cfg.id, pidfile, cgroup = cfg.cgroup](const TaskHandle&) {
-           c->Wait(id, [c, id, pidfile, cgroup](const ExitResult&) {
-             auto s = sys::ReadFile(pidfile);
+         std::string dir = cfg.task_dir;
+         c->Start(cfg, [c, id = cfg.id, dir, cgroup = cfg.cgroup](const TaskHandle& h) {
+           c->Wait(id, [c, id, dir, cgroup, main_pid = h.pid](const ExitResult&) {
+             auto s = sys::ReadFile(dir + "/bg.pid");
+             auto m = sys::ReadFile(dir + "/main.pid");
              pid_t pid = s.ok() ? static_cast<pid_t>(std::atoi(s->c_str())) : 0;
-             if (pid <= 0) return c->Fail("the task wrote no background pid");
-             if (Driver* d = c->D()) d->DestroyTask(id, true, [c, pid, cgroup](Status st) {
+             pid_t seen = m.ok() ? static_cast<pid_t>(std::atoi(m->c_str())) : 0;
+             if (pid <= 0 || seen <= 0) return c->Fail("the task wrote no background pid");
+             // The task saw its pid as the driver reports it: the written
+             // pid is the background process here. Else (a pid namespace)
+             // the task's processes are those left in its cgroup.
+             std::vector<pid_t> watch = {pid};
+             if (seen != main_pid) watch = c->cg->Pids(cgroup);
+             if (Driver* d = c->D()) d->DestroyTask(id, true, [c, watch, cgroup](Status st) {
                if (c->over) return;
                if (!st.ok()) return c->Fail("destroy(force): " + st.error().message());
                // Then, as the task layer does, cgroup.kill of the task's
                // cgroup: it reaches what the driver started in it.
                (void)c->cg->Kill(cgroup);
+               auto all_gone = [watch] {
+                 for (pid_t p : watch) {
+                   if (!PidGone(p)) return false;
+                 }
+                 return true;
+               };
                int64_t until = MonotonicNanos() + 5 * kSecond;
-               c->PollUntil([pid, until] { return PidGone(pid) || MonotonicNanos() > until; }, [c, pid] {
-                 if (!PidGone(pid)) {
-                   ::kill(pid, SIGKILL);  // the check leaves nothing behind either way
-                   return c->Fail(Format("background process %d alive 5 s after destroy(force) and cgroup.kill", pid));
+               c->PollUntil([all_gone, until] { return all_gone() || MonotonicNanos() > until; }, [c, watch] {
+                 for (pid_t p : watch) {
+                   if (PidGone(p)) continue;
+                   for (pid_t q : watch) ::kill(q, SIGKILL);  // the check leaves nothing behind either way
+                   return c->Fail(Format("background process %d alive 5 s after destroy(force) and cgroup.kill", p));
                  }
                  c->Pass();
                });

@@ -4,7 +4,15 @@
 
 AGENT_CONFIG=/etc/outpost/config.json
 
-fail() { echo "$*" >&2; exit 1; }
+# fail MSG: the runner's reason is the last line a test writes to stderr;
+# a message that holds command output over several lines is repeated by its
+# first line (what failed) at the end.
+fail() {
+  echo "$*" >&2
+  _first=$(printf '%s\n' "$*" | head -n 1)
+  [ "$_first" = "$*" ] || echo "$_first (details above)" >&2
+  exit 1
+}
 skip() { echo "SKIP: $*"; exit 77; }
 
 # Seconds since boot, with centiseconds (for deadlines; monotonic).
