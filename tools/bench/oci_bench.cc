@@ -581,7 +581,7 @@ int Main(int argc, char** argv) {
   bench::DescribeMemory("example driver, idle", run.example_pid);
 
   // Starts, alternating which goes first.
-  std::vector<int64_t> oci, base, crun_exit;
+  std::vector<int64_t> oci, base, crun_exit, ratio_permille;
   for (int r = 0; r < kWarmup + starts; ++r) {
     CheckInterrupt(&run);
     int64_t o, b;
@@ -593,6 +593,7 @@ int Main(int argc, char** argv) {
     }
     if (r < kWarmup) continue;
     oci.push_back(o), base.push_back(b), crun_exit.push_back(exits[0]);
+    ratio_permille.push_back(b > 0 ? o * 1000 / b : 0);  // the same round's pair: less exposed to load swings
   }
   const long oci_after_starts = bench::SettledRssKiB(run.driver_pid);
 
@@ -615,6 +616,9 @@ int Main(int argc, char** argv) {
        "--detach to its exit: p50 %.1f us; difference %.1f us",
        oci.size(), kWarmup, o50, bench::PercentileMicros(oci, 0.9), b50, bench::PercentileMicros(base, 0.9),
        Median(crun_exit), o50 - b50);
+  Info("median of the per-round ratios oci start / crun run: %.2f (p10 %.2f, p90 %.2f)",
+       Median(ratio_permille) / 1000, bench::PercentileMicros(ratio_permille, 0.1) / 1000,
+       bench::PercentileMicros(ratio_permille, 0.9) / 1000);
   const double per_ctr = static_cast<double>(oci_full - oci_idle) / containers;
   const double per_worker = static_cast<double>(worker_full - worker_idle) / containers;
   const double per_ex = static_cast<double>(ex_full - ex_idle) / containers;
