@@ -149,7 +149,13 @@ class OciDriver : public TaskDriver {
     ct->cgroup = c.cgroup;
     ct->no_cgroups = c.cgroup.empty();
     // A container of this id left by a crashed start: gone before ours.
-    (void)rt->Run({"delete", "--force", c.id}, ct->no_cgroups, "");
+    // crun and runc keep a container's state in <root>/<id>: without it
+    // there is nothing to delete, and no exec of the runtime (a fork+exec
+    // of crun, about a fifth of a start) is spent on every start.
+    struct stat left;
+    if (::lstat((rt->root() + "/" + c.id).c_str(), &left) == 0) {
+      (void)rt->Run({"delete", "--force", c.id}, ct->no_cgroups, "");
+    }
     std::string log = bundle + "/runtime.log";
     ::unlink(log.c_str());
     int out = ::open(c.stdout_path.empty() ? "/dev/null" : c.stdout_path.c_str(), O_WRONLY | O_CLOEXEC);
