@@ -39,6 +39,7 @@ struct Settings {
   std::string runtime;  // "" = crun on PATH, else runc
   std::string runtime_root;
   std::string state_dir = "/run/outpost-oci";
+  bool no_pivot = false;  // boards running from an initramfs: pivot_root(2) refuses its root
 };
 
 struct Container {
@@ -168,7 +169,10 @@ class OciDriver : public TaskDriver {
     }
     ct->oom_base = OomKills(c.cgroup);
     RunResult r =
-        rt->Run({"create", "--bundle", bundle, "--pid-file", bundle + "/pid", c.id}, ct->no_cgroups, log, out, err);
+        rt->Run(settings_.no_pivot
+                    ? std::vector<std::string>{"create", "--no-pivot", "--bundle", bundle, "--pid-file", bundle + "/pid", c.id}
+                    : std::vector<std::string>{"create", "--bundle", bundle, "--pid-file", bundle + "/pid", c.id},
+                ct->no_cgroups, log, out, err);
     ::close(out);
     ::close(err);
     if (!r.ok()) {
@@ -439,7 +443,7 @@ class OciDriver : public TaskDriver {
 
 const char kUsage[] =
     "usage: outpost-oci-driver [--name NAME] [--plugins-dir DIR] [--runtime crun|runc|PATH]\n"
-    "                          [--runtime-root DIR] [--state-dir DIR]\n"
+    "                          [--runtime-root DIR] [--state-dir DIR] [--no-pivot]\n"
     "Registers with the outpost agent as task driver NAME (default oci). docs/oci-driver.md\n";
 
 }  // namespace
@@ -455,6 +459,10 @@ int main(int argc, char** argv) {
                           : a == "--runtime-root" ? &s.runtime_root
                           : a == "--state-dir"    ? &s.state_dir
                                                   : nullptr;
+    if (a == "--no-pivot") {
+      s.no_pivot = true;
+      continue;
+    }
     if (a == "--help" || a == "-h") {
       std::fputs(oci_driver::kUsage, stdout);
       return 0;
