@@ -94,8 +94,15 @@ void HandleListPlugins(Agent* agent, std::string_view payload, wire::Responder r
   for (const std::string& t : types) type_ptrs.push_back(PbStr(t));
   std::deque<std::vector<outpost_v1_PluginInstanceInfo>> instance_arrays;
   std::vector<outpost_v1_PluginEntry> entries(plugins.size(), outpost_v1_PluginEntry{});
+  std::vector<std::string> health(plugins.size());
   for (size_t i = 0; i < plugins.size(); ++i) {
     const auto& p = plugins[i];
+    driver::Driver* d = p.type == "TaskDriver" ? agent->drivers()->Find(p.name) : nullptr;
+    if (d) {
+      driver::Fingerprint f = d->GetFingerprint();
+      health[i] = std::string(driver::HealthName(f.health)) + ": " + f.description;
+    }
+    entries[i].driver_health = PbStr(health[i]);
     const plugin::Instance* active = reg->Active(p.type, p.name);
     auto& arr = instance_arrays.emplace_back(p.instances.size(), outpost_v1_PluginInstanceInfo{});
     for (size_t j = 0; j < p.instances.size(); ++j) {

@@ -113,6 +113,7 @@ int RunPlugins(const GlobalOptions& opts, const std::vector<std::string>& args) 
       po["name"] = picojson::value(PbString(p.name));
       po["expires_at"] = picojson::value(Time(p.expires_at_unix_nanos));
       po["last_error"] = picojson::value(PbString(p.last_error));
+      if (p.driver_health && *p.driver_health) po["driver_health"] = picojson::value(PbString(p.driver_health));
       picojson::array insts;
       for (pb_size_t j = 0; j < p.instances_count; ++j) {
         const auto& in = p.instances[j];
@@ -170,6 +171,7 @@ int RunPlugins(const GlobalOptions& opts, const std::vector<std::string>& args) 
                   in.connected ? "connected" : "DISCONNECTED", Relative(in.since_unix_nanos).c_str());
     }
     if (p.instances_count == 0) std::printf("  no instances (all sockets gone)\n");
+    if (p.driver_health && *p.driver_health) std::printf("  driver %s\n", p.driver_health);
     if (p.last_error && *p.last_error) std::printf("  last error: %s\n", p.last_error);
   }
   bool header = false;

@@ -125,6 +125,8 @@ test_oci_missing_runtime_is_undetected_with_the_reason() {
   wait_for 10 sh -c "'$OUTPOST' --socket '$SOCK' status | grep -q 'driver.oci .*undetected'" || fail "not undetected: $(op status)"
   expect_exit 0 op status
   expect_contains "$OUT" "OCI runtime /nonexistent/crun is not an executable file" "the reason"
+  expect_exit 0 op plugins
+  expect_contains "$OUT" "driver undetected: OCI runtime /nonexistent/crun is not an executable file" "in plugins"
 }
 
 test_oci_recovers_after_kill_9_of_agent_and_driver() {
