@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "outpost/plugin.h"
@@ -117,10 +118,21 @@ struct Fingerprint {
 };
 
 struct ConfigField {
+  ConfigField() = default;
+  // (A constructor, so that {"name", "string", true, "..."} stays valid
+  // under -Wextra as fields are added.)
+  ConfigField(std::string n, std::string t, bool req = false, std::string desc = "", std::vector<ConfigField> f = {},
+              std::string fmt = "")
+      : name(std::move(n)), type(std::move(t)), required(req), description(std::move(desc)), fields(std::move(f)),
+        format(std::move(fmt)) {}
   std::string name;
   std::string type;  // string, number, bool, list, object
   bool required = false;
   std::string description;
+  // An object's fields, or those of each item of a list of objects;
+  // checked by outpost at submission like the top level (empty: not).
+  std::vector<ConfigField> fields;
+  std::string format;  // strings (and lists of them): "absolute_path" or ""
 };
 
 struct TaskEvent {

@@ -65,6 +65,67 @@ void RemoteDriver::Done(const char* method, const std::string& task, Result<std:
       [done = std::move(done)](Result<std::string> r) { done(r.ok() ? OkStatus() : Status(r.error())); }, task);
 }
 
+namespace {
+
+bool AbsolutePath(const picojson::value& v) {
+  return v.is<std::string>() && !v.get<std::string>().empty() && v.get<std::string>()[0] == '/';
+}
+
+// Checks o against schema; problems named "<path>.<field>: ...". The top
+// level (path "config") says which driver and lists what it takes.
+void CheckObject(const picojson::object& o, const std::vector<remote::SchemaField>& schema, const std::string& path,
+                 const std::string& driver, bool top, std::vector<std::string>* problems) {
+  std::string takes;
+  for (const auto& f : schema) takes += (takes.empty() ? "" : ", ") + f.name;
+  for (const auto& entry : o) {
+    const std::string& key = entry.first;
+    const picojson::value& value = entry.second;
+    std::string at = path + "." + key;
+    auto f = std::find_if(schema.begin(), schema.end(), [&key](const auto& s) { return s.name == key; });
+    if (f == schema.end()) {
+      problems->push_back(top ? Format("%s: unknown field for driver %s (it takes: %s)", at.c_str(), driver.c_str(),
+                                       takes.empty() ? "none" : takes.c_str())
+                              : Format("%s: unknown field (it takes: %s)", at.c_str(), takes.c_str()));
+      continue;
+    }
+    bool ok = (f->type == "string" && value.is<std::string>()) || (f->type == "number" && value.is<double>()) ||
+              (f->type == "bool" && value.is<bool>()) || (f->type == "object" && value.is<picojson::object>()) ||
+              (f->type == "list" && value.is<picojson::array>());
+    if (!ok) {
+      problems->push_back(Format("%s: expected %s for driver %s", at.c_str(), f->type.c_str(), driver.c_str()));
+      continue;
+    }
+    if (f->format == "absolute_path" && f->type == "string" && !AbsolutePath(value)) {
+      problems->push_back(Format("%s: must be an absolute path, got \"%s\"", at.c_str(), value.get<std::string>().c_str()));
+    }
+    if (f->type == "object" && !f->fields.empty()) {
+      CheckObject(value.get<picojson::object>(), f->fields, at, driver, false, problems);
+    }
+    if (f->type != "list") continue;
+    const picojson::array& items = value.get<picojson::array>();
+    for (size_t i = 0; i < items.size(); ++i) {
+      std::string item = Format("%s[%zu]", at.c_str(), i);
+      if (!f->fields.empty()) {
+        if (!items[i].is<picojson::object>()) {
+          problems->push_back(item + ": expected an object");
+        } else {
+          CheckObject(items[i].get<picojson::object>(), f->fields, item, driver, false, problems);
+        }
+      } else if (f->format == "absolute_path" && !AbsolutePath(items[i])) {
+        problems->push_back(item + ": must be an absolute path (a string starting with /)");
+      }
+    }
+  }
+  for (const auto& f : schema) {
+    if (f.required && !o.count(f.name)) {
+      problems->push_back(top ? Format("%s.%s: required by driver %s", path.c_str(), f.name.c_str(), driver.c_str())
+                              : Format("%s.%s: required", path.c_str(), f.name.c_str()));
+    }
+  }
+}
+
+}  // namespace
+
 Status RemoteDriver::CheckConfig(const std::string& config_json) const {
   if (!has_schema_) return OkStatus();
   picojson::value v;
@@ -74,27 +135,7 @@ Status RemoteDriver::CheckConfig(const std::string& config_json) const {
   const picojson::object empty;
   const picojson::object& o = v.is<picojson::object>() ? v.get<picojson::object>() : empty;
   std::vector<std::string> problems;
-  std::string takes;
-  for (const auto& f : schema_) takes += (takes.empty() ? "" : ", ") + f.name;
-  for (const auto& entry : o) {
-    const std::string& key = entry.first;
-    const picojson::value& value = entry.second;
-    auto f = std::find_if(schema_.begin(), schema_.end(), [&key](const auto& s) { return s.name == key; });
-    if (f == schema_.end()) {
-      problems.push_back(Format("config.%s: unknown field for driver %s (it takes: %s)", key.c_str(), name_.c_str(),
-                                takes.empty() ? "none" : takes.c_str()));
-      continue;
-    }
-    bool ok = (f->type == "string" && value.is<std::string>()) || (f->type == "number" && value.is<double>()) ||
-              (f->type == "bool" && value.is<bool>()) || (f->type == "object" && value.is<picojson::object>()) ||
-              (f->type == "list" && value.is<picojson::array>());
-    if (!ok) problems.push_back(Format("config.%s: expected %s for driver %s", key.c_str(), f->type.c_str(), name_.c_str()));
-  }
-  for (const auto& f : schema_) {
-    if (f.required && !o.count(f.name)) {
-      problems.push_back(Format("config.%s: required by driver %s", f.name.c_str(), name_.c_str()));
-    }
-  }
+  CheckObject(o, schema_, "config", name_, true, &problems);
   if (problems.empty()) return OkStatus();
   return Error(Code::kInvalidArgument, JoinStrings(problems, "\n"));
 }

@@ -224,19 +224,34 @@ Result<Capabilities> DecodeCapabilities(std::string_view bytes) {
   return c;
 }
 
-Result<std::vector<SchemaField>> DecodeConfigSchema(std::string_view bytes) {
-  PbOwned<outpost_driver_v1_ConfigSchema> m(outpost_driver_v1_ConfigSchema_fields);
-  OUTPOST_RETURN_IF_ERROR(m.Decode(bytes, "ConfigSchema"));
+namespace {
+
+constexpr int kMaxSchemaDepth = 4;
+
+// where: "ConfigSchema.fields" or a nested "...fields[2].fields".
+Result<std::vector<SchemaField>> SchemaFieldsOf(const outpost_driver_v1_ConfigField* fields, pb_size_t count,
+                                                const std::string& where, int depth) {
   std::vector<SchemaField> out;
-  for (pb_size_t i = 0; i < m->fields_count; ++i) {
-    SchemaField f{PbString(m->fields[i].name), PbString(m->fields[i].type), m->fields[i].required};
+  for (pb_size_t i = 0; i < count; ++i) {
+    const outpost_driver_v1_ConfigField& m = fields[i];
+    std::string at = Format("%s[%u]", where.c_str(), i);
+    SchemaField f{PbString(m.name), PbString(m.type), m.required, {}, PbString(m.format)};
     const std::string& t = f.type;
     if (f.name.empty() || f.name.size() > 128) {
-      return Error(Code::kInvalidArgument, Format("ConfigSchema.fields[%u].name is empty or too long", i));
+      return Error(Code::kInvalidArgument, at + ".name is empty or too long");
     }
     if (t != "string" && t != "number" && t != "bool" && t != "list" && t != "object") {
-      return Error(Code::kInvalidArgument, Format("ConfigSchema.fields[%u].type must be string, number, bool, list "
-                                                  "or object", i));
+      return Error(Code::kInvalidArgument, at + ".type must be string, number, bool, list or object");
+    }
+    if (!f.format.empty() && f.format != "absolute_path") {
+      return Error(Code::kInvalidArgument, at + ".format must be absolute_path or empty");
+    }
+    if (m.fields_count > 0) {
+      if (t != "object" && t != "list") return Error(Code::kInvalidArgument, at + ".fields: only for object or list");
+      if (depth >= kMaxSchemaDepth) return Error(Code::kInvalidArgument, at + ".fields: nested too deep");
+      auto nested = SchemaFieldsOf(m.fields, m.fields_count, at + ".fields", depth + 1);
+      if (!nested.ok()) return nested.error();
+      f.fields = std::move(*nested);
     }
     for (const SchemaField& o : out) {
       if (o.name == f.name) return Error(Code::kInvalidArgument, "ConfigSchema names field " + f.name + " twice");
@@ -244,6 +259,14 @@ Result<std::vector<SchemaField>> DecodeConfigSchema(std::string_view bytes) {
     out.push_back(std::move(f));
   }
   return out;
+}
+
+}  // namespace
+
+Result<std::vector<SchemaField>> DecodeConfigSchema(std::string_view bytes) {
+  PbOwned<outpost_driver_v1_ConfigSchema> m(outpost_driver_v1_ConfigSchema_fields);
+  OUTPOST_RETURN_IF_ERROR(m.Decode(bytes, "ConfigSchema"));
+  return SchemaFieldsOf(m->fields, m->fields_count, "ConfigSchema.fields", 1);
 }
 
 Result<Fingerprint> DecodeFingerprint(std::string_view bytes) {

@@ -42,6 +42,8 @@ struct SchemaField {
   std::string name;
   std::string type;
   bool required = false;
+  std::vector<SchemaField> fields;  // an object's, or each item's of a list of objects
+  std::string format;               // "absolute_path" or ""
 };
 Result<std::vector<SchemaField>> DecodeConfigSchema(std::string_view bytes);
 

@@ -186,5 +186,9 @@ CYCLE=end
 op stop keep-a >/dev/null || chaos_fail "final stop keep-a"
 op stop keep-b >/dev/null || chaos_fail "final stop keep-b"
 check_logs
-python3 "$CHECK" state "$OUTPOST" "$SOCK" "$T" >/dev/null || chaos_fail "final state: $(python3 "$CHECK" state "$OUTPOST" "$SOCK" "$T")"
+# The stops and the last cycle's jobs.d changes settle as every cycle's do:
+# the same bounded wait for the state to hold (and its reason when it
+# does not, stderr included).
+wait_for 60 python3 "$CHECK" state "$OUTPOST" "$SOCK" "$T" >/dev/null ||
+  chaos_fail "final state: $(python3 "$CHECK" state "$OUTPOST" "$SOCK" "$T" 2>&1)"
 echo "chaos: $CYCLES cycles, seed $SEED: kills worker $KILLS_W, keeper $KILLS_K, whole agent $KILLS_A; longest convergence ${CONVERGE_MAX}s; last $LOGSUMMARY: ok"

@@ -69,8 +69,14 @@ test_oci_container_is_isolated_logs_and_leaves_nothing() {
   [ "$(readlink "/proc/$pid/ns/pid")" != "$(readlink /proc/self/ns/pid)" ] || fail "not in a pid namespace of its own"
   [ "$(readlink "/proc/$pid/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ] || fail "not in a mount namespace of its own"
   expect_eq "$(ps -o ppid= -p "$pid" | tr -d ' ')" "$OC_DRIVER" "the container's init is the driver's child"
-  expect_exit 0 op exec c/t -- cat /etc/marker
-  expect_contains "$OUT" "inside-rootfs" "exec runs in the container"
+  # crun 1.8.1's exec from a chroot (the fresh-machine test runs in one)
+  # lands in the chroot's root, not the container's (docs/oci-driver.md).
+  if [ "$(stat -L -c %d:%i /)" = "$(stat -L -c %d:%i /proc/1/root/ 2>/dev/null)" ]; then
+    expect_exit 0 op exec c/t -- cat /etc/marker
+    expect_contains "$OUT" "inside-rootfs" "exec runs in the container"
+  else
+    echo "in a chroot: exec's root not checked"
+  fi
   expect_exit 0 op inspect c
   expect_contains "$OUT" "running" "running"
   [ -f "$T/oci/bundles/c.t/config.json" ] || fail "no bundle: $(ls -R "$T/oci")"
@@ -101,17 +107,21 @@ test_oci_config_errors_name_the_field() {
   start_agent
   oc_driver
   # At submission, through the driver's ConfigSchema.
-  printf '{"id": "a", "tasks": [{"name": "t", "driver": "oci", "command": "/bin/sh", "config": {"readonly_rootfs": "yes"}}]}' >"$T/a.json"
+  printf '{"id": "a", "tasks": [{"name": "t", "driver": "oci", "command": "/bin/sh", "config": {"readonly_rootfs": "yes", "mounts": [{"source": "/tmp", "destination": "rel", "mode": 1}, {"source": "/tmp"}, "x"], "devices": ["dev/null"]}}]}' >"$T/a.json"
   expect_exit 2 op run -f "$T/a.json" --detach
   expect_contains "$OUT" "tasks[0].config.readonly_rootfs: expected bool for driver oci" "type checked"
   expect_contains "$OUT" "tasks[0].config.rootfs: required by driver oci" "rootfs required"
+  expect_contains "$OUT" 'tasks[0].config.mounts[0].destination: must be an absolute path, got "rel"' "nested field checked"
+  expect_contains "$OUT" "tasks[0].config.mounts[0].mode: unknown field (it takes: source, destination, type, options)" "nested unknown field"
+  expect_contains "$OUT" "tasks[0].config.mounts[1].destination: required" "nested required field"
+  expect_contains "$OUT" "tasks[0].config.mounts[2]: expected an object" "list items checked"
+  expect_contains "$OUT" "tasks[0].config.devices[0]: must be an absolute path" "list of paths checked"
   # At start, by the driver: what needs the node to tell.
-  oc_job b 'true' '"mounts": [{"source": "/nonexistent-src", "destination": "rel"}], "capabilities": ["CAP_NOPE"]' >"$T/b.json"
+  oc_job b 'true' '"mounts": [{"source": "/nonexistent-src", "destination": "/d"}], "capabilities": ["CAP_NOPE"]' >"$T/b.json"
   expect_exit 0 op run -f "$T/b.json" --detach
-  wait_for 20 sh -c "'$OUTPOST' --socket '$SOCK' events b | grep -q 'config.mounts\[0\].destination: must be an absolute path'" ||
+  wait_for 20 sh -c "'$OUTPOST' --socket '$SOCK' events b | grep -q 'config.mounts\[0\].source: /nonexistent-src does not exist on this node'" ||
     fail "start error not shown: $(op events b)"
   expect_exit 0 op events b
-  expect_contains "$OUT" 'config.mounts[0].source: /nonexistent-src does not exist on this node' "source checked"
   expect_contains "$OUT" 'config.capabilities[0]: unknown capability "CAP_NOPE"' "capability checked"
   # Nothing of the failed start is left.
   expect_eq "$(ls -A "$T/oci/bundles" 2>/dev/null)" "" "no bundle left"

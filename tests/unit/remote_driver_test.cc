@@ -418,6 +418,55 @@ TEST_F(RemoteDriverTest, ConfigIsCheckedAgainstTheDriversSchema) {
   EXPECT_EQ(d->CheckConfig("").error().message(), "config.image: required by driver fake");
 }
 
+// Nested fields (an object's, a list of objects' items) and absolute paths
+// are checked at submission, each problem with its path.
+TEST_F(RemoteDriverTest, NestedSchemaFieldsAreCheckedWithTheirPaths) {
+  ServeDriver();
+  plugin_->Handle(kService, "ConfigSchema", [](const wire::CallContext&, std::string_view, wire::Responder r) {
+    sdk::ConfigField mounts{"mounts", "list", false, ""};
+    mounts.fields = {{"destination", "string", true, "", {}, "absolute_path"}, {"ro", "bool", false, ""}};
+    sdk::ConfigField net{"net", "object", false, ""};
+    net.fields = {{"mode", "string", true, ""}};
+    sdk::ConfigField paths{"paths", "list", false, ""};
+    paths.format = "absolute_path";
+    r.Finish(proto::EncodeConfigSchema({mounts, net, paths}));
+  });
+  ASSERT_TRUE(Wait([&] { return Registered(); }));
+  Driver* d = drivers_.Find("fake");
+  EXPECT_TRUE(d->CheckConfig(R"({"mounts":[{"destination":"/d","ro":true}],"net":{"mode":"x"},"paths":["/a"]})").ok());
+  Status st = d->CheckConfig(R"({"mounts":[{"destination":"d","ro":1},{"x":1},5],"net":{},"paths":["a",1]})");
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message(),
+            "config.mounts[0].destination: must be an absolute path, got \"d\"\n"
+            "config.mounts[0].ro: expected bool for driver fake\n"
+            "config.mounts[1].x: unknown field (it takes: destination, ro)\n"
+            "config.mounts[1].destination: required\n"
+            "config.mounts[2]: expected an object\n"
+            "config.net.mode: required\n"
+            "config.paths[0]: must be an absolute path (a string starting with /)\n"
+            "config.paths[1]: must be an absolute path (a string starting with /)");
+}
+
+TEST(RemoteCodec, SchemaNestingIsBoundedAndFormatsKnown) {
+  sdk::ConfigField f{"a", "object", false, ""};
+  for (int i = 0; i < 5; ++i) {
+    sdk::ConfigField outer{"a", "object", false, ""};
+    outer.fields = {f};
+    f = outer;
+  }
+  auto deep = remote::DecodeConfigSchema(*proto::EncodeConfigSchema({f}));
+  ASSERT_FALSE(deep.ok());
+  EXPECT_NE(deep.error().message().find("nested too deep"), std::string::npos) << deep.error().message();
+  sdk::ConfigField bad{"p", "string", false, ""};
+  bad.format = "url";
+  EXPECT_EQ(remote::DecodeConfigSchema(*proto::EncodeConfigSchema({bad})).error().message(),
+            "ConfigSchema.fields[0].format must be absolute_path or empty");
+  sdk::ConfigField scalar{"n", "number", false, ""};
+  scalar.fields = {{"x", "bool", false, ""}};
+  EXPECT_EQ(remote::DecodeConfigSchema(*proto::EncodeConfigSchema({scalar})).error().message(),
+            "ConfigSchema.fields[0].fields: only for object or list");
+}
+
 TEST_F(RemoteDriverTest, ADriverWithoutASchemaTakesAnyConfigAndABadSchemaIsRefused) {
   ServeDriver();
   ASSERT_TRUE(Wait([&] { return Registered(); }));

@@ -225,13 +225,25 @@ std::string JoinLines(const std::vector<std::string>& lines) {
 }
 
 std::vector<outpost::plugin_sdk::ConfigField> Schema() {
+  using outpost::plugin_sdk::ConfigField;
+  ConfigField mounts{"mounts", "list", false, "more mounts: objects with source, destination, type (bind), options"};
+  mounts.fields = {
+      {"source", "string", false, "on the node (a bind mount's must exist)"},
+      {"destination", "string", true, "in the container", {}, "absolute_path"},
+      {"type", "string", false, "bind (default), tmpfs, ..."},
+      {"options", "list", false, "mount options, e.g. ro"},
+  };
+  ConfigField rootfs{"rootfs", "string", true, "the container's root file system: an absolute path to a directory"};
+  rootfs.format = "absolute_path";
+  ConfigField devices{"devices", "list", false, "node devices to give: \"/dev/x\" or \"/dev/x:/dev/y\""};
+  devices.format = "absolute_path";
   return {
-      {"rootfs", "string", true, "the container's root file system: an absolute path to a directory"},
+      rootfs,
       {"readonly_rootfs", "bool", false, "mount the root file system read-only (default false)"},
       {"args", "list", false, "the process to run (default: the task's command and args)"},
       {"hostname", "string", false, "the container's hostname (default: the task's, else its name)"},
-      {"mounts", "list", false, "more mounts: objects with source, destination, type (bind), options"},
-      {"devices", "list", false, "node devices to give: \"/dev/x\" or \"/dev/x:/dev/y\""},
+      mounts,
+      devices,
       {"capabilities", "list", false, "the capabilities the process keeps (default: runc's set)"},
       {"no_new_privileges", "bool", false, "set no_new_privs (default true)"},
       {"runtime", "string", false, "crun, runc or an absolute path (default: the driver's)"},
