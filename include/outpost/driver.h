@@ -131,6 +131,7 @@ struct ConfigField {
   std::string description;
   // An object's fields, or those of each item of a list of objects;
   // checked by outpost at submission like the top level (empty: not).
+  // One level: a sub-field's own `fields` are not sent.
   std::vector<ConfigField> fields;
   std::string format;  // strings (and lists of them): "absolute_path" or ""
 };

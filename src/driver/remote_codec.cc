@@ -226,39 +226,26 @@ Result<Capabilities> DecodeCapabilities(std::string_view bytes) {
 
 namespace {
 
-constexpr int kMaxSchemaDepth = 4;
-
-// where: "ConfigSchema.fields" or a nested "...fields[2].fields".
-Result<std::vector<SchemaField>> SchemaFieldsOf(const outpost_driver_v1_ConfigField* fields, pb_size_t count,
-                                                const std::string& where, int depth) {
-  std::vector<SchemaField> out;
-  for (pb_size_t i = 0; i < count; ++i) {
-    const outpost_driver_v1_ConfigField& m = fields[i];
-    std::string at = Format("%s[%u]", where.c_str(), i);
-    SchemaField f{PbString(m.name), PbString(m.type), m.required, {}, PbString(m.format)};
-    const std::string& t = f.type;
-    if (f.name.empty() || f.name.size() > 128) {
-      return Error(Code::kInvalidArgument, at + ".name is empty or too long");
-    }
-    if (t != "string" && t != "number" && t != "bool" && t != "list" && t != "object") {
-      return Error(Code::kInvalidArgument, at + ".type must be string, number, bool, list or object");
-    }
-    if (!f.format.empty() && f.format != "absolute_path") {
-      return Error(Code::kInvalidArgument, at + ".format must be absolute_path or empty");
-    }
-    if (m.fields_count > 0) {
-      if (t != "object" && t != "list") return Error(Code::kInvalidArgument, at + ".fields: only for object or list");
-      if (depth >= kMaxSchemaDepth) return Error(Code::kInvalidArgument, at + ".fields: nested too deep");
-      auto nested = SchemaFieldsOf(m.fields, m.fields_count, at + ".fields", depth + 1);
-      if (!nested.ok()) return nested.error();
-      f.fields = std::move(*nested);
-    }
-    for (const SchemaField& o : out) {
-      if (o.name == f.name) return Error(Code::kInvalidArgument, "ConfigSchema names field " + f.name + " twice");
-    }
-    out.push_back(std::move(f));
+// One field (of the schema, or of an object field): checked, named at.
+template <typename M>
+Result<SchemaField> SchemaFieldOf(const M& m, const std::string& at) {
+  SchemaField f{PbString(m.name), PbString(m.type), m.required, {}, PbString(m.format)};
+  const std::string& t = f.type;
+  if (f.name.empty() || f.name.size() > 128) return Error(Code::kInvalidArgument, at + ".name is empty or too long");
+  if (t != "string" && t != "number" && t != "bool" && t != "list" && t != "object") {
+    return Error(Code::kInvalidArgument, at + ".type must be string, number, bool, list or object");
   }
-  return out;
+  if (!f.format.empty() && f.format != "absolute_path") {
+    return Error(Code::kInvalidArgument, at + ".format must be absolute_path or empty");
+  }
+  return f;
+}
+
+Status NoTwice(const std::vector<SchemaField>& out, const SchemaField& f) {
+  for (const SchemaField& o : out) {
+    if (o.name == f.name) return Error(Code::kInvalidArgument, "ConfigSchema names field " + f.name + " twice");
+  }
+  return OkStatus();
 }
 
 }  // namespace
@@ -266,7 +253,25 @@ Result<std::vector<SchemaField>> SchemaFieldsOf(const outpost_driver_v1_ConfigFi
 Result<std::vector<SchemaField>> DecodeConfigSchema(std::string_view bytes) {
   PbOwned<outpost_driver_v1_ConfigSchema> m(outpost_driver_v1_ConfigSchema_fields);
   OUTPOST_RETURN_IF_ERROR(m.Decode(bytes, "ConfigSchema"));
-  return SchemaFieldsOf(m->fields, m->fields_count, "ConfigSchema.fields", 1);
+  std::vector<SchemaField> out;
+  for (pb_size_t i = 0; i < m->fields_count; ++i) {
+    const outpost_driver_v1_ConfigField& mf = m->fields[i];
+    std::string at = Format("ConfigSchema.fields[%u]", i);
+    auto f = SchemaFieldOf(mf, at);
+    if (!f.ok()) return f.error();
+    if (mf.fields_count > 0 && f->type != "object" && f->type != "list") {
+      return Error(Code::kInvalidArgument, at + ".fields: only for object or list");
+    }
+    for (pb_size_t j = 0; j < mf.fields_count; ++j) {
+      auto g = SchemaFieldOf(mf.fields[j], Format("%s.fields[%u]", at.c_str(), j));
+      if (!g.ok()) return g.error();
+      OUTPOST_RETURN_IF_ERROR(NoTwice(f->fields, *g));
+      f->fields.push_back(std::move(*g));
+    }
+    OUTPOST_RETURN_IF_ERROR(NoTwice(out, *f));
+    out.push_back(std::move(*f));
+  }
+  return out;
 }
 
 Result<Fingerprint> DecodeFingerprint(std::string_view bytes) {

@@ -148,34 +148,28 @@ Result<std::string> EncodeFingerprint(const Fingerprint& f) {
   return PbEncode(outpost_driver_v1_Fingerprint_fields, &m, "Fingerprint");
 }
 
-namespace {
-
-// The fields as nanopb structs; nested lists live in *store until encoded.
-outpost_driver_v1_ConfigField* SchemaFields(const std::vector<ConfigField>& fields, Keep* k,
-                                            std::deque<std::vector<outpost_driver_v1_ConfigField>>* store) {
-  std::vector<outpost_driver_v1_ConfigField>& out = store->emplace_back();
-  for (const ConfigField& f : fields) {
-    outpost_driver_v1_ConfigField m = outpost_driver_v1_ConfigField_init_zero;
-    m.name = k->S(f.name);
-    m.type = k->S(f.type);
-    m.required = f.required;
-    m.description = k->S(f.description);
-    m.format = k->S(f.format);
-    m.fields_count = static_cast<pb_size_t>(f.fields.size());
-    m.fields = f.fields.empty() ? nullptr : SchemaFields(f.fields, k, store);
-    out.push_back(m);
-  }
-  return out.data();
-}
-
-}  // namespace
-
 Result<std::string> EncodeConfigSchema(const std::vector<ConfigField>& fields) {
   Keep k;
-  std::deque<std::vector<outpost_driver_v1_ConfigField>> store;
+  std::deque<std::vector<outpost_driver_v1_ConfigSubField>> subs;  // nanopb points into these
+  std::vector<outpost_driver_v1_ConfigField> out;
+  for (const ConfigField& f : fields) {
+    outpost_driver_v1_ConfigField m = outpost_driver_v1_ConfigField_init_zero;
+    m.name = k.S(f.name);
+    m.type = k.S(f.type);
+    m.required = f.required;
+    m.description = k.S(f.description);
+    m.format = k.S(f.format);
+    std::vector<outpost_driver_v1_ConfigSubField>& sub = subs.emplace_back();
+    for (const ConfigField& g : f.fields) {
+      sub.push_back({k.S(g.name), k.S(g.type), g.required, k.S(g.description), k.S(g.format)});
+    }
+    m.fields_count = static_cast<pb_size_t>(sub.size());
+    m.fields = sub.empty() ? nullptr : sub.data();
+    out.push_back(m);
+  }
   outpost_driver_v1_ConfigSchema m = outpost_driver_v1_ConfigSchema_init_zero;
-  m.fields_count = static_cast<pb_size_t>(fields.size());
-  m.fields = SchemaFields(fields, &k, &store);
+  m.fields_count = static_cast<pb_size_t>(out.size());
+  m.fields = out.data();
   return PbEncode(outpost_driver_v1_ConfigSchema_fields, &m, "ConfigSchema");
 }
 
