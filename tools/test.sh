@@ -191,7 +191,7 @@ else
   # The oci tests run with Debian's crun:arm64 (tools/vmtest fetches it);
   # without the driver or the NRI plugin (--only vm-arm64 after an older
   # build) they skip or fail with the reason. --timeout 600: TCG emulates
-  # the arm64 VM; with the oci tests (about 100 s) its boot 1 took 261 s on
+  # the arm64 VM; with the oci tests (about 100 s) its boot 1 took 222 s on
   # the 2-core machine under load (150 s, the default, is too short).
   if want vm-arm64 && [ -x build/arm64/outpost ] && [ -x build/arm64/test_helper ]; then
     arm_extra=()
