@@ -1,7 +1,8 @@
 # Helpers of the oci driver's VM tests (busybox ash), sourced after common.sh
 # and jobs.sh. The tests have a line "# vmtest: crun": tools/vmtest then
-# copies the host's crun with its libraries and loader into the VM (x86_64
-# only; else /etc/vmtest/no-crun says why and oci_ready fails with it).
+# copies crun with its libraries and loader into the VM (the host's on
+# x86_64, Debian's crun:arm64 on arm64; when it has none /etc/vmtest/no-crun
+# says why and oci_ready fails with it).
 # The driver (tools/vmtest --extra build/outpost-oci-driver) runs as a job
 # of the agent, with its defaults: plugins dir /run/outpost/plugins (the
 # agent's runtime_dir), state in /run/outpost-oci (bundles/<task id>, crun's
