@@ -24,12 +24,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (ok != problems.empty()) __builtin_trap();
   if (!ok) return 0;
   picojson::value base;
-  if (!picojson::parse(base, base_text).empty()) base = picojson::value();
+  if (!oci_driver::ParseJson(&base, base_text).empty()) base = picojson::value();
   outpost::plugin_sdk::TaskConfig task;
   task.id = "fuzz.t";
   task.command = "/bin/sh";
   picojson::value spec = oci_driver::BuildSpec(task, opts, base);
   picojson::value back;
-  if (!picojson::parse(back, spec.serialize()).empty() || !back.get("root").is<picojson::object>()) __builtin_trap();
+  if (!oci_driver::ParseJson(&back, spec.serialize()).empty() || !back.get("root").is<picojson::object>()) __builtin_trap();
   return 0;
 }

@@ -31,6 +31,10 @@ std::string Problems(const std::string& json, TaskOptions* o = nullptr) {
 
 TEST(OciSpec, ConfigProblemsNameTheField) {
   EXPECT_EQ(Problems("[1]"), "config: not a JSON object");
+  EXPECT_EQ(Problems(R"({"rootfs": 1e999})"), "config: not a JSON object") << "picojson's throw is caught";
+  std::string status;
+  int64_t pid = 1;
+  EXPECT_FALSE(ParseState(R"({"status": "running", "pid": 1e999})", &status, &pid));
   EXPECT_EQ(Problems("{}"), "config.rootfs: required (the container's root file system)");
   EXPECT_EQ(Problems(R"({"rootfs": "rel"})"), "config.rootfs: must be an absolute path, got \"rel\"");
   EXPECT_EQ(Problems(R"({"rootfs": "/nonexistent/root"})"),

@@ -134,7 +134,7 @@ class OciDriver : public TaskDriver {
     }
     picojson::value base;
     if (!c.oci_spec.empty()) {
-      std::string err = picojson::parse(base, c.oci_spec);
+      std::string err = ParseJson(&base, c.oci_spec);
       if (!err.empty()) return Answer::Fail(Code::kInvalidArgument, "TaskConfig.oci_spec: " + err);
     }
     std::string bundle = settings_.state_dir + "/bundles/" + c.id;
@@ -209,7 +209,7 @@ class OciDriver : public TaskDriver {
   Answer RecoverTask(const TaskHandle& h) override {
     const std::string& id = h.config.id;
     picojson::value st;
-    if (!picojson::parse(st, h.driver_state).empty() || !st.is<picojson::object>() || !st.get("runtime").is<std::string>() ||
+    if (!ParseJson(&st, h.driver_state).empty() || !st.is<picojson::object>() || !st.get("runtime").is<std::string>() ||
         !st.get("root").is<std::string>() || !st.get("bundle").is<std::string>()) {
       return Answer::Fail(Code::kInvalidArgument, "task " + id + ": driver_state is not the oci driver's");
     }

@@ -208,11 +208,20 @@ array& ArrayAt(object& parent, const char* key) {
 
 }  // namespace
 
+std::string ParseJson(picojson::value* out, const std::string& text) {
+  try {
+    return picojson::parse(*out, text);
+  } catch (const std::exception& e) {
+    *out = picojson::value();
+    return std::string("bad JSON: ") + e.what();
+  }
+}
+
 bool ParseState(const std::string& json, std::string* status, int64_t* pid) {
   status->clear();
   *pid = 0;
   value state;
-  if (!picojson::parse(state, json).empty() || !state.is<object>()) return false;
+  if (!ParseJson(&state, json).empty() || !state.is<object>()) return false;
   if (state.get("status").is<std::string>()) *status = state.get("status").get<std::string>();
   if (state.get("pid").is<int64_t>()) *pid = state.get("pid").get<int64_t>();
   return !status->empty();
@@ -261,7 +270,7 @@ const std::vector<std::string>& DefaultCapabilities() {
 bool ParseOptions(const std::string& config_json, TaskOptions* o, std::vector<std::string>* problems) {
   size_t before = problems->size();
   value doc;
-  std::string err = config_json.empty() ? "" : picojson::parse(doc, config_json);
+  std::string err = config_json.empty() ? "" : ParseJson(&doc, config_json);
   if (!err.empty() || (!config_json.empty() && !doc.is<object>())) {
     problems->push_back("config: not a JSON object");
     return false;

@@ -60,6 +60,10 @@ picojson::value BuildSpec(const outpost::plugin_sdk::TaskConfig& task, const Tas
 // False when it is not that (status "" and pid 0 then).
 bool ParseState(const std::string& json, std::string* status, int64_t* pid);
 
+// picojson::parse without its exception: picojson throws for a number
+// that overflows a double ("1e999"). The error text, "" when it parsed.
+std::string ParseJson(picojson::value* out, const std::string& text);
+
 // Joins problems with "\n" (the form outpost shows).
 std::string JoinLines(const std::vector<std::string>& lines);
 
