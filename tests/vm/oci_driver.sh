@@ -10,11 +10,7 @@
 . "$(dirname "$0")/lib/common.sh"
 . "$(dirname "$0")/lib/jobs.sh"
 . "$(dirname "$0")/lib/oci.sh"
-oci_ready || skip "$OCI_WHY"
-wait_for 20 outpost status || fail "agent not answering: $(wait_output)"
-oci_rootfs
-trap oci_driver_rm EXIT
-oci_driver_start
+oci_setup
 drv=$(oci_driver_pid)
 
 oci_job oc 'echo out-$(hostname); cat /etc/marker; ls /vmtest 2>/dev/null || echo no-host-dir; test -e /dev/kmsg || echo no-kmsg; echo pid-$$; exec sleep 600' \

@@ -8,11 +8,7 @@
 . "$(dirname "$0")/lib/common.sh"
 . "$(dirname "$0")/lib/jobs.sh"
 . "$(dirname "$0")/lib/oci.sh"
-oci_ready || skip "$OCI_WHY"
-wait_for 20 outpost status || fail "agent not answering: $(wait_output)"
-oci_rootfs
-trap oci_driver_rm EXIT
-oci_driver_start
+oci_setup
 
 R=/tmp/ochk-rec D=/tmp/ochk-dir
 rm -rf "$R" "$D"

@@ -52,6 +52,16 @@ oci_driver_start() {
     fail "oci driver not registered and healthy: $(outpost plugins 2>&1; outpost status 2>&1 | grep driver; outpost logs --stderr ocidrv/driver 2>&1 | tail -n 5)"
 }
 oci_driver_pid() { tpid ocidrv/driver; }
+
+# oci_setup: what most oci tests start with: skip without crun, the agent
+# answering, the rootfs, and the driver running (removed when the test exits).
+oci_setup() {
+  oci_ready || skip "$OCI_WHY"
+  wait_for 20 outpost status || fail "agent not answering: $(wait_output)"
+  oci_rootfs
+  trap oci_driver_rm EXIT
+  oci_driver_start
+}
 oci_driver_rm() { outpost rm ocidrv >/dev/null 2>&1; }
 
 # oci_job ID SCRIPT [CONFIG_MEMBERS] [TASK_MEMBERS] [JOB_MEMBERS]: a job
