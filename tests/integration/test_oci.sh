@@ -168,6 +168,38 @@ test_oci_recovers_after_kill_9_of_agent_and_driver() {
   wait_for 10 test ! -e "$T/oci/bundles/r.t" || fail "bundle left after rm"
 }
 
+# Both ways of starting: `run --detach` (the default, one exec of the
+# runtime) and `create` + `start` (--create-start, for runtimes with only the
+# OCI command-line spec's commands). In each: a container that exits at once
+# (before the runtime returns) reports its exact exit code, and a start the
+# runtime refuses is an event naming the runtime's command and leaves nothing.
+oc_task_field() { op --json task inspect "$1" 2>/dev/null | json_get "$2"; }
+oc_exited() { [ "$(oc_task_field "$1" state)" = exited ]; }
+test_oci_both_start_modes_report_exit_codes_and_refused_starts() {
+  oc_rootfs "$T/rootfs"
+  start_agent
+  local mode cmd
+  for mode in run create; do
+    if [ "$mode" = run ]; then oc_driver; cmd="crun run"; else oc_driver --create-start; cmd="crun create"; fi
+    oc_job "q$mode" 'echo quick; exit 3' '' '"restart": {"policy": "never"}' >"$T/q.json"
+    expect_exit 0 op run -f "$T/q.json" --detach
+    wait_for 20 oc_exited "q$mode/t" || fail "$mode: no exit reported: $(op inspect "q$mode"; cat "$T/driver.log")"
+    expect_eq "$(oc_task_field "q$mode/t" exit_code)" "3" "$mode: the exact exit code"
+    wait_for 10 oc_logs_have "q$mode/t" quick || fail "$mode: output lost: $(op logs "q$mode/t")"
+    printf '{"id": "x%s", "tasks": [{"name": "t", "driver": "oci", "command": "/bin/no-such-program", "restart": {"policy": "never"}, "config": {"rootfs": "%s"}}]}\n' \
+      "$mode" "$T/rootfs" >"$T/x.json"
+    expect_exit 0 op run -f "$T/x.json" --detach
+    wait_for 20 sh -c "'$OUTPOST' --socket '$SOCK' events x$mode | grep -qF '$cmd: '" ||
+      fail "$mode: refused start not told with '$cmd: ': $(op events "x$mode"; cat "$T/driver.log")"
+    expect_exit 0 op rm "q$mode"
+    expect_exit 0 op rm "x$mode"
+    wait_for 10 sh -c "[ -z \"\$(ls -A '$T/oci/bundles')\" ]" || fail "$mode: bundles left: $(ls -A "$T/oci/bundles")"
+    expect_eq "$(ls -A "$T/oci/crun")" "" "$mode: no runtime state left"
+    kill "$OC_DRIVER"
+    wait_gone "$OC_DRIVER" 10 || fail "driver did not stop"
+  done
+}
+
 # The OCI runtime runs the hooks from config.json (the job's, hooks.d's):
 # each once, none by the agent.
 test_oci_hooks_run_by_the_runtime_once() {

@@ -2,9 +2,9 @@
 // from a root file system through an OCI runtime (crun or runc): writes the
 // bundle (config.json from the task's `config` and outpost's spec, with the
 // hooks, NRI mounts and devices, cgroup and network namespace), then
-// `create` + `start`. The container's init is the driver's child (it is a
-// subreaper), so its exit status is exact; after a restart of the driver,
-// tasks are recovered from the runtime's state. Built only on the public
+// `run --detach` (or `create` + `start`). The container's init is the
+// driver's child (it is a subreaper), so its exit status is exact; after a
+// restart of the driver, tasks are recovered from the runtime's state. Built only on the public
 // plugin library (include/outpost/) and picojson. docs/oci-driver.md.
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +40,10 @@ struct Settings {
   std::string runtime_root;
   std::string state_dir = "/run/outpost-oci";
   bool no_pivot = false;  // boards running from an initramfs: pivot_root(2) refuses its root
+  // true: `run --detach` (crun, runc and most runtimes: create and start in
+  // one exec of the runtime); false: `create` + `start`, the two commands of
+  // the OCI runtime command-line spec, for a runtime that has no `run`.
+  bool run_detached = true;
 };
 
 struct Container {
@@ -168,29 +172,32 @@ class OciDriver : public TaskDriver {
       return Fail("cannot open the task's output: " + std::string(std::strerror(errno)));
     }
     ct->oom_base = OomKills(c.cgroup);
-    RunResult r =
-        rt->Run(settings_.no_pivot
-                    ? std::vector<std::string>{"create", "--no-pivot", "--bundle", bundle, "--pid-file", bundle + "/pid", c.id}
-                    : std::vector<std::string>{"create", "--bundle", bundle, "--pid-file", bundle + "/pid", c.id},
-                ct->no_cgroups, log, out, err);
+    // One exec of the runtime (`run --detach`: a runtime's exec costs about
+    // as much as the rest of a start), or `create` + `start`.
+    std::vector<std::string> create = settings_.run_detached ? std::vector<std::string>{"run", "--detach"}
+                                                             : std::vector<std::string>{"create"};
+    if (settings_.no_pivot) create.push_back("--no-pivot");
+    create.insert(create.end(), {"--bundle", bundle, "--pid-file", bundle + "/pid", c.id});
+    const char* step = settings_.run_detached ? " run: " : " create: ";
+    RunResult r = rt->Run(create, ct->no_cgroups, log, out, err);
     ::close(out);
     ::close(err);
-    if (!r.ok()) {
-      ReapStrays();
-      (void)rt->Run({"delete", "--force", c.id}, ct->no_cgroups, "");
-      RemoveBundle(bundle);
-      return Answer::Fail(Code::kFailedPrecondition, rt->name() + " create: " + r.error);
+    // The pid is read before any reaping: the init may have exited already,
+    // and is then a zombie child of ours that only WaitTask may reap.
+    if (r.ok()) ct->pid = std::atoi(ReadSmallFile(bundle + "/pid", 64).c_str());
+    if (r.ok() && ct->pid > 0) containers_[c.id] = ct;
+    if (r.ok() && ct->pid > 0 && !settings_.run_detached) {
+      r = rt->Run({"start", c.id}, ct->no_cgroups, log);
+      step = " start: ";
     }
-    ct->pid = std::atoi(ReadSmallFile(bundle + "/pid", 64).c_str());
-    containers_[c.id] = ct;
-    r = rt->Run({"start", c.id}, ct->no_cgroups, log);
     ReapStrays();
     if (!r.ok() || ct->pid <= 0) {
       (void)rt->Run({"delete", "--force", c.id}, ct->no_cgroups, "");
       containers_.erase(c.id);
+      if (ct->pid > 0) ::waitpid(ct->pid, nullptr, WNOHANG);
       RemoveBundle(bundle);
       return Answer::Fail(Code::kFailedPrecondition,
-                          rt->name() + " start: " + (r.ok() ? "no pid in " + bundle + "/pid" : r.error));
+                          rt->name() + step + (r.ok() ? "no pid in " + bundle + "/pid" : r.error));
     }
     handle->pid = ct->pid;  // our child (we are a subreaper): the library reports its exit
     picojson::object st;
@@ -443,7 +450,7 @@ class OciDriver : public TaskDriver {
 
 const char kUsage[] =
     "usage: outpost-oci-driver [--name NAME] [--plugins-dir DIR] [--runtime crun|runc|PATH]\n"
-    "                          [--runtime-root DIR] [--state-dir DIR] [--no-pivot]\n"
+    "                          [--runtime-root DIR] [--state-dir DIR] [--no-pivot] [--create-start]\n"
     "Registers with the outpost agent as task driver NAME (default oci). docs/oci-driver.md\n";
 
 }  // namespace
@@ -463,6 +470,10 @@ int main(int argc, char** argv) {
       s.no_pivot = true;
       continue;
     }
+    if (a == "--create-start") {
+      s.run_detached = false;
+      continue;
+    }
     if (a == "--help" || a == "-h") {
       std::fputs(oci_driver::kUsage, stdout);
       return 0;
@@ -479,7 +490,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   // Containers' inits become our children when the runtime exits after
-  // `create`: their exit status is then ours to read.
+  // `run --detach` or `create`: their exit status is then ours to read.
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) std::perror("outpost-oci-driver: PR_SET_CHILD_SUBREAPER");
   Options options;
   options.name = s.name;
