@@ -165,7 +165,7 @@ struct Run {
   net::Attachment direct;
   picojson::value direct_result;
   bool direct_pinned = false;
-  UniqueFd stamp_watch;  // inotify: IN_CLOSE_WRITE in <dir>/stamps
+  bench::StampWatch stamps;  // <dir>/stamps
   bool failed = false;
   bool cleaned = false;
 };
@@ -432,37 +432,11 @@ void ParseReady(const std::string& msg, Start* out) {
   }
 }
 
-void DrainInotify(const Run& run) {
-  char buf[4096];
-  while (::read(run.stamp_watch.get(), buf, sizeof buf) > 0) {
-  }
-}
-
-// The CLOCK_MONOTONIC time the task wrote to stamp, once the file is
-// complete; the file is removed. -1 at deadline. Sleeps in poll on an
-// inotify watch of the stamp's dir between looks (bench::WaitStamp looks
-// every 200 us: here that would take CPU from the plugins the start waits
-// for, on a machine with 2 cores, and not from the runner's).
-int64_t WaitStampQuietly(const Run& run, const std::string& stamp, int64_t deadline) {
-  for (;;) {
-    auto text = sys::ReadFile(stamp, 64);
-    if (text.ok() && !text->empty() && text->back() == '\n') {
-      ::unlink(stamp.c_str());
-      return std::strtoll(text->c_str(), nullptr, 10);
-    }
-    int64_t left = deadline - MonotonicNanos();
-    if (left <= 0) return -1;
-    pollfd p = {run.stamp_watch.get(), POLLIN, 0};
-    (void)::poll(&p, 1, static_cast<int>(std::min<int64_t>(left / kNanosPerMilli + 1, 1000)));
-    DrainInotify(run);
-  }
-}
-
 // One start of a job (host mode or bridge), timed, checked and removed.
 Start OneStart(Run* run, wire::BlockingClient* c, const std::string& id, bool bridge) {
   const std::string stamp = run->dir + "/stamps/stamp";
   ::unlink(stamp.c_str());
-  DrainInotify(*run);
+  run->stamps.Drain();
   uint64_t cursor = LastSeq(run, c);
   std::string submit = bench::SubmitJobRequest(JobSpec(*run, id, stamp, bridge));
   Start out;
@@ -470,7 +444,7 @@ Start OneStart(Run* run, wire::BlockingClient* c, const std::string& id, bool br
   auto reply = Call(c, "SubmitJob", submit);
   if (!reply.ok()) Fatal(run, "SubmitJob " + id + ": " + reply.error().message());
   run->jobs.insert(id);
-  int64_t ts = WaitStampQuietly(*run, stamp, t0 + 30 * kNanosPerSecond);
+  int64_t ts = run->stamps.Wait(stamp, t0 + 30 * kNanosPerSecond);
   if (ts < 0) Fatal(run, "job " + id + ": the task did not write its timestamp within 30 s");
   out.to_main = ts - t0;
   // The checks, outside the timing: the task runs, with a pid, in the
@@ -575,11 +549,8 @@ int Main(int argc, char** argv) {
   for (const char* d : {"/hooks.d", "/hooks", "/cni.d", "/stamps"}) {
     if (::mkdir((run.dir + d).c_str(), 0700) != 0) Fatal(&run, std::string("mkdir ") + d + ": " + std::strerror(errno));
   }
-  run.stamp_watch = UniqueFd(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
-  if (run.stamp_watch.get() < 0 ||
-      ::inotify_add_watch(run.stamp_watch.get(), (run.dir + "/stamps").c_str(), IN_CLOSE_WRITE) < 0) {
-    Fatal(&run, std::string("inotify on the stamps dir: ") + std::strerror(errno));
-  }
+  std::string watch = run.stamps.Watch(run.dir + "/stamps");
+  if (!watch.empty()) Fatal(&run, watch);
   Info("in a network and mount namespace of its own; state dir %s/state, runtime dir %s, netns_dir %s, "
        "cni_config_dir, hooks_dirs and hook_path empty dirs in the state's parent",
        run.dir.c_str(), run.rundir.c_str(), run.netns_dir.c_str());
