@@ -256,6 +256,10 @@ TEST_F(NriAdaptation, FiveThousandContainersAreSynchronizedInSplitMessages) {
     host_.containers.push_back(std::move(c));
   }
   host_.pods = {Pod()};
+  // Bounds, not paces: the fake plugin answers each chunk in this loop, and
+  // 5 MB under ASan on a loaded 2-core machine took more than the default
+  // 2 s per request (a fresh-machine run).
+  config_.request_timeout_ms = 120000;
   Make();
   FakePlugin* p = Plugin("sync", "10", 0, 120 * kNanosPerSecond);
   ASSERT_GT(p->sync_chunks.size(), 1u) << "5 MB of state must be split";
