@@ -190,6 +190,9 @@ void Launcher::Launch(Proc* p) {
     return;
   }
   (*conn)->config = config;
+  // SO_PEERCRED of a socketpair names its creator, the agent: the plugin's
+  // pid is the one it was spawned with.
+  (*conn)->peer_pid = p->pid;
   PluginConn* raw = conn->get();
   uint64_t id = raw->id;
   Adaptation* owner = owner_;
