@@ -2,7 +2,7 @@
 // from a root file system through an OCI runtime (crun or runc): writes the
 // bundle (config.json from the task's `config` and outpost's spec, with the
 // hooks, NRI mounts and devices, cgroup and network namespace), then
-// `run --detach` (or `create` + `start`). The container's init is the
+// `create` + `start` (or `run --detach`). The container's init is the
 // driver's child (it is a subreaper), so its exit status is exact; after a
 // restart of the driver, tasks are recovered from the runtime's state. Built only on the public
 // plugin library (include/outpost/) and picojson. docs/oci-driver.md.
@@ -40,10 +40,13 @@ struct Settings {
   std::string runtime_root;
   std::string state_dir = "/run/outpost-oci";
   bool no_pivot = false;  // boards running from an initramfs: pivot_root(2) refuses its root
-  // true: `run --detach` (crun, runc and most runtimes: create and start in
-  // one exec of the runtime); false: `create` + `start`, the two commands of
-  // the OCI runtime command-line spec, for a runtime that has no `run`.
-  bool run_detached = true;
+  // false: `create` + `start`, the two commands of the OCI runtime
+  // command-line spec: the init waits for `start` in the runtime's exec
+  // fifo, so it is our child before it can run, and its exit status is
+  // always ours. true (--run-detached): `run --detach`, one exec of the
+  // runtime fewer (a third of a start), but an init that exits before the
+  // runtime does is reaped by the runtime: its status is lost.
+  bool run_detached = false;
 };
 
 struct Container {
@@ -172,8 +175,7 @@ class OciDriver : public TaskDriver {
       return Fail("cannot open the task's output: " + std::string(std::strerror(errno)));
     }
     ct->oom_base = OomKills(c.cgroup);
-    // One exec of the runtime (`run --detach`: a runtime's exec costs about
-    // as much as the rest of a start), or `create` + `start`.
+    // `create` + `start`, or one exec of the runtime (`run --detach`).
     std::vector<std::string> create = settings_.run_detached ? std::vector<std::string>{"run", "--detach"}
                                                              : std::vector<std::string>{"create"};
     if (settings_.no_pivot) create.push_back("--no-pivot");
@@ -450,7 +452,7 @@ class OciDriver : public TaskDriver {
 
 const char kUsage[] =
     "usage: outpost-oci-driver [--name NAME] [--plugins-dir DIR] [--runtime crun|runc|PATH]\n"
-    "                          [--runtime-root DIR] [--state-dir DIR] [--no-pivot] [--create-start]\n"
+    "                          [--runtime-root DIR] [--state-dir DIR] [--no-pivot] [--run-detached]\n"
     "Registers with the outpost agent as task driver NAME (default oci). docs/oci-driver.md\n";
 
 }  // namespace
@@ -470,8 +472,8 @@ int main(int argc, char** argv) {
       s.no_pivot = true;
       continue;
     }
-    if (a == "--create-start") {
-      s.run_detached = false;
+    if (a == "--run-detached") {
+      s.run_detached = true;
       continue;
     }
     if (a == "--help" || a == "-h") {
@@ -490,7 +492,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   // Containers' inits become our children when the runtime exits after
-  // `run --detach` or `create`: their exit status is then ours to read.
+  // `create` (or `run --detach`): their exit status is then ours to read.
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) std::perror("outpost-oci-driver: PR_SET_CHILD_SUBREAPER");
   Options options;
   options.name = s.name;
