@@ -2,10 +2,12 @@
 // from a root file system through an OCI runtime (crun or runc): writes the
 // bundle (config.json from the task's `config` and outpost's spec, with the
 // hooks, NRI mounts and devices, cgroup and network namespace), then
-// `create` + `start` (or `run --detach`). The container's init is the
-// driver's child (it is a subreaper), so its exit status is exact; after a
-// restart of the driver, tasks are recovered from the runtime's state. Built only on the public
-// plugin library (include/outpost/) and picojson. docs/oci-driver.md.
+// `create` + `start` (or `run --detach`, --run-detached). The container's
+// init is the driver's child (it is a subreaper), so its exit status is
+// exact (with `run --detach`, unless it ends before the runtime does); after
+// a restart of the driver, tasks are recovered from the runtime's state.
+// Built only on the public plugin library (include/outpost/) and picojson.
+// docs/oci-driver.md.
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
