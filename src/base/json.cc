@@ -1,5 +1,11 @@
 #include "base/json.h"
 
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
 #include "base/strings.h"
 
 namespace outpost::json {
@@ -53,6 +59,42 @@ int MaxDepth(const std::string& s) {
   return max;
 }
 
+}  // namespace
+
+long FindOverflowingNumber(const std::string& s) {
+  bool in_str = false, esc = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (in_str) {
+      if (esc) esc = false;
+      else if (c == '\\') esc = true;
+      else if (c == '"') in_str = false;
+      continue;
+    }
+    if (c == '"') {
+      in_str = true;
+      continue;
+    }
+    if (c != '-' && (c < '0' || c > '9')) continue;
+    // What picojson takes as the number: the run of these characters; it
+    // reads it as an int64 when it can, else as a double.
+    size_t end = i;
+    while (end < s.size() && s[end] != '\0' && std::strchr("0123456789+-eE.", s[end])) ++end;
+    std::string run = s.substr(i, end - i);
+    char* endp = nullptr;
+    errno = 0;
+    (void)std::strtoimax(run.c_str(), &endp, 10);
+    if (errno != 0 || endp != run.c_str() + run.size()) {
+      double f = std::strtod(run.c_str(), &endp);
+      if (endp == run.c_str() + run.size() && !std::isfinite(f)) return static_cast<long>(i);
+    }
+    i = end - 1;
+  }
+  return -1;
+}
+
+namespace {
+
 size_t LineOf(const std::string& s, size_t offset) {
   size_t line = 1;
   for (size_t i = 0; i < offset && i < s.size(); ++i) line += s[i] == '\n';
@@ -76,16 +118,17 @@ Result<picojson::value> Parse(const std::string& text, const ParseLimits& limits
     return Error(Code::kInvalidArgument,
                  Format("document is nested %d levels deep, more than the limit of %d", depth, limits.max_depth));
   }
+  // picojson would throw (std::overflow_error) for a number that overflows
+  // a double, such as 1e999 (found by tests/fuzz/json_fuzzer); outpost is
+  // built without exceptions (src/base/compat/picojson.h).
+  long big = FindOverflowingNumber(text);
+  if (big >= 0) {
+    return Error(Code::kInvalidArgument, Format("invalid JSON: line %zu: a number is too large (byte offset %ld)",
+                                                LineOf(text, static_cast<size_t>(big)), big));
+  }
   picojson::value v;
   std::string err;
-  std::string::const_iterator end;
-  try {
-    end = picojson::parse(v, text.cbegin(), text.cend(), &err);
-  } catch (const std::exception&) {
-    // picojson throws (std::overflow_error) for numbers that overflow a
-    // double, such as 1e999; found by tests/fuzz/json_fuzzer.
-    return Error(Code::kInvalidArgument, "invalid JSON: a number is too large");
-  }
+  std::string::const_iterator end = picojson::parse(v, text.cbegin(), text.cend(), &err);
   if (!err.empty()) {
     // picojson: "syntax error at line N near: ...". Keep it to one line.
     for (char& c : err) if (c == '\n' || c == '\r') c = ' ';

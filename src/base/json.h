@@ -26,6 +26,11 @@ struct ParseLimits {
 // max_depth and non-UTF-8 input are rejected before picojson sees them.
 Result<picojson::value> Parse(const std::string& text, const ParseLimits& limits = ParseLimits());
 
+// The byte offset of the first number (outside strings) that picojson would
+// read as a double and that overflows one (1e999, or an integer of 400
+// digits), or -1. picojson throws for it; Parse refuses it first.
+long FindOverflowingNumber(const std::string& text);
+
 // Type name for messages: "string", "number", "object", ...
 const char* TypeName(const picojson::value& v);
 // Short rendering of a value for messages (strings quoted, long ones cut).

@@ -61,9 +61,8 @@ picojson::value JobJson(const JobInfo& j) {
   for (pb_size_t i = 0; i < j.tasks_count; i++) tasks.push_back(TaskJson(j.tasks[i]));
   o["tasks"] = picojson::value(tasks);
   if (j.spec_json && *j.spec_json) {
-    picojson::value spec;
-    std::string err = picojson::parse(spec, std::string(j.spec_json));
-    if (err.empty()) o["spec"] = spec;
+    auto spec = json::Parse(j.spec_json, kAgentJsonLimits);
+    if (spec.ok()) o["spec"] = std::move(*spec);
   }
   return picojson::value(o);
 }

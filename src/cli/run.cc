@@ -283,9 +283,11 @@ int UpdateCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
   int code = 0;
   PbOwned<JobInfo> j(outpost_v1_JobInfo_fields);
   if (!InspectJob(g, job, &j, &code)) return code;
-  picojson::value spec;
-  std::string err = picojson::parse(spec, PbString(j->spec_json));
-  if (!err.empty() || !spec.is<picojson::object>()) return Fail(kExitFailure, "bad spec from the agent: " + err);
+  auto parsed = json::Parse(PbString(j->spec_json), kAgentJsonLimits);
+  if (!parsed.ok() || !parsed->is<picojson::object>()) {
+    return Fail(kExitFailure, "bad spec from the agent: " + (parsed.ok() ? "not an object" : parsed.error().message()));
+  }
+  picojson::value spec = std::move(*parsed);
   // The job's own limits, or one task's.
   picojson::object* target = &spec.get<picojson::object>();
   if (!task.empty()) {

@@ -11,9 +11,14 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/json.h"
 #include "task.pb.h"
 
 namespace outpost::cli {
+
+// A job's spec as the agent stored it (it was a document of at most 1 MiB
+// when submitted; re-serialised it may be larger).
+inline const json::ParseLimits kAgentJsonLimits{16 << 20, 64};
 
 // Options of the form --name VALUE / --name=VALUE / flags, then positionals.
 struct Args {

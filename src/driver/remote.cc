@@ -129,8 +129,10 @@ void CheckObject(const picojson::object& o, const std::vector<remote::SchemaFiel
 Status RemoteDriver::CheckConfig(const std::string& config_json) const {
   if (!has_schema_) return OkStatus();
   picojson::value v;
-  if (!config_json.empty() && !picojson::parse(v, config_json).empty()) {
-    return Error(Code::kInvalidArgument, "config: not a JSON object");
+  if (!config_json.empty()) {
+    auto parsed = json::Parse(config_json);
+    if (!parsed.ok()) return Error(Code::kInvalidArgument, "config: " + parsed.error().message());
+    v = std::move(*parsed);
   }
   const picojson::object empty;
   const picojson::object& o = v.is<picojson::object>() ? v.get<picojson::object>() : empty;

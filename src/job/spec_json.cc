@@ -2,6 +2,7 @@
 // `inspect --json`) and the fingerprints derived from it.
 #include <picojson.h>
 
+#include "base/json.h"
 #include "base/strings.h"
 #include "job/spec.h"
 
@@ -50,8 +51,8 @@ picojson::value TaskSpecToJson(const TaskSpec& t) {
   o["name"] = picojson::value(t.name);
   o["driver"] = picojson::value(t.driver);
   if (!t.driver_config.empty()) {
-    picojson::value cfg;
-    if (picojson::parse(cfg, t.driver_config).empty()) o["config"] = cfg;
+    auto cfg = json::Parse(t.driver_config);
+    if (cfg.ok()) o["config"] = std::move(*cfg);
   }
   o["command"] = picojson::value(t.command);
   picojson::array args;

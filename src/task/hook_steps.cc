@@ -263,7 +263,14 @@ std::shared_ptr<const driver::TaskHooks> TaskManager::LoadBundleHooks(const std:
   oci->timeout_seconds = options_.hook_timeout_seconds;
   auto text = sys::ReadFile(bundle + "/config.json", 1 << 20);
   picojson::value doc;
-  std::string perr = text.ok() ? picojson::parse(doc, *text) : text.error().message();
+  std::string perr;
+  if (!text.ok()) {
+    perr = text.error().message();
+  } else if (auto parsed = json::Parse(*text)) {
+    doc = std::move(*parsed);
+  } else {
+    perr = parsed.error().message();
+  }
   std::vector<std::string> errors;
   if (perr.empty() && doc.is<picojson::object>() && doc.contains("hooks")) {
     oci->hooks = hooks::HooksFromJson(doc.get("hooks"), "hooks", "bundle " + bundle, &errors);

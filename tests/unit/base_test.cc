@@ -194,7 +194,19 @@ TEST(Json, ParseRejectsDeepNestingBadUtf8TrailingDataAndHugeInput) {
   // picojson throws on numbers that overflow a double; we must not.
   r = json::Parse("{\"a\": 1e999}");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message(), "invalid JSON: a number is too large");
+  EXPECT_EQ(r.error().message(), "invalid JSON: line 1: a number is too large (byte offset 6)");
+  r = json::Parse("{\"a\": [0,\n -" + std::string(400, '9') + "]}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "invalid JSON: line 2: a number is too large (byte offset 11)");
+  // The same characters inside strings, and numbers that do fit, are fine.
+  r = json::Parse("{\"1e999\": \"1e999 \\\" 1e999\", \"b\": [1e308, -9223372036854775808, 1e-999, 123456789012345678901]}");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_TRUE(r->get("b").get(3).is<double>());
+  EXPECT_EQ(json::FindOverflowingNumber("[1, 2e400]"), 4);
+  EXPECT_EQ(json::FindOverflowingNumber("[\"2e400\", 1]"), -1);
+  EXPECT_EQ(json::FindOverflowingNumber("-1e309"), 0);
+  EXPECT_EQ(json::FindOverflowingNumber("[1e309x]"), 1);  // picojson reads 1e309, then fails at x
+  EXPECT_EQ(json::FindOverflowingNumber("[1e3e999]"), -1);  // not a number as a whole: a syntax error
   // Brackets inside strings do not count as nesting.
   EXPECT_TRUE(json::Parse("{\"a\": \"" + std::string(100, '[') + "\"}").ok());
   // Overlong encodings and surrogates are not UTF-8.

@@ -74,7 +74,7 @@ std::vector<BadSpec> BadSpecs() {
       {Job(R"("x": )" + Repeat("[", 16) + Repeat("]", 16)),
        "document is nested 17 levels deep, more than the limit of 16"},
       {big, Format("document is %zu bytes, more than the limit of 1048576 bytes", big.size())},
-      {R"({"id": 1e999})", "invalid JSON: a number is too large"},
+      {R"({"id": 1e999})", "invalid JSON: line 1: a number is too large (byte offset 7)"},
       {"[1]", "document: expected an object, got array"},
       {R"("job")", "document: expected an object, got string"},
       // Job id.

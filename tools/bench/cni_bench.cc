@@ -117,6 +117,7 @@
 #include "agent.pb.h"
 #include "base/clock.h"
 #include "base/fd.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "base/pb.h"
 #include "base/strings.h"
@@ -324,8 +325,9 @@ int64_t DirectAdd(Run* run, int r, std::vector<int64_t>* per_plugin, int64_t* pi
     std::string input = net::PluginStdin(run->list, i, prev, run->direct.capability_args);
     auto out = ExecPlugin(run->binaries[i], net::PluginEnvironment("ADD", run->direct, {kPluginDir}), input);
     if (!out.ok()) Fatal(run, "runner: ADD " + out.error().message());
-    std::string parse_error = picojson::parse(prev, *out);
-    if (!parse_error.empty() || !prev.is<picojson::object>()) {
+    auto parsed = json::Parse(*out);
+    if (parsed.ok()) prev = std::move(*parsed);
+    if (!parsed.ok() || !prev.is<picojson::object>()) {
       Fatal(run, "runner: ADD " + run->list.plugins[i].type + ": not a result: " + *out);
     }
     per_plugin->push_back(MonotonicNanos() - p0);
