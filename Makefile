@@ -154,9 +154,22 @@ CXXFLAGS_BASE := -std=c++17 $(OPT) $(WARN) $(DEFS) $(SAN_FLAGS)
 # outpost never uses dynamic_cast or typeid: without RTTI the binary is ~20 KB
 # smaller. Sanitized builds keep it (UBSan's vptr check needs the type info of
 # every object, and the tests are built with it).
-SRC_CXXFLAGS := $(CXXFLAGS_BASE) $(if $(SANITIZE),,-fno-rtti -fno-threadsafe-statics) -Isrc/base/compat $(INCS)
-TEST_CXXFLAGS := $(CXXFLAGS_BASE) $(INCS) -isystem $(GTEST_DIR)/include -Itests
-CFLAGS := -std=c11 $(OPT) -Wall -Wextra -Werror $(DEFS) $(SAN_FLAGS) -isystem $(NANOPB_INC)
+#
+# outpost is built without exceptions and unwind tables: about 450 KB of the
+# aarch64 binary (docs/benchmarks.md, "Size"). Nothing in it catches one; a
+# C++ exception (bad_alloc, a library's out_of_range) ended the process
+# before as it does now. picojson throws, so src/base/compat/picojson/picojson.h gives
+# everything linked with outpost's objects (OUTPOST_PICOJSON_ABORTS: src,
+# tools, the tests) a picojson that aborts instead, in a namespace of its
+# own, and json::Parse refuses what would make it abort. The tests keep
+# exceptions (GoogleTest); so do the examples (built as a vendor would, with
+# the real picojson), the sanitizer builds and the fuzzers (where an
+# overflowing number that got past json::Parse is an uncaught exception).
+NO_EXCEPTIONS := $(if $(SANITIZE),,-fno-exceptions -fno-asynchronous-unwind-tables -fno-unwind-tables)
+EXAMPLE_CXXFLAGS := $(CXXFLAGS_BASE) $(if $(SANITIZE),,-fno-rtti -fno-threadsafe-statics) -Isrc/base/compat -Isrc/base/compat/picojson $(INCS)
+SRC_CXXFLAGS := $(EXAMPLE_CXXFLAGS) $(NO_EXCEPTIONS) -DOUTPOST_PICOJSON_ABORTS
+TEST_CXXFLAGS := $(CXXFLAGS_BASE) -DOUTPOST_PICOJSON_ABORTS -Isrc/base/compat/picojson $(INCS) -isystem $(GTEST_DIR)/include -Itests
+CFLAGS := -std=c11 $(OPT) -Wall -Wextra -Werror $(DEFS) $(SAN_FLAGS) $(if $(SANITIZE),,-fno-asynchronous-unwind-tables -fno-unwind-tables) -isystem $(NANOPB_INC)
 LDFLAGS := $(STATIC) $(SAN_FLAGS) $(LTO) $(LTO_LINK_WARN) -O2 -Wl,--gc-sections -pthread
 # Header dependencies go to a temporary file renamed once the compile
 # succeeded: an interrupted compile never leaves a half-written .d for the
@@ -181,6 +194,8 @@ MAIN_OBJ := $(BUILD)/obj/src/main.o
 UNIT_SRCS := $(sort $(wildcard tests/unit/*.cc))
 # (+ the oci driver's spec builder, tested as a unit: tests/unit/oci_spec_test.cc)
 UNIT_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(UNIT_SRCS)) $(BUILD)/obj/examples/plugins/oci-driver/spec.o
+# It tests the example's code, which uses the real picojson (EXAMPLE_CXXFLAGS).
+$(BUILD)/obj/tests/unit/oci_spec_test.o: TEST_CXXFLAGS = $(CXXFLAGS_BASE) $(INCS) -isystem $(GTEST_DIR)/include -Itests
 HELPER_SRCS := $(sort $(wildcard tests/helpers/*.cc))
 HELPER_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(HELPER_SRCS))
 GTEST_OBJS := $(BUILD)/obj/gtest/gtest-all.o $(BUILD)/obj/gtest/gtest_main.o
@@ -313,7 +328,7 @@ $(BUILD)/test_plugin: $(BUILD)/obj/tests/helpers/plugin/test_plugin.o $(BUILD)/l
 $(BUILD)/obj/examples/%.o: examples/%.cc $(GEN_H) $(DEP_HEADERS) Makefile
 	@mkdir -p $(dir $@)
 	@echo "  CXX     $<"
-	$(Q)$(CXX) $(SRC_CXXFLAGS) -Iinclude $(DEPFLAGS) -c -o $@ $< && $(DEPDONE)
+	$(Q)$(CXX) $(EXAMPLE_CXXFLAGS) -Iinclude $(DEPFLAGS) -c -o $@ $< && $(DEPDONE)
 
 $(BUILD)/example_driver: $(BUILD)/obj/examples/plugin-driver/example_driver.o $(BUILD)/liboutpost-plugin.a
 	@echo "  LINK    $@"
@@ -343,7 +358,7 @@ $(BUILD)/test_nri_plugin: $(BUILD)/obj/tests/helpers/nri/test_nri_plugin.o $(BUI
 FUZZ_SRCS := $(sort $(wildcard tests/fuzz/*_fuzzer.cc))
 FUZZ_BINS := $(patsubst tests/fuzz/%.cc,build/fuzz/%,$(FUZZ_SRCS))
 FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined
-FUZZ_CXXFLAGS := -std=c++17 -O1 -g $(FUZZ_SAN) $(DEFS) -Isrc/base/compat $(INCS)
+FUZZ_CXXFLAGS := -std=c++17 -O1 -g $(FUZZ_SAN) $(DEFS) -Isrc/base/compat -Isrc/base/compat/picojson $(INCS)
 FUZZ_OBJS := $(patsubst %.cc,build/fuzz/obj/%.o,$(LIB_SRCS)) $(patsubst $(GEN)/%.c,build/fuzz/obj/gen/%.o,$(GEN_C)) \
              build/fuzz/obj/examples/plugins/oci-driver/spec.o
 
