@@ -15,27 +15,9 @@ namespace {
 // Validates UTF-8 (no overlongs, no surrogates, max U+10FFFF) and reports the
 // byte offset of the first bad sequence, or -1.
 long FindInvalidUtf8(const std::string& s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  size_t n = s.size(), i = 0;
-  while (i < n) {
-    unsigned char c = p[i];
-    if (c < 0x80) { ++i; continue; }
-    size_t len;
-    uint32_t cp;
-    if ((c & 0xe0) == 0xc0) { len = 2; cp = c & 0x1f; }
-    else if ((c & 0xf0) == 0xe0) { len = 3; cp = c & 0x0f; }
-    else if ((c & 0xf8) == 0xf0) { len = 4; cp = c & 0x07; }
-    else return static_cast<long>(i);
-    if (i + len > n) return static_cast<long>(i);
-    for (size_t k = 1; k < len; ++k) {
-      if ((p[i + k] & 0xc0) != 0x80) return static_cast<long>(i);
-      cp = (cp << 6) | (p[i + k] & 0x3f);
-    }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
-        (cp >= 0xd800 && cp <= 0xdfff)) {
-      return static_cast<long>(i);
-    }
-    i += len;
+  for (size_t i = 0, n; i < s.size(); i += n) {
+    n = Utf8RuneAt(s, i);
+    if (n == 0) return static_cast<long>(i);
   }
   return -1;
 }

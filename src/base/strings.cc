@@ -235,4 +235,27 @@ std::string JoinStrings(const std::vector<std::string>& v, const char* sep) {
   return out;
 }
 
+size_t Utf8RuneAt(std::string_view s, size_t i, uint32_t* rune) {
+  auto at = [&](size_t k) -> uint32_t { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0; };
+  auto cont = [](uint32_t c) { return (c & 0xC0) == 0x80; };
+  uint32_t c = at(0), r = 0;
+  size_t n = 0;
+  if (i >= s.size()) return 0;
+  if (c < 0x80) {
+    r = c, n = 1;
+  } else if (c >= 0xC2 && c <= 0xDF) {
+    if (cont(at(1))) r = (c & 0x1F) << 6 | (at(1) & 0x3F), n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    uint32_t lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    if (at(1) >= lo && at(1) <= hi && cont(at(2))) r = (c & 0x0F) << 12 | (at(1) & 0x3F) << 6 | (at(2) & 0x3F), n = 3;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    uint32_t lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    if (at(1) >= lo && at(1) <= hi && cont(at(2)) && cont(at(3))) {
+      r = (c & 0x07) << 18 | (at(1) & 0x3F) << 12 | (at(2) & 0x3F) << 6 | (at(3) & 0x3F), n = 4;
+    }
+  }
+  if (n != 0 && rune != nullptr) *rune = r;
+  return n;
+}
+
 }  // namespace outpost

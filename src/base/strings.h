@@ -41,4 +41,10 @@ std::string QuoteIfNeeded(std::string_view v);
 // limit (computed cheaply).
 size_t EditDistance(std::string_view a, std::string_view b, size_t limit = SIZE_MAX);
 
+// The length of the valid UTF-8 sequence at s[i] (1 to 4), its code point in
+// *rune when given; 0 when s[i] starts none or i is past the end. Overlong
+// forms, surrogates and values past U+10FFFF are invalid, as in Go's
+// utf8.Valid.
+size_t Utf8RuneAt(std::string_view s, size_t i, uint32_t* rune = nullptr);
+
 }  // namespace outpost

@@ -49,7 +49,7 @@ struct HooksDFile {
   bool has_bind_mounts = false;
   bool has_bind_mounts_set = false;
   bool or_conditions = false;  // legacy schema
-  // Compiled regexes (opaque; POSIX regcomp, REG_EXTENDED | REG_NOSUB).
+  // Compiled regexes (opaque; Go regexp syntax, hooks/regex.h).
   struct Compiled;
   std::shared_ptr<Compiled> compiled;
 

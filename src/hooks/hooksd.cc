@@ -3,131 +3,20 @@
 // conditions against a task. The directories, masking and order are in
 // hooks/catalog.cc.
 //
-// Regexes. Upstream matches with Go's regexp (RE2 syntax); outpost uses libc
-// POSIX extended regexes (regcomp with REG_EXTENDED | REG_NOSUB) to keep
-// std::regex and its locale code out of the static binary. Both match
-// unanchored (a regex matches when it matches any substring, like Go's
-// regexp.MatchString), so "^...$" anchors as in Go, and whether leftmost-longest
-// (POSIX) or leftmost-first (RE2) picks the match does not change a yes/no
-// answer. What differs, and is rejected here with a hint rather than left to
-// mean something else silently (glibc reads "\d" as a plain "d" and "a+?" as
-// "(a+)?", which matches the empty string):
-//   \d \D \w \W \s \S  no Perl classes: [0-9] [^0-9] [[:alnum:]_] [^[:alnum:]_]
-//                      [[:space:]] [^[:space:]]; no escaped letter or digit at
-//                      all (\b, \A, \z, \pL, \Q...\E, back-references), also
-//                      not inside [...], where a backslash is a literal
-//   (?i) (?:x) (?P<n>x) no flags and no special groups: spell cases out
-//                      ([Xx]), use a plain group
-//   *? +? ?? {n,m}?    no lazy quantifiers (laziness never changes a yes/no
-//                      match anyway: drop the "?")
-// What works in both: . [...] [^...] [[:class:]] * + ? {n,m} | ( ) ^ $ and a
-// backslash before a punctuation character ("\.", "\/", "\$").
-#include <regex.h>
+// Regexes are Go's regexp syntax, as upstream compiles them (hooks/regex.h).
 #include <sys/stat.h>
 
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 
 #include "base/json.h"
 #include "base/strings.h"
 #include "hooks/catalog.h"
+#include "hooks/regex.h"
 
 namespace outpost::hooks {
 
 namespace {
-
-// One compiled regex; regfree'd with it.
-class Regex {
- public:
-  Regex() = default;
-  ~Regex() {
-    if (compiled_) ::regfree(&re_);
-  }
-  Regex(const Regex&) = delete;
-  Regex& operator=(const Regex&) = delete;
-
-  // "" or why text does not compile.
-  std::string Compile(const std::string& text);
-  bool Match(const std::string& s) const { return ::regexec(&re_, s.c_str(), 0, nullptr, 0) == 0; }
-  const std::string& text() const { return text_; }
-
- private:
-  regex_t re_{};
-  bool compiled_ = false;
-  std::string text_;
-};
-
-const char* EscapeHint(char c) {
-  switch (c) {
-    case 'd': return "use [0-9]";
-    case 'D': return "use [^0-9]";
-    case 'w': return "use [[:alnum:]_]";
-    case 'W': return "use [^[:alnum:]_]";
-    case 's': return "use [[:space:]]";
-    case 'S': return "use [^[:space:]]";
-    case 'A': return "use ^";
-    case 'z': return "use $";
-    default: return "POSIX ERE has no escaped letters or digits";
-  }
-}
-
-// Go RE2 syntax that POSIX ERE lacks or reads differently (see the top of
-// this file): "" or what and how to write it instead.
-std::string Re2Only(const std::string& rx) {
-  bool in_bracket = false;
-  for (size_t i = 0; i < rx.size(); ++i) {
-    char c = rx[i];
-    char next = i + 1 < rx.size() ? rx[i + 1] : '\0';
-    if (in_bracket) {
-      if (c == '[' && (next == ':' || next == '.' || next == '=')) {
-        size_t end = rx.find(std::string{next, ']'}, i + 2);
-        if (end == std::string::npos) return "";  // regcomp says what is wrong
-        i = end + 1;
-      } else if (c == '\\' && std::isalnum(static_cast<unsigned char>(next))) {
-        return Format("\\%c inside [...] is Go/RE2 syntax; in POSIX ERE a backslash there is a literal (%s)", next,
-                      EscapeHint(next));
-      } else if (c == ']') {
-        in_bracket = false;
-      }
-      continue;
-    }
-    if (c == '\\') {
-      if (std::isalnum(static_cast<unsigned char>(next))) {
-        return Format("\\%c is Go/RE2 syntax, not POSIX ERE (%s)", next, EscapeHint(next));
-      }
-      ++i;
-    } else if (c == '[') {
-      in_bracket = true;
-      // A ']' first in the list (after an optional '^') is a literal.
-      if (next == '^') ++i;
-      if (i + 1 < rx.size() && rx[i + 1] == ']') ++i;
-    } else if (c == '(' && next == '?') {
-      return "(?...) flags and groups are Go/RE2 syntax, not POSIX ERE (for (?i) spell both cases out, e.g. "
-             "[Ss]ystemd; for (?:x) use (x))";
-    } else if ((c == '*' || c == '+' || c == '?' || c == '}') && next == '?') {
-      return Format("the lazy quantifier %c? is Go/RE2 syntax, not POSIX ERE (drop the second ?: laziness does not "
-                    "change whether a regex matches)",
-                    c);
-    }
-  }
-  return "";
-}
-
-std::string Regex::Compile(const std::string& text) {
-  text_ = text;
-  if (text.find('\0') != std::string::npos) return "contains a NUL byte";
-  std::string re2 = Re2Only(text);
-  if (!re2.empty()) return re2;
-  int rc = ::regcomp(&re_, text.c_str(), REG_EXTENDED | REG_NOSUB);
-  if (rc != 0) {
-    char buf[256];
-    ::regerror(rc, &re_, buf, sizeof(buf));
-    return buf;
-  }
-  compiled_ = true;
-  return "";
-}
 
 // "..." with '"', '\\' and control characters escaped (picojson's serialize
 // also escapes '/', which would make every path in a message hard to read).

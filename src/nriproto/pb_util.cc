@@ -2,40 +2,18 @@
 
 #include <cstring>
 
+#include "base/strings.h"
 #include "nriproto/codec.h"
 
 namespace outpost::nriproto {
 
 namespace {
 
-bool Cont(unsigned char c) { return (c & 0xC0) == 0x80; }
-
-// The length of the valid UTF-8 sequence at s[i], or 0 when s[i] does not
-// start one (overlong forms, surrogates and values past U+10FFFF are
-// invalid, as in Go's utf8.Valid).
-size_t SequenceAt(std::string_view s, size_t i) {
-  auto at = [&](size_t k) -> unsigned char { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0; };
-  unsigned char c = at(0);
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) return Cont(at(1)) ? 2 : 0;
-  if (c >= 0xE0 && c <= 0xEF) {
-    unsigned char lo = c == 0xE0 ? 0xA0 : 0x80;
-    unsigned char hi = c == 0xED ? 0x9F : 0xBF;
-    return at(1) >= lo && at(1) <= hi && Cont(at(2)) ? 3 : 0;
-  }
-  if (c >= 0xF0 && c <= 0xF4) {
-    unsigned char lo = c == 0xF0 ? 0x90 : 0x80;
-    unsigned char hi = c == 0xF4 ? 0x8F : 0xBF;
-    return at(1) >= lo && at(1) <= hi && Cont(at(2)) && Cont(at(3)) ? 4 : 0;
-  }
-  return 0;
-}
-
 // The length of the longest valid UTF-8 prefix of s.
 size_t ValidPrefix(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
-    size_t n = SequenceAt(s, i);
+    size_t n = Utf8RuneAt(s, i);
     if (n == 0) break;
     i += n;
   }
@@ -51,7 +29,7 @@ std::string ValidUtf8(std::string_view s) {
   if (i == s.size()) return std::string(s);
   std::string out(s.substr(0, i));
   while (i < s.size()) {
-    size_t n = SequenceAt(s, i);
+    size_t n = Utf8RuneAt(s, i);
     if (n == 0) {
       out += "\xEF\xBF\xBD";  // U+FFFD
       ++i;
