@@ -66,7 +66,9 @@ gtest_suite() {
   s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | tail -n1)
   if [ -n "$s" ] && [ "$s" -gt 0 ]; then
     SKIPPED=$((SKIPPED + s))
-    echo "SKIP: $name: $s tests: $(grep -m1 -A1 'Skipped$' "$log" | tail -n1 | cut -c1-160)"
+    # Each reason once, with how many tests gave it (most first).
+    grep -a -A1 'Skipped$' "$log" | grep -av -e 'Skipped$' -e '^--$' | cut -c1-160 | sort | uniq -c | sort -rn |
+      head -n 8 | while read -r n why; do echo "SKIP: $name: $n tests: $why"; done
   fi
   PASSED=$((PASSED + ${p:-0}))
   echo "   ${p:-0} passed, ${f:-0} failed${s:+, $s skipped}"
