@@ -36,7 +36,7 @@ skip() { SKIPPED=$((SKIPPED + 1)); echo "SKIP: $1"; }
 step() {
   local name="$1"; shift
   local log="$LOGS/$(echo "$name" | tr ' /' '__').log"
-  echo "== $name"
+  echo "== $name (at ${SECONDS} s)"
   if "$@" >"$log" 2>&1; then
     pass
     echo "   ok"
@@ -51,7 +51,7 @@ step() {
 gtest_suite() {
   local name="$1"; shift
   local log="$LOGS/$name.log"
-  echo "== $name"
+  echo "== $name (at ${SECONDS} s)"
   "$@" --gtest_brief=1 >"$log" 2>&1
   local rc=$?
   local p f
@@ -85,7 +85,7 @@ gtest_suite() {
 tap_suite() {
   local name="$1"; shift
   local log="$LOGS/$name.log"
-  echo "== $name"
+  echo "== $name (at ${SECONDS} s)"
   "$@" >"$log" 2>&1
   local rc=$?
   local p f s
@@ -208,6 +208,7 @@ else
 fi
 
 echo
+echo "took ${SECONDS} s (each \"== SUITE (at N s)\" line says when that suite started)"
 if [ ${#FAILURES[@]} -gt 0 ]; then
   echo "Failures:"
   for f in "${FAILURES[@]}"; do echo "  $f"; done
