@@ -75,24 +75,45 @@ Result<int64_t> ParseInt(std::string_view s, int64_t min, int64_t max) {
   return r;
 }
 
-// Parses "<digits>[.<digits>]" at s[*pos], returns value scaled by 1e9 so
-// fractions like "1.5s" stay exact in integer nanoseconds.
-static bool ParseDecimalNano(std::string_view s, size_t* pos, long double* out) {
+// "<digits>[.<digits>]" at s[*pos] times mult, in integers (no floating
+// point: a long double is a software 128-bit type on aarch64): the product
+// rounded to the nearest whole number in *out, and *exact when it needed no
+// rounding. False on a syntax error; *out = max + 1 when the product passes
+// max (at most INT64_MAX).
+static bool ParseScaled(std::string_view s, size_t* pos, uint64_t mult, uint64_t max, uint64_t* out, bool* exact) {
+  auto digit = [&](size_t k) { return k < s.size() && s[k] >= '0' && s[k] <= '9'; };
   size_t start = *pos;
-  long double v = 0;
-  while (*pos < s.size() && s[*pos] >= '0' && s[*pos] <= '9') v = v * 10 + (s[(*pos)++] - '0');
-  if (*pos < s.size() && s[*pos] == '.') {
-    ++*pos;
-    long double scale = 0.1L;
-    size_t frac_start = *pos;
-    while (*pos < s.size() && s[*pos] >= '0' && s[*pos] <= '9') {
-      v += (s[(*pos)++] - '0') * scale;
-      scale /= 10;
-    }
-    if (*pos == frac_start) return false;
+  uint64_t whole = 0;
+  bool too_large = false;
+  for (; digit(*pos); ++*pos) {
+    uint64_t d = static_cast<uint64_t>(s[*pos] - '0');
+    if (whole > (max - d) / 10) too_large = true;
+    if (!too_large) whole = whole * 10 + d;
   }
-  *out = v;
-  return *pos > start;
+  uint64_t frac = 0;
+  *exact = true;
+  if (*pos < s.size() && s[*pos] == '.') {
+    size_t first = ++*pos;
+    while (digit(*pos)) ++*pos;
+    if (*pos == first) return false;
+    // 0.d1d2...dk * mult by Horner's rule from the last digit: each step
+    // divides by 10; a remainder anywhere means the product is no integer.
+    uint64_t acc = 0, rem = 0;
+    for (size_t k = *pos; k-- > first;) {
+      uint64_t t = static_cast<uint64_t>(s[k] - '0') * mult + acc;
+      acc = t / 10;
+      rem = t % 10;
+      if (rem != 0) *exact = false;
+    }
+    frac = acc + (rem >= 5 ? 1 : 0);
+  }
+  if (*pos == start) return false;
+  if (too_large || (whole != 0 && mult > max / whole) || frac > max - whole * mult) {
+    *out = max + 1;
+  } else {
+    *out = whole * mult + frac;
+  }
+  return true;
 }
 
 Result<int64_t> ParseDuration(std::string_view s) {
@@ -101,28 +122,31 @@ Result<int64_t> ParseDuration(std::string_view s) {
   };
   if (s == "0") return int64_t{0};
   if (s.empty()) return bad();
-  long double total = 0;
+  constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  uint64_t total = 0;
   size_t pos = 0;
   while (pos < s.size()) {
-    long double v;
-    if (!ParseDecimalNano(s, &pos, &v)) return bad();
+    size_t num = pos;
+    while (pos < s.size() && ((s[pos] >= '0' && s[pos] <= '9') || s[pos] == '.')) ++pos;
     size_t ustart = pos;
     while (pos < s.size() && ((s[pos] >= 'a' && s[pos] <= 'z') || s[pos] == 'A')) ++pos;
     std::string_view unit = s.substr(ustart, pos - ustart);
-    long double mult;
+    uint64_t mult;
     if (unit == "ns") mult = 1;
-    else if (unit == "us") mult = 1e3L;
-    else if (unit == "ms") mult = 1e6L;
-    else if (unit == "s") mult = 1e9L;
-    else if (unit == "m") mult = 60e9L;
-    else if (unit == "h") mult = 3600e9L;
+    else if (unit == "us") mult = 1000;
+    else if (unit == "ms") mult = 1000000;
+    else if (unit == "s") mult = 1000000000;
+    else if (unit == "m") mult = 60000000000;
+    else if (unit == "h") mult = 3600000000000;
     else return bad();
-    total += v * mult;
-    if (total > static_cast<long double>(std::numeric_limits<int64_t>::max())) {
-      return Error(Code::kOutOfRange, "duration \"" + std::string(s) + "\" is too long");
-    }
+    uint64_t v = 0;
+    bool exact = true;
+    size_t end = num;
+    if (!ParseScaled(s.substr(0, ustart), &end, mult, kMax, &v, &exact) || end != ustart) return bad();
+    if (v > kMax - total) return Error(Code::kOutOfRange, "duration \"" + std::string(s) + "\" is too long");
+    total += v;
   }
-  return static_cast<int64_t>(total + 0.5L);
+  return static_cast<int64_t>(total);
 }
 
 std::string FormatDuration(int64_t ns) {
@@ -154,28 +178,29 @@ Result<uint64_t> ParseSize(std::string_view s) {
     return Error(Code::kInvalidArgument, "expected a size like \"10MiB\", got \"" + std::string(s) + "\"");
   };
   size_t pos = 0;
-  long double v;
-  if (!ParseDecimalNano(s, &pos, &v)) return bad();
+  while (pos < s.size() && ((s[pos] >= '0' && s[pos] <= '9') || s[pos] == '.')) ++pos;
   std::string_view unit = s.substr(pos);
-  long double mult;
+  uint64_t mult;
   if (unit.empty() || unit == "B") mult = 1;
-  else if (unit == "K" || unit == "KiB" || unit == "k") mult = 1024.0L;
-  else if (unit == "KB" || unit == "kB") mult = 1e3L;
-  else if (unit == "M" || unit == "MiB") mult = 1024.0L * 1024;
-  else if (unit == "MB") mult = 1e6L;
-  else if (unit == "G" || unit == "GiB") mult = 1024.0L * 1024 * 1024;
-  else if (unit == "GB") mult = 1e9L;
-  else if (unit == "T" || unit == "TiB") mult = 1024.0L * 1024 * 1024 * 1024;
-  else if (unit == "TB") mult = 1e12L;
+  else if (unit == "K" || unit == "KiB" || unit == "k") mult = uint64_t{1} << 10;
+  else if (unit == "KB" || unit == "kB") mult = 1000;
+  else if (unit == "M" || unit == "MiB") mult = uint64_t{1} << 20;
+  else if (unit == "MB") mult = 1000000;
+  else if (unit == "G" || unit == "GiB") mult = uint64_t{1} << 30;
+  else if (unit == "GB") mult = 1000000000;
+  else if (unit == "T" || unit == "TiB") mult = uint64_t{1} << 40;
+  else if (unit == "TB") mult = 1000000000000;
   else return bad();
-  long double bytes = v * mult;
-  if (bytes > static_cast<long double>(std::numeric_limits<int64_t>::max())) {
-    return Error(Code::kOutOfRange, "size \"" + std::string(s) + "\" is too large");
-  }
-  if (bytes != static_cast<long double>(static_cast<uint64_t>(bytes))) {
+  constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  uint64_t bytes = 0;
+  bool exact = true;
+  size_t end = 0;
+  if (!ParseScaled(s.substr(0, pos), &end, mult, kMax, &bytes, &exact) || end != pos) return bad();
+  if (bytes > kMax) return Error(Code::kOutOfRange, "size \"" + std::string(s) + "\" is too large");
+  if (!exact) {
     return Error(Code::kInvalidArgument, "size \"" + std::string(s) + "\" is not a whole number of bytes");
   }
-  return static_cast<uint64_t>(bytes);
+  return bytes;
 }
 
 std::string QuoteIfNeeded(std::string_view v) {

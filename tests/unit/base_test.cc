@@ -26,6 +26,18 @@ TEST(Strings, ParseDuration) {
     EXPECT_EQ(r.error().message(), std::string("expected a duration like \"5s\", got \"") + bad + "\"");
   }
   EXPECT_FALSE(ParseDuration("9999999999h").ok());
+  // Integer arithmetic: exact to the nanosecond, rounded half up.
+  EXPECT_EQ(*ParseDuration("0.1h"), 360000000000LL);
+  EXPECT_EQ(*ParseDuration("1.0000000000005h"), 3600000000002LL);
+  EXPECT_EQ(*ParseDuration("0.5ns"), 1);
+  EXPECT_EQ(*ParseDuration("0.49ns"), 0);
+  EXPECT_EQ(*ParseDuration("1.999999999999s"), 2000000000LL);
+  EXPECT_EQ(*ParseDuration("1m0.25s"), 60250000000LL);
+  EXPECT_EQ(*ParseDuration("9223372036854775807ns"), INT64_MAX);
+  EXPECT_EQ(ParseDuration("9223372036854775808ns").error().message(),
+            "duration \"9223372036854775808ns\" is too long");
+  EXPECT_EQ(ParseDuration("2562047h48m").error().message(), "duration \"2562047h48m\" is too long");
+  EXPECT_FALSE(ParseDuration("1.2.3s").ok());
 }
 
 TEST(Strings, FormatDuration) {
@@ -50,6 +62,12 @@ TEST(Strings, ParseSize) {
     EXPECT_EQ(r.error().message(), std::string("expected a size like \"10MiB\", got \"") + bad + "\"");
   }
   EXPECT_FALSE(ParseSize("0.3B").ok());
+  EXPECT_EQ(*ParseSize("0.5KiB"), 512u);
+  EXPECT_EQ(*ParseSize(".25K"), 256u);
+  EXPECT_EQ(ParseSize("1.0005KB").error().message(), "size \"1.0005KB\" is not a whole number of bytes");
+  EXPECT_EQ(*ParseSize("8388607TiB"), 8388607ull << 40);
+  EXPECT_EQ(ParseSize("8388608TiB").error().message(), "size \"8388608TiB\" is too large");
+  EXPECT_EQ(ParseSize("99999999999999999999").error().message(), "size \"99999999999999999999\" is too large");
 }
 
 TEST(Strings, ParseIntRangeAndGarbage) {
