@@ -5,7 +5,7 @@
 # run_one NAME: runs test function NAME, prints ok/not ok.
 run_one() {
   local name="$1" out
-  local dir
+  local dir t0=$EPOCHREALTIME
   dir="$(mktemp -d /tmp/outpost-it.XXXXXX)"
   out="$(
     T="$dir"
@@ -17,13 +17,18 @@ run_one() {
     "$name" 2>&1
   )"
   local rc=$?
+  # How long the test took, for finding the slow ones (not a result).
+  local took
+  took="$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')"
   if [ $rc -eq 0 ]; then
     echo "ok ${name#test_}"
+    echo "# ${name#test_} took ${took} s"
     rm -rf "$dir"
   else
     local why
     why="$(printf '%s\n' "$out" | grep -m1 '^FAIL: ' | sed 's/^FAIL: //')"
     echo "not ok ${name#test_} - ${why:-exit $rc}"
+    echo "    # took ${took} s"
     printf '%s\n' "$out" | sed 's/^/    # /'
     [ -f "$dir/agent.log" ] && sed 's/^/    # agent: /' "$dir/agent.log" | tail -n 20
   fi

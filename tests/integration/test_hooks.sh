@@ -239,7 +239,7 @@ test_hooks_agent_killed_during_a_hook_leaves_no_half_started_task() {
   cat >"$T/slow-hook" <<EOF
 #!/bin/sh
 cat >/dev/null
-if [ ! -e "$T/hung-once" ]; then : >"$T/hung-once"; exec "$HELPER" sleep 600; fi
+if [ ! -e "$T/hung-once" ]; then echo \$\$ >"$T/hook.pid"; : >"$T/hung-once"; exec "$HELPER" sleep 600; fi
 exit 0
 EOF
   chmod +x "$T/slow-hook"
@@ -253,7 +253,9 @@ EOF
   worker="$(op --json status | json_get pid)"
   kill -9 "$keeper" "$worker"
   wait_gone "$keeper" 10; wait_gone "$worker" 10
-  pkill -9 -f "$HELPER sleep 600" 2>/dev/null  # the orphaned hook (docs/hooks.md: not killed by the next agent)
+  # The orphaned hook (docs/hooks.md: not killed by the next agent); by its
+  # pid, as other tests may run at the same time (IT_JOBS).
+  kill -9 "$(cat "$T/hook.pid")" 2>/dev/null
   start_agent
   wait_for 20 jt_tstate_is hk/t running || fail "the task did not start after recovery: $(op inspect hk/t)"
   wait_for 10 test -s "$T/starts" || fail "the task's main never ran"
