@@ -452,7 +452,7 @@ void Networks::DeleteAttachment(const std::string& job, const NetworkList* list,
     att.cni_args = a.cni_args;
     att.capability_args = a.capability_args;
   }
-  list_op_ = ListOp::Start(loop_, options_.plugins, *use, "DEL", att, cached, [this, job, then](ListOutcome out) {
+  list_op_ = ListOp::Start(loop_, options_.plugins, *use, "DEL", att, cached, [job, then](ListOutcome out) {
     if (out.status.ok() && !out.timings.empty()) {
       log::Info("network: DEL done", {{"job", job}, {"took", Ms(out.nanos)}, {"plugins", DescribeTimings(out.timings)}});
     }

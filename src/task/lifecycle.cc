@@ -394,7 +394,7 @@ void TaskManager::AwaitExit(const std::string& id, DoneCallback done) {
   }
   auto once = std::make_shared<DoneCallback>(std::move(done));
   std::weak_ptr<bool> alive = alive_;
-  Loop::TimerId timer = loop_->AddTimer(kStopExitWaitNanos, [this, alive, id, once] {
+  Loop::TimerId timer = loop_->AddTimer(kStopExitWaitNanos, [alive, id, once] {
     if (!alive.lock() || !*once) return;
     log::Warn("the driver stopped the task but has not reported its exit", {{"task", id}});
     auto cb = std::move(*once);

@@ -536,9 +536,10 @@ TEST_F(ExecDriverTest, RecoveryReattachesAndReportsJournaledOrUnknownExits) {
   ASSERT_EQ(lost, ::waitpid(lost, &st_lost, 0));
 
   driver_ = NewDriver(true);
-  for (auto& [id, h] : handles) {
+  for (auto& entry : handles) {
+    const auto& h = entry.second;
     ASSERT_TRUE(Call([&](Driver::DoneCallback cb) { driver_->RecoverTask(h, cb); }).ok());
-    started_.push_back(id);
+    started_.push_back(entry.first);
   }
   EXPECT_EQ(Inspect("live")->state, TaskState::kRunning);
   // Recovering a tracked task again is a no-op.
