@@ -2,12 +2,12 @@
 #
 #   make                      build build/outpost (static, stripped copy in build/outpost.stripped)
 #   make ARCH=arm64|armhf     cross build into build/arm64/ or build/armhf/
-#   make SANITIZE=address,undefined   ASan+UBSan build into build/san/ (dynamic: ASan cannot be static)
+#   make SANITIZE=address,undefined   ASan+UBSan build (clang) into build/san/ (dynamic: ASan cannot be static)
 #   make test [ARCH=...]      deps, build, every test suite; last line "N passed, N failed"
 #   make run                  deps, build, start an agent with ./run/ config and example jobs
 #   make deps                 install every build and test dependency (apt-get; idempotent)
 #   make vendor               copy nanopb + picojson into third_party/ for air-gapped builds
-#   make fuzz                 build the libFuzzer targets (clang)
+#   make fuzz                 build the libFuzzer targets (clang, on the build/san/ objects)
 #   make fuzz-long [FUZZ_SECONDS=600]  run every fuzz target that long, print execs/coverage
 #   make chaos [CYCLES=1000] [PARALLEL=4] [SEED=S]  random kill -9 of worker/keeper/agent, invariants checked
 #   make power-cuts [CUTS=100] [ARCH=arm64]  power cuts at random moments of a churn, in the VM
@@ -42,7 +42,7 @@ DEPS_GROUPS := $(sort \
   $(if $(filter bench chaos,$(GOALS)),bench) \
   $(if $(and $(filter bench,$(GOALS)),$(BENCH_ARM64)),arm64) \
   $(if $(filter power-cuts,$(GOALS)),build vm test-build $(filter arm64,$(ARCH))) \
-  $(if $(filter fuzz fuzz-long,$(GOALS)),fuzz) \
+  $(if $(or $(filter fuzz fuzz-long,$(GOALS)),$(SANITIZE)),fuzz) \
   $(if $(filter test-fresh,$(GOALS)),fresh))
 
 .PHONY: $(GOALS) outpost-outer-pass
@@ -112,6 +112,16 @@ endif
 
 CXX := $(CROSS)g++
 CC := $(CROSS)gcc
+# The sanitizer build is clang's, at -O1 with line tables: its objects are
+# also the fuzz targets' (the library carries libFuzzer's coverage
+# instrumentation, FUZZ_COV), so make test compiles the library once for
+# both, and clang -O1 compiles the tests about 3x faster than g++ -O2 with
+# ASan. gcc's -Werror builds of every arch stay the warning gate.
+ifneq ($(SANITIZE),)
+  CXX := clang++
+  CC := clang
+  FUZZ_COV := -fsanitize=fuzzer-no-link
+endif
 STRIP := $(CROSS)strip
 # Link-time optimisation keeps the static binary small (about 13% smaller
 # here); sanitizer builds skip it to build faster.
@@ -152,7 +162,7 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wnon-virtual-dtor -Wpointer-a
 # EOVERFLOW on large inode numbers otherwise, and logs may pass 2 GiB).
 DEFS := -DPB_ENABLE_MALLOC=1 -DPICOJSON_USE_LOCALE=0 -DPICOJSON_USE_INT64 -D_FILE_OFFSET_BITS=64 \
         -DOUTPOST_VERSION='"$(shell cat VERSION 2>/dev/null || echo 0.0.0)"'
-OPT := -O2 -ffunction-sections -fdata-sections $(LTO)
+OPT := $(if $(SANITIZE),-O1 -gline-tables-only,-O2) -ffunction-sections -fdata-sections $(LTO)
 # src/base/compat holds an <iostream> stand-in so picojson does not drag the
 # iostream static initialiser (and ~900 KiB of locale code) into the binary.
 INCS := -Isrc -Iinclude -I$(GEN) -isystem $(NANOPB_INC) -isystem $(PICOJSON_INC)
@@ -188,7 +198,7 @@ TEST_LDFLAGS := $(LDFLAGS) -Wl,--no-warnings
 # The unit tests derive from the NRI plugin library's Stub with RTTI while
 # the library is built without: the vtables differ by their typeinfo only,
 # which LTO reports (-Wodr) though nothing uses it.
-TEST_LDFLAGS += -Wno-odr
+TEST_LDFLAGS += $(if $(SANITIZE),,-Wno-odr)
 
 PROTOS := $(wildcard proto/*.proto)
 GEN_C := $(patsubst proto/%.proto,$(GEN)/%.pb.c,$(PROTOS))
@@ -250,7 +260,7 @@ $(GEN)/%.pb.c $(GEN)/%.pb.h: proto/%.proto $(wildcard proto/*.options)
 $(BUILD)/obj/gen/%.o: $(GEN)/%.c $(GEN_H) $(DEP_HEADERS) Makefile
 	@echo "  CC      $<"
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) -I$(GEN) -c $< -o $@ && $(DEPDONE)
+	$(Q)$(CC) $(CFLAGS) $(FUZZ_COV) $(DEPFLAGS) -I$(GEN) -c $< -o $@ && $(DEPDONE)
 
 # Everything under src/ is compiled for size (-Os; kept per function through
 # LTO, about a fifth of the binary) except the data paths named here, which
@@ -268,7 +278,9 @@ $(BUILD)/obj/gen/%.o: $(GEN)/%.c $(GEN_H) $(DEP_HEADERS) Makefile
 # wire::DeadlineExceededError.)
 HOT_OBJS := loop/loop wire/frame wire/codec wire/rpc_server_conn \
             logs/log_pipe
-ifeq ($(ARCH),armhf)
+ifneq ($(SANITIZE),)
+$(BUILD)/obj/src/%.o: SPEED_OPT =
+else ifeq ($(ARCH),armhf)
 $(BUILD)/obj/src/%.o: SPEED_OPT = -Os
 else
 $(BUILD)/obj/src/%.o: SPEED_OPT = $(if $(filter $(HOT_OBJS),$*),-O2,-Os)
@@ -277,7 +289,7 @@ endif
 $(BUILD)/obj/src/%.o: src/%.cc $(GEN_H) $(DEP_HEADERS) Makefile
 	@echo "  CXX     $<"
 	$(Q)mkdir -p $(dir $@)
-	$(Q)$(CXX) $(SRC_CXXFLAGS) $(SPEED_OPT) $(DEPFLAGS) -c $< -o $@ && $(DEPDONE)
+	$(Q)$(CXX) $(SRC_CXXFLAGS) $(SPEED_OPT) $(FUZZ_COV) $(DEPFLAGS) -c $< -o $@ && $(DEPDONE)
 
 $(BUILD)/obj/tests/%.o: tests/%.cc $(GEN_H) $(DEP_HEADERS) Makefile
 	@echo "  CXX     $<"
@@ -339,7 +351,7 @@ $(BUILD)/test_plugin: $(BUILD)/obj/tests/helpers/plugin/test_plugin.o $(BUILD)/l
 $(BUILD)/obj/examples/%.o: examples/%.cc $(GEN_H) $(DEP_HEADERS) Makefile
 	@mkdir -p $(dir $@)
 	@echo "  CXX     $<"
-	$(Q)$(CXX) $(EXAMPLE_CXXFLAGS) -Iinclude $(DEPFLAGS) -c -o $@ $< && $(DEPDONE)
+	$(Q)$(CXX) $(EXAMPLE_CXXFLAGS) $(FUZZ_COV) -Iinclude $(DEPFLAGS) -c -o $@ $< && $(DEPDONE)
 
 $(BUILD)/example_driver: $(BUILD)/obj/examples/plugin-driver/example_driver.o $(BUILD)/liboutpost-plugin.a
 	@echo "  LINK    $@"
@@ -364,40 +376,33 @@ $(BUILD)/test_nri_plugin: $(BUILD)/obj/tests/helpers/nri/test_nri_plugin.o $(BUI
 	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(NANOPB_LIB)
 
 # ---- fuzzing (clang + libFuzzer, native only) -------------------------------
-# The library is compiled once with fuzzer instrumentation into build/fuzz/obj
-# and linked into every target.
+# The targets link the sanitizer build's library (build/san/, clang, with
+# coverage instrumentation): `make fuzz` builds it with SANITIZE=address,undefined.
 FUZZ_SRCS := $(sort $(wildcard tests/fuzz/*_fuzzer.cc))
 FUZZ_BINS := $(patsubst tests/fuzz/%.cc,build/fuzz/%,$(FUZZ_SRCS))
-FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined
-FUZZ_CXXFLAGS := -std=c++17 -O1 -g $(FUZZ_SAN) $(DEFS) -Isrc/base/compat -Isrc/base/compat/picojson $(INCS)
-FUZZ_OBJS := $(patsubst %.cc,build/fuzz/obj/%.o,$(LIB_SRCS)) $(patsubst $(GEN)/%.c,build/fuzz/obj/gen/%.o,$(GEN_C)) \
-             build/fuzz/obj/examples/plugins/oci-driver/spec.o
+FUZZ_CXXFLAGS := -std=c++17 -O1 -gline-tables-only -fsanitize=fuzzer,address,undefined $(DEFS) \
+                 -Isrc/base/compat -Isrc/base/compat/picojson $(INCS)
+# Each target is built like the code it drives: the library's picojson
+# aborts (OUTPOST_PICOJSON_ABORTS, as in src/), the oci driver's spec
+# builder uses the real one (as the examples do).
+FUZZ_PICOJSON = -DOUTPOST_PICOJSON_ABORTS
+build/fuzz/oci_spec_fuzzer: FUZZ_PICOJSON =
 
-.SECONDARY: $(FUZZ_OBJS)
-
+ifeq ($(SANITIZE),)
+fuzz:
+	$(Q)$(MAKE) --no-print-directory SANITIZE=address,undefined fuzz
+else ifeq ($(SANITIZE),address,undefined)
 fuzz: $(FUZZ_BINS)
-ifneq ($(BUILD),build)
-	$(error make fuzz is for the native build only)
+else
+fuzz:
+	$(error make fuzz needs the SANITIZE=address,undefined objects (got SANITIZE=$(SANITIZE)))
 endif
 
-build/fuzz/obj/src/%.o: src/%.cc $(GEN_H) $(DEP_HEADERS) Makefile
-	@echo "  FUZZCXX $<"
-	$(Q)mkdir -p $(dir $@)
-	$(Q)clang++ $(FUZZ_CXXFLAGS) $(DEPFLAGS) -c $< -o $@ && $(DEPDONE)
-
-build/fuzz/obj/examples/%.o: examples/%.cc $(GEN_H) $(DEP_HEADERS) Makefile
-	@echo "  FUZZCXX $<"
-	$(Q)mkdir -p $(dir $@)
-	$(Q)clang++ $(FUZZ_CXXFLAGS) $(DEPFLAGS) -c $< -o $@ && $(DEPDONE)
-
-build/fuzz/obj/gen/%.o: $(GEN)/%.c $(GEN_H) $(DEP_HEADERS) Makefile
-	$(Q)mkdir -p $(dir $@)
-	$(Q)clang -std=c11 -O1 -g $(FUZZ_SAN) $(DEFS) -isystem $(NANOPB_INC) -I$(GEN) -c $< -o $@
-
-build/fuzz/%: tests/fuzz/%.cc $(FUZZ_OBJS)
+build/fuzz/%: tests/fuzz/%.cc $(BUILD)/liboutpost.a $(BUILD)/obj/examples/plugins/oci-driver/spec.o
 	@echo "  FUZZ    $@"
 	$(Q)mkdir -p build/fuzz
-	$(Q)clang++ $(FUZZ_CXXFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(NANOPB_LIB)
+	$(Q)$(CXX) $(FUZZ_CXXFLAGS) $(FUZZ_PICOJSON) -o $@ $< $(BUILD)/obj/examples/plugins/oci-driver/spec.o \
+	  $(BUILD)/liboutpost.a $(NANOPB_LIB)
 
 # ---- benchmarks -------------------------------------------------------------
 # One binary per tools/bench/*.cc, except peer_bench: its main is in
@@ -483,6 +488,5 @@ clean:
 	rm -rf build
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
--include $(shell find build/fuzz/obj -name '*.d' 2>/dev/null)
 
 endif  # second pass
