@@ -3,8 +3,8 @@
 #
 #   tools/test.sh                 all suites (layer check of src/ and its own
 #                                 test, native build, unit, integration,
-#                                 sanitized unit, fuzz, arm64 + armhf unit under
-#                                 qemu-user, VM system test)
+#                                 sanitized unit, fuzz, armhf unit under qemu-user,
+#                                 arm64 build, VM system tests)
 #   tools/test.sh --arch arm64    only the arm64 build and its unit tests under qemu-user
 #   tools/test.sh --only NAME     one suite: layers build unit integration chaos sanitize fuzz arm64 armhf vm vm-arm64
 #
@@ -124,22 +124,30 @@ want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
 # A suite that mostly waits (agents restarting, backoffs) runs in the
 # background while the next CPU-bound steps (builds, fuzzers) run: bg_start
 # NAME KIND CMD... starts it (KIND: step or tap), bg_collect NAME waits for it
-# and counts it as step or tap_suite would. Its log is the same file.
+# and counts it as step or tap_suite would. Its log is the same file. The
+# exit code goes through a file, not bash's wait: bash forgets a finished
+# background job's status once one of its later children gets the same pid,
+# which a long, fork-heavy run can bring about ("wait: pid N is not a child
+# of this shell" failed a green chaos run).
 declare -A BG_PID=() BG_KIND=() BG_START=()
+bg_rc_file() { echo "$LOGS/$(echo "$1" | tr ' /()' '____').rc"; }
 bg_start() {
   local name="$1" kind="$2"; shift 2
-  local log="$LOGS/$(echo "$name" | tr ' /' '__').log"
+  local log="$LOGS/$(echo "$name" | tr ' /' '__').log" rc_file
   [ "$kind" = tap ] && log="$LOGS/$name.log"
+  rc_file=$(bg_rc_file "$name")
+  rm -f "$rc_file"
   echo "== $name (at ${SECONDS} s, in the background)"
-  "$@" >"$log" 2>&1 &
+  { "$@" >"$log" 2>&1; echo $? >"$rc_file"; } &
   BG_PID[$name]=$!
   BG_KIND[$name]=$kind
   BG_START[$name]=$SECONDS
 }
 bg_collect() {
   local name="$1" rc
-  wait "${BG_PID[$name]}"
-  rc=$?
+  wait "${BG_PID[$name]}" 2>/dev/null
+  rc=$(cat "$(bg_rc_file "$name")" 2>/dev/null) || rc=""
+  [ -n "$rc" ] || { echo "(no exit code of $name: counted as failed)"; rc=1; }
   echo "== $name (started at ${BG_START[$name]} s, ended by ${SECONDS} s)"
   if [ "${BG_KIND[$name]}" = tap ]; then
     tap_count "$name" "$rc"
@@ -153,10 +161,18 @@ bg_collect() {
 # builds the oci driver). The unit tests that spawn a binary skip under
 # qemu-user without binfmt_misc (tests/unit/test_util.h), so the other NRI
 # plugins are not built here.
+# In the full run (CROSS_UNIT=armhf) only armhf builds and runs the unit
+# tests under qemu-user: it is the arch unlike x86_64 in both ways that
+# matter to the code (32-bit, unsigned char, as on aarch64); aarch64 is
+# built (every warning an error) and system-tested in its VM (vm-arm64).
+# `tools/test.sh --arch arm64` or `--only arm64` runs its unit tests too.
+CROSS_UNIT="arm64 armhf"
+cross_unit() { case " $CROSS_UNIT " in *" $1 "*) return 0 ;; esac; return 1; }
 cross_build() {
   local arch="$1" extra=()
   [ "$arch" = arm64 ] && extra=(build/arm64/test_nri_plugin)
-  make -j"$JOBS" ARCH="$arch" all "build/$arch/unit_tests" "build/$arch/test_helper" \
+  cross_unit "$arch" && extra+=("build/$arch/unit_tests")
+  make -j"$JOBS" ARCH="$arch" all "build/$arch/test_helper" \
     "build/$arch/test_plugin" ${extra[@]+"${extra[@]}"}
 }
 # What runs on a cross build that succeeded: static, size, unit tests.
@@ -166,7 +182,11 @@ cross_checks() {
   # The 1.5 MiB budget is missed since OCI hooks (issue 14 keeps it open;
   # docs/benchmarks.md#size): reported here, not failed.
   step "size budget $arch" make ARCH="$arch" size SIZE_OVER_REPORTED=1
-  gtest_suite "unit-$arch" "$qemu" "build/$arch/unit_tests"
+  if cross_unit "$arch"; then
+    gtest_suite "unit-$arch" "$qemu" "build/$arch/unit_tests"
+  else
+    echo "   (unit-$arch: not in the full run; tools/test.sh --arch $arch runs it)"
+  fi
 }
 cross_suite() {
   step "build $1" cross_build "$1" && cross_checks "$1" "$2"
@@ -213,6 +233,7 @@ else
     # a time, each in a temp dir of its own (tests/integration/run.sh).
     if want integration; then
       if [ -z "$ONLY" ]; then
+        CROSS_UNIT=armhf
         rm -f "$LOGS"/build_arm64.rc "$LOGS"/build_armhf.rc
         bg_start "cross builds" step cross_builds_bg
       fi
@@ -263,7 +284,7 @@ else
   fi
   [ -n "${BG_PID[chaos (50 cycles)]:-}" ] && bg_collect "chaos (50 cycles)"
   if [ -n "${BG_PID[cross builds]:-}" ]; then
-    wait "${BG_PID[cross builds]}"
+    wait "${BG_PID[cross builds]}" 2>/dev/null
     for arch in arm64 armhf; do
       echo "== build $arch (in the background from ${BG_START[cross builds]} s, counted at ${SECONDS} s)"
       step_count "build $arch" "$(cat "$LOGS/build_$arch.rc" 2>/dev/null || echo 1)" &&
