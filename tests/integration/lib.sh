@@ -149,6 +149,16 @@ for k in sys.argv[1].split("."): v=v[k]
 print(v)' "$1"
 }
 
+# proc_alive PID: PID runs and is not a zombie. Its state is read once: a
+# zombie reaped between a `kill -0` and a read of /proc/PID/stat would
+# otherwise count as alive. proc_gone PID: the opposite, for wait_for.
+proc_alive() {
+  local s
+  s="$(sed -n 's/^State:[[:space:]]*\(.\).*/\1/p' "/proc/$1/status" 2>/dev/null)"
+  [ -n "$s" ] && [ "$s" != Z ]
+}
+proc_gone() { ! proc_alive "$1"; }
+
 # sig_in_mask PID FIELD SIGNO: FIELD (SigIgn, SigCgt) of /proc/PID/status
 # has SIGNO set — the process has installed its handler (or SIG_IGN).
 sig_in_mask() {

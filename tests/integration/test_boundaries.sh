@@ -25,7 +25,6 @@ pb_writable_as() {
     setpriv --reuid="$1" --regid="$1" --clear-groups xargs -0 sh -c 'for p do [ -w "$p" ] && printf "%s\n" "$p"; done; true' sh
 }
 
-pb_alive() { [ -e "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
 
 test_task_users_can_write_nothing_of_the_agents_but_their_own_task_dir() {
   pb_root || return 0
@@ -152,15 +151,15 @@ JSON
   main_b="$("$OUTPOST" --socket "$sock_b" --json inspect twin/a | json_get pid)"
   local p
   for p in "$orphan_a" "$orphan_b"; do
-    pb_alive "$p" || fail "orphan $p not running"
+    proc_alive "$p" || fail "orphan $p not running"
     tr '\0' '\n' <"/proc/$p/environ" | grep -qx "OUTPOST_TASK_ID=twin.a" || fail "orphan $p does not carry the shared id"
     [ "$(ps -o sid= -p "$p" | tr -d ' ')" = "$p" ] || fail "orphan $p is not in a session of its own"
   done
   expect_exit 0 op rm twin
-  wait_for 10 sh -c "! { [ -e /proc/$orphan_a ] && [ \"\$(awk '{print \$3}' /proc/$orphan_a/stat)\" != Z ]; }" ||
+  wait_for 10 proc_gone "$orphan_a" ||
     fail "a's orphan $orphan_a survived rm"
-  pb_alive "$main_a" && fail "a's task $main_a survived rm"
-  pb_alive "$orphan_b" || fail "rm in agent a killed agent b's orphan $orphan_b"
-  pb_alive "$main_b" || fail "rm in agent a killed agent b's task $main_b"
+  proc_alive "$main_a" && fail "a's task $main_a survived rm"
+  proc_alive "$orphan_b" || fail "rm in agent a killed agent b's orphan $orphan_b"
+  proc_alive "$main_b" || fail "rm in agent a killed agent b's task $main_b"
   expect_eq "$("$OUTPOST" --socket "$sock_b" --json inspect twin/a | json_get state)" "running" "b's task state"
 }

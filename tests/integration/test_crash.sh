@@ -75,7 +75,7 @@ test_whole_agent_kill_keeps_tasks_and_every_line() {
   expect_exit 0 op task stop sleeper --timeout 1s
   expect_eq "$(task_field sleeper state)" "exited" "stopped"
   expect_exit 0 op task rm sleeper
-  kill -0 "$sp" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$sp/stat")" != Z ] && fail "sleeper still alive"
+  proc_alive "$sp" && fail "sleeper still alive"
   true
 }
 
@@ -130,7 +130,6 @@ ghost() {
   wait_for 5 grep -q OUTPOST_TASK_DIR "/proc/$pid/environ" || fail "ghost $1 did not start"
   echo "$pid"
 }
-gone_or_zombie() { ! kill -0 "$1" 2>/dev/null || grep -q '^State:[[:space:]]*Z' "/proc/$1/status"; }
 restart_worker() {
   local w; w="$(worker_pid)"
   kill -9 "$w"
@@ -154,7 +153,7 @@ test_an_unrecorded_task_process_is_killed_by_the_next_worker_of_the_boot() {
   expect_eq "$(cat "$T/run/boot-id")" "$now" "boot id recorded in the runtime dir"
   local g1; g1="$(ghost ghost)" || fail "ghost did not start"
   restart_worker
-  wait_for 10 gone_or_zombie "$g1" || fail "the unrecorded process $g1 survived the new worker's recovery"
+  wait_for 10 proc_gone "$g1" || fail "the unrecorded process $g1 survived the new worker's recovery"
   expect_contains "$(cat "$T/agent.log")" "killing a task process that no record accounts for" "logged"
   local before; before="$(grep -c "first start since boot" "$T/agent.log")"
   # As if the node had rebooted (a runtime dir on disk keeps its file): the
@@ -172,7 +171,7 @@ test_an_unrecorded_task_process_is_killed_by_the_next_worker_of_the_boot() {
   echo "an-earlier-boot" >"$T/state/boot-id"
   restart_worker
   expect_eq "$(grep -c "first start since boot" "$T/agent.log")" "$((before + 1))" "the runtime dir's boot id was ignored"
-  wait_for 10 gone_or_zombie "$g3" || fail "the unrecorded process $g3 survived: the runtime dir's boot id was ignored"
+  wait_for 10 proc_gone "$g3" || fail "the unrecorded process $g3 survived: the runtime dir's boot id was ignored"
 }
 
 # A runtime dir on tmpfs starts empty at every boot: a new state dir with a
@@ -194,13 +193,13 @@ test_a_new_state_dir_with_a_new_runtime_dir_on_tmpfs_is_a_first_start() {
   local now; now="$(cat /proc/sys/kernel/random/boot_id)"
   expect_eq "$(cat "$rd/boot-id")" "$now" "boot id recorded in the runtime dir"
   restart_worker
-  wait_for 10 gone_or_zombie "$g0" || fail "the next worker of the boot did not kill the unrecorded process $g0"
+  wait_for 10 proc_gone "$g0" || fail "the next worker of the boot did not kill the unrecorded process $g0"
   # A wiped state dir (its boot-id gone): the runtime dir's says an agent
   # ran in this boot, so the next worker looks.
   local g1; g1="$(ghost ghost)" || fail "ghost did not start"
   rm "$T/state/boot-id"
   restart_worker
-  wait_for 10 gone_or_zombie "$g1" || fail "the unrecorded process $g1 survived although $rd/boot-id was there"
+  wait_for 10 proc_gone "$g1" || fail "the unrecorded process $g1 survived although $rd/boot-id was there"
   expect_eq "$(grep -c "first start since boot" "$T/agent.log")" "1" "a runtime dir with a boot-id was taken for a first start"
   expect_eq "$(cat "$T/state/boot-id")" "$now" "boot id recorded again in the state dir"
 }

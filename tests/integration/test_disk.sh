@@ -44,7 +44,7 @@ dk_free() { rm -f "$DK_ROOT$T/state/fill"; }
 dk_record() { cat "$DK_ROOT$T/state/jobs/$1.json" 2>/dev/null; }
 # dk_record_has JOB TEXT: the job's record on disk contains TEXT.
 dk_record_has() { dk_record "$1" | grep -qF -- "$2"; }
-dk_gone() { ! jt_alive "$1"; }
+dk_gone() { ! proc_alive "$1"; }
 
 test_disk_full_stop_rm_restart_update_still_work() {
   dk_start || return 0

@@ -47,7 +47,6 @@ jt_healthy_count() { op events "$1" 2>/dev/null | grep -c ' healthy '; }
 jt_healthy_is() { [ "$(jt_healthy_count "$1")" = "$2" ]; }
 # jt_job_ids: sorted ids of every job, one line.
 jt_job_ids() { op --json ps | python3 -c 'import json,sys; print(" ".join(sorted(j["id"] for j in json.load(sys.stdin)["jobs"])))'; }
-jt_alive() { [ -e "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
 
 test_job_run_from_file_and_stdin_waits_until_running() {
   jt_start
@@ -246,8 +245,8 @@ test_job_stop_and_rm() {
   local t0=$SECONDS
   expect_exit 0 op stop web --timeout 500ms
   [ $((SECONDS - t0)) -le 5 ] || fail "--timeout not applied (took $((SECONDS - t0))s)"
-  jt_alive "$api" && fail "api still alive after stop"
-  jt_alive "$db" && fail "db still alive after stop"
+  proc_alive "$api" && fail "api still alive after stop"
+  proc_alive "$db" && fail "db still alive after stop"
   expect_eq "$(jt_jfield web status)" "stopped" "status"
   expect_eq "$(jt_jfield web desired)" "stopped" "desired"
   expect_exit 0 op events web
@@ -279,7 +278,7 @@ test_job_update_restarts_only_changed_tasks() {
   expect_contains "$OUT" "job u updated to version 2; restarting: b" "update names the restarted task"
   expect_eq "$(jt_running_pid u/a)" "$pa" "a keeps its pid"
   jt_pid_changed u/b "$pb" || fail "b not restarted"
-  jt_alive "$pb" && fail "the old b ($pb) still runs after the update"
+  proc_alive "$pb" && fail "the old b ($pb) still runs after the update"
   expect_eq "$(jt_tfield u/b task.args | tr -d "[]' ")" "sleep,601" "b runs the new spec"
   expect_exit 0 jt_run_doc "$(jt_job u "$a" "$c")" --timeout 15s
   expect_contains "$OUT" "added: c; removed: b" "update names added and removed tasks"
@@ -381,7 +380,7 @@ test_job_agent_kill_recovers_jobs() {
   kill -9 "$k" "$w"
   wait_gone "$w" 5 || fail "worker did not die"
   wait_gone "$short" 10 || fail "short did not exit"
-  jt_alive "$live" || fail "live died with the agent"
+  proc_alive "$live" || fail "live died with the agent"
   start_agent
   wait_for 10 jt_status_is p running >/dev/null
   expect_eq "$(jt_running_pid p/live)" "$live" "live task keeps its pid"

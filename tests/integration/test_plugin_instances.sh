@@ -46,7 +46,7 @@ print([p["expires_at"] for p in json.load(sys.stdin)["plugins"] if p["type"] == 
 pi_parent_of() { ps -o ppid= -p "$1" | tr -d ' '; }
 # pi_dead PID: gone, or a zombie (a task whose driver instance exited is
 # reparented; whoever adopts it reaps it, not the test).
-pi_dead() { ! jt_alive "$1"; }
+pi_dead() { ! proc_alive "$1"; }
 pi_state_is_not() { local s; s="$(jt_tfield "$1" state)" && [ -n "$s" ] && [ "$s" != "$2" ]; }
 # pi_no_loss JOB/TASK: none of the signs of a task lost or started again
 # (a driver task's start is the driver's own "forked" event).
@@ -87,7 +87,7 @@ test_plugin_instances_grace_period_kept_across_a_driver_restart() {
   expect_exit 0 op inspect gj
   expect_contains "$OUT" "driver gracedrv is disconnected" "inspect says why"
   [ "$(pi_expires_at gracedrv)" != "-" ] || fail "no grace period running: $(op --json plugins)"
-  jt_alive "$pid" || fail "the task died with its driver"
+  proc_alive "$pid" || fail "the task died with its driver"
   pi_start_registered b gracedrv --adopt
   local b=$PI_PID
   wait_for 20 grep -q "^recovered gj/t .* pid $pid\$" "$T/pi-b.out" || fail "instance b was not asked to recover the task: $(cat "$T/pi-b.out")"
@@ -134,8 +134,8 @@ $sb connected active" || fail "b is not the active one of two: $(pi_instances up
   wait_for 10 pi_instances_are upgdrv "$sb connected active" || fail "a still listed: $(pi_instances upgdrv)"
   wait_for 20 grep -q "^recovered u1/t .* pid $p1\$" "$T/pi-b.out" || fail "b was not asked to recover u1/t: $(cat "$T/pi-b.out")"
   wait_for 20 grep -q "^recovered u2/t .* pid $p2\$" "$T/pi-b.out" || fail "b was not asked to recover u2/t: $(cat "$T/pi-b.out")"
-  jt_alive "$p1" || fail "u1's task died with instance a"
-  jt_alive "$p2" || fail "u2's task died with instance a"
+  proc_alive "$p1" || fail "u1's task died with instance a"
+  proc_alive "$p2" || fail "u2's task died with instance a"
   [ "$(pi_parent_of "$p1")" != "$a" ] || fail "u1's task still a's child"
   local j
   for j in u1 u2; do
@@ -199,7 +199,7 @@ test_plugin_instances_agent_kill_recovers_the_driver_task() {
   kill -9 "$k" "$w"
   wait_gone "$w" 10 || fail "worker survived SIGKILL"
   wait_gone "$k" 10 || fail "keeper survived SIGKILL"
-  jt_alive "$pid" || fail "the driver's task died with the agent"
+  proc_alive "$pid" || fail "the driver's task died with the agent"
   kill -0 "$a" || fail "the driver died with the agent"
   start_agent
   wait_for 20 pi_registered a 2 || fail "the driver did not register with the new agent: $(cat "$T/pi-a.out"; op plugins)"

@@ -63,7 +63,7 @@ test_stop_escalates_and_rm_refuses_running_tasks() {
   expect_exit 0 op task stop stubborn   # stopping an exited task is fine
   expect_exit 0 op task rm stubborn
   expect_exit 1 op task inspect stubborn
-  [ -e "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat")" != Z ] && fail "process $pid still alive"
+  proc_alive "$pid" && fail "process $pid still alive"
   true
 }
 
@@ -74,7 +74,7 @@ test_rm_force_kills_background_children() {
   local orphan; orphan="$(op logs bg | head -n1)"
   kill -0 "$orphan" || fail "orphan $orphan not running"
   expect_exit 0 op task rm --force bg
-  wait_for 10 sh -c "! kill -0 $orphan 2>/dev/null || [ \"\$(awk '{print \$3}' /proc/$orphan/stat)\" = Z ]" \
+  wait_for 10 proc_gone "$orphan" \
     || fail "orphan $orphan survived rm --force"
 }
 
@@ -91,7 +91,7 @@ test_rm_force_kills_a_daemons_children_too() {
   expect_exit 0 op task rm --force deep
   local p
   for p in "$daemon" "$grandchild"; do
-    wait_for 10 sh -c "! kill -0 $p 2>/dev/null || [ \"\$(awk '{print \$3}' /proc/$p/stat)\" = Z ]" \
+    wait_for 10 proc_gone "$p" \
       || fail "process $p survived rm --force"
   done
 }
