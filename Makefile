@@ -431,7 +431,7 @@ $(BUILD)/bench/peer_bench: $(BUILD)/obj/tools/bench/peer_bench.o \
 # in the aarch64 VM (docs/benchmarks.md). BENCH_ONLY=GLOB: only the
 # benchmarks whose name matches (e.g. BENCH_ONLY=boot_bench).
 BENCH_ARM64_ON := $(if $(and $(BENCH_ARM64),$(filter native,$(ARCH))),1)
-bench: all $(BENCH_BINS) $(BUILD)/test_helper $(BUILD)/test_nri_plugin $(BUILD)/outpost-oci-driver $(BUILD)/example_driver $(if $(BENCH_ARM64_ON),bench-arm64-build)
+bench: all $(BENCH_BINS) $(BUILD)/test_helper $(BUILD)/test_plugin $(BUILD)/test_nri_plugin $(BUILD)/outpost-oci-driver $(BUILD)/example_driver $(if $(BENCH_ARM64_ON),bench-arm64-build)
 	$(Q)BENCH_ONLY='$(BENCH_ONLY)' tools/bench/run.sh $(BUILD) $(if $(BENCH_ARM64_ON),--vm-also build/arm64)
 
 bench-arm64-build:
