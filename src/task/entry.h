@@ -19,6 +19,7 @@ struct TaskManager::Task {
   bool stop_requested = false; // the exit was asked for (event "stopped")
   bool has_user = false;       // holds a dynamic user
   bool waiting = false;        // its exit was asked of its driver (WaitForExit)
+  bool oom_reported = false;   // its "oom-killed" event was emitted (ReportOom)
   uint8_t derived_paths = 0;   // paths left empty in record (TaskManager::DropDerivedPaths)
   std::vector<ExitCallback> on_exit;
   // Ended, its poststop hooks still running: stops and destroys wait for

@@ -322,8 +322,10 @@ void TaskManager::OnExit(const std::string& id, const driver::ExitResult& result
   if (cg && cg->available() && !c.cgroup.empty()) {
     if (options_.oom) options_.oom->Unwatch(c.cgroup);
     auto stats = cg->Stats(c.cgroup);
-    if (stats.ok() && stats->memory_events["oom_kill"] > t->record.oom_kills_at_start && exit.signal == SIGKILL) {
+    uint64_t kills = stats.ok() ? stats->memory_events["oom_kill"] : 0;
+    if (kills > t->record.oom_kills_at_start && exit.signal == SIGKILL) {
       exit.oom_killed = true;
+      ReportOom(t, kills);  // the watch, just removed, may not have heard of it yet
     }
   }
   t->record.exited = true;

@@ -257,11 +257,16 @@ void TaskManager::WatchOom(const Task& t) {
   std::string id = t.id();
   Status st = options_.oom->Watch(t.config().cgroup, [this, id](uint64_t kills) {
     Task* task = Find(id);
-    if (!task || kills <= task->record.oom_kills_at_start) return;
-    log::Warn("task OOM killed", {{"task", id}, {"oom_kills", std::to_string(kills)}});
-    Emit(task->config(), "oom-killed", "OOM killed: the task reached its memory limit");
+    if (task && kills > task->record.oom_kills_at_start) ReportOom(task, kills);
   });
   log::WarnIfError(st, "cannot watch memory.events", {{"task", id}});
+}
+
+void TaskManager::ReportOom(Task* t, uint64_t kills) {
+  if (t->oom_reported) return;
+  t->oom_reported = true;
+  log::Warn("task OOM killed", {{"task", t->id()}, {"oom_kills", std::to_string(kills)}});
+  Emit(t->config(), "oom-killed", "OOM killed: the task reached its memory limit");
 }
 
 void TaskManager::WaitForExit(const std::string& id) {

@@ -251,6 +251,9 @@ class TaskManager {
   void Persist(const Task& t);
   void Emit(const driver::TaskConfig& c, const std::string& type, const std::string& message);
   void WatchOom(const Task& t);
+  // The "oom-killed" event, once per instance: from the memory.events watch
+  // or, when the exit is handled before the watch's notification, from it.
+  void ReportOom(Task* t, uint64_t kills);
   void WaitForExit(const std::string& id);
 
   // ---- task/lifecycle.cc: the pipelines, one function per step ----

@@ -2,16 +2,20 @@
 // prepared, persisted, undone and recovered, whatever the driver.
 #include "task/manager.h"
 
+#include <fcntl.h>
 #include <picojson.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "base/sys.h"
+#include "cgroup/cgroup.h"
 #include "hooks/hook.h"
 #include "proc/uid_pool.h"
 #include "test_util.h"
@@ -140,6 +144,8 @@ class TaskManagerTest : public ::testing::Test {
     o.events = &events_;
     o.uids = uids_.get();
     o.driver_grace_nanos = driver_grace_nanos_;
+    o.cgroups = cgroups_;
+    o.oom = oom_;
     // A user database with the agent's own uid under a name, and one other.
     o.users.passwd_path = dir_ + "/passwd";
     o.users.group_path = dir_ + "/group";
@@ -201,6 +207,8 @@ class TaskManagerTest : public ::testing::Test {
   FakeDriver fake_;
   driver::Registry drivers_;
   int64_t driver_grace_nanos_ = 200 * kNanosPerMilli;
+  cgroup::Cgroups* cgroups_ = nullptr;
+  cgroup::OomWatcher* oom_ = nullptr;
   EventLog events_;
   std::unique_ptr<proc::UidPool> uids_;
   std::unique_ptr<TaskManager> tm_;
@@ -315,6 +323,64 @@ TEST_F(TaskManagerTest, ExitIsPersistedPublishedAndCalledBack) {
   ASSERT_TRUE(tm_->Watch("e", [&](const driver::ExitResult&) { late++; }).ok());
   EXPECT_EQ(late, 1);
   EXPECT_EQ(tm_->Watch("nope", [](const driver::ExitResult&) {}).error().code(), Code::kNotFound);
+}
+
+// A task OOM-killed in its cgroup gets one "oom-killed" event, whether the
+// memory.events watch hears of the kill before the exit is handled or not:
+// the exit removes the watch, and the kernel's notification may still be
+// unread then (cgroup v2 on a fake cgroup2 tree).
+TEST_F(TaskManagerTest, AnOomKillIsReportedOnceWhetherTheWatchOrTheExitSeesItFirst) {
+  const std::string mount = dir_ + "/cgroup";
+  auto put = [&](const std::string& rel, const std::string& text) {
+    ASSERT_TRUE(sys::MkdirAll(sys::Dirname(mount + "/" + rel), 0755).ok());
+    ASSERT_TRUE(sys::WriteFileAtomic(mount + "/" + rel, text, 0644).ok());
+  };
+  // In place, so the watched inode sees IN_MODIFY as the kernel's does.
+  auto rewrite = [&](const std::string& rel, const std::string& text) {
+    auto fd = sys::Open(mount + "/" + rel, O_WRONLY | O_TRUNC);
+    ASSERT_TRUE(fd.ok()) << fd.error().message();
+    ASSERT_TRUE(sys::WriteAll(fd->get(), text.data(), text.size(), rel).ok());
+  };
+  put("cgroup.controllers", "memory pids\n");
+  put("cgroup.subtree_control", "");
+  put("outpost.slice/cgroup.subtree_control", "");
+  put("outpost.slice/j/cgroup.subtree_control", "");  // the job's cgroup, as the kernel makes it
+  auto cg = cgroup::Cgroups::Setup({mount + "/outpost.slice", mount});
+  ASSERT_TRUE(cg->available()) << cg->reason();
+  auto oom = cgroup::OomWatcher::Create(loop_.get());
+  ASSERT_TRUE(oom.ok()) << oom.error().message();
+  cgroups_ = cg.get();
+  oom_ = oom->get();
+  Reopen();
+  auto count = [&](const std::string& id) {
+    auto types = EventTypes(id);
+    return std::count(types.begin(), types.end(), std::string("oom-killed"));
+  };
+
+  // The exit first: the kill is in memory.events, its notification unread.
+  put("outpost.slice/j/first/memory.events", "oom 0\noom_kill 0\n");
+  auto started = Start(Config("first"));
+  ASSERT_TRUE(started.ok()) << started.error().message();
+  rewrite("outpost.slice/j/first/memory.events", "oom 1\noom_kill 1\n");
+  fake_.End("first", 137, SIGKILL);
+  EXPECT_EQ(count("first"), 1) << "events: " << ::testing::PrintToString(EventTypes("first"));
+  EXPECT_TRUE(tm_->Inspect("first")->status.exit.oom_killed);
+
+  // The watch first: the exit adds no second event.
+  put("outpost.slice/j/second/memory.events", "oom 0\noom_kill 0\n");
+  started = Start(Config("second"));
+  ASSERT_TRUE(started.ok()) << started.error().message();
+  rewrite("outpost.slice/j/second/memory.events", "oom 1\noom_kill 1\n");
+  EXPECT_TRUE(RunUntil(loop_.get(), [&] { return count("second") == 1; }));
+  fake_.End("second", 137, SIGKILL);
+  EXPECT_EQ(count("second"), 1) << "events: " << ::testing::PrintToString(EventTypes("second"));
+  EXPECT_TRUE(tm_->Inspect("second")->status.exit.oom_killed);
+  // The first task's watch is gone with its exit: its notification, read
+  // now, reports nothing more.
+  EXPECT_EQ(count("first"), 1);
+  tm_.reset();
+  cgroups_ = nullptr;
+  oom_ = nullptr;
 }
 
 TEST_F(TaskManagerTest, AnEndedInstanceMakesWayForTheNextStartAndKeepsItsTaskDir) {
