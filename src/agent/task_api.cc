@@ -338,7 +338,7 @@ struct EventWait {
 
 void CheckEvents(const std::shared_ptr<EventWait>& w, bool timed_out) {
   if (w->done) return;
-  if (!timed_out && w->log->After(w->after, w->task_id, w->job).empty() && w->r.pending()) {
+  if (!timed_out && !w->log->AnyAfter(w->after, w->task_id, w->job) && w->r.pending()) {
     w->notify = w->log->NotifyOnEvent([w] { CheckEvents(w, false); });  // another task's event
     return;
   }
@@ -380,7 +380,7 @@ void WatchEvents(const TaskApi& api, std::string_view payload, wire::Responder r
   std::string job = PbString(req->job);
   int64_t wait = std::min(std::max<int64_t>(req->wait_nanos, 0), kMaxWaitNanos);
   task::EventLog* log = api.events;
-  if (!log->After(after, task_id, job).empty() || wait == 0) return ReplyEvents(log, after, task_id, job, r);
+  if (log->AnyAfter(after, task_id, job) || wait == 0) return ReplyEvents(log, after, task_id, job, r);
   auto w = std::make_shared<EventWait>();
   w->log = log;
   w->loop = api.loop;

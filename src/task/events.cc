@@ -1,26 +1,162 @@
 #include "task/events.h"
 
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+
 namespace outpost::task {
 
+// A packed event: u32 size of the whole record, then seq (u64) and
+// timestamp (i64), then strings, each a varint length and its bytes: task
+// id, task name, job, type, message, then the annotations' count (varint)
+// and their keys and values. Host byte order: the history never leaves the
+// process.
+namespace {
+
+constexpr size_t kSizeBytes = 4;
+
+void PutU32(std::string* out, uint32_t v) { out->append(reinterpret_cast<const char*>(&v), sizeof v); }
+void PutU64(std::string* out, uint64_t v) { out->append(reinterpret_cast<const char*>(&v), sizeof v); }
+void PutVarint(std::string* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+void PutStr(std::string* out, const std::string& s) {
+  PutVarint(out, s.size());
+  out->append(s);
+}
+
+// Reads the packed record in [p, end); every read is bounds-checked so a
+// broken record yields empty fields, never a read past it.
+struct Reader {
+  const char* p;
+  const char* end;
+  uint64_t U64() {
+    uint64_t v = 0;
+    if (static_cast<size_t>(end - p) >= sizeof v) std::memcpy(&v, p, sizeof v);
+    p += std::min<size_t>(sizeof v, static_cast<size_t>(end - p));
+    return v;
+  }
+  uint64_t Varint() {
+    uint64_t v = 0;
+    for (int shift = 0; p < end && shift < 64; shift += 7) {
+      uint8_t b = static_cast<uint8_t>(*p++);
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) break;
+    }
+    return v;
+  }
+  std::string_view Str() {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(Varint(), static_cast<uint64_t>(end - p)));
+    std::string_view s(p, n);
+    p += n;
+    return s;
+  }
+};
+
+EventRecord Unpack(const std::string& rec) {
+  Reader r{rec.data() + kSizeBytes, rec.data() + rec.size()};
+  EventRecord out;
+  out.seq = r.U64();
+  out.event.timestamp_unix_nanos = static_cast<int64_t>(r.U64());
+  out.event.task_id = std::string(r.Str());
+  out.event.task_name = std::string(r.Str());
+  out.event.job = std::string(r.Str());
+  out.event.type = std::string(r.Str());
+  out.event.message = std::string(r.Str());
+  for (uint64_t n = r.Varint(); n > 0 && r.p < r.end; --n) {
+    std::string key(r.Str());
+    out.event.annotations[key] = std::string(r.Str());
+  }
+  return out;
+}
+
+uint32_t SizeAt(std::deque<char>::const_iterator it) {
+  char b[kSizeBytes];
+  std::copy(it, it + kSizeBytes, b);
+  uint32_t v;
+  std::memcpy(&v, b, sizeof v);
+  return v;
+}
+
+}  // namespace
+
 void EventLog::Publish(const driver::TaskEvent& ev) {
-  events_.push_back({next_seq_++, ev});
-  while (events_.size() > capacity_) events_.pop_front();
+  std::string rec;
+  PutU32(&rec, 0);  // the size, filled in below
+  PutU64(&rec, next_seq_++);
+  PutU64(&rec, static_cast<uint64_t>(ev.timestamp_unix_nanos));
+  PutStr(&rec, ev.task_id);
+  PutStr(&rec, ev.task_name);
+  PutStr(&rec, ev.job);
+  PutStr(&rec, ev.type);
+  PutStr(&rec, ev.message);
+  PutVarint(&rec, ev.annotations.size());
+  for (const auto& [k, v] : ev.annotations) {
+    PutStr(&rec, k);
+    PutStr(&rec, v);
+  }
+  uint32_t size = static_cast<uint32_t>(rec.size());
+  std::memcpy(&rec[0], &size, sizeof size);
+  packed_.insert(packed_.end(), rec.begin(), rec.end());
+  ++count_;
+  while (count_ > 1 && (count_ > capacity_ || packed_.size() > max_bytes_)) DropOldest();
   if (notify_.empty()) return;
   auto pending = std::move(notify_);
   notify_.clear();
   for (auto& [id, cb] : pending) cb();
 }
 
+void EventLog::DropOldest() {
+  uint32_t size = SizeAt(packed_.begin());
+  packed_.erase(packed_.begin(), packed_.begin() + size);
+  --count_;
+  ++first_seq_;
+}
+
+template <typename Fn>
+void EventLog::Scan(uint64_t after_seq, const std::string& task_id, const std::string& job, Fn fn) const {
+  auto it = packed_.begin();
+  std::string rec;
+  for (uint64_t seq = first_seq_; it != packed_.end(); ++seq) {
+    uint32_t size = SizeAt(it);
+    auto next = it + size;
+    if (seq > after_seq) {
+      rec.assign(it, next);
+      if (task_id.empty() && job.empty()) {
+        if (!fn(seq, rec)) return;
+      } else {
+        Reader r{rec.data() + kSizeBytes + 16, rec.data() + rec.size()};
+        std::string_view id = r.Str();
+        (void)r.Str();  // task name
+        std::string_view j = r.Str();
+        if ((task_id.empty() || id == task_id) && (job.empty() || j == job) && !fn(seq, rec)) return;
+      }
+    }
+    it = next;
+  }
+}
+
 std::vector<EventRecord> EventLog::After(uint64_t after_seq, const std::string& task_id,
                                          const std::string& job) const {
   std::vector<EventRecord> out;
-  for (const EventRecord& r : events_) {
-    if (r.seq <= after_seq) continue;
-    if (!task_id.empty() && r.event.task_id != task_id) continue;
-    if (!job.empty() && r.event.job != job) continue;
-    out.push_back(r);
-  }
+  Scan(after_seq, task_id, job, [&](uint64_t, const std::string& rec) {
+    out.push_back(Unpack(rec));
+    return true;
+  });
   return out;
+}
+
+bool EventLog::AnyAfter(uint64_t after_seq, const std::string& task_id, const std::string& job) const {
+  bool any = false;
+  Scan(after_seq, task_id, job, [&](uint64_t, const std::string&) {
+    any = true;
+    return false;
+  });
+  return any;
 }
 
 uint64_t EventLog::NotifyOnEvent(std::function<void()> cb) {

@@ -28,23 +28,46 @@ struct EventRecord {
   driver::TaskEvent event;
 };
 
+// The history behind `outpost events`: the newest events, at most
+// `capacity` of them in at most `max_bytes` of packed records (whichever
+// binds first; the newest event is always kept). Each event is packed into
+// one byte queue (its strings length-prefixed, no allocation of its own):
+// about 80 bytes for a typical event instead of about 260 as a TaskEvent in
+// a deque, and a bound on the history's memory whatever its messages'
+// lengths.
 class EventLog : public EventSink {
  public:
-  explicit EventLog(size_t capacity = 1000) : capacity_(capacity) {}
+  static constexpr size_t kDefaultCapacity = 1000;
+  static constexpr size_t kDefaultMaxBytes = 128 << 10;
+  explicit EventLog(size_t capacity = kDefaultCapacity, size_t max_bytes = kDefaultMaxBytes)
+      : capacity_(capacity), max_bytes_(max_bytes) {}
 
   void Publish(const driver::TaskEvent& ev) override;
 
   // Events with seq > after_seq (task_id / job "" = all).
   std::vector<EventRecord> After(uint64_t after_seq, const std::string& task_id = "",
                                  const std::string& job = "") const;
+  // Whether After() would return any (without unpacking them).
+  bool AnyAfter(uint64_t after_seq, const std::string& task_id = "", const std::string& job = "") const;
   uint64_t last_seq() const { return next_seq_ - 1; }
+  size_t size() const { return count_; }          // events held
+  size_t bytes() const { return packed_.size(); }  // their packed size
   // Runs cb once, after the next event is recorded (long-poll).
   uint64_t NotifyOnEvent(std::function<void()> cb);
   void CancelNotify(uint64_t id) { notify_.erase(id); }
 
  private:
+  // Calls fn(seq, record) for each held event with seq > after_seq whose
+  // task id and job match; record is the packed event, contiguous.
+  template <typename Fn>
+  void Scan(uint64_t after_seq, const std::string& task_id, const std::string& job, Fn fn) const;
+  void DropOldest();
+
   size_t capacity_;
-  std::deque<EventRecord> events_;
+  size_t max_bytes_;
+  std::deque<char> packed_;  // records back to back, oldest first
+  size_t count_ = 0;
+  uint64_t first_seq_ = 1;  // seq of the oldest held event
   uint64_t next_seq_ = 1;
   std::map<uint64_t, std::function<void()>> notify_;
   uint64_t next_notify_ = 1;

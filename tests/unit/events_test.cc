@@ -1,0 +1,131 @@
+// The event history behind `outpost events` (task/events): packed records,
+// bounded by count and by bytes, filtered reads.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "task/events.h"
+
+namespace outpost::task {
+namespace {
+
+driver::TaskEvent Ev(const std::string& task, const std::string& job, const std::string& type,
+                     const std::string& message = "") {
+  driver::TaskEvent e;
+  e.task_id = task;
+  e.task_name = task + "-name";
+  e.job = job;
+  e.type = type;
+  e.message = message;
+  e.timestamp_unix_nanos = 1700000000123456789LL;
+  return e;
+}
+
+TEST(EventLogTest, EveryFieldComesBackAsPublished) {
+  EventLog log;
+  driver::TaskEvent e = Ev("web.1", "web", "started", "task started (pid 42)");
+  e.annotations["exit_code"] = "3";
+  e.annotations["empty"] = "";
+  e.annotations[std::string("nul\0key", 7)] = std::string("a\0b", 3);
+  log.Publish(e);
+  auto got = log.After(0);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].seq, 1u);
+  EXPECT_EQ(got[0].event.task_id, "web.1");
+  EXPECT_EQ(got[0].event.task_name, "web.1-name");
+  EXPECT_EQ(got[0].event.job, "web");
+  EXPECT_EQ(got[0].event.type, "started");
+  EXPECT_EQ(got[0].event.message, "task started (pid 42)");
+  EXPECT_EQ(got[0].event.timestamp_unix_nanos, 1700000000123456789LL);
+  EXPECT_EQ(got[0].event.annotations, e.annotations);
+}
+
+TEST(EventLogTest, ReadsFilterBySeqTaskAndJob) {
+  EventLog log;
+  log.Publish(Ev("a", "j1", "started"));
+  log.Publish(Ev("b", "j2", "started"));
+  log.Publish(Ev("a", "j1", "exited"));
+  log.Publish(Ev("c", "", "started"));
+  EXPECT_EQ(log.last_seq(), 4u);
+  EXPECT_EQ(log.After(0).size(), 4u);
+  auto a = log.After(0, "a");
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].seq, 1u);
+  EXPECT_EQ(a[1].seq, 3u);
+  EXPECT_EQ(a[1].event.type, "exited");
+  auto after = log.After(1, "a");
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0].seq, 3u);
+  auto j2 = log.After(0, "", "j2");
+  ASSERT_EQ(j2.size(), 1u);
+  EXPECT_EQ(j2[0].event.task_id, "b");
+  EXPECT_TRUE(log.After(0, "a", "j2").empty());
+  // A task id that is a prefix of another's is not the other.
+  EXPECT_TRUE(log.After(0, "web").empty());
+  EXPECT_TRUE(log.AnyAfter(2, "a"));
+  EXPECT_FALSE(log.AnyAfter(3, "a"));
+  EXPECT_FALSE(log.AnyAfter(4));
+  EXPECT_TRUE(log.AnyAfter(0, "", "j1"));
+}
+
+TEST(EventLogTest, TheOldestGoFirstOnceTheCountIsReached) {
+  EventLog log(3);
+  for (int i = 1; i <= 5; ++i) log.Publish(Ev("t" + std::to_string(i), "j", "started"));
+  EXPECT_EQ(log.size(), 3u);
+  auto all = log.After(0);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].seq, 3u);
+  EXPECT_EQ(all[0].event.task_id, "t3");
+  EXPECT_EQ(all[2].seq, 5u);
+  EXPECT_EQ(all[2].event.task_id, "t5");
+  EXPECT_EQ(log.After(4).size(), 1u);
+}
+
+TEST(EventLogTest, LongMessagesAreBoundedByBytesAndTheNewestIsAlwaysKept) {
+  EventLog log(1000, 4096);
+  const std::string big(1500, 'x');
+  for (int i = 1; i <= 10; ++i) log.Publish(Ev("t" + std::to_string(i), "j", "error", big));
+  EXPECT_LE(log.bytes(), 4096u);
+  EXPECT_EQ(log.size(), 2u);  // two records of ~1.5 KB fit, three do not
+  auto all = log.After(0);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].seq, 9u);
+  EXPECT_EQ(all[1].seq, 10u);
+  EXPECT_EQ(all[1].event.message, big);
+
+  // One event bigger than the whole budget still replaces the others.
+  log.Publish(Ev("huge", "j", "error", std::string(10000, 'y')));
+  auto last = log.After(0);
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].seq, 11u);
+  EXPECT_EQ(last[0].event.message.size(), 10000u);
+  // And small ones push it out again.
+  log.Publish(Ev("small", "j", "started"));
+  EXPECT_EQ(log.size(), 1u);
+  EXPECT_EQ(log.After(0)[0].event.task_id, "small");
+}
+
+TEST(EventLogTest, TypicalEventsTakeLittleRoom) {
+  EventLog log;
+  for (int i = 0; i < 1000; ++i) {
+    log.Publish(Ev("bench-" + std::to_string(i), "", "started", "task started (pid 12345)"));
+  }
+  EXPECT_EQ(log.size(), 1000u);
+  // 80 bytes each packed (20 of framing, seq and time; 54 of text); a
+  // TaskEvent alone is 216 bytes before its strings.
+  EXPECT_LT(log.bytes(), 85u * 1000);
+}
+
+TEST(EventLogTest, NotifyRunsOnceAfterTheNextEvent) {
+  EventLog log;
+  int runs = 0;
+  log.NotifyOnEvent([&] { ++runs; });
+  uint64_t cancelled = log.NotifyOnEvent([&] { runs += 100; });
+  log.CancelNotify(cancelled);
+  log.Publish(Ev("a", "", "started"));
+  log.Publish(Ev("a", "", "exited"));
+  EXPECT_EQ(runs, 1);
+}
+
+}  // namespace
+}  // namespace outpost::task
