@@ -202,19 +202,20 @@ class LogPipe {
   int scratch_w_ = -1;
   Rotator files_;       // the active file, rotated files, cursor file
   bool copy_mode_ = false;
+  bool in_error_ = false;
+  bool dead_ = false;
 
   std::unique_ptr<char[]> discard_;  // target of consuming reads (copy mode, drops)
-  size_t scratch_cap_ = 0;
-  size_t fifo_size_ = 0;        // F_GETPIPE_SZ of the FIFO
-  size_t buf_cap_ = 0;          // most a peek takes
-  size_t hold_cap_ = 0;         // longest partial line held back
-  size_t held_ = 0;             // bytes of partial line left in the FIFO
+  // Pipe sizes (at most a few MiB; 32 bits, as every task has two LogPipes).
+  uint32_t scratch_cap_ = 0;
+  uint32_t fifo_size_ = 0;      // F_GETPIPE_SZ of the FIFO
+  uint32_t buf_cap_ = 0;        // most a peek takes
+  uint32_t hold_cap_ = 0;       // longest partial line held back
+  uint32_t held_ = 0;           // bytes of partial line left in the FIFO
   int64_t last_growth_ = 0;     // when held_ last changed
   Loop::TimerId hold_timer_ = 0;
 
-  bool in_error_ = false;
   uint64_t dropped_before_ = 0;  // bytes_dropped when the error episode began
-  bool dead_ = false;
   LogPipeStats stats_;
 };
 

@@ -100,7 +100,7 @@ Result<std::unique_ptr<LogPipe>> LogPipe::Open(Loop* loop, std::unique_ptr<const
   if (!scratch.ok()) return scratch.error();
   p->scratch_r_ = scratch->r;
   p->scratch_w_ = scratch->w;
-  p->scratch_cap_ = scratch->cap;
+  p->scratch_cap_ = static_cast<uint32_t>(scratch->cap);
   p->SetCaps();
 
   // The log file is made when the task first writes. Only a rotation or a
@@ -148,11 +148,11 @@ Result<UniqueFd> LogPipe::OpenFifo(uid_t uid, gid_t gid, bool* made) {
 
 void LogPipe::SetCaps() {
   int fifo_size = ::fcntl(fifo_.get(), F_GETPIPE_SZ);
-  fifo_size_ = fifo_size > 0 ? static_cast<size_t>(fifo_size) : 0;
+  fifo_size_ = fifo_size > 0 ? static_cast<uint32_t>(fifo_size) : 0;
   // A peek returns at most what the FIFO holds and what the scratch pipe
   // takes; a scratch smaller than the FIFO only costs an extra round.
   buf_cap_ = fifo_size_ > 0 ? std::min(scratch_cap_, fifo_size_) : scratch_cap_;
-  hold_cap_ = std::max<size_t>(1, std::min(kMaxHold, buf_cap_ / 2));
+  hold_cap_ = static_cast<uint32_t>(std::max<size_t>(1, std::min<size_t>(kMaxHold, buf_cap_ / 2)));
 }
 
 // A peek found the FIFO at least half full: this task writes in bursts, so
