@@ -55,6 +55,27 @@ bool ParseCpuList(const std::string& text, std::set<int>* out) {
   return true;
 }
 
+ResourcesBox& ResourcesBox::operator=(const Resources& r) {
+  // cpu_max_period_us is the one field Any() leaves out (it means nothing
+  // without a quota), and it is kept all the same.
+  if (r.Any() || r.cpu_max_period_us != Resources().cpu_max_period_us) {
+    if (p_.get() != &r) p_ = std::make_unique<Resources>(r);
+  } else {
+    p_.reset();
+  }
+  return *this;
+}
+
+Resources& ResourcesBox::mutable_get() {
+  if (!p_) p_ = std::make_unique<Resources>();
+  return *p_;
+}
+
+const Resources& ResourcesBox::Empty() {
+  static const Resources kEmpty;
+  return kEmpty;
+}
+
 Status Cgroups::Apply(const std::string& path, const Resources& r) {
   // Written in this order; the first failure stops (the limits before it
   // stay written, which a retry or the task's removal sorts out).

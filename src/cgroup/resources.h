@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,37 @@ struct Resources {
            memory_high >= 0 || memory_low >= 0 || memory_swap_max >= 0 || pids_max >= 0 || io_weight ||
            !io_max.empty() || !hugetlb_max.empty() || !unified.empty();
   }
+};
+
+
+// A task's Resources kept out of line (TaskConfig::resources): the worker
+// keeps every task's config, and most tasks set no limit, so an unset one
+// costs a pointer instead of the 256 bytes of a Resources. Reads see an
+// empty Resources when none is held (get(), ->, or the conversion to
+// const Resources&); assigning one with nothing set holds none; mutable()
+// makes one to change in place.
+class ResourcesBox {
+ public:
+  ResourcesBox() = default;
+  ResourcesBox(const Resources& r) { *this = r; }  // NOLINT: implicit on purpose, like a Resources member
+  ResourcesBox(const ResourcesBox& o) : p_(o.p_ ? std::make_unique<Resources>(*o.p_) : nullptr) {}
+  ResourcesBox(ResourcesBox&&) noexcept = default;
+  ResourcesBox& operator=(const ResourcesBox& o) {
+    if (this != &o) p_ = o.p_ ? std::make_unique<Resources>(*o.p_) : nullptr;
+    return *this;
+  }
+  ResourcesBox& operator=(ResourcesBox&&) noexcept = default;
+  ResourcesBox& operator=(const Resources& r);
+
+  const Resources& get() const { return p_ ? *p_ : Empty(); }
+  operator const Resources&() const { return get(); }  // NOLINT: reads as a Resources
+  const Resources* operator->() const { return &get(); }
+  Resources& mutable_get();
+  bool held() const { return p_ != nullptr; }
+
+ private:
+  static const Resources& Empty();
+  std::unique_ptr<Resources> p_;
 };
 
 }  // namespace outpost::cgroup

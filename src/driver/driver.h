@@ -92,7 +92,7 @@ struct TaskConfig {
   // cgroup v2 dir the task must start in ("" = none: no cgroup v2 here),
   // created by the pipeline with the limits below already written.
   std::string cgroup;
-  cgroup::Resources resources;
+  cgroup::ResourcesBox resources;  // out of line: most tasks set none
   // The task's driver-specific `config` object as JSON ("" = none).
   std::string driver_config;
   // Not used by drivers (the task layer's, persisted with the handle):

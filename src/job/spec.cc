@@ -404,7 +404,9 @@ TaskSpec ReadTask(const picojson::value& v, const std::string& path, const Resta
   if (const picojson::value* rv = r.Get("restart")) ReadRestart(*rv, r.PathOf("restart"), &restart, errors);
   t.restart = restart.restart;
   ReadLifecycle(r, errors, &t.lifecycle);
-  ReadResources(r, errors, &t.resources);
+  cgroup::Resources resources;
+  ReadResources(r, errors, &resources);
+  t.resources = resources;
   if (const picojson::value* hv = r.Get("hooks")) {
     t.hooks = hooks::HooksFromJson(*hv, r.PathOf("hooks"), "job spec", errors);
     if (t.hooks.size() > kMaxTaskHooks) {

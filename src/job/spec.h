@@ -87,7 +87,7 @@ struct TaskSpec {
   int64_t kill_timeout_nanos = 5LL * 1000000000;
   Restart restart;
   Lifecycle lifecycle;
-  cgroup::Resources resources;  // the task's cgroup; updated live (not in TaskFingerprint)
+  cgroup::ResourcesBox resources;  // the task's cgroup; updated live (not in TaskFingerprint)
   // OCI hooks in the runtime-spec form (docs/hooks.md), run around every
   // start of the task; in the canonical form only when there are any.
   hooks::HookSet hooks;

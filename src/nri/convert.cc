@@ -177,7 +177,7 @@ Container ToContainer(const driver::TaskConfig& c, ContainerState state) {
   if (c.oci && !c.Hooks().empty()) n.hooks = ToNri(c.Hooks());
   if (!c.Netns().empty()) n.namespaces.push_back({"network", c.Netns()});
   if (!c.Hostname().empty()) n.namespaces.push_back({"uts", ""});
-  if (c.resources.Any()) n.resources = ToNri(c.resources);
+  if (c.resources->Any()) n.resources = ToNri(c.resources);
   if (c.oom_score_adj) n.oom_score_adj = *c.oom_score_adj;
   n.cgroups_path = c.cgroup;
   for (const proc::Rlimit& r : c.rlimits) n.rlimits.push_back(ToNri(r));

@@ -555,5 +555,46 @@ TEST_F(CgroupTest, OomWatcherMayBeDestroyedInItsCallback) {
   EXPECT_EQ(watcher, nullptr);
 }
 
+// The out-of-line Resources a TaskConfig and a TaskSpec keep (cgroup/resources.h).
+TEST(ResourcesBoxTest, NoLimitsHoldNothingAndReadAsEmpty) {
+  ResourcesBox box;
+  EXPECT_FALSE(box.held());
+  EXPECT_FALSE(box->Any());
+  EXPECT_EQ(box->memory_max, -1);
+  Resources none;
+  box = none;
+  EXPECT_FALSE(box.held());
+  const Resources& r = box;
+  EXPECT_EQ(r.cpu_max_period_us, 100000u);
+}
+
+TEST(ResourcesBoxTest, LimitsAreKeptAndCopiedDeep) {
+  Resources r;
+  r.memory_max = 64 << 20;
+  r.unified["memory.oom.group"] = "1";
+  ResourcesBox a = r;
+  ASSERT_TRUE(a.held());
+  ResourcesBox b = a;
+  b.mutable_get().memory_max = 32 << 20;
+  EXPECT_EQ(a->memory_max, 64 << 20);
+  EXPECT_EQ(b->memory_max, 32 << 20);
+  EXPECT_EQ(b->unified.at("memory.oom.group"), "1");
+  b = Resources();  // cleared: holds nothing again
+  EXPECT_FALSE(b.held());
+  ResourcesBox c;
+  c.mutable_get().pids_max = 10;
+  EXPECT_TRUE(c.held());
+  EXPECT_EQ(c->pids_max, 10);
+}
+
+TEST(ResourcesBoxTest, APeriodAloneIsKept) {
+  // Any() leaves cpu_max_period_us out; the box must not drop it.
+  Resources r;
+  r.cpu_max_period_us = 50000;
+  ResourcesBox box = r;
+  EXPECT_TRUE(box.held());
+  EXPECT_EQ(box->cpu_max_period_us, 50000u);
+}
+
 }  // namespace
 }  // namespace outpost::cgroup

@@ -131,9 +131,9 @@ TEST(JobSpec, CanonicalFormRoundTrips) {
   odd.tasks[1].kill_timeout_nanos = 1234567891;
   odd.tasks[1].restart.delay_nanos = 1001 * 1000000LL;
   odd.tasks[1].restart.max_delay_nanos = 3599 * kSec + 1;
-  odd.tasks[1].resources.cpu_max_quota_us = 12345;
-  odd.tasks[1].resources.cpu_max_period_us = 54321;
-  odd.tasks[1].resources.memory_max = (1LL << 30) + 1;
+  odd.tasks[1].resources.mutable_get().cpu_max_quota_us = 12345;
+  odd.tasks[1].resources.mutable_get().cpu_max_period_us = 54321;
+  odd.tasks[1].resources.mutable_get().memory_max = (1LL << 30) + 1;
   again = ParseJobSpec(JobSpecToJson(odd).serialize());
   ASSERT_TRUE(again.ok()) << again.error().message();
   ExpectSameJob(odd, *again);
@@ -326,8 +326,8 @@ TEST(JobSpecResources, SharesMapToWeightWithTheOciFormula) {
   for (const auto& [shares, weight] : cases) {
     auto spec = ParseJobSpec(Res(Format(R"("cpu": {"shares": %lld})", static_cast<long long>(shares))));
     ASSERT_TRUE(spec.ok()) << spec.error().message();
-    EXPECT_EQ(spec->tasks[0].resources.cpu_weight, weight) << "shares " << shares;
-    EXPECT_EQ(spec->tasks[0].resources.cpu_weight, 1 + ((shares - 2) * 9999) / 262142) << "shares " << shares;
+    EXPECT_EQ(spec->tasks[0].resources->cpu_weight, weight) << "shares " << shares;
+    EXPECT_EQ(spec->tasks[0].resources->cpu_weight, 1 + ((shares - 2) * 9999) / 262142) << "shares " << shares;
   }
   // Stored as the weight: the canonical form has no shares.
   auto spec = ParseJobSpec(Res(R"("cpu": {"shares": 1024})"));
@@ -382,7 +382,7 @@ TEST(JobSpecResources, TheLimitsThemselvesAreAccepted) {
   // high and low may be set without max, and above each other.
   spec = ParseJobSpec(Res(R"("memory": {"high": "1GiB", "low": "2GiB"})"));
   ASSERT_TRUE(spec.ok()) << spec.error().message();
-  EXPECT_EQ(spec->tasks[0].resources.memory_low, 2LL << 30);
+  EXPECT_EQ(spec->tasks[0].resources->memory_low, 2LL << 30);
 }
 
 // The first block device in /dev, if the test machine has one.
@@ -425,7 +425,7 @@ TEST(JobSpecResources, JobLevelResources) {
   ASSERT_TRUE(spec.ok()) << spec.error().message();
   EXPECT_EQ(spec->resources.memory_max, 512 << 20);
   EXPECT_EQ(spec->resources.pids_max, 200);
-  EXPECT_FALSE(spec->tasks[0].resources.Any());  // not inherited: the job's cgroup is the tasks' parent
+  EXPECT_FALSE(spec->tasks[0].resources->Any());  // not inherited: the job's cgroup is the tasks' parent
   picojson::value canonical = JobSpecToJson(*spec);
   EXPECT_EQ(canonical.get("resources").serialize(), R"({"memory":{"max":536870912},"pids":{"max":200}})");
   auto again = JobSpecFromJson(canonical);
@@ -482,7 +482,7 @@ TEST(JobSpecResources, TaskFingerprintIgnoresResourcesAndResourcesFingerprintDoe
   std::vector<std::string> seen = {res0};
   for (const auto& [what, change] : changes) {
     TaskSpec t = t0;
-    change(&t.resources);
+    change(&t.resources.mutable_get());
     EXPECT_EQ(TaskFingerprint(t), task_print) << what << ": limits change live, without a restart";
     std::string f = ResourcesFingerprint(t.resources);
     EXPECT_NE(f, res0) << what;

@@ -464,7 +464,7 @@ TEST(JobSpec, DefaultsAreApplied) {
   EXPECT_EQ(t.restart.interval_nanos, 300 * kSec);
   EXPECT_EQ(t.lifecycle.hook, Hook::kMain);
   EXPECT_FALSE(t.lifecycle.sidecar);
-  EXPECT_FALSE(t.resources.Any());
+  EXPECT_FALSE(t.resources->Any());
   EXPECT_FALSE(spec->resources.Any());
 }
 

@@ -19,8 +19,8 @@ driver::TaskConfig Task() {
   c.args = {"-v"};
   c.env = {{"A", "1"}, {"B", "2"}};
   c.rlimits = {{"nofile", 10, 20}};
-  c.resources.memory_max = 64 << 20;
-  c.resources.cpu_weight = 100;
+  c.resources.mutable_get().memory_max = 64 << 20;
+  c.resources.mutable_get().cpu_weight = 100;
   return c;
 }
 
@@ -128,8 +128,8 @@ TEST(NriConvert, AdjustmentIsAppliedToTheTask) {
   ASSERT_EQ(c.mounts.size(), 1u);
   EXPECT_EQ(c.mounts[0], (driver::Mount{"/src", "/dst", true}));
   EXPECT_EQ(c.oom_score_adj, 500);
-  EXPECT_EQ(c.resources.memory_max, 32 << 20);
-  EXPECT_EQ(c.resources.cpu_weight, 100u) << "fields the plugin left alone stay";
+  EXPECT_EQ(c.resources->memory_max, 32 << 20);
+  EXPECT_EQ(c.resources->cpu_weight, 100u) << "fields the plugin left alone stay";
   EXPECT_EQ(c.Annotations().at("k"), "v");
   ASSERT_EQ(c.Hooks().at(hooks::Stage::kPoststart).size(), 1u);
   EXPECT_EQ(c.Hooks().at(hooks::Stage::kPoststart)[0].timeout_seconds, 3);
