@@ -101,6 +101,7 @@ void EventLog::Publish(const driver::TaskEvent& ev) {
   }
   uint32_t size = static_cast<uint32_t>(rec.size());
   std::memcpy(&rec[0], &size, sizeof size);
+  starts_.push_back(dropped_ + packed_.size());
   packed_.insert(packed_.end(), rec.begin(), rec.end());
   ++count_;
   while (count_ > 1 && (count_ > capacity_ || packed_.size() > max_bytes_)) DropOldest();
@@ -113,30 +114,26 @@ void EventLog::Publish(const driver::TaskEvent& ev) {
 void EventLog::DropOldest() {
   uint32_t size = SizeAt(packed_.begin());
   packed_.erase(packed_.begin(), packed_.begin() + size);
+  dropped_ += size;
+  starts_.pop_front();
   --count_;
   ++first_seq_;
 }
 
 template <typename Fn>
 void EventLog::Scan(uint64_t after_seq, const std::string& task_id, const std::string& job, Fn fn) const {
-  auto it = packed_.begin();
   std::string rec;
-  for (uint64_t seq = first_seq_; it != packed_.end(); ++seq) {
-    uint32_t size = SizeAt(it);
-    auto next = it + size;
-    if (seq > after_seq) {
-      rec.assign(it, next);
-      if (task_id.empty() && job.empty()) {
-        if (!fn(seq, rec)) return;
-      } else {
-        Reader r{rec.data() + kSizeBytes + 16, rec.data() + rec.size()};
-        std::string_view id = r.Str();
-        (void)r.Str();  // task name
-        std::string_view j = r.Str();
-        if ((task_id.empty() || id == task_id) && (job.empty() || j == job) && !fn(seq, rec)) return;
-      }
+  for (size_t i = after_seq < first_seq_ ? 0 : after_seq - first_seq_ + 1; i < starts_.size(); ++i) {
+    auto it = packed_.begin() + static_cast<std::ptrdiff_t>(starts_[i] - dropped_);
+    rec.assign(it, it + SizeAt(it));
+    if (!task_id.empty() || !job.empty()) {
+      Reader r{rec.data() + kSizeBytes + 16, rec.data() + rec.size()};
+      std::string_view id = r.Str();
+      (void)r.Str();  // task name
+      std::string_view j = r.Str();
+      if ((!task_id.empty() && id != task_id) || (!job.empty() && j != job)) continue;
     }
-    it = next;
+    if (!fn(first_seq_ + i, rec)) return;
   }
 }
 

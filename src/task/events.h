@@ -66,6 +66,11 @@ class EventLog : public EventSink {
   size_t capacity_;
   size_t max_bytes_;
   std::deque<char> packed_;  // records back to back, oldest first
+  // Where each held event's record starts, counted in bytes ever packed
+  // (minus dropped_ it is its offset in packed_): reads start at the first
+  // event they want instead of walking the history.
+  std::deque<uint64_t> starts_;
+  uint64_t dropped_ = 0;  // bytes of records dropped from the front
   size_t count_ = 0;
   uint64_t first_seq_ = 1;  // seq of the oldest held event
   uint64_t next_seq_ = 1;

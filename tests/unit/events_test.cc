@@ -79,6 +79,15 @@ TEST(EventLogTest, TheOldestGoFirstOnceTheCountIsReached) {
   EXPECT_EQ(all[2].seq, 5u);
   EXPECT_EQ(all[2].event.task_id, "t5");
   EXPECT_EQ(log.After(4).size(), 1u);
+  // Reads index into what is left: by seq, with filters, past the end.
+  auto t4 = log.After(3, "t4");
+  ASSERT_EQ(t4.size(), 1u);
+  EXPECT_EQ(t4[0].seq, 4u);
+  EXPECT_TRUE(log.After(0, "t2").empty());  // dropped
+  EXPECT_TRUE(log.After(5).empty());
+  EXPECT_TRUE(log.After(99).empty());
+  EXPECT_TRUE(log.AnyAfter(4, "t5"));
+  EXPECT_FALSE(log.AnyAfter(4, "t4"));
 }
 
 TEST(EventLogTest, LongMessagesAreBoundedByBytesAndTheNewestIsAlwaysKept) {
