@@ -27,6 +27,7 @@ struct TaskManager::Task {
   bool poststop_running = false;
   std::unique_ptr<logs::LogPipe> out;
   std::unique_ptr<logs::LogPipe> err;
+  bool fifos_held = false;  // the keeper holds this task's FIFOs (HoldFifos)
   // NRI: StopContainer sent (once per instance); what plugins did at its
   // CreateContainer (for inspect).
   bool nri_stopped = false;

@@ -164,6 +164,11 @@ void TaskManager::Prepare(StartOp* op, DoneCallback done) {
   if (c.name.empty()) c.name = c.id;
   Status namest = ValidateTaskId(c.name);
   if (!namest.ok()) return done(Error(Code::kInvalidArgument, "task name: " + namest.error().message()));
+  // An ended instance's log pipes, kept for this one when its streams are
+  // set up the same (a restart: no FIFO reopened, none handed to the keeper
+  // again), with the entry they point to.
+  std::unique_ptr<Task> kept;
+  KeptStreams streams;
   if (Task* old = Find(c.id)) {
     if (old->starting || !old->record.exited) {
       return done(Error(Code::kAlreadyExists, "task with ID \"" + c.id + "\" already started"));
@@ -171,8 +176,8 @@ void TaskManager::Prepare(StartOp* op, DoneCallback done) {
     // The ended instance makes way; its logs and task dir stay for this one.
     NriRemoved(old);
     if (driver::Driver* d = DriverOf(*old)) d->DestroyTask(c.id, false, [](Status) {});
-    CloseLogs(old, false);
-    tasks_.erase(c.id);
+    kept = std::move(tasks_.extract(c.id).mapped());
+    streams = KeepStreams(kept.get());
     op->replaced = true;
   }
   // Checked here for every driver (the bundle and the driver need it absolute).
@@ -186,7 +191,9 @@ void TaskManager::Prepare(StartOp* op, DoneCallback done) {
   Status valid = op->driver->CheckConfig(c.driver_config);
   if (!valid.ok()) return done(valid);
 
-  auto t = std::make_unique<Task>();
+  // A kept entry is reused (its pipes' callbacks point to it), emptied but
+  // for its pipes.
+  std::unique_ptr<Task> t = kept ? std::move(kept) : std::make_unique<Task>();
   t->starting = true;
   t->record.handle.config.driver = c.driver;
   Task* raw = t.get();
@@ -229,7 +236,28 @@ void TaskManager::Prepare(StartOp* op, DoneCallback done) {
   OUTPOST_RETURN_IF_ERROR_CB(CheckTaskDirReachable(c, *creds), done);
   raw->record.handle.config = c;
   DropDerivedPaths(raw);
+  if (raw->out && raw->err && streams.Same(creds->uid, creds->gid, c)) return done(OkStatus());
+  if (raw->out || raw->err) CloseLogs(raw, false);  // set up differently now: made anew
   done(OpenLogs(c, creds->uid, creds->gid, raw));
+}
+
+// What the streams of an ended instance were opened with; empties *t but
+// for its pipes (and whether the keeper holds their FIFOs).
+TaskManager::KeptStreams TaskManager::KeepStreams(Task* t) {
+  KeptStreams k;
+  const driver::TaskConfig& c = t->config();
+  const driver::Identity& who = c.identity;
+  k.uid = who.switch_user ? who.uid : ::geteuid();
+  k.gid = who.switch_user ? who.gid : ::getegid();
+  k.max_files = c.log_max_files;
+  k.max_file_size = c.log_max_file_size;
+  std::unique_ptr<logs::LogPipe> out = std::move(t->out), err = std::move(t->err);
+  bool held = t->fifos_held;
+  *t = Task();
+  t->out = std::move(out);
+  t->err = std::move(err);
+  t->fifos_held = held;
+  return k;
 }
 
 void TaskManager::UndoPrepare(StartOp* op) {
@@ -302,7 +330,7 @@ void TaskManager::RecordStarted(StartOp* op, DoneCallback done) {
   t->record.oom_kills_at_start = op->oom_base;
   if (op->exited) t->on_exit.push_back(std::move(op->exited));
   Persist(*t);
-  HoldFifos(*t);
+  if (!t->fifos_held) HoldFifos(*t);  // a restart's kept pipes are held already
   WatchOom(*t);
   WaitForExit(t->id());
   done(OkStatus());

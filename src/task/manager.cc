@@ -207,6 +207,7 @@ void TaskManager::CloseLogs(Task* t, bool remove_fifos) {
   t->out.reset();
   t->err.reset();
   if (had && release_fifos_) release_fifos_(t->id());
+  t->fifos_held = false;
   if (remove_fifos) {
     driver::TaskConfig c = FullConfig(*t);
     for (const std::string& p : {c.stdout_path, c.stderr_path}) {
@@ -222,7 +223,7 @@ void TaskManager::SetFifoHolder(HoldFifosFn hold, ReleaseFifosFn release) {
   release_fifos_ = std::move(release);
 }
 
-void TaskManager::HoldFifos(const Task& t) {
+void TaskManager::HoldFifos(Task& t) {
   if (!hold_fifos_ || !t.out) return;
   std::vector<UniqueFd> owned;
   std::vector<int> fds;
@@ -236,7 +237,9 @@ void TaskManager::HoldFifos(const Task& t) {
     fds.push_back(fd->get());
     owned.push_back(std::move(*fd));
   }
-  if (!fds.empty()) hold_fifos_(t.id(), fds);  // the keeper gets its own copies
+  if (fds.empty()) return;
+  hold_fifos_(t.id(), fds);  // the keeper gets its own copies
+  t.fifos_held = true;
 }
 
 void TaskManager::HoldAllFifos() {

@@ -245,7 +245,20 @@ class TaskManager {
   Status OpenLogs(const driver::TaskConfig& config, uid_t uid, gid_t gid, Task* t);
   void CloseLogs(Task* t, bool remove_fifos);
   void KillUnrecorded(const std::vector<std::string>& running);
-  void HoldFifos(const Task& t);
+  void HoldFifos(Task& t);
+  // A restart keeps the ended instance's log pipes when they would be made
+  // the same (owner, rotation): see Prepare.
+  struct KeptStreams {
+    uid_t uid = 0;
+    gid_t gid = 0;
+    int max_files = -1;  // -1: nothing kept
+    uint64_t max_file_size = 0;
+    bool Same(uid_t u, gid_t g, const driver::TaskConfig& c) const {
+      return max_files >= 0 && u == uid && g == gid && c.log_max_files == max_files &&
+             c.log_max_file_size == max_file_size;
+    }
+  };
+  static KeptStreams KeepStreams(Task* t);
   // Writes t's record. On a full disk (ENOSPC, EDQUOT) it is kept in memory
   // and written when space returns (loop/pending_writes).
   void Persist(const Task& t);

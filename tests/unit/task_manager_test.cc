@@ -393,6 +393,47 @@ TEST_F(TaskManagerTest, AnEndedInstanceMakesWayForTheNextStartAndKeepsItsTaskDir
   EXPECT_EQ(fake_.calls, (std::vector<std::string>{"start r", "destroy r", "start r"}));
 }
 
+TEST_F(TaskManagerTest, ARestartKeepsItsLogPipesAndTheKeepersHoldUnlessTheirSetUpChanged) {
+  std::vector<std::string> holder;
+  tm_->SetFifoHolder([&](const std::string& id, const std::vector<int>& fds) {
+    holder.push_back("hold " + id + " " + std::to_string(fds.size()));
+  }, [&](const std::string& id) { holder.push_back("release " + id); });
+  auto fifo_ino = [&] {
+    struct stat st;
+    return ::stat((dir_ + "/run/fifo/k.stdout").c_str(), &st) == 0 ? st.st_ino : 0;
+  };
+  ASSERT_TRUE(Start(Config("k")).ok());
+  EXPECT_EQ(holder, (std::vector<std::string>{"hold k 2"}));
+  const ino_t ino = fifo_ino();
+  ASSERT_NE(ino, 0u);
+  fake_.End("k", 1);
+  ASSERT_TRUE(Start(Config("k")).ok());
+  EXPECT_EQ(holder, (std::vector<std::string>{"hold k 2"})) << "the restart kept the held FIFOs";
+  EXPECT_EQ(fifo_ino(), ino);
+  // The kept pipe still carries the task's output into its log.
+  {
+    auto w = sys::Open(dir_ + "/run/fifo/k.stdout", O_WRONLY | O_NONBLOCK);
+    ASSERT_TRUE(w.ok()) << w.error().message();
+    ASSERT_EQ(::write(w->get(), "second instance\n", 16), 16);
+  }
+  auto log = *tm_->LogPath("k", false);
+  EXPECT_TRUE(RunUntil(loop_.get(), [&] {
+    auto text = sys::ReadFile(log);
+    return text.ok() && text->find("second instance\n") != std::string::npos;
+  }));
+  // Set up differently (another rotation): made anew, the old hold released.
+  fake_.End("k", 1);
+  driver::TaskConfig c = Config("k");
+  c.log_max_files = 3;
+  ASSERT_TRUE(Start(c).ok());
+  EXPECT_EQ(holder, (std::vector<std::string>{"hold k 2", "release k", "hold k 2"}));
+  // Removed: released, FIFOs gone.
+  fake_.End("k", 1);
+  ASSERT_TRUE(Call([&](TaskManager::DoneCallback cb) { tm_->Destroy("k", false, cb); }).ok());
+  EXPECT_EQ(holder.back(), "release k");
+  EXPECT_EQ(fifo_ino(), 0u);
+}
+
 TEST_F(TaskManagerTest, StopUsesTheTasksKillSignalAndTimeoutAndDestroyForgetsEverything) {
   driver::TaskConfig c = Config("s");
   c.kill_timeout_nanos = 7;
