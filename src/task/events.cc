@@ -74,11 +74,9 @@ EventRecord Unpack(const std::string& rec) {
   return out;
 }
 
-uint32_t SizeAt(std::deque<char>::const_iterator it) {
-  char b[kSizeBytes];
-  std::copy(it, it + kSizeBytes, b);
+uint32_t SizeAt(const char* record) {
   uint32_t v;
-  std::memcpy(&v, b, sizeof v);
+  std::memcpy(&v, record, sizeof v);
   return v;
 }
 
@@ -101,10 +99,17 @@ void EventLog::Publish(const driver::TaskEvent& ev) {
   }
   uint32_t size = static_cast<uint32_t>(rec.size());
   std::memcpy(&rec[0], &size, sizeof size);
-  starts_.push_back(dropped_ + packed_.size());
-  packed_.insert(packed_.end(), rec.begin(), rec.end());
+  starts_.push_back(static_cast<uint32_t>(packed_.size()));
+  packed_ += rec;
   ++count_;
-  while (count_ > 1 && (count_ > capacity_ || packed_.size() > max_bytes_)) DropOldest();
+  while (count_ > 1 && (count_ > capacity_ || bytes() > max_bytes_)) DropOldest();
+  if (head_ > 4096 && head_ > packed_.size() / 4) {
+    packed_.erase(0, head_);
+    starts_.erase(starts_.begin(), starts_.begin() + static_cast<std::ptrdiff_t>(first_));
+    for (uint32_t& at : starts_) at -= static_cast<uint32_t>(head_);
+    head_ = 0;
+    first_ = 0;
+  }
   if (notify_.empty()) return;
   auto pending = std::move(notify_);
   notify_.clear();
@@ -112,10 +117,8 @@ void EventLog::Publish(const driver::TaskEvent& ev) {
 }
 
 void EventLog::DropOldest() {
-  uint32_t size = SizeAt(packed_.begin());
-  packed_.erase(packed_.begin(), packed_.begin() + size);
-  dropped_ += size;
-  starts_.pop_front();
+  head_ += SizeAt(packed_.data() + head_);
+  ++first_;
   --count_;
   ++first_seq_;
 }
@@ -123,9 +126,9 @@ void EventLog::DropOldest() {
 template <typename Fn>
 void EventLog::Scan(uint64_t after_seq, const std::string& task_id, const std::string& job, Fn fn) const {
   std::string rec;
-  for (size_t i = after_seq < first_seq_ ? 0 : after_seq - first_seq_ + 1; i < starts_.size(); ++i) {
-    auto it = packed_.begin() + static_cast<std::ptrdiff_t>(starts_[i] - dropped_);
-    rec.assign(it, it + SizeAt(it));
+  for (size_t i = after_seq < first_seq_ ? 0 : after_seq - first_seq_ + 1; i < count_; ++i) {
+    const char* at = packed_.data() + starts_[first_ + i];
+    rec.assign(at, SizeAt(at));
     if (!task_id.empty() || !job.empty()) {
       Reader r{rec.data() + kSizeBytes + 16, rec.data() + rec.size()};
       std::string_view id = r.Str();

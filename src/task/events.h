@@ -7,7 +7,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <string>
@@ -31,7 +30,7 @@ struct EventRecord {
 // The history behind `outpost events`: the newest events, at most
 // `capacity` of them in at most `max_bytes` of packed records (whichever
 // binds first; the newest event is always kept). Each event is packed into
-// one byte queue (its strings length-prefixed, no allocation of its own):
+// one byte buffer (its strings length-prefixed, no allocation of its own):
 // about 80 bytes for a typical event instead of about 260 as a TaskEvent in
 // a deque, and a bound on the history's memory whatever its messages'
 // lengths.
@@ -51,7 +50,7 @@ class EventLog : public EventSink {
   bool AnyAfter(uint64_t after_seq, const std::string& task_id = "", const std::string& job = "") const;
   uint64_t last_seq() const { return next_seq_ - 1; }
   size_t size() const { return count_; }          // events held
-  size_t bytes() const { return packed_.size(); }  // their packed size
+  size_t bytes() const { return packed_.size() - head_; }  // their packed size
   // Runs cb once, after the next event is recorded (long-poll).
   uint64_t NotifyOnEvent(std::function<void()> cb);
   void CancelNotify(uint64_t id) { notify_.erase(id); }
@@ -65,12 +64,15 @@ class EventLog : public EventSink {
 
   size_t capacity_;
   size_t max_bytes_;
-  std::deque<char> packed_;  // records back to back, oldest first
-  // Where each held event's record starts, counted in bytes ever packed
-  // (minus dropped_ it is its offset in packed_): reads start at the first
-  // event they want instead of walking the history.
-  std::deque<uint64_t> starts_;
-  uint64_t dropped_ = 0;  // bytes of records dropped from the front
+  // Records back to back, oldest first, from packed_[head_]; the bytes
+  // before head_ are dropped records, cut off once they are a quarter of
+  // the buffer (so the buffer is at most a third bigger than the history).
+  std::string packed_;
+  size_t head_ = 0;
+  // Where each held event's record starts in packed_ (from starts_[first_]):
+  // reads start at the first event they want instead of walking the history.
+  std::vector<uint32_t> starts_;
+  size_t first_ = 0;
   size_t count_ = 0;
   uint64_t first_seq_ = 1;  // seq of the oldest held event
   uint64_t next_seq_ = 1;

@@ -114,6 +114,29 @@ TEST(EventLogTest, LongMessagesAreBoundedByBytesAndTheNewestIsAlwaysKept) {
   EXPECT_EQ(log.After(0)[0].event.task_id, "small");
 }
 
+TEST(EventLogTest, ALongRunKeepsTheNewestInOrderThroughEveryCompaction) {
+  EventLog log(100);
+  for (int i = 1; i <= 5000; ++i) {
+    log.Publish(Ev("t" + std::to_string(i), "j" + std::to_string(i % 3), "started",
+                   std::string(static_cast<size_t>(i % 200), 'm')));
+    if (i % 997 == 0) {  // reads in between, at any point of the buffer's life
+      auto some = log.After(static_cast<uint64_t>(i - 2));
+      ASSERT_EQ(some.size(), 2u);
+      EXPECT_EQ(some[1].event.task_id, "t" + std::to_string(i));
+    }
+  }
+  auto all = log.After(0);
+  ASSERT_EQ(all.size(), 100u);
+  for (size_t k = 0; k < all.size(); ++k) {
+    int i = 4901 + static_cast<int>(k);
+    EXPECT_EQ(all[k].seq, static_cast<uint64_t>(i));
+    EXPECT_EQ(all[k].event.task_id, "t" + std::to_string(i));
+    EXPECT_EQ(all[k].event.message.size(), static_cast<size_t>(i % 200));
+  }
+  EXPECT_EQ(log.After(0, "", "j1").size(), 33u);
+  EXPECT_LT(log.bytes(), 100u * 260);
+}
+
 TEST(EventLogTest, TypicalEventsTakeLittleRoom) {
   EventLog log;
   for (int i = 0; i < 1000; ++i) {
