@@ -164,21 +164,8 @@ void TaskManager::Prepare(StartOp* op, DoneCallback done) {
   if (c.name.empty()) c.name = c.id;
   Status namest = ValidateTaskId(c.name);
   if (!namest.ok()) return done(Error(Code::kInvalidArgument, "task name: " + namest.error().message()));
-  // An ended instance's log pipes, kept for this one when its streams are
-  // set up the same (a restart: no FIFO reopened, none handed to the keeper
-  // again), with the entry they point to.
-  std::unique_ptr<Task> kept;
-  KeptStreams streams;
-  if (Task* old = Find(c.id)) {
-    if (old->starting || !old->record.exited) {
-      return done(Error(Code::kAlreadyExists, "task with ID \"" + c.id + "\" already started"));
-    }
-    // The ended instance makes way; its logs and task dir stay for this one.
-    NriRemoved(old);
-    if (driver::Driver* d = DriverOf(*old)) d->DestroyTask(c.id, false, [](Status) {});
-    kept = std::move(tasks_.extract(c.id).mapped());
-    streams = KeepStreams(kept.get());
-    op->replaced = true;
+  if (Task* old = Find(c.id); old && (old->starting || !old->record.exited)) {
+    return done(Error(Code::kAlreadyExists, "task with ID \"" + c.id + "\" already started"));
   }
   // Checked here for every driver (the bundle and the driver need it absolute).
   if (!c.workdir.empty() && c.workdir[0] != '/') {
@@ -190,6 +177,20 @@ void TaskManager::Prepare(StartOp* op, DoneCallback done) {
   // Checked at submission too, unless the driver was not registered then.
   Status valid = op->driver->CheckConfig(c.driver_config);
   if (!valid.ok()) return done(valid);
+  // An ended instance makes way (a start refused above leaves it as it
+  // was); its logs and task dir stay for this one. Its log pipes are kept
+  // when this one's streams are set up the same (a restart: no FIFO
+  // reopened, none handed to the keeper again), with the entry they point
+  // to.
+  std::unique_ptr<Task> kept;
+  KeptStreams streams;
+  if (Task* old = Find(c.id)) {
+    NriRemoved(old);
+    if (driver::Driver* od = DriverOf(*old)) od->DestroyTask(c.id, false, [](Status) {});
+    kept = std::move(tasks_.extract(c.id).mapped());
+    streams = KeepStreams(kept.get());
+    op->replaced = true;
+  }
 
   // A kept entry is reused (its pipes' callbacks point to it), emptied but
   // for its pipes.

@@ -407,6 +407,13 @@ TEST_F(TaskManagerTest, ARestartKeepsItsLogPipesAndTheKeepersHoldUnlessTheirSetU
   const ino_t ino = fifo_ino();
   ASSERT_NE(ino, 0u);
   fake_.End("k", 1);
+  // A start refused for its input leaves the ended instance as it was.
+  driver::TaskConfig bad = Config("k");
+  bad.driver = "no-such-driver";
+  EXPECT_FALSE(Start(bad).ok());
+  ASSERT_TRUE(tm_->Inspect("k").ok());
+  EXPECT_EQ(tm_->Inspect("k")->status.state, driver::TaskState::kExited);
+  EXPECT_EQ(holder, (std::vector<std::string>{"hold k 2"}));
   ASSERT_TRUE(Start(Config("k")).ok());
   EXPECT_EQ(holder, (std::vector<std::string>{"hold k 2"})) << "the restart kept the held FIFOs";
   EXPECT_EQ(fifo_ino(), ino);
