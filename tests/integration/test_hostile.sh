@@ -106,7 +106,10 @@ test_hostile_clients_that_never_read_are_cut_off_and_memory_stays_bounded() {
   # The CLI following the logs into a pipe nobody reads.
   mkfifo "$T/unread"
   exec 7<>"$T/unread"
-  op logs -f fast >"$T/unread" 2>&1 &
+  # The binary itself in the background, not the `op` function: $! must be
+  # the CLI's pid, or the clean-up kills a subshell and leaves the CLI
+  # blocked on the FIFO for good.
+  "$OUTPOST" --socket "$SOCK" logs -f fast >"$T/unread" 2>&1 &
   echo $! >>"$T/.pids"
   hostile_wait logs 60 '^cut off after'
   hostile_wait events 60 '^cut off after'
