@@ -354,7 +354,7 @@ test_job_events_filtering() {
   expect_exit 0 op --json events e1/a
   expect_eq "$(printf '%s\n' "$OUT" | head -n1 | json_get task)" "a" "json events"
   expect_exit 1 op events nope/x
-  op events -f e2 >"$T/follow" 2>&1 &
+  "$OUTPOST" --socket "$SOCK" events -f e2 >"$T/follow" 2>&1 &  # the binary: $! is what kill must stop
   local fp=$!
   wait_for 5 grep -q job-submitted "$T/follow" || fail "events -f printed nothing"
   op restart e2/a >/dev/null
