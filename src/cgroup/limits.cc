@@ -59,7 +59,7 @@ ResourcesBox& ResourcesBox::operator=(const Resources& r) {
   // cpu_max_period_us is the one field Any() leaves out (it means nothing
   // without a quota), and it is kept all the same.
   if (r.Any() || r.cpu_max_period_us != Resources().cpu_max_period_us) {
-    if (p_.get() != &r) p_ = std::make_unique<Resources>(r);
+    p_ = std::make_unique<Resources>(r);
   } else {
     p_.reset();
   }

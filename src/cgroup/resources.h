@@ -51,13 +51,12 @@ struct Resources {
   }
 };
 
-
 // A task's Resources kept out of line (TaskConfig::resources): the worker
 // keeps every task's config, and most tasks set no limit, so an unset one
 // costs a pointer instead of the 256 bytes of a Resources. Reads see an
 // empty Resources when none is held (get(), ->, or the conversion to
-// const Resources&); assigning one with nothing set holds none; mutable()
-// makes one to change in place.
+// const Resources&); assigning one with nothing set holds none;
+// mutable_get() makes one to change in place.
 class ResourcesBox {
  public:
   ResourcesBox() = default;

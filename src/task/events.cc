@@ -6,17 +6,13 @@
 
 namespace outpost::task {
 
-// A packed event: u32 size of the whole record, then seq (u64) and
-// timestamp (i64), then strings, each a varint length and its bytes: task
-// id, task name, job, type, message, then the annotations' count (varint)
-// and their keys and values. Host byte order: the history never leaves the
-// process.
+// A packed event: its timestamp (i64, host byte order: the history never
+// leaves the process), then strings, each a varint length and its bytes:
+// task id, task name, job, type, message, then the annotations' count
+// (varint) and their keys and values. Its seq and its size follow from
+// where it is (starts_).
 namespace {
 
-constexpr size_t kSizeBytes = 4;
-
-void PutU32(std::string* out, uint32_t v) { out->append(reinterpret_cast<const char*>(&v), sizeof v); }
-void PutU64(std::string* out, uint64_t v) { out->append(reinterpret_cast<const char*>(&v), sizeof v); }
 void PutVarint(std::string* out, uint64_t v) {
   while (v >= 0x80) {
     out->push_back(static_cast<char>((v & 0x7f) | 0x80));
@@ -29,8 +25,8 @@ void PutStr(std::string* out, const std::string& s) {
   out->append(s);
 }
 
-// Reads the packed record in [p, end); every read is bounds-checked so a
-// broken record yields empty fields, never a read past it.
+// Reads a packed record; every read is bounds-checked, so a broken record
+// yields empty fields, never a read past it.
 struct Reader {
   const char* p;
   const char* end;
@@ -57,10 +53,10 @@ struct Reader {
   }
 };
 
-EventRecord Unpack(const std::string& rec) {
-  Reader r{rec.data() + kSizeBytes, rec.data() + rec.size()};
+EventRecord Unpack(uint64_t seq, std::string_view rec) {
+  Reader r{rec.data(), rec.data() + rec.size()};
   EventRecord out;
-  out.seq = r.U64();
+  out.seq = seq;
   out.event.timestamp_unix_nanos = static_cast<int64_t>(r.U64());
   out.event.task_id = std::string(r.Str());
   out.event.task_name = std::string(r.Str());
@@ -74,33 +70,23 @@ EventRecord Unpack(const std::string& rec) {
   return out;
 }
 
-uint32_t SizeAt(const char* record) {
-  uint32_t v;
-  std::memcpy(&v, record, sizeof v);
-  return v;
-}
-
 }  // namespace
 
 void EventLog::Publish(const driver::TaskEvent& ev) {
-  std::string rec;
-  PutU32(&rec, 0);  // the size, filled in below
-  PutU64(&rec, next_seq_++);
-  PutU64(&rec, static_cast<uint64_t>(ev.timestamp_unix_nanos));
-  PutStr(&rec, ev.task_id);
-  PutStr(&rec, ev.task_name);
-  PutStr(&rec, ev.job);
-  PutStr(&rec, ev.type);
-  PutStr(&rec, ev.message);
-  PutVarint(&rec, ev.annotations.size());
-  for (const auto& [k, v] : ev.annotations) {
-    PutStr(&rec, k);
-    PutStr(&rec, v);
-  }
-  uint32_t size = static_cast<uint32_t>(rec.size());
-  std::memcpy(&rec[0], &size, sizeof size);
   starts_.push_back(static_cast<uint32_t>(packed_.size()));
-  packed_ += rec;
+  uint64_t ts = static_cast<uint64_t>(ev.timestamp_unix_nanos);
+  packed_.append(reinterpret_cast<const char*>(&ts), sizeof ts);
+  PutStr(&packed_, ev.task_id);
+  PutStr(&packed_, ev.task_name);
+  PutStr(&packed_, ev.job);
+  PutStr(&packed_, ev.type);
+  PutStr(&packed_, ev.message);
+  PutVarint(&packed_, ev.annotations.size());
+  for (const auto& [k, v] : ev.annotations) {
+    PutStr(&packed_, k);
+    PutStr(&packed_, v);
+  }
+  ++next_seq_;
   ++count_;
   while (count_ > 1 && (count_ > capacity_ || bytes() > max_bytes_)) DropOldest();
   if (head_ > 4096 && head_ > packed_.size() / 4) {
@@ -116,21 +102,25 @@ void EventLog::Publish(const driver::TaskEvent& ev) {
   for (auto& [id, cb] : pending) cb();
 }
 
+std::string_view EventLog::Record(size_t i) const {
+  size_t at = starts_[first_ + i];
+  size_t end = i + 1 < count_ ? starts_[first_ + i + 1] : packed_.size();
+  return std::string_view(packed_.data() + at, end - at);
+}
+
 void EventLog::DropOldest() {
-  head_ += SizeAt(packed_.data() + head_);
   ++first_;
   --count_;
   ++first_seq_;
+  head_ = starts_[first_];
 }
 
 template <typename Fn>
 void EventLog::Scan(uint64_t after_seq, const std::string& task_id, const std::string& job, Fn fn) const {
-  std::string rec;
   for (size_t i = after_seq < first_seq_ ? 0 : after_seq - first_seq_ + 1; i < count_; ++i) {
-    const char* at = packed_.data() + starts_[first_ + i];
-    rec.assign(at, SizeAt(at));
+    std::string_view rec = Record(i);
     if (!task_id.empty() || !job.empty()) {
-      Reader r{rec.data() + kSizeBytes + 16, rec.data() + rec.size()};
+      Reader r{rec.data() + sizeof(uint64_t), rec.data() + rec.size()};
       std::string_view id = r.Str();
       (void)r.Str();  // task name
       std::string_view j = r.Str();
@@ -143,8 +133,8 @@ void EventLog::Scan(uint64_t after_seq, const std::string& task_id, const std::s
 std::vector<EventRecord> EventLog::After(uint64_t after_seq, const std::string& task_id,
                                          const std::string& job) const {
   std::vector<EventRecord> out;
-  Scan(after_seq, task_id, job, [&](uint64_t, const std::string& rec) {
-    out.push_back(Unpack(rec));
+  Scan(after_seq, task_id, job, [&](uint64_t seq, std::string_view rec) {
+    out.push_back(Unpack(seq, rec));
     return true;
   });
   return out;
@@ -152,7 +142,7 @@ std::vector<EventRecord> EventLog::After(uint64_t after_seq, const std::string& 
 
 bool EventLog::AnyAfter(uint64_t after_seq, const std::string& task_id, const std::string& job) const {
   bool any = false;
-  Scan(after_seq, task_id, job, [&](uint64_t, const std::string&) {
+  Scan(after_seq, task_id, job, [&](uint64_t, std::string_view) {
     any = true;
     return false;
   });

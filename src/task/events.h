@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "driver/driver.h"
@@ -31,7 +32,7 @@ struct EventRecord {
 // `capacity` of them in at most `max_bytes` of packed records (whichever
 // binds first; the newest event is always kept). Each event is packed into
 // one byte buffer (its strings length-prefixed, no allocation of its own):
-// about 80 bytes for a typical event instead of about 260 as a TaskEvent in
+// about 70 bytes for a typical event instead of about 260 as a TaskEvent in
 // a deque, and a bound on the history's memory whatever its messages'
 // lengths.
 class EventLog : public EventSink {
@@ -57,9 +58,10 @@ class EventLog : public EventSink {
 
  private:
   // Calls fn(seq, record) for each held event with seq > after_seq whose
-  // task id and job match; record is the packed event, contiguous.
+  // task id and job match, with its packed record, until fn returns false.
   template <typename Fn>
   void Scan(uint64_t after_seq, const std::string& task_id, const std::string& job, Fn fn) const;
+  std::string_view Record(size_t i) const;  // the i-th held event's packed record
   void DropOldest();
 
   size_t capacity_;
@@ -69,8 +71,9 @@ class EventLog : public EventSink {
   // the buffer (so the buffer is at most a third bigger than the history).
   std::string packed_;
   size_t head_ = 0;
-  // Where each held event's record starts in packed_ (from starts_[first_]):
-  // reads start at the first event they want instead of walking the history.
+  // Where each held event's record starts in packed_ (from starts_[first_];
+  // it ends where the next starts): reads start at the first event they
+  // want instead of walking the history.
   std::vector<uint32_t> starts_;
   size_t first_ = 0;
   size_t count_ = 0;

@@ -237,7 +237,7 @@ void TaskManager::Prepare(StartOp* op, DoneCallback done) {
   OUTPOST_RETURN_IF_ERROR_CB(CheckTaskDirReachable(c, *creds), done);
   raw->record.handle.config = c;
   DropDerivedPaths(raw);
-  if (raw->out && raw->err && streams.Same(creds->uid, creds->gid, c)) return done(OkStatus());
+  if (streams.Same(c)) return done(OkStatus());
   if (raw->out || raw->err) CloseLogs(raw, false);  // set up differently now: made anew
   done(OpenLogs(c, creds->uid, creds->gid, raw));
 }
@@ -245,13 +245,9 @@ void TaskManager::Prepare(StartOp* op, DoneCallback done) {
 // What the streams of an ended instance were opened with; empties *t but
 // for its pipes (and whether the keeper holds their FIFOs).
 TaskManager::KeptStreams TaskManager::KeepStreams(Task* t) {
-  KeptStreams k;
   const driver::TaskConfig& c = t->config();
-  const driver::Identity& who = c.identity;
-  k.uid = who.switch_user ? who.uid : ::geteuid();
-  k.gid = who.switch_user ? who.gid : ::getegid();
-  k.max_files = c.log_max_files;
-  k.max_file_size = c.log_max_file_size;
+  KeptStreams k{t->out && t->err, c.identity.switch_user, c.identity.uid, c.identity.gid, c.log_max_files,
+                c.log_max_file_size};
   std::unique_ptr<logs::LogPipe> out = std::move(t->out), err = std::move(t->err);
   bool held = t->fifos_held;
   *t = Task();

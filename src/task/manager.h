@@ -247,15 +247,17 @@ class TaskManager {
   void KillUnrecorded(const std::vector<std::string>& running);
   void HoldFifos(Task& t);
   // A restart keeps the ended instance's log pipes when they would be made
-  // the same (owner, rotation): see Prepare.
+  // the same (same identity, so the same owner; same rotation): see Prepare.
   struct KeptStreams {
+    bool kept = false;
+    bool switch_user = false;
     uid_t uid = 0;
     gid_t gid = 0;
-    int max_files = -1;  // -1: nothing kept
+    int max_files = 0;
     uint64_t max_file_size = 0;
-    bool Same(uid_t u, gid_t g, const driver::TaskConfig& c) const {
-      return max_files >= 0 && u == uid && g == gid && c.log_max_files == max_files &&
-             c.log_max_file_size == max_file_size;
+    bool Same(const driver::TaskConfig& c) const {
+      return kept && c.identity.switch_user == switch_user && c.identity.uid == uid && c.identity.gid == gid &&
+             c.log_max_files == max_files && c.log_max_file_size == max_file_size;
     }
   };
   static KeptStreams KeepStreams(Task* t);
