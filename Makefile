@@ -323,9 +323,18 @@ $(BUILD)/liboutpost.a: $(LIB_OBJS)
 # nothing; about 50 KB on aarch64).
 OUTPOST_LD_SCRIPT := tools/ld/no-unwind-tables.ld
 OUTPOST_LDFLAGS := $(if $(SANITIZE),,-Wl,-T,$(OUTPOST_LD_SCRIPT))
+# aarch64: the linker works around Cortex-A53 erratum 843419 (on by default)
+# by rewriting an affected ADRP to ADR where the target is in ADR's range,
+# else by a branch to a veneer; the veneers' section put a 4 KiB hole in the
+# code, enough to push the binary over a 64 KiB step of the file. `=adr`
+# keeps the same fix without veneers and fails the link if some sequence
+# cannot be fixed that way: then it is linked again with both workarounds.
+A53_FIX := $(if $(filter arm64,$(ARCH)),$(if $(SANITIZE),,-Wl,--fix-cortex-a53-843419=adr))
 $(BUILD)/outpost: $(MAIN_OBJ) $(BUILD)/liboutpost.a $(OUTPOST_LD_SCRIPT)
 	@echo "  LINK    $@"
-	$(Q)$(CXX) $(LDFLAGS) $(OUTPOST_LDFLAGS) -o $@ $(MAIN_OBJ) $(BUILD)/liboutpost.a $(NANOPB_LIB)
+	$(Q)$(CXX) $(LDFLAGS) $(OUTPOST_LDFLAGS) $(A53_FIX) -o $@ $(MAIN_OBJ) $(BUILD)/liboutpost.a $(NANOPB_LIB) \
+	  $(if $(A53_FIX),|| { echo "  LINK    $@ again: erratum 843419 needs veneers (the binary grows)"; \
+	    $(CXX) $(LDFLAGS) $(OUTPOST_LDFLAGS) -o $@ $(MAIN_OBJ) $(BUILD)/liboutpost.a $(NANOPB_LIB); })
 
 $(BUILD)/outpost.stripped: $(BUILD)/outpost
 	$(Q)$(STRIP) -o $@ $<
@@ -452,7 +461,7 @@ bench-build: $(BENCH_BINS)
 # and tools/size-baseline.txt (SIZE_RECORD=1 rewrites this arch's lines).
 SIZE_ARCH := $(if $(filter native,$(ARCH)),$(shell uname -m),$(if $(filter arm64,$(ARCH)),aarch64,$(ARCH)))
 size: $(BUILD)/outpost.stripped
-	$(Q)NM=$(CROSS)nm tools/size-report.sh $(BUILD)/outpost $(BUILD)/outpost.stripped $(SIZE_ARCH)
+	$(Q)NM=$(CROSS)nm READELF=$(CROSS)readelf tools/size-report.sh $(BUILD)/outpost $(BUILD)/outpost.stripped $(SIZE_ARCH)
 
 # ---- set-up, tests, run -----------------------------------------------------
 # The first pass installed what the goals need; `make deps` installs all.

@@ -98,6 +98,19 @@ else
   verdict="OVER by $(fmt $((-left))) B, reported (the budget holds for aarch64 and armhf)"
 fi
 echo "size: $arch $stripped $(fmt "$total") B, budget $(fmt "$budget") B (1.5 MiB): $verdict"
+# The file holds the code segment, then the data segment at an offset that
+# keeps their addresses congruent modulo the segment alignment (64 KiB on
+# ARM): code that grows past where the data begins moves the data, and the
+# file, on by a whole step. Printed so that a change sees it coming.
+# The executable LOAD and the one after it: "offset filesize align next-offset".
+loads=$("${READELF:-readelf}" -lW "$stripped" | awk '
+  $1 == "LOAD" && code != "" { print code, $2; exit }
+  $1 == "LOAD" && / E / { code = $2 " " $5 " " $NF }')
+read -r code_off code_size align data_off <<<"$loads"
+if [ -n "${data_off:-}" ]; then
+  room=$((data_off - code_off - code_size))
+  echo "size: $arch code may grow by $(fmt "$room") B before the file grows by a step of up to $(fmt $((align))) B"
+fi
 while read -r folder bytes; do
   base=""
   if [ -f "$baseline" ]; then base=$(awk -v a="$arch" -v f="$folder" '$1 == a && $2 == f { print $3 }' "$baseline"); fi
