@@ -40,6 +40,9 @@
 //                                        to FILE.tmp, then rename it to FILE
 //                            count FILE  append "<ns>\n" to FILE (one line
 //                                        per start, for crash loops)
+//                            cpu FILE    append "<ns> <cpu ns>\n": the CPU
+//                                        this process used so far, the time
+//                                        before its exec included
 //                            lines N     print N numbered lines "<i>" to stdout
 //                            sleep S     sleep S seconds
 //                            exit N      exit with status N at once
@@ -351,6 +354,15 @@ int Service(int argc, char** argv, long long main_ns) {
       int fd = open(arg, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
       if (fd < 0) return 1;
       dprintf(fd, "%lld\n", main_ns);
+      close(fd);
+    } else if (!strcmp(step, "cpu")) {
+      // "MAIN_NS CPU_NS": this process's CPU so far, the time its supervisor's
+      // child spent before exec included (peer_bench's crash loop).
+      struct timespec ts;
+      if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 1;
+      int fd = open(arg, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (fd < 0) return 1;
+      dprintf(fd, "%lld %lld\n", main_ns, static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec);
       close(fd);
     } else if (!strcmp(step, "lines")) {
       long n = atol(arg);

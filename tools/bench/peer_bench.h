@@ -65,6 +65,9 @@ std::string Which(const char* name);
 bool RunCommand(const std::vector<std::string>& args);
 std::vector<pid_t> Descendants(pid_t root);
 std::string Comm(pid_t pid);
+// CPU (ns) used so far by every live process below root, zombies and the
+// processes running skip_exe (a canonical path) left out.
+long long LiveCpuNs(pid_t root, const std::string& skip_exe);
 bool HasMarker(pid_t pid);
 
 struct Service {
@@ -123,7 +126,7 @@ std::vector<std::string> StampSleep(const Tree& t, const std::string& name);
 void StartOne(bench::FloorProbe* floor, int reps);
 void StartHundred(bench::FloorProbe* floor, int reps);
 void Restart(bench::FloorProbe* floor, int reps);
-void CrashLoop(double window_s);
+void CrashLoop(int restarts);
 void LogThroughput(long n, int runs);
 void InstalledSize();
 

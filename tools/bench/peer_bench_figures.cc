@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -182,50 +183,131 @@ double ForkExecCpuUs(int n) {
 
 }  // namespace
 
-// 4. Crash loop CPU: tree with `service count F exit 1` minus tree with a sleeping service, same window.
-void CrashLoop(double window_s) {
+namespace {
+
+// Lines in a file whose last line is complete (0 if it cannot be read).
+int CompleteLines(const std::string& path) {
+  auto text = sys::ReadFile(path, 1 << 20);
+  if (!text.ok()) return 0;
+  size_t n = static_cast<size_t>(std::count(text->begin(), text->end(), '\n'));
+  return static_cast<int>(n);
+}
+
+// Polls (every 2 ms) until path has at least n complete lines.
+void WaitLines(const std::string& path, int n, const char* peer, const char* what) {
+  for (int64_t end = MonotonicNanos() + 30 * kNanosPerSecond; CompleteLines(path) < n;) {
+    if (MonotonicNanos() > end) Fatal(Format("%s: %s within 30 s", peer, what));
+    CheckInterrupt();
+    ::usleep(2000);
+  }
+}
+
+}  // namespace
+
+// 4. Crash loop CPU: the CPU a tree used over a whole number of restarts,
+// from just after one start of the service to just after the N-th start
+// after it (its supervisors' own start-up and shut-down left out, and no
+// partial cycle at either end): every live process's CPU clock read at both
+// ends, plus what each service started in between reported at its exit (the
+// time its supervisor's child spent before exec included). The same tree's
+// CPU with a sleeping service, per second, is subtracted. The three peers'
+// trees run side by side, so that all three are measured over the same
+// seconds of the machine (whose speed drifts by 2x within an hour here);
+// each restarts about once a second, a third of a second after the one
+// before it, and is idle in between.
+void CrashLoop(int restarts) {
   Figure f{"crash_loop_cpu", "ms/s"};
   Figure starts{"crash_loop_starts", "1/s"};
-  int64_t window = static_cast<int64_t>(window_s * 1e9);
-  for (int p = 0; p < kPeers; ++p) {
-    long long cpu[2] = {0, 0};
+  char* real = ::realpath(g_bins.helper.c_str(), nullptr);
+  const std::string helper_exe = real ? real : g_bins.helper;
+  std::free(real);
+  struct Run {
+    std::unique_ptr<Tree> tree;
+    std::string counter, cpu;
+    int64_t from = 0, to = 0;
+    long long tree_from = 0, tree_to = 0, services = 0;
     int count = 0;
-    for (int crash = 0; crash < 2; ++crash) {
-      Tree t(static_cast<Peer>(p), TreeName(static_cast<Peer>(p), crash ? "crash" : "idle"));
-      t.Start(1);
-      std::string n = "c";
-      std::string counter = t.dir + "/starts";
-      t.Prepare({n, crash ? std::vector<std::string>{"service", "count", counter, "exit", "1"}
-                          : std::vector<std::string>{"service", "count", counter, "sleep", "100000"}});
-      t.Activate({n});
-      // The window opens at the first start (runsvdir may take up to 5 s to see the service).
-      int64_t t0 = 0;
-      for (int64_t end = MonotonicNanos() + 30 * kNanosPerSecond; t0 == 0;) {
-        auto text = sys::ReadFile(counter, 4096);
-        if (text.ok() && !text->empty() && text->back() == '\n') t0 = std::strtoll(text->c_str(), nullptr, 10);
-        if (MonotonicNanos() > end) Fatal(Format("%s: the crash-loop service did not start", kPeerName[p]));
-        CheckInterrupt();
-        if (t0 == 0) ::usleep(2000);  // polled every 2 ms
-      }
-      while (MonotonicNanos() - t0 < window) {
-        CheckInterrupt();
-        ::usleep(20000);
-      }
-      if (crash) {
-        auto text = sys::ReadFile(counter, 1 << 20);
-        count = 0;
-        for (const std::string& l : Split(text.ok() ? *text : std::string(), '\n')) {
-          if (!l.empty() && std::strtoll(l.c_str(), nullptr, 10) < t0 + window) ++count;
+    int lines_before = 0;  // starts counted at the last poll before the window
+  };
+  double ns_per_s[2][kPeers] = {};
+  double seconds[kPeers] = {};
+  for (int crash = 1; crash >= 0; --crash) {
+    std::vector<Run> runs(kPeers);
+    for (int p = 0; p < kPeers; ++p) {
+      Run& r = runs[p];
+      r.tree = std::make_unique<Tree>(static_cast<Peer>(p), TreeName(static_cast<Peer>(p), crash ? "crash" : "idle"));
+      r.tree->Start(1);
+      r.counter = r.tree->dir + "/starts";
+      r.cpu = r.tree->dir + "/cpu";
+      r.tree->Prepare({"c", crash ? std::vector<std::string>{"service", "count", r.counter, "cpu", r.cpu, "exit", "1"}
+                                  : std::vector<std::string>{"service", "count", r.counter, "sleep", "100000"}});
+    }
+    // A third of a second apart: the three restart at different moments.
+    for (int p = 0; p < kPeers; ++p) {
+      if (p > 0) ::usleep(333333);
+      runs[p].tree->Activate({"c"});
+    }
+    // runsvdir may take up to 5 s to see the service.
+    const int64_t deadline = MonotonicNanos() + (40 + 2 * restarts) * kNanosPerSecond;
+    for (int done = 0; done < kPeers;) {
+      if (MonotonicNanos() > deadline) Fatal("crash loop: the services did not start or restart in time");
+      CheckInterrupt();
+      for (int p = 0; p < kPeers; ++p) {
+        Run& r = runs[p];
+        if (r.to != 0) continue;
+        int lines = CompleteLines(r.counter);
+        if (r.from == 0 && lines >= 1 && (!crash || (r.lines_before >= 1 && lines > r.lines_before))) {
+          // Just after a start (one seen happen, not one found done): a
+          // whole number of cycles follows.
+          r.from = MonotonicNanos();
+          r.tree_from = LiveCpuNs(r.tree->wrapper, helper_exe);
+          r.lines_before = lines;
+        } else if (r.from == 0) {
+          r.lines_before = lines;
+        } else if (crash ? lines >= r.lines_before + restarts
+                         : MonotonicNanos() - r.from >= static_cast<int64_t>(seconds[p] * 1e9)) {
+          r.to = MonotonicNanos();
+          r.tree_to = LiveCpuNs(r.tree->wrapper, helper_exe);
+          ++done;
         }
       }
-      cpu[crash] = t.Stop();
+      ::usleep(2000);  // polled every 2 ms
     }
-    f.v[p] = static_cast<double>(cpu[1] - cpu[0]) / 1000.0 / window_s;
-    starts.v[p] = count / window_s;
-    Info("crash loop, %s: %d starts in %.1f s; tree CPU %.1f ms crashing, %.1f ms with a sleeping service: "
-         "%.3f ms CPU per s, %.3f ms per start",
-         kPeerName[p], count, window_s, cpu[1] / 1000.0, cpu[0] / 1000.0, f.v[p],
-         count > 1 ? static_cast<double>(cpu[1] - cpu[0]) / 1000.0 / (count - 1) : 0.0);
+    for (int p = 0; p < kPeers; ++p) {
+      Run& r = runs[p];
+      if (crash) {
+        WaitLines(r.cpu, r.lines_before + restarts, kPeerName[p], "the crash-loop service did not report its CPU");
+        auto text = sys::ReadFile(r.cpu, 1 << 20);
+        long long last = 0;
+        std::string gaps;
+        for (const std::string& l : Split(text.ok() ? *text : std::string(), '\n')) {
+          char* rest = nullptr;
+          long long main_ns = std::strtoll(l.c_str(), &rest, 10);
+          if (!l.empty() && last) gaps += Format(" %.0f", static_cast<double>(main_ns - last) / 1e6);
+          if (!l.empty()) last = main_ns;
+          if (l.empty() || main_ns <= r.from || main_ns > r.to) continue;
+          r.services += std::strtoll(rest, nullptr, 10);
+          ++r.count;
+        }
+        Info("crash loop, %s: ms between starts:%s", kPeerName[p], gaps.c_str());
+        if (r.count != restarts) {
+          Fatal(Format("%s: %d of %d restarts reported their CPU", kPeerName[p], r.count, restarts));
+        }
+        seconds[p] = static_cast<double>(r.to - r.from) / 1e9;
+      }
+      r.tree->Stop();
+      const double used = static_cast<double>(r.tree_to - r.tree_from + r.services);
+      ns_per_s[crash][p] = used / (static_cast<double>(r.to - r.from) / 1e9);
+      Info("crash loop, %s, %s: %.1f ms CPU in %.2f s, of which %.1f ms in %d services", kPeerName[p],
+           crash ? "crashing" : "sleeping", used / 1e6, static_cast<double>(r.to - r.from) / 1e9,
+           static_cast<double>(r.services) / 1e6, r.count);
+    }
+  }
+  for (int p = 0; p < kPeers; ++p) {
+    f.v[p] = (ns_per_s[1][p] - ns_per_s[0][p]) / 1e6;
+    starts.v[p] = restarts / seconds[p];
+    Info("crash loop, %s: %d restarts in %.2f s: %.3f ms CPU per s, %.3f ms per restart", kPeerName[p], restarts,
+         seconds[p], f.v[p], f.v[p] * seconds[p] / restarts);
   }
   double per_start_us = ForkExecCpuUs(20);
   f.floor = per_start_us / 1000.0 * 1.0;  // one start per second

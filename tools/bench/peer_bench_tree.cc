@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -138,6 +139,22 @@ bool HasMarker(pid_t pid) {
     if (kv == g_marker) return true;
   }
   return false;
+}
+
+long long LiveCpuNs(pid_t root, const std::string& skip_exe) {
+  long long sum = 0;
+  for (pid_t p : Descendants(root)) {
+    proc::ProcStat ps;
+    if (!proc::ReadProcStat(p, &ps) || ps.state == 'Z') continue;
+    char exe[4096];
+    ssize_t n = ::readlink(Format("/proc/%d/exe", p).c_str(), exe, sizeof exe - 1);
+    if (n > 0 && skip_exe == std::string(exe, static_cast<size_t>(n))) continue;
+    clockid_t clock;
+    timespec ts;
+    if (::clock_getcpuclockid(p, &clock) != 0 || ::clock_gettime(clock, &ts) != 0) continue;  // gone meanwhile
+    sum += static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+  }
+  return sum;
 }
 
 // ---- the wrapper: one supervisor tree ----------------------------------------------
