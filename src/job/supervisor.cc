@@ -124,7 +124,7 @@ RestartDecision DecideRestart(const TaskSpec& spec, bool success, const std::str
   return d;
 }
 
-driver::TaskConfig TaskConfigFor(const std::string& job, const TaskSpec& s) {
+driver::TaskConfig TaskConfigFor(const std::string& job, const TaskSpec& s, std::string fingerprint) {
   driver::TaskConfig c;
   c.id = JobTaskId(job, s.name);
   c.job = job;
@@ -155,7 +155,7 @@ driver::TaskConfig TaskConfigFor(const std::string& job, const TaskSpec& s) {
     for (const auto& [k, v] : s.annotations) oci->annotations[k] = v;
     c.oci = std::move(oci);
   }
-  c.spec_hash = TaskFingerprint(s);
+  c.spec_hash = fingerprint.empty() ? TaskFingerprint(s) : std::move(fingerprint);
   return c;
 }
 
@@ -212,6 +212,7 @@ void TaskSupervisor::Restart(const std::string& reason) {
 
 void TaskSupervisor::Replace(std::shared_ptr<const TaskSpec> spec) {
   spec_ = std::move(spec);
+  spec_hash_.clear();
   if (state_ == RunState::kPending) {
     // Starts with the new spec when allowed; one waiting for its driver
     // was allowed already (the new spec may name another driver).
@@ -223,6 +224,7 @@ void TaskSupervisor::Replace(std::shared_ptr<const TaskSpec> spec) {
 
 Status TaskSupervisor::UpdateLimits(std::shared_ptr<const TaskSpec> spec) {
   spec_ = std::move(spec);
+  spec_hash_.clear();
   if (state_ != RunState::kRunning && state_ != RunState::kStarting) return OkStatus();
   Status st = runner_->UpdateResources(task_id(), spec_->resources);
   Emit("updated", st.ok() ? "resource limits updated without a restart"
@@ -374,8 +376,9 @@ void TaskSupervisor::DoStart() {
   // before the start's own callback (both from one step), it waits here.
   auto early_exit = std::make_shared<std::unique_ptr<driver::ExitResult>>();
   auto started = std::make_shared<bool>(false);
+  if (spec_hash_.empty()) spec_hash_ = TaskFingerprint(*spec_);  // once per spec, not at every restart
   runner_->Start(
-      TaskConfigFor(job_, *spec_),
+      TaskConfigFor(job_, *spec_, spec_hash_),
       [weak, gen, early_exit, started](Status st) {
         auto self = weak.lock();
         if (!self || self->generation_ != gen) return;

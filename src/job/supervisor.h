@@ -115,8 +115,9 @@ class TaskRunner {
 };
 
 // What the driver is given for a job's task: id "<job>.<task>", the spec's
-// fields, and the spec's fingerprint (to spot a stale instance later).
-driver::TaskConfig TaskConfigFor(const std::string& job, const TaskSpec& spec);
+// fields, and the spec's fingerprint (to spot a stale instance later):
+// fingerprint if given (TaskFingerprint(spec) already known), else computed.
+driver::TaskConfig TaskConfigFor(const std::string& job, const TaskSpec& spec, std::string fingerprint = {});
 inline std::string JobTaskId(const std::string& job, const std::string& task) { return job + "." + task; }
 
 class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
@@ -146,7 +147,10 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   Status UpdateLimits(std::shared_ptr<const TaskSpec> spec);
   // The same spec in a newer copy of the job (an update that left this task
   // alone): nothing happens, the older copy can go.
-  void Rebind(std::shared_ptr<const TaskSpec> spec) { spec_ = std::move(spec); }
+  void Rebind(std::shared_ptr<const TaskSpec> spec) {
+    spec_ = std::move(spec);
+    spec_hash_.clear();
+  }
 
   void SetMinHealthy(int64_t nanos) { min_healthy_nanos_ = nanos; }
   // The driver this task waits for is back: the start it was due goes on.
@@ -189,6 +193,7 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   task::EventSink* events_;
   std::string job_;
   std::shared_ptr<const TaskSpec> spec_;
+  std::string spec_hash_;  // TaskFingerprint(*spec_), "" until a start needs it
   std::function<void()> on_change_;
   int64_t min_healthy_nanos_;
   RunState state_ = RunState::kPending;

@@ -417,6 +417,7 @@ TEST_F(JobManagerTest, UpdateRestartsOnlyChangedTasks) {
     {"name": "c", "command": "/c"}]})")
                   .ok());
   ASSERT_TRUE(Settle([&] { return Status("u") == "running"; }));
+  const std::string b_hash = fake_.inst["u.b"].spec_hash;
   auto same = jobs_->Submit(R"({"id": "u", "tasks": [{"name": "a", "command": "/a"}, {"name": "b", "command": "/b"},
     {"name": "c", "command": "/c"}]})");
   ASSERT_TRUE(same.ok());
@@ -433,6 +434,14 @@ TEST_F(JobManagerTest, UpdateRestartsOnlyChangedTasks) {
   })) << Status("u") << " " << ::testing::PrintToString(fake_.log);
   EXPECT_EQ(fake_.inst["u.a"].starts, 1);
   EXPECT_EQ(fake_.inst["u.d"].starts, 1);
+  // The supervisor keeps its task's fingerprint between starts: the new
+  // spec's, not the one it had before the update.
+  auto view = jobs_->Inspect("u");
+  ASSERT_TRUE(view.ok());
+  ASSERT_EQ(view->spec.tasks.size(), 3u);
+  EXPECT_EQ(view->spec.tasks[1].name, "b");
+  EXPECT_EQ(fake_.inst["u.b"].spec_hash, TaskFingerprint(view->spec.tasks[1]));
+  EXPECT_NE(fake_.inst["u.b"].spec_hash, b_hash);
 }
 
 TEST_F(JobManagerTest, InvalidUpdateChangesNothing) {
@@ -464,7 +473,10 @@ TEST_F(JobManagerTest, RestartPolicyAfterExitAndManualRestart) {
   fake_.Exit("r.a", 3);
   EXPECT_EQ(State("r", "a"), "backoff");
   // Throttled: at least a second between starts.
+  const std::string first_hash = fake_.inst["r.a"].spec_hash;
   ASSERT_TRUE(RunUntil(loop_.get(), [&] { return fake_.inst["r.a"].starts == 2; }, 3 * kNanosPerSecond));
+  EXPECT_EQ(fake_.inst["r.a"].spec_hash, first_hash);
+  EXPECT_EQ(first_hash, TaskFingerprint(jobs_->Inspect("r")->spec.tasks[0]));
   fake_.Exit("r.a", 3);
   EXPECT_EQ(State("r", "a"), "dead");
   EXPECT_EQ(Status("r"), "failed");
