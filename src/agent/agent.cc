@@ -327,10 +327,19 @@ Status Agent::StartTasks() {
 // resident for good. Once the events have stopped for 250 ms, whole free
 // pages inside the heap go back to the kernel: once per burst, never in
 // the middle of one (refaulting them would slow it down), and an idle agent
-// is never woken for it.
+// is never woken for it. Fewer than kTrimEvents events since the last trim
+// are not worth it (one restart of a crash-looping task publishes about
+// four: a wake-up and a trim per restart, then the same pages faulted in
+// again at the next): what they left waits for a bigger burst. The first
+// burst (start-up, recovery) is always trimmed after.
 void Agent::TrimAfterActivity() {
+  constexpr uint64_t kTrimEvents = 64;
   events_.NotifyOnEvent([this] {
-    if (trim_timer_ == 0) TrimWhenQuiet(events_.last_seq());
+    if (trim_timer_ != 0) return;
+    if (trimmed_at_seq_ != kNeverTrimmed && events_.last_seq() - trimmed_at_seq_ < kTrimEvents) {
+      return TrimAfterActivity();
+    }
+    TrimWhenQuiet(events_.last_seq());
   });
 }
 
@@ -340,6 +349,7 @@ void Agent::TrimWhenQuiet(uint64_t seen) {
     trim_timer_ = 0;
     if (events_.last_seq() != seen) return TrimWhenQuiet(events_.last_seq());
     (void)::malloc_trim(0);
+    trimmed_at_seq_ = seen;
     TrimAfterActivity();
   });
 }

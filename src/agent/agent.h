@@ -132,6 +132,8 @@ class Agent {
   std::unique_ptr<proc::UidPool> uids_;
   task::EventLog events_;
   Loop::TimerId trim_timer_ = 0;
+  static constexpr uint64_t kNeverTrimmed = ~uint64_t{0};
+  uint64_t trimmed_at_seq_ = kNeverTrimmed;  // events_.last_seq() at the last malloc_trim
   driver::Registry drivers_;
   std::unique_ptr<driver::ExecDriver> exec_;
   std::unique_ptr<hooks::Catalog> hooks_;  // hooks.d and the per-stage hook directories
