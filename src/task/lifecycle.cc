@@ -77,6 +77,20 @@ __attribute__((noinline)) Status CheckTaskDirReachable(const driver::TaskConfig&
   return OkStatus();
 }
 
+// The task's own dir, owned by its user. A restart (an ended instance was
+// there: likely its dir too) looks first, which is one call where making
+// it is three (mkdir, stat on EEXIST, chown).
+Status MakeTaskDir(const std::string& dir, const proc::Credentials& who, bool likely_there) {
+  struct stat st;
+  if (likely_there && ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == who.uid &&
+      st.st_gid == who.gid) {
+    return OkStatus();
+  }
+  OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(dir, 0700));
+  if (::chown(dir.c_str(), who.uid, who.gid) != 0 && ::geteuid() == 0) return PathError("chown", dir);
+  return OkStatus();
+}
+
 }  // namespace
 
 void TaskManager::Start(driver::TaskConfig config, StartedCallback started, ExitCallback exited) {
@@ -230,10 +244,7 @@ void TaskManager::Prepare(StartOp* op, DoneCallback done) {
   c.log_dir = LogDirPath(c.id);
   c.stdout_path = FifoPath(c.id, "stdout");
   c.stderr_path = FifoPath(c.id, "stderr");
-  OUTPOST_RETURN_IF_ERROR_CB(sys::MkdirAll(c.task_dir, 0700), done);
-  if (::chown(c.task_dir.c_str(), creds->uid, creds->gid) != 0 && ::geteuid() == 0) {
-    return done(PathError("chown", c.task_dir));
-  }
+  OUTPOST_RETURN_IF_ERROR_CB(MakeTaskDir(c.task_dir, *creds, op->replaced), done);
   OUTPOST_RETURN_IF_ERROR_CB(CheckTaskDirReachable(c, *creds), done);
   raw->record.handle.config = c;
   DropDerivedPaths(raw);

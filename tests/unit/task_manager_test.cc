@@ -391,6 +391,23 @@ TEST_F(TaskManagerTest, AnEndedInstanceMakesWayForTheNextStartAndKeepsItsTaskDir
   EXPECT_EQ(tm_->Inspect("r")->status.state, driver::TaskState::kRunning);
   EXPECT_TRUE(Exists(dir_ + "/state/task-data/r/kept"));
   EXPECT_EQ(fake_.calls, (std::vector<std::string>{"start r", "destroy r", "start r"}));
+  // A task dir removed between two instances is made again, 0700.
+  fake_.End("r", 0);
+  ASSERT_EQ(::unlink((dir_ + "/state/task-data/r/kept").c_str()), 0);
+  ASSERT_EQ(::rmdir((dir_ + "/state/task-data/r").c_str()), 0);
+  ASSERT_TRUE(Start(Config("r")).ok());
+  struct stat st;
+  ASSERT_EQ(::stat((dir_ + "/state/task-data/r").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  // A plain file in its place is refused by name.
+  fake_.End("r", 0);
+  ASSERT_EQ(::rmdir((dir_ + "/state/task-data/r").c_str()), 0);
+  ASSERT_TRUE(sys::WriteFileAtomic(dir_ + "/state/task-data/r", "x", 0600).ok());
+  auto r = Start(Config("r"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("'" + dir_ + "/state/task-data/r' is not a directory"), std::string::npos)
+      << r.error().message();
 }
 
 TEST_F(TaskManagerTest, ARestartKeepsItsLogPipesAndTheKeepersHoldUnlessTheirSetUpChanged) {

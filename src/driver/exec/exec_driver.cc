@@ -230,9 +230,10 @@ void ExecDriver::StartTask(const TaskConfig& cfg, StartCallback done) {
     if (p.empty()) return OkStatus();
     // O_RDWR on a FIFO: the task itself keeps a reader on its pipe, so it
     // never gets SIGPIPE and buffered output survives while no agent reads.
-    auto r = sys::Open(p, O_RDWR | O_NONBLOCK);
+    // Such an open never waits for a peer (fifo(7)), so the task's end is
+    // opened blocking as it is, with no O_NONBLOCK to clear afterwards.
+    auto r = sys::Open(p, O_RDWR);
     if (!r.ok()) return r.error();
-    OUTPOST_RETURN_IF_ERROR(sys::SetNonBlocking(r->get(), false));
     *fd = std::move(*r);
     return OkStatus();
   };
