@@ -126,7 +126,7 @@ std::vector<std::string> StampSleep(const Tree& t, const std::string& name);
 void StartOne(bench::FloorProbe* floor, int reps);
 void StartHundred(bench::FloorProbe* floor, int reps);
 void Restart(bench::FloorProbe* floor, int reps);
-void CrashLoop(int restarts);
+void CrashLoop(int restarts, int rounds);
 void LogThroughput(long n, int runs);
 void InstalledSize();
 

@@ -214,8 +214,12 @@ void WaitLines(const std::string& path, int n, const char* peer, const char* wha
 // trees run side by side, so that all three are measured over the same
 // seconds of the machine (whose speed drifts by 2x within an hour here);
 // each restarts about once a second, a third of a second after the one
-// before it, and is idle in between.
-void CrashLoop(int restarts) {
+// before it, and is idle in between. Where in that second a tree restarts
+// changes its cost here (the first one activated cost 2-3x the last in
+// the same run, whichever peer it was), so there are `rounds` rounds with
+// the order rotated, and the figure is their total CPU over their total
+// time.
+void CrashLoop(int restarts, int rounds) {
   Figure f{"crash_loop_cpu", "ms/s"};
   Figure starts{"crash_loop_starts", "1/s"};
   char* real = ::realpath(g_bins.helper.c_str(), nullptr);
@@ -229,9 +233,12 @@ void CrashLoop(int restarts) {
     int count = 0;
     int lines_before = 0;  // starts counted at the last poll before the window
   };
-  double ns_per_s[2][kPeers] = {};
-  double seconds[kPeers] = {};
-  for (int crash = 1; crash >= 0; --crash) {
+  // [crash][peer]: CPU (ns) and seconds summed over the rounds.
+  double used_ns[2][kPeers] = {}, seconds[2][kPeers] = {};
+  // One round: the three trees side by side, activated in the order
+  // first, first + 1, ... (mod 3). The sleeping trees run as long as the
+  // crashing ones took on average.
+  auto round = [&](bool crash, int first) {
     std::vector<Run> runs(kPeers);
     for (int p = 0; p < kPeers; ++p) {
       Run& r = runs[p];
@@ -243,9 +250,9 @@ void CrashLoop(int restarts) {
                                   : std::vector<std::string>{"service", "count", r.counter, "sleep", "100000"}});
     }
     // A third of a second apart: the three restart at different moments.
-    for (int p = 0; p < kPeers; ++p) {
-      if (p > 0) ::usleep(333333);
-      runs[p].tree->Activate({"c"});
+    for (int q = 0; q < kPeers; ++q) {
+      if (q > 0) ::usleep(333333);
+      runs[(first + q) % kPeers].tree->Activate({"c"});
     }
     // runsvdir may take up to 5 s to see the service.
     const int64_t deadline = MonotonicNanos() + (40 + 2 * restarts) * kNanosPerSecond;
@@ -265,7 +272,8 @@ void CrashLoop(int restarts) {
         } else if (r.from == 0) {
           r.lines_before = lines;
         } else if (crash ? lines >= r.lines_before + restarts
-                         : MonotonicNanos() - r.from >= static_cast<int64_t>(seconds[p] * 1e9)) {
+                         : MonotonicNanos() - r.from >=
+                               static_cast<int64_t>(seconds[1][p] / std::max(rounds, 1) * 1e9)) {
           r.to = MonotonicNanos();
           r.tree_to = LiveCpuNs(r.tree->wrapper, helper_exe);
           ++done;
@@ -293,21 +301,25 @@ void CrashLoop(int restarts) {
         if (r.count != restarts) {
           Fatal(Format("%s: %d of %d restarts reported their CPU", kPeerName[p], r.count, restarts));
         }
-        seconds[p] = static_cast<double>(r.to - r.from) / 1e9;
       }
       r.tree->Stop();
       const double used = static_cast<double>(r.tree_to - r.tree_from + r.services);
-      ns_per_s[crash][p] = used / (static_cast<double>(r.to - r.from) / 1e9);
-      Info("crash loop, %s, %s: %.1f ms CPU in %.2f s, of which %.1f ms in %d services", kPeerName[p],
-           crash ? "crashing" : "sleeping", used / 1e6, static_cast<double>(r.to - r.from) / 1e9,
-           static_cast<double>(r.services) / 1e6, r.count);
+      const double secs = static_cast<double>(r.to - r.from) / 1e9;
+      used_ns[crash][p] += used;
+      seconds[crash][p] += secs;
+      Info("crash loop, %s, %s, activated %s: %.1f ms CPU in %.2f s (%.2f ms/s), of which %.1f ms in %d services",
+           kPeerName[p], crash ? "crashing" : "sleeping",
+           (p - first + kPeers) % kPeers == 0 ? "first" : (p - first + kPeers) % kPeers == 1 ? "second" : "third",
+           used / 1e6, secs, used / 1e6 / secs, static_cast<double>(r.services) / 1e6, r.count);
     }
-  }
+  };
+  for (int i = 0; i < rounds; ++i) round(true, i % kPeers);
+  round(false, 0);
   for (int p = 0; p < kPeers; ++p) {
-    f.v[p] = (ns_per_s[1][p] - ns_per_s[0][p]) / 1e6;
-    starts.v[p] = restarts / seconds[p];
-    Info("crash loop, %s: %d restarts in %.2f s: %.3f ms CPU per s, %.3f ms per restart", kPeerName[p], restarts,
-         seconds[p], f.v[p], f.v[p] * seconds[p] / restarts);
+    f.v[p] = (used_ns[1][p] / seconds[1][p] - used_ns[0][p] / seconds[0][p]) / 1e6;
+    starts.v[p] = restarts * rounds / seconds[1][p];
+    Info("crash loop, %s: %d restarts in %.2f s: %.3f ms CPU per s, %.3f ms per restart", kPeerName[p],
+         restarts * rounds, seconds[1][p], f.v[p], f.v[p] * seconds[1][p] / (restarts * rounds));
   }
   double per_start_us = ForkExecCpuUs(20);
   f.floor = per_start_us / 1000.0 * 1.0;  // one start per second
