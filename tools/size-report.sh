@@ -103,7 +103,8 @@ echo "size: $arch $stripped $(fmt "$total") B, budget $(fmt "$budget") B (1.5 Mi
 # ARM): code that grows past where the data begins moves the data, and the
 # file, on by a whole step. Printed so that a change sees it coming.
 # The executable LOAD and the one after it: "offset filesize align next-offset".
-loads=$("${READELF:-readelf}" -lW "$stripped" | awk '
+# (Nothing when readelf cannot read it: the line is left out.)
+loads=$({ "${READELF:-readelf}" -lW "$stripped" 2>/dev/null || true; } | awk '
   $1 == "LOAD" && code != "" { print code, $2; exit }
   $1 == "LOAD" && / E / { code = $2 " " $5 " " $NF }')
 read -r code_off code_size align data_off <<<"$loads"

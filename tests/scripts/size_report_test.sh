@@ -76,6 +76,27 @@ RC=$?
 [ $RC -eq 0 ] && ok "x86_64 over the budget is reported, exit 0" || not_ok "x86_64 over the budget is reported, exit 0" "exit $RC"
 expect_line "x86_64 over the budget says it is reported" 'OVER by 10 B, reported \(the budget holds for aarch64 and armhf\)$'
 
+# The room before the file steps up: the executable LOAD's end against the
+# offset of the LOAD after it (readelf -lW of an aarch64 binary).
+cat >"$TMP/readelf" <<'EOF'
+#!/bin/sh
+cat <<'PH'
+Program Headers:
+  Type           Offset   VirtAddr           PhysAddr           FileSiz  MemSiz   Flg Align
+  LOAD           0x000000 0x0000000000400000 0x0000000000400000 0x16b358 0x16b358 R E 0x10000
+  LOAD           0x16c390 0x000000000057c390 0x000000000057c390 0x005cd0 0x00bf08 RW  0x10000
+  NOTE           0x000190 0x0000000000400190 0x0000000000400190 0x000044 0x000044 R   0x4
+PH
+EOF
+chmod +x "$TMP/readelf"
+OUT=$(NM="$TMP/nm" READELF="$TMP/readelf" "$REPORT" "$TMP/outpost" "$TMP/small" testarch "$TMP/none.txt" 2>&1)
+# 0x16c390 - 0x16b358 = 4,152
+expect_line "the room before the next step" '^size: testarch code may grow by 4,152 B before the file grows by a step of up to 65,536 B$'
+OUT=$(NM="$TMP/nm" READELF=false "$REPORT" "$TMP/outpost" "$TMP/small" testarch "$TMP/none.txt" 2>&1)
+RC=$?
+if [ $RC -eq 0 ] && ! grep -q "may grow" <<<"$OUT"; then ok "no room line when readelf cannot read the file"
+else not_ok "no room line when readelf cannot read the file" "exit $RC: $OUT"; fi
+
 OUT=$(NM="$TMP/nm" "$REPORT" "$TMP/missing" "$TMP/small" testarch 2>&1)
 RC=$?
 [ $RC -eq 2 ] && grep -q "missing" <<<"$OUT" && ok "a missing binary is named" || not_ok "a missing binary is named" "exit $RC: $OUT"
