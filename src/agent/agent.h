@@ -59,6 +59,8 @@ class JobTaskRunner;
 // code. Without --no-keeper this process becomes the keeper (task/keeper) and
 // the Agent below runs in the worker it starts (docs/process-model.md).
 int Main(const std::vector<std::string>& args);
+// Fixed malloc thresholds for a process that runs for years (agent_memory.cc).
+void TuneMalloc();
 
 constexpr const char* kDefaultConfigPath = "/etc/outpost/config.json";
 
