@@ -90,8 +90,8 @@ struct Tree {
 
   // Starts the supervisor; services: the expected number (for s6-svscan's -c).
   void Start(int services);
-  // CPU time (us) of the whole tree, services included, from start to stop.
-  long long Stop();
+  // Stops the supervisor and whatever is left below it; returns once all are gone.
+  void Stop();
 
   std::string StampPath(const std::string& name) const { return stamps + "/" + name; }
   // Where the service's output lands.
