@@ -51,7 +51,19 @@ std::vector<std::string> StampSleep(const Tree& t, const std::string& name) {
 
 namespace {
 
-// Figures 1 and 3: in one tree per peer (started for `services`), `measure`
+// The floor of figures 1 and 3: fork+exec of the service's program to its
+// stamp, the median of reps.
+double FloorStampMedian(bench::FloorProbe* floor, int reps) {
+  std::vector<double> fl;
+  for (int r = 0; r < reps; ++r) {
+    auto ns = floor->Stamp(g_dir + "/floor-stamp");
+    if (!ns.ok()) Fatal(ns.error().message());
+    fl.push_back(Ms(*ns));
+  }
+  return Median(fl);
+}
+
+// Figure 1: in one tree per peer (started for `services`), `measure`
 // takes the samples (ms); each peer's p50 (what: its name in the Info line)
 // against the floor's, fork+exec of the same program to its stamp.
 void OneTreeFigure(const char* name, const char* tree, int services, const char* what, int reps,
@@ -67,13 +79,7 @@ void OneTreeFigure(const char* name, const char* tree, int services, const char*
     Info("%s, %s: p50 %.3f ms, min %.3f, max %.3f ms (%d reps)", what, kPeerName[p], f.v[p], ms.front(), ms.back(),
          reps);
   }
-  std::vector<double> fl;
-  for (int r = 0; r < reps; ++r) {
-    auto ns = floor->Stamp(g_dir + "/floor-stamp");
-    if (!ns.ok()) Fatal(ns.error().message());
-    fl.push_back(Ms(*ns));
-  }
-  f.floor = Median(fl);
+  f.floor = FloorStampMedian(floor, reps);
   AddFigure(f);
 }
 
@@ -127,27 +133,50 @@ void StartHundred(bench::FloorProbe* floor, int reps) {
   AddFigure(f);
 }
 
-// 3. Restart after kill -9 of a service that has been up 1.2 s.
+// 3. Restart after kill -9 of a service that has been up 1.2 s. The three
+// trees run side by side, and each round kills one service in each, one
+// after the other in an order that rotates from round to round: all three
+// are measured over the same minutes of the machine, whose speed drifts,
+// and none is always the first after the sleep. `reps` rounds.
 void Restart(bench::FloorProbe* floor, int reps) {
-  OneTreeFigure("restart_after_kill9_p50", "restart", 1, "restart after kill -9", reps, floor, [reps](Tree& t) {
-    std::string n = "r";
-    t.Prepare({n, StampSleep(t, n)});
-    t.Activate({n});
-    auto st = t.WaitStamps({n}, 30 * kNanosPerSecond);
-    std::vector<double> ms;
-    for (int r = 0; r < reps; ++r) {
-      pid_t pid = st[n].pid;
-      ::usleep(1200 * 1000);  // up for more than 1 s: no restart throttle applies
+  Figure f{"restart_after_kill9_p50", "ms"};
+  std::vector<std::unique_ptr<Tree>> trees;
+  std::map<std::string, Tree::Stamp> st[kPeers];
+  const std::string n = "r";
+  for (int p = 0; p < kPeers; ++p) {
+    trees.emplace_back(new Tree(static_cast<Peer>(p), TreeName(static_cast<Peer>(p), "restart")));
+    trees[p]->Start(1);
+    trees[p]->Prepare({n, StampSleep(*trees[p], n)});
+    trees[p]->Activate({n});
+    st[p] = trees[p]->WaitStamps({n}, 30 * kNanosPerSecond);
+  }
+  std::vector<double> ms[kPeers];
+  for (int r = 0; r < reps; ++r) {
+    ::usleep(1200 * 1000);  // up for more than 1 s: no restart throttle applies
+    for (int i = 0; i < kPeers; ++i) {
+      const int p = (r + i) % kPeers;
+      Tree& t = *trees[p];
+      pid_t pid = st[p][n].pid;
       CheckInterrupt();
-      if (Comm(pid) != "run" || !HasMarker(pid)) Fatal(Format("pid %d is not our service any more", pid));
+      if (Comm(pid) != "run" || !HasMarker(pid)) {
+        Fatal(Format("%s: pid %d is not our service any more", kPeerName[p], pid));
+      }
       int64_t t0 = MonotonicNanos();
       if (::kill(pid, SIGKILL) != 0) Fatal(Format("kill %d: %s", pid, std::strerror(errno)));
-      st = t.WaitStamps({n}, 30 * kNanosPerSecond);
-      if (st[n].pid == pid) Fatal("the service's pid did not change");
-      ms.push_back(Ms(st[n].ns - t0));
+      st[p] = t.WaitStamps({n}, 30 * kNanosPerSecond);
+      if (st[p][n].pid == pid) Fatal(Format("%s: the service's pid did not change", kPeerName[p]));
+      ms[p].push_back(Ms(st[p][n].ns - t0));
     }
-    return ms;
-  });
+  }
+  for (int p = 0; p < kPeers; ++p) {
+    trees[p]->Stop();
+    f.v[p] = Median(ms[p]);
+    std::sort(ms[p].begin(), ms[p].end());
+    Info("restart after kill -9, %s: p50 %.3f ms, min %.3f, max %.3f ms (%d rounds, the trees side by side)",
+         kPeerName[p], f.v[p], ms[p].front(), ms[p].back(), reps);
+  }
+  f.floor = FloorStampMedian(floor, reps);
+  AddFigure(f);
 }
 
 // ---- crash loop ----------------------------------------------------------------------
