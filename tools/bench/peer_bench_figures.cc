@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -63,31 +62,15 @@ double FloorStampMedian(bench::FloorProbe* floor, int reps) {
   return Median(fl);
 }
 
-// Figure 1: in one tree per peer (started for `services`), `measure`
-// takes the samples (ms); each peer's p50 (what: its name in the Info line)
-// against the floor's, fork+exec of the same program to its stamp.
-void OneTreeFigure(const char* name, const char* tree, int services, const char* what, int reps,
-                   bench::FloorProbe* floor, const std::function<std::vector<double>(Tree&)>& measure) {
-  Figure f{name, "ms"};
-  for (int p = 0; p < kPeers; ++p) {
-    Tree t(static_cast<Peer>(p), TreeName(static_cast<Peer>(p), tree));
-    t.Start(services);
-    std::vector<double> ms = measure(t);
-    t.Stop();
-    f.v[p] = Median(ms);
-    std::sort(ms.begin(), ms.end());
-    Info("%s, %s: p50 %.3f ms, min %.3f, max %.3f ms (%d reps)", what, kPeerName[p], f.v[p], ms.front(), ms.back(),
-         reps);
-  }
-  f.floor = FloorStampMedian(floor, reps);
-  AddFigure(f);
-}
-
 }  // namespace
 
-// 1. One service, reps times, in one tree per peer.
+// 1. One service, reps times (after a warm-up), in one tree per peer;
+// against the floor, fork+exec of the same program to its stamp.
 void StartOne(bench::FloorProbe* floor, int reps) {
-  OneTreeFigure("start_1_service_p50", "start1", reps + 1, "start of 1 service", reps, floor, [reps](Tree& t) {
+  Figure f{"start_1_service_p50", "ms"};
+  for (int p = 0; p < kPeers; ++p) {
+    Tree t(static_cast<Peer>(p), TreeName(static_cast<Peer>(p), "start1"));
+    t.Start(reps + 1);
     std::vector<double> ms;
     for (int r = 0; r <= reps; ++r) {  // the first is a warm-up
       std::string n = Format("a%02d", r);
@@ -97,8 +80,14 @@ void StartOne(bench::FloorProbe* floor, int reps) {
       auto st = t.WaitStamps({n}, 30 * kNanosPerSecond);
       if (r > 0) ms.push_back(Ms(st[n].ns - t0));
     }
-    return ms;
-  });
+    t.Stop();
+    f.v[p] = Median(ms);
+    std::sort(ms.begin(), ms.end());
+    Info("start of 1 service, %s: p50 %.3f ms, min %.3f, max %.3f ms (%d reps)", kPeerName[p], f.v[p], ms.front(),
+         ms.back(), reps);
+  }
+  f.floor = FloorStampMedian(floor, reps);
+  AddFigure(f);
 }
 
 // 2. 100 services at once, in a fresh tree per rep.
@@ -144,7 +133,7 @@ void Restart(bench::FloorProbe* floor, int reps) {
   std::map<std::string, Tree::Stamp> st[kPeers];
   const std::string n = "r";
   for (int p = 0; p < kPeers; ++p) {
-    trees.emplace_back(new Tree(static_cast<Peer>(p), TreeName(static_cast<Peer>(p), "restart")));
+    trees.push_back(std::make_unique<Tree>(static_cast<Peer>(p), TreeName(static_cast<Peer>(p), "restart")));
     trees[p]->Start(1);
     trees[p]->Prepare({n, StampSleep(*trees[p], n)});
     trees[p]->Activate({n});
