@@ -15,6 +15,7 @@
 #include "agent/agent_nri.h"
 #include "agent/api.h"
 #include "agent/boot_id.h"
+#include "agent/dir_claims.h"
 #include "agent/job_api.h"
 #include "agent/task_api.h"
 #include "agent/watchdog.h"
@@ -121,6 +122,11 @@ Status Agent::Setup() {
   OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(config_.runtime_dir, 0700));
   std::string socket_dir = sys::Dirname(config_.ApiSocket());
   if (socket_dir != config_.runtime_dir) OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(socket_dir, 0700));
+  // Held by the keeper when there is one; checked here against the
+  // configuration as this worker read it.
+  auto claims = DirClaims::Take(config_, keeper_pid_);
+  if (!claims.ok()) return claims.error();
+  claims_ = std::move(*claims);
 
   auto loop = Loop::Create();
   if (!loop.ok()) return loop.error();
@@ -537,7 +543,23 @@ int Main(const std::vector<std::string>& all_args) {
     log::SetLevel(config->log_level);
     Status log_st = log::SetFile(config->log_file);
     if (!log_st.ok()) log::Error("cannot open log file; logging to stderr only", {{"error", log_st.error().message()}});
-    return keeper::RunKeeper(args, role->journal_fd);
+    // The directories are this agent's before any worker runs, for the
+    // keeper's whole life (docs/process-model.md, "One agent per directory").
+    const bool upgraded = role->journal_fd >= 0;
+    DirClaims carried = DirClaims::Adopt(role->lock_fds);
+    auto claims = DirClaims::Take(*config, 0);
+    if (!claims.ok() && !upgraded) {
+      log::Error("agent not started", {{"error", claims.error().message()}});
+      return 1;
+    }
+    // A keeper re-executed by an upgrade is the parent of the tasks and keeps
+    // what it held; its worker refuses the directories it cannot have.
+    if (!claims.ok()) log::Error("keeper: after the upgrade", {{"error", claims.error().message()}});
+    std::vector<int> lock_fds = carried.fds();
+    if (claims.ok()) {
+      for (int fd : claims->fds()) lock_fds.push_back(fd);
+    }
+    return keeper::RunKeeper(args, role->journal_fd, lock_fds);
   }
   UniqueFd keeper_fd(role->role == keeper::AgentRole::kWorker ? role->keeper_fd : -1);
   auto agent = Agent::Start(std::move(*config), std::move(keeper_fd), role->keeper_empty);

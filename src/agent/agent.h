@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "agent/config.h"
+#include "agent/dir_claims.h"
 #include "agent/watchdog.h"
 #include "base/error.h"
 #include "base/fd.h"
@@ -149,6 +150,7 @@ class Agent {
   std::unique_ptr<driver::TaskDriverHandler> driver_plugins_;  // the TaskDriver plugin type
   std::set<std::string> drivers_being_checked_;
   UniqueFd lock_fd_;
+  DirClaims claims_;  // only what no keeper holds for us
   std::string bound_socket_;
   dev_t socket_dev_ = 0;
   ino_t socket_ino_ = 0;

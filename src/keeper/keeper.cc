@@ -117,7 +117,12 @@ void ChildWrite(const char* s) { (void)!::write(STDERR_FILENO, s, std::strlen(s)
 
 class Keeper {
  public:
-  explicit Keeper(const std::vector<std::string>& args) : args_(args) {}
+  Keeper(const std::vector<std::string>& args, const std::vector<int>& lock_fds) : args_(args) {
+    for (int fd : lock_fds) {
+      lock_fds_.push_back(fd);
+      lock_fd_args_.push_back(kLockFdFlag + std::to_string(fd));
+    }
+  }
   Status Init(int journal_fd);
   int Run();
 
@@ -139,6 +144,8 @@ class Keeper {
   int PollTimeoutMillis() const;
 
   std::vector<std::string> args_;
+  std::vector<int> lock_fds_;               // owned by the caller (agent/dir_claims)
+  std::vector<std::string> lock_fd_args_;   // --keeper-lock-fd=N, for the upgrade
   std::string exe_;
   std::vector<char*> worker_argv_;   // ... --worker --keeper-fd=N [--keeper-empty]
   std::vector<char*> upgrade_argv_;  // ... --keeper-journal-fd=N
@@ -223,6 +230,7 @@ void Keeper::BuildArgv() {
   worker_argv_.push_back(nullptr);  // --keeper-empty or the end (StartWorker)
   worker_argv_.push_back(nullptr);
   base(&upgrade_argv_);
+  for (const std::string& a : lock_fd_args_) upgrade_argv_.push_back(const_cast<char*>(a.c_str()));
   upgrade_argv_.push_back(journal_fd_arg_);
   upgrade_argv_.push_back(nullptr);
 }
@@ -489,9 +497,13 @@ void Keeper::ExecUpgrade() {
                                      {"held_fifos", Str(static_cast<int64_t>(channel_.held_count()))}});
     // Blocked signals stay blocked and pending across execve, children stay
     // ours, and the held FIFOs stay open: the new image picks all of it up.
+    // So do the directory locks: a lock released for the length of the
+    // execve would let another agent take the directories.
     channel_.SetHeldCloseOnExec(false);
+    for (int fd : lock_fds_) (void)::fcntl(fd, F_SETFD, 0);
     ::execve(exe_.c_str(), upgrade_argv_.data(), environ);
     st = ErrnoError("execve '" + exe_ + "'");
+    for (int fd : lock_fds_) (void)::fcntl(fd, F_SETFD, FD_CLOEXEC);
     channel_.SetHeldCloseOnExec(true);
   }
   log::Error("upgrade failed; this keeper carries on with a new worker", {{"error", st.error().message()}});
@@ -548,10 +560,10 @@ int Keeper::PollTimeoutMillis() const {
 
 }  // namespace
 
-int RunKeeper(const std::vector<std::string>& agent_args, int journal_fd) {
+int RunKeeper(const std::vector<std::string>& agent_args, int journal_fd, const std::vector<int>& lock_fds) {
   // Heap, not stack: the journal ring is 64 KiB. It is default-initialised,
   // so its pages stay untouched until exits arrive.
-  std::unique_ptr<Keeper> keeper(new Keeper(agent_args));
+  std::unique_ptr<Keeper> keeper(new Keeper(agent_args, lock_fds));
   Status st = keeper->Init(journal_fd);
   if (!st.ok()) {
     log::Error("keeper failed to start", {{"error", st.error().message()}});

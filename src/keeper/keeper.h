@@ -48,6 +48,9 @@ struct KeeperFlags {
   AgentRole role = AgentRole::kKeeper;
   int keeper_fd = -1;   // kWorker: our end of the keeper socketpair
   int journal_fd = -1;  // kKeeper after an upgrade exec: the carried journal
+  // kKeeper after an upgrade exec: the fds its directory locks are held
+  // through (agent/dir_claims), carried across the execve.
+  std::vector<int> lock_fds;
   // kWorker: when the keeper started us it had no child and held no exit,
   // so it has nothing to replay and no task of an earlier worker can exit
   // through it (see KeeperLink::Attach).
@@ -59,6 +62,7 @@ constexpr const char* kWorkerFlag = "--worker";              // internal
 constexpr const char* kKeeperFdFlag = "--keeper-fd=";        // internal
 constexpr const char* kJournalFdFlag = "--keeper-journal-fd=";  // internal
 constexpr const char* kKeeperEmptyFlag = "--keeper-empty";      // internal
+constexpr const char* kLockFdFlag = "--keeper-lock-fd=";        // internal, repeated
 
 // Removes the keeper flags from *args (leaving the user's agent arguments)
 // and returns what they asked for. Malformed or contradictory flags are an
@@ -70,7 +74,10 @@ Result<KeeperFlags> TakeKeeperFlags(std::vector<std::string>* args);
 // worker gets them plus --worker --keeper-fd=N, and --keeper-empty when the
 // keeper has no child and no exit to hand it; an upgrade exec gets them plus
 // --keeper-journal-fd=N). journal_fd: from an upgrade exec, or -1.
-int RunKeeper(const std::vector<std::string>& agent_args, int journal_fd);
+// lock_fds: the fds the agent's directory locks are held through; they stay
+// open for the keeper's life and an upgrade's execve carries them (as
+// --keeper-lock-fd=N each).
+int RunKeeper(const std::vector<std::string>& agent_args, int journal_fd, const std::vector<int>& lock_fds);
 
 // ---- restart policy --------------------------------------------------------
 

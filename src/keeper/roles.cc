@@ -40,6 +40,10 @@ Result<KeeperFlags> TakeKeeperFlags(std::vector<std::string>* args) {
       f.keeper_fd = *fd;
     } else if (a == kKeeperEmptyFlag) {
       f.keeper_empty = true;
+    } else if (StartsWith(a, kLockFdFlag)) {
+      auto fd = ParseFdFlag(a, kLockFdFlag);
+      if (!fd.ok()) return fd.error();
+      f.lock_fds.push_back(*fd);
     } else if (StartsWith(a, kJournalFdFlag)) {
       auto fd = ParseFdFlag(a, kJournalFdFlag);
       if (!fd.ok()) return fd.error();
@@ -54,6 +58,9 @@ Result<KeeperFlags> TakeKeeperFlags(std::vector<std::string>* args) {
   if (!worker && f.keeper_empty) return Error(Code::kInvalidArgument, "--keeper-empty is only for --worker");
   if (f.journal_fd >= 0 && (worker || no_keeper)) {
     return Error(Code::kInvalidArgument, "--keeper-journal-fd is only for the keeper");
+  }
+  if (!f.lock_fds.empty() && f.journal_fd < 0) {
+    return Error(Code::kInvalidArgument, "--keeper-lock-fd is only for a keeper re-executed by an upgrade");
   }
   f.role = worker ? AgentRole::kWorker : no_keeper ? AgentRole::kNoKeeper : AgentRole::kKeeper;
   *args = std::move(rest);

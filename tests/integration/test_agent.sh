@@ -133,7 +133,12 @@ test_stale_socket_from_a_crashed_agent_is_replaced() {
 test_second_agent_on_the_same_socket_refuses_to_start() {
   start_agent
   local worker; worker="$(op status --json | json_get pid)"  # the socket's owner
+  # The same config: its directories are claimed (test_claims.sh) ...
   expect_exit 1 "$OUTPOST" agent --config "$T/config.json"
+  expect_contains "$OUT" "state_dir '$T/state' is in use by another agent (pid $AGENT_PID, serving $SOCK)" "refusal"
+  # ... and with directories of its own, the socket is.
+  tc_second '"api_socket": "'$SOCK'"'
+  expect_eq "$RC" 1 "exit code (output: $OUT)"
   expect_contains "$OUT" "another agent (pid $worker) is already serving $SOCK" "refusal"
   expect_exit 0 op status   # the first one is untouched
 }

@@ -300,7 +300,15 @@ TEST(KeeperFlags, RolesAndStrippedArguments) {
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(f->role, AgentRole::kKeeper);
   EXPECT_EQ(f->journal_fd, 7);
+  EXPECT_TRUE(f->lock_fds.empty());
   EXPECT_EQ(args, (std::vector<std::string>{"--check"}));
+
+  // An upgrade's execve carries the directory locks.
+  args = {"--keeper-lock-fd=3", "--config", "c.json", "--keeper-lock-fd=4", "--keeper-journal-fd=7"};
+  f = TakeKeeperFlags(&args);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->lock_fds, (std::vector<int>{3, 4}));
+  EXPECT_EQ(args, (std::vector<std::string>{"--config", "c.json"}));
 }
 
 TEST(KeeperFlags, MalformedOrContradictoryFlagsAreUsageErrors) {
@@ -310,7 +318,9 @@ TEST(KeeperFlags, MalformedOrContradictoryFlagsAreUsageErrors) {
                           Args{"--worker", "--keeper-fd=3", "--no-keeper"},
                           Args{"--worker", "--keeper-fd=3", "--keeper-journal-fd=4"},
                           Args{"--no-keeper", "--keeper-journal-fd=4"}, Args{"--keeper-empty"},
-                          Args{"--no-keeper", "--keeper-empty"}}) {
+                          Args{"--no-keeper", "--keeper-empty"}, Args{"--keeper-lock-fd=3"},
+                          Args{"--keeper-lock-fd=x", "--keeper-journal-fd=4"},
+                          Args{"--worker", "--keeper-fd=3", "--keeper-lock-fd=4"}}) {
     Args a = bad;
     auto f = TakeKeeperFlags(&a);
     ASSERT_FALSE(f.ok()) << bad[0] << " " << (bad.size() > 1 ? bad[1] : "");
