@@ -569,6 +569,56 @@ TEST_F(ExecDriverTest, RecoveryReattachesAndReportsJournaledOrUnknownExits) {
   EXPECT_EQ(Wait("live").signal, SIGKILL);
 }
 
+// The chaos suite's seed 1934: a task recovered alive whose parent is no
+// longer the keeper (re-parented to init after the whole agent was killed)
+// ended right after the recovery looked at it, and was reported running
+// with a dead pid forever. Its end at that very moment must be seen.
+TEST_F(ExecDriverTest, AForeignTaskEndingRightAfterItWasFoundAliveIsSeenToEnd) {
+  auto h = Start(Config("f", {"sleep", "30"}));
+  ASSERT_TRUE(h.ok());
+  driver_.reset();  // the worker is gone; we, its parent, are "init" now
+  started_.clear();
+  ExecDriver::Options o;
+  o.keeper_is_parent = true;
+  o.keeper_pid = ::getppid();  // a keeper that is not the task's parent
+  o.recovered_alive_for_test = [](pid_t pid) {
+    // Dies and is reaped (by "init") between the look and what follows.
+    ::kill(pid, SIGKILL);
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+  };
+  auto d = ExecDriver::Create(loop_.get(), o);
+  ASSERT_TRUE(d.ok());
+  driver_ = std::move(*d);
+  ASSERT_TRUE(Call([&](Driver::DoneCallback cb) { driver_->RecoverTask(*h, cb); }).ok());
+  started_.push_back("f");
+  ExitResult r = Wait("f");
+  EXPECT_EQ(r.exit_code, -1);
+  EXPECT_EQ(r.error, "exit status unknown: the task was adopted by another process while no keeper ran");
+  EXPECT_EQ(Inspect("f")->state, TaskState::kExited);
+}
+
+// Alive at recovery and ended later, any time later: seen too.
+TEST_F(ExecDriverTest, AForeignTaskIsWatchedUntilItEnds) {
+  auto h = Start(Config("g", {"sleep", "30"}));
+  ASSERT_TRUE(h.ok());
+  driver_.reset();
+  started_.clear();
+  ExecDriver::Options o;
+  o.keeper_is_parent = true;
+  o.keeper_pid = ::getppid();
+  auto d = ExecDriver::Create(loop_.get(), o);
+  ASSERT_TRUE(d.ok());
+  driver_ = std::move(*d);
+  ASSERT_TRUE(Call([&](Driver::DoneCallback cb) { driver_->RecoverTask(*h, cb); }).ok());
+  started_.push_back("g");
+  EXPECT_EQ(Inspect("g")->state, TaskState::kRunning);
+  ::kill(h->pid, SIGKILL);
+  int st = 0;
+  ASSERT_EQ(h->pid, ::waitpid(h->pid, &st, 0));
+  EXPECT_EQ(Wait("g").exit_code, -1);
+}
+
 TEST_F(ExecDriverTest, RecoveryDetectsPidReuseByStartTime) {
   TaskHandle h;
   h.version = ExecDriver::kStateVersion;

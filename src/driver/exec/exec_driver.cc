@@ -9,6 +9,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "base/clock.h"
@@ -372,6 +373,10 @@ void ExecDriver::Finish(Task* t, const ExitResult& result, int64_t unix_nanos) {
     t->kill_timer = 0;
   }
   t->foreign_watch.Reset();
+  if (t->foreign_poll) {
+    loop_->CancelTimer(t->foreign_poll);
+    t->foreign_poll = 0;
+  }
   t->pidfd.Reset();
   // The task is its main process: whatever it left behind dies with it, as
   // in a container's PID namespace, so nothing outlives supervision.
@@ -524,22 +529,49 @@ void ExecDriver::SignalTask(const std::string& id, const std::string& signal, Do
   done(OkStatus());
 }
 
-void ExecDriver::WatchForeignProcess(Task* t) {
-  // Not our child and not the keeper's: a pidfd still tells us when it
-  // ends, but nobody can tell us how.
-  int fd = PidfdOpen(t->pid);
-  if (fd < 0) return;
+void ExecDriver::WatchForeignProcess(Task* t, UniqueFd pidfd) {
+  // Not our child and not the keeper's: its pidfd tells us when it ends,
+  // but nobody can tell us how. The pidfd was opened before the process
+  // was found alive, so an exit at any moment since is seen.
   std::string id = t->config.id;
-  auto w = LoopFd::Watch(loop_, UniqueFd(fd), EPOLLIN, [this, id](uint32_t) {
+  auto ended = [this, id] {
     Task* task = Find(id);
     if (!task) return;
     ExitResult r;
     r.exit_code = -1;
     r.error = "exit status unknown: the task was adopted by another process while no keeper ran";
     Finish(task, r, WallNanos());
+  };
+  if (pidfd) {
+    auto w = LoopFd::Watch(loop_, std::move(pidfd), EPOLLIN, [ended](uint32_t) { ended(); });
+    if (w.ok()) {
+      t->foreign_watch = std::move(*w);
+      return;
+    }
+    log::WarnIfError(w.error(), "cannot watch a recovered task's pidfd; polling it instead", {{"task", id}});
+  }
+  PollForeignProcess(id);
+}
+
+// Without a pidfd to watch (none could be opened or registered): the
+// process is looked at once a second until it is gone or its pid is
+// another process's.
+void ExecDriver::PollForeignProcess(const std::string& id) {
+  Task* t = Find(id);
+  if (!t || t->run_state == TaskState::kExited) return;
+  t->foreign_poll = loop_->AddTimer(kNanosPerSecond, [this, id] {
+    Task* task = Find(id);
+    if (!task || task->run_state == TaskState::kExited) return;
+    task->foreign_poll = 0;
+    proc::ProcStat ps;
+    bool alive = proc::ReadProcStat(task->pid, &ps) && ps.state != 'Z' &&
+                 (task->start_ticks == 0 || ps.start_ticks == task->start_ticks);
+    if (alive) return PollForeignProcess(id);
+    ExitResult r;
+    r.exit_code = -1;
+    r.error = "exit status unknown: the task was adopted by another process while no keeper ran";
+    Finish(task, r, WallNanos());
   });
-  if (!w.ok()) return (void)log::WarnIfError(w.error(), "cannot watch recovered task", {{"task", id}});
-  t->foreign_watch = std::move(*w);
 }
 
 void ExecDriver::RecoverTask(const TaskHandle& handle, DoneCallback done) {
@@ -555,22 +587,32 @@ void ExecDriver::RecoverTask(const TaskHandle& handle, DoneCallback done) {
   t->instance = s.instance;
   t->parent = s.parent == "agent" ? "agent" : "keeper";
   t->started_at = handle.started_at_unix_nanos;
-  proc::ProcStat ps;
   bool same_boot = s.boot_id.empty() || proc::CurrentBootId().empty() || s.boot_id == proc::CurrentBootId();
-  bool alive = same_boot && s.pid > 0 && proc::ReadProcStat(s.pid, &ps) && ps.state != 'Z' &&
-               (s.start_ticks == 0 || ps.start_ticks == s.start_ticks);
+  // The pidfd first, then /proc: a process that ends between the two is
+  // seen to end (its pidfd turns readable), never taken for alive with
+  // nothing watching it; and a pid reused before the pidfd was opened shows
+  // in the start time read after it.
+  UniqueFd pidfd;
+  int pidfd_errno = 0;
+  if (same_boot && s.pid > 0) {
+    pidfd.Reset(PidfdOpen(s.pid));
+    if (!pidfd) pidfd_errno = errno;
+  }
+  proc::ProcStat ps;
+  bool alive = same_boot && s.pid > 0 && pidfd_errno != ESRCH && proc::ReadProcStat(s.pid, &ps) &&
+               ps.state != 'Z' && (s.start_ticks == 0 || ps.start_ticks == s.start_ticks);
   if (!same_boot) log::Info("task from before a reboot: its process is gone", {{"task", id}});
   Task* raw = Add(std::move(t));
+  if (alive && options_.recovered_alive_for_test) options_.recovered_alive_for_test(s.pid);
   if (alive) {
     raw->run_state = TaskState::kRunning;
     if (options_.keeper_is_parent && ps.ppid == options_.keeper_pid) {
       // The keeper reaps it and reports the exit; the pidfd is kept for
       // liveness checks only.
-      int fd = PidfdOpen(s.pid);
-      if (fd >= 0) raw->pidfd.Reset(fd);
+      raw->pidfd = std::move(pidfd);
     } else {
       raw->foreign_parent = true;
-      WatchForeignProcess(raw);
+      WatchForeignProcess(raw, std::move(pidfd));
     }
     log::Info("task recovered", {{"task", id}, {"pid", std::to_string(s.pid)}});
     Emit(*raw, "recovered", Format("reattached to pid %d", s.pid));

@@ -20,6 +20,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -42,6 +43,9 @@ class ExecDriver : public Driver {
     std::string cgroup_controllers;
     std::string cgroup_root;
     std::string cgroup_unavailable;
+    // Tests only: called by RecoverTask right after it found a task's
+    // process alive (to end the process at that very moment).
+    std::function<void(pid_t)> recovered_alive_for_test;
   };
 
   // The driver state of a task, as persisted in TaskHandle::driver_state.
@@ -139,7 +143,8 @@ class ExecDriver : public Driver {
                    ExecCallback done, int attempt);
   void Emit(const Task& t, const std::string& type, const std::string& message);
   void RefreshFingerprint();
-  void WatchForeignProcess(Task* t);
+  void WatchForeignProcess(Task* t, UniqueFd pidfd);
+  void PollForeignProcess(const std::string& id);
   TaskHandle HandleOf(const Task& t, const TaskConfig& config) const;
 
   Loop* loop_;

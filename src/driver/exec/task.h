@@ -32,6 +32,7 @@ struct ExecDriver::Task {
   bool awaiting_journal = false;  // process gone at recovery; exit may still come from the keeper
   UniqueFd pidfd;                 // liveness (and, for a foreign parent, the exit itself)
   LoopFd foreign_watch;
+  Loop::TimerId foreign_poll = 0;  // when no pidfd could be watched
   // Started with startContainer hooks run in the new process: its exec
   // report, readable once it exec'd (EOF) or failed (docs/hooks.md).
   LoopFd exec_report;
