@@ -287,6 +287,7 @@ Status Agent::StartTasks() {
   jo.jobs_dir = config_.jobs_dir;
   jo.max_jobs = static_cast<size_t>(config_.max_jobs);
   jo.events = &events_;
+  jo.first_since_boot = first_since_boot;
   cgroup::Cgroups* cg = cgroups_.get();
   bool allow = config_.cgroup_allow_without_limits;
   jo.check_resources = [cg, allow](const cgroup::Resources& r) { return cg->Check(r, allow); };

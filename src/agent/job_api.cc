@@ -46,6 +46,7 @@ Result<job::TaskStore::Instance> JobTaskRunner::Lookup(const std::string& task_i
   i.running = v->status.state != driver::TaskState::kExited;
   i.exit = v->status.exit;
   i.spec_hash = v->config.spec_hash;
+  i.restarts = v->config.restarts;
   return i;
 }
 

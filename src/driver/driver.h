@@ -71,6 +71,17 @@ using Mount = hooks::Mount;
 using Device = hooks::Device;
 
 
+// The job layer's restart bookkeeping as of a start, persisted with the
+// task's record so that an agent restart or upgrade keeps it (restart
+// counts, and the restart policy's window and throttle): the restarts so
+// far, the times of those within the policy's interval and of the start
+// (monotonic clock: valid within one boot).
+struct RestartMark {
+  uint64_t total = 0;
+  std::vector<int64_t> window_mono;
+  int64_t last_start_mono = 0;
+};
+
 struct TaskConfig {
   std::string id;    // unique per start
   std::string job;   // job id ("" for a bare task)
@@ -101,6 +112,7 @@ struct TaskConfig {
   int log_max_files = 10;
   uint64_t log_max_file_size = 10u << 20;
   std::string spec_hash;
+  std::shared_ptr<const RestartMark> restarts;  // null: none to keep (a first start)
   // OCI hooks (docs/hooks.md); null for a task with none (most tasks:
   // nothing kept per task). From the job layer: the job spec's hooks and the
   // annotations (job's and task's). The start pipeline merges in the node's

@@ -97,6 +97,7 @@ void JobManager::Evaluate(const std::string& id) {
   if (it == jobs_.end()) return;
   Job& j = *it->second;
   j.eval_scheduled = false;
+  SyncFailed(id, &j);
 
   // Tasks dropped by an update: stop, then purge their instance and data.
   for (auto r = j.retiring.begin(); r != j.retiring.end();) {
@@ -534,6 +535,25 @@ JobView JobManager::ViewOf(const Job& j) const {
   if (j.removing) v.status = "removing";
   else if (j.restarting) v.status = "restarting";
   return v;
+}
+
+void JobManager::SyncFailed(const std::string& id, Job* j) {
+  std::map<std::string, std::string> now;
+  for (const auto& t : j->tasks) {
+    if (t->failed()) now[t->spec().name] = t->reason();
+  }
+  if (now == j->stored->failed) return;
+  // Written like the desired state it qualifies: a failed task stays failed
+  // across agent restarts and upgrades until the job is restarted or its
+  // spec changes.
+  std::swap(j->stored->failed, now);
+  std::string note;
+  const bool file = j->stored->source == Source::kFile;
+  Status st = Persist(id, *j->stored, &note, file ? sys::Durability::kProcessCrash : sys::Durability::kPowerCut);
+  if (!st.ok()) {
+    std::swap(j->stored->failed, now);
+    log::Warn("cannot record which tasks failed", {{"job", id}, {"error", st.error().message()}});
+  }
 }
 
 Result<JobView> JobManager::Inspect(const std::string& id) const {

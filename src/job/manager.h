@@ -35,6 +35,7 @@ class TaskStore {
     bool running = false;
     driver::ExitResult exit;  // when !running
     std::string spec_hash;
+    std::shared_ptr<const driver::RestartMark> restarts;  // as of its start; null: none
   };
   // NotFound when no instance with this id exists.
   virtual Result<Instance> Lookup(const std::string& task_id) = 0;
@@ -111,6 +112,9 @@ class JobManager {
     // once per stop. Null = nothing to tell.
     std::function<void(const std::string& job)> pod_ended;
     task::EventSink* events = nullptr;
+    // This is the first agent since the node booted (docs/process-model.md):
+    // no instance, failed state or restart count of before the boot counts.
+    bool first_since_boot = false;
   };
   using DoneCallback = std::function<void(Status)>;
 
@@ -174,6 +178,8 @@ class JobManager {
   void ScheduleEvaluate(const std::string& id);
   void Evaluate(const std::string& id);
   void FinishRemove(const std::string& id);
+  // Persists the tasks that failed for good, when they changed.
+  void SyncFailed(const std::string& id, Job* job);
   // Writes next as id's record. When the disk is full (ENOSPC, EDQUOT) the
   // change is kept in memory only: OK, with a note for the event, and the
   // record is written when space returns (loop/pending_writes).

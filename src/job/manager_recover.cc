@@ -15,21 +15,30 @@ void JobManager::Recover() {
     job->stored = std::make_shared<StoredJob>(std::move(s));
     std::string id = job->stored->spec.id;
     MakeSupervisors(job.get());
-    // Which instances survived? If none runs (a reboot, or everything died
-    // while no agent ran), the job starts afresh in lifecycle order.
+    // After a reboot nothing of before counts: the job starts afresh in
+    // lifecycle order, with no task failed and no restart counted. After an
+    // agent restart or upgrade each task goes on where it was: a running
+    // instance is adopted, an ended one is told to its restart policy (with
+    // the restarts counted so far), and one that had failed for good stays
+    // failed (docs/supervision.md).
+    if (options_.first_since_boot) job->stored->failed.clear();
     std::vector<Result<TaskStore::Instance>> found;
     bool any_running = false;
     for (const auto& t : job->tasks) {
       found.push_back(tasks_->Lookup(t->task_id()));
       if (found.back().ok() && found.back()->running) any_running = true;
     }
-    if (any_running) {
+    if (any_running || !options_.first_since_boot) {
       for (size_t i = 0; i < job->tasks.size(); i++) {
         auto& t = job->tasks[i];
         if (!found[i].ok()) continue;
         if (IsMain(*t)) job->main_started = true;
         if (IsPoststart(*t)) job->post_started = true;
-        if (found[i]->running) {
+        if (found[i]->restarts && !options_.first_since_boot) t->RestoreHistory(*found[i]->restarts);
+        auto failed = job->stored->failed.find(t->spec().name);
+        if (!found[i]->running && failed != job->stored->failed.end()) {
+          t->RestoreFailed(failed->second, found[i]->exit);
+        } else if (found[i]->running) {
           t->Adopt();
           if (found[i]->spec_hash != TaskFingerprint(t->spec())) {
             t->Replace(job->TaskSpecAt(i));

@@ -28,6 +28,11 @@ std::string JobStore::Encode(const StoredJob& j) {
   o["job_version"] = picojson::value(j.version);
   o["submitted_at_ns"] = picojson::value(j.submitted_unix_nanos);
   o["spec"] = JobSpecToJson(j.spec);
+  if (!j.failed.empty()) {
+    picojson::object f;
+    for (const auto& [task, reason] : j.failed) f[task] = picojson::value(reason);
+    o["failed"] = picojson::value(f);
+  }
   return picojson::value(o).serialize(true);
 }
 
@@ -50,6 +55,19 @@ Result<StoredJob> JobStore::Decode(const std::string& text, const std::string& s
   r.Int("job_version", 1, INT64_MAX, &j.version);
   r.Int("submitted_at_ns", 0, INT64_MAX, &j.submitted_unix_nanos);
   const picojson::value* spec = r.Get("spec");
+  if (const picojson::value* f = r.Get("failed")) {
+    if (!f->is<picojson::object>()) {
+      errors.push_back("failed: expected an object");
+    } else {
+      for (const auto& [task, reason] : f->get<picojson::object>()) {
+        if (!reason.is<std::string>()) {
+          errors.push_back("failed." + task + ": expected a string");
+          continue;
+        }
+        j.failed[task] = reason.get<std::string>();
+      }
+    }
+  }
   r.RejectUnknown();
   if (src == "file") {
     j.source = Source::kFile;

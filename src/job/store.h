@@ -6,6 +6,7 @@
 // aside as <id>.json.bad, never deleted). Does not decide anything.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,11 @@ struct StoredJob {
   bool running = true;     // desired: running, or stopped by the operator
   int64_t version = 1;     // bumps at every accepted change of the spec
   int64_t submitted_unix_nanos = 0;
+  // Tasks that failed for good (restart limit reached, policy "never"),
+  // by name, with the reason: they stay failed across agent restarts and
+  // upgrades until the job is restarted or its spec changes
+  // (docs/supervision.md).
+  std::map<std::string, std::string> failed;
 };
 
 class JobStore {

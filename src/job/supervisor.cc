@@ -256,6 +256,22 @@ void TaskSupervisor::AdoptExited(const driver::ExitResult& exit) {
   Handle(RunEvent::kExited, &exit);
 }
 
+void TaskSupervisor::RestoreHistory(const driver::RestartMark& mark) {
+  history_.total = mark.total;
+  history_.restarts_mono = mark.window_mono;
+  history_.last_start_mono = mark.last_start_mono;
+}
+
+void TaskSupervisor::RestoreFailed(const std::string& reason, const driver::ExitResult& exit) {
+  ++generation_;
+  ever_running_ = true;
+  failed_ = true;
+  finished_ = true;
+  reason_ = reason;
+  last_exit_ = driver::DescribeExit(exit);
+  SetState(RunState::kDead);
+}
+
 void TaskSupervisor::SetState(RunState s) {
   state_ = s;
   if (s != RunState::kPending) waiting_for_.clear();
@@ -330,6 +346,18 @@ void TaskSupervisor::Handle(RunEvent ev, const driver::ExitResult* exit, const S
       DoStop();
       return;
     case RunAction::kApplyPolicy: {
+      if (state_ == RunState::kStarting && deferred_ == RunEvent::kStop) {
+        // Stopped while it started (a start given up while it waited for a
+        // required NRI plugin, say): what the start came to is no exit of
+        // the task's, and no restart is due.
+        deferred_ = RunEvent::kGo;
+        if (ev == RunEvent::kExited && exit) last_exit_ = driver::DescribeExit(*exit);
+        reason_ = "stopped before it started";
+        failed_ = false;
+        finished_ = false;
+        SetState(RunState::kDead);
+        break;
+      }
       std::string text;
       bool success = false;
       if (ev == RunEvent::kStartFailed) {
@@ -377,8 +405,17 @@ void TaskSupervisor::DoStart() {
   auto early_exit = std::make_shared<std::unique_ptr<driver::ExitResult>>();
   auto started = std::make_shared<bool>(false);
   if (spec_hash_.empty()) spec_hash_ = TaskFingerprint(*spec_);  // once per spec, not at every restart
+  driver::TaskConfig config = TaskConfigFor(job_, *spec_, spec_hash_);
+  if (history_.total > 0) {
+    // Kept with the task's record: an agent restart goes on counting.
+    auto mark = std::make_shared<driver::RestartMark>();
+    mark->total = history_.total;
+    mark->window_mono = history_.restarts_mono;
+    mark->last_start_mono = history_.last_start_mono;
+    config.restarts = std::move(mark);
+  }
   runner_->Start(
-      TaskConfigFor(job_, *spec_, spec_hash_),
+      std::move(config),
       [weak, gen, early_exit, started](Status st) {
         auto self = weak.lock();
         if (!self || self->generation_ != gen) return;

@@ -140,6 +140,12 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   void Adopt();
   // A recovered instance had ended before we looked: treat as an exit.
   void AdoptExited(const driver::ExitResult& exit);
+  // After an agent restart: the restarts counted before it (from the
+  // instance's record), before Adopt or AdoptExited.
+  void RestoreHistory(const driver::RestartMark& mark);
+  // After an agent restart: the task had failed for good (the job's record
+  // says so, with the reason); it stays failed, nothing is started.
+  void RestoreFailed(const std::string& reason, const driver::ExitResult& exit);
   // New spec (an update that changed this task): restart with it if it runs.
   void Replace(std::shared_ptr<const TaskSpec> spec);
   // Only the limits changed: the running task keeps running; its cgroup

@@ -2,6 +2,8 @@
 
 #include <picojson.h>
 
+#include <memory>
+
 #include "base/json.h"
 
 namespace outpost::task {
@@ -52,6 +54,15 @@ std::string EncodeTaskRecord(const TaskRecord& rec) {
   cfg["log_max_files"] = Num(c.log_max_files);
   cfg["log_max_file_size"] = Num(static_cast<int64_t>(c.log_max_file_size));
   if (!c.spec_hash.empty()) cfg["spec_hash"] = Str(c.spec_hash);
+  if (c.restarts) {
+    picojson::object m;
+    m["total"] = Num(static_cast<int64_t>(c.restarts->total));
+    picojson::array window;
+    for (int64_t t : c.restarts->window_mono) window.push_back(Num(t));
+    m["window_mono_ns"] = picojson::value(window);
+    m["last_start_mono_ns"] = Num(c.restarts->last_start_mono);
+    cfg["restarts"] = picojson::value(m);
+  }
   cfg["driver"] = Str(c.driver);
   if (!c.driver_config.empty()) cfg["driver_config"] = Str(c.driver_config);
   if (!c.cgroup.empty()) cfg["cgroup"] = Str(c.cgroup);
@@ -169,6 +180,16 @@ Result<TaskRecord> DecodeTaskRecord(const std::string& text) {
     cr.String("stderr", &c.stderr_path);
     cr.String("log_dir", &c.log_dir);
     cr.String("spec_hash", &c.spec_hash);
+    if (const picojson::value* mv = cr.Get("restarts")) {
+      json::ObjectReader mr(*mv, "config.restarts", &errors);
+      auto mark = std::make_shared<driver::RestartMark>();
+      int64_t total = 0;
+      mr.Int("total", 0, INT64_MAX, &total);
+      mark->total = static_cast<uint64_t>(total);
+      mr.IntList("window_mono_ns", 0, INT64_MAX, &mark->window_mono);
+      mr.Int("last_start_mono_ns", 0, INT64_MAX, &mark->last_start_mono);
+      c.restarts = std::move(mark);
+    }
     cr.String("driver", &c.driver, false);
     cr.String("driver_config", &c.driver_config);
     cr.String("cgroup", &c.cgroup);

@@ -126,6 +126,23 @@ TEST_F(JobStoreTest, RecordsRoundTripFieldByField) {
   EXPECT_EQ(JobStore::Encode(b), JobStore::Encode(file));
 }
 
+TEST_F(JobStoreTest, FailedTasksRoundTripAndAreWrittenOnlyWhenThereAreAny) {
+  StoredJob j = Stored("web", "/usr/bin/web");
+  EXPECT_EQ(JobStore::Encode(j).find("\"failed\""), std::string::npos);
+  j.failed["api"] = "failed: exit code 1; restart limit reached (5 restarts within 5m)";
+  ASSERT_TRUE(store.Save(j).ok());
+  std::vector<std::string> errors;
+  std::vector<StoredJob> loaded = store.LoadAll(&errors);
+  EXPECT_TRUE(errors.empty()) << Lines(errors);
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_EQ(loaded[0].failed, j.failed);
+  auto bad = JobStore::Decode(R"({"version": 1, "source": "api", "file": "", "desired": "running", "job_version": 1,
+      "submitted_at_ns": 0, "spec": {"id": "x", "tasks": [{"name": "t", "command": "/bin/true"}]},
+      "failed": {"t": 3}})", "x.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("failed.t: expected a string"), std::string::npos) << bad.error().message();
+}
+
 TEST_F(JobStoreTest, RecordsArePrivateAndReadable) {
   StoredJob j = Stored("web");
   ASSERT_TRUE(store.Save(j).ok());

@@ -31,5 +31,26 @@ TEST(TaskRecord, NetnsAndHostnameAreKeptAndAbsentMeansNone) {
   EXPECT_EQ(back->config().Hostname(), "");
 }
 
+TEST(TaskRecord, RestartMarkRoundTripsAndIsAbsentForAFirstStart) {
+  TaskRecord r;
+  r.handle.config.id = "web.api";
+  std::string text = EncodeTaskRecord(r);
+  EXPECT_EQ(text.find("\"restarts\""), std::string::npos) << text;
+  auto back = DecodeTaskRecord(text);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->config().restarts, nullptr);
+  auto mark = std::make_shared<driver::RestartMark>();
+  mark->total = 12;
+  mark->window_mono = {9000000000123, 9005000000456};
+  mark->last_start_mono = 9005000000456;
+  r.handle.config.restarts = mark;
+  back = DecodeTaskRecord(EncodeTaskRecord(r));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  ASSERT_NE(back->config().restarts, nullptr);
+  EXPECT_EQ(back->config().restarts->total, 12u);
+  EXPECT_EQ(back->config().restarts->window_mono, mark->window_mono);
+  EXPECT_EQ(back->config().restarts->last_start_mono, mark->last_start_mono);
+}
+
 }  // namespace
 }  // namespace outpost::task
