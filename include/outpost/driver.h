@@ -177,6 +177,12 @@ class TaskDriver {
   // RSS and CPU time. The agent takes a task's stats from its cgroup where
   // it has one, so this is for nodes without cgroup v2.
   virtual Answer GetTaskStats(const std::string& id, TaskStats* stats) { return DefaultGetTaskStats(id, stats); }
+  // Every task this driver still has something of (ListTasks): by default
+  // those this instance started or recovered and has not destroyed. A
+  // driver that keeps state across its own restarts (a container runtime's
+  // state dir) reports what that holds, so that the agent can destroy what
+  // no task record accounts for; DestroyTask must then take such an id.
+  virtual std::vector<std::string> ListTasks() { return DefaultListTasks(); }
   virtual void ExecTask(const std::string&, const std::vector<std::string>&, int64_t,
                         std::function<void(Answer, ExecResult)> done) {
     done(Answer::Fail(Code::kUnimplemented, "ExecTask is not implemented"), ExecResult{});
@@ -200,6 +206,7 @@ class TaskDriver {
   Answer DefaultInspectTask(const std::string& id, TaskStatus* status);
   Answer DefaultSignalTask(const std::string& id, const std::string& signal);
   Answer DefaultGetTaskStats(const std::string& id, TaskStats* stats);
+  std::vector<std::string> DefaultListTasks() const;
 
   // For the author, from loop callbacks: the task exited (answers its
   // WaitTask calls; later ones get it at once), an event for TaskEvents.

@@ -317,7 +317,8 @@ Status Agent::StartTasks() {
   jobs_ = std::move(*jm);
   job::JobManager* jobs = jobs_.get();
   tasks_->SetIdResolver([jobs](const std::string& j, const std::string& t) { return jobs->TaskId(j, t); });
-  RegisterJobApi(jobs, tasks_.get(), &events_, api_.get());
+  tasks_->SetDriverGoneListener([jobs](const std::string& name) { jobs->OnDriverGone(name); });
+  RegisterJobApi(loop_.get(), jobs, tasks_.get(), &events_, api_.get());
   // With a keeper, the exits of tasks that ended while no worker ran arrive
   // with its journal: jobs are recovered once that is replayed, or once the
   // link is attached if the keeper has nothing to replay (AttachKeeper).

@@ -2,6 +2,9 @@
 
 #include "agent/api.h"
 #include "agent/api_util.h"
+#include "base/clock.h"
+#include "base/strings.h"
+#include "loop/loop.h"
 #include "task/events.h"
 #include "task/manager.h"
 #include "base/pb.h"
@@ -127,6 +130,7 @@ void FillJob(const job::JobView& v, task::TaskManager* tm, bool full, Arena* a, 
     }
   }
   if (full) out->spec_json = a->Str(job::JobSpecToJson(v.spec).serialize(true));
+  out->pending = a->Str(v.pending);
 }
 
 bool Ready(job::JobManager* jobs, const wire::Responder& r) {
@@ -194,16 +198,57 @@ void InspectJob(job::JobManager* jobs, task::TaskManager* tm, task::EventLog*, s
   r.Finish(PbEncode(outpost_v1_JobInfo_fields, &info, "JobInfo"));
 }
 
-void StopJob(job::JobManager* jobs, task::TaskManager*, task::EventLog*, std::string_view payload, wire::Responder r) {
-  PbOwned<outpost_v1_StopJobRequest> req(outpost_v1_StopJobRequest_fields);
-  if (!DecodeOrFail(payload, &req, "StopJobRequest", r) || !Ready(jobs, r)) return;
-  jobs->Stop(PbString(req->id), req->timeout_nanos, [r](Status st) { ReplyEmpty(r, st); });
+// A stop or removal is answered when it is done; one that cannot be done
+// now (a task's driver is away) is answered "pending", with the reason,
+// once it has waited for `wait` (or just before the caller's deadline): the
+// agent goes on with it, and carries it out when it can (docs/supervision.md,
+// "Stopping and removing while a driver is away").
+constexpr int64_t kDefaultPendingWaitNanos = 10 * kNanosPerSecond;
+constexpr int64_t kPendingPollNanos = 200 * kNanosPerMilli;
+
+void AnswerPending(Loop* loop, job::JobManager* jobs, std::string id, const char* what, int64_t wait,
+                   int64_t deadline, wire::Responder r) {
+  loop->AddTimer(kPendingPollNanos, [loop, jobs, id, what, wait, deadline, r] {
+    if (!r.pending()) return;
+    auto v = jobs->Inspect(id);
+    if (!v.ok()) return;  // removed: its own callback answers
+    const int64_t now = MonotonicNanos();
+    const bool waited = !v->pending.empty() && now - v->pending_since_mono >= wait;
+    const bool late = deadline > 0 && now + 2 * kPendingPollNanos >= deadline;
+    if (!waited && !late) return AnswerPending(loop, jobs, id, what, wait, deadline, r);
+    if (v->pending.empty()) {
+      return r.Fail(Error(Code::kDeadlineExceeded,
+                          Format("the %s of job %s is not done yet (it goes on): job %s", what, id.c_str(),
+                                 v->status.c_str())));
+    }
+    r.Fail(Error(v->pending_on_driver ? Code::kUnavailable : Code::kAborted,
+                 Format("the %s of job %s is pending: %s; the agent carries it out as soon as it can", what,
+                        id.c_str(), v->pending.c_str())));
+  });
 }
 
-void RemoveJob(job::JobManager* jobs, task::TaskManager*, task::EventLog*, std::string_view payload, wire::Responder r) {
-  PbOwned<outpost_v1_JobIdRequest> req(outpost_v1_JobIdRequest_fields);
-  if (!DecodeOrFail(payload, &req, "JobIdRequest", r) || !Ready(jobs, r)) return;
-  jobs->Remove(PbString(req->id), [r](Status st) { ReplyEmpty(r, st); });
+void StopJob(Loop* loop, job::JobManager* jobs, task::TaskManager*, task::EventLog*, const wire::CallContext& ctx,
+             std::string_view payload, wire::Responder r) {
+  PbOwned<outpost_v1_StopJobRequest> req(outpost_v1_StopJobRequest_fields);
+  if (!DecodeOrFail(payload, &req, "StopJobRequest", r) || !Ready(jobs, r)) return;
+  std::string id = PbString(req->id);
+  jobs->Stop(id, req->timeout_nanos, [r](Status st) { ReplyEmpty(r, st); });
+  if (r.pending()) {
+    AnswerPending(loop, jobs, id, "stop", req->wait_nanos > 0 ? req->wait_nanos : kDefaultPendingWaitNanos,
+                  ctx.deadline, r);
+  }
+}
+
+void RemoveJob(Loop* loop, job::JobManager* jobs, task::TaskManager*, task::EventLog*, const wire::CallContext& ctx,
+               std::string_view payload, wire::Responder r) {
+  PbOwned<outpost_v1_RemoveJobRequest> req(outpost_v1_RemoveJobRequest_fields);
+  if (!DecodeOrFail(payload, &req, "RemoveJobRequest", r) || !Ready(jobs, r)) return;
+  std::string id = PbString(req->id);
+  jobs->Remove(id, [r](Status st) { ReplyEmpty(r, st); });
+  if (r.pending()) {
+    AnswerPending(loop, jobs, id, "removal", req->wait_nanos > 0 ? req->wait_nanos : kDefaultPendingWaitNanos,
+                  ctx.deadline, r);
+  }
 }
 
 void RestartJob(job::JobManager* jobs, task::TaskManager*, task::EventLog*, std::string_view payload, wire::Responder r) {
@@ -213,22 +258,39 @@ void RestartJob(job::JobManager* jobs, task::TaskManager*, task::EventLog*, std:
 }
 
 using Handler = void (*)(job::JobManager*, task::TaskManager*, task::EventLog*, std::string_view, wire::Responder);
+using WaitingHandler = void (*)(Loop*, job::JobManager*, task::TaskManager*, task::EventLog*,
+                                const wire::CallContext&, std::string_view, wire::Responder);
 
 }  // namespace
 
-void RegisterJobApi(job::JobManager* jobs, task::TaskManager* tm, task::EventLog* events, wire::RpcServer* server) {
+void RegisterJobApi(Loop* loop, job::JobManager* jobs, task::TaskManager* tm, task::EventLog* events,
+                    wire::RpcServer* server) {
   static const struct {
     const char* method;
     Handler fn;
   } kMethods[] = {
-      {"SubmitJob", SubmitJob}, {"ListJobs", ListJobs},   {"InspectJob", InspectJob},
-      {"StopJob", StopJob},     {"RemoveJob", RemoveJob}, {"RestartJob", RestartJob},
+      {"SubmitJob", SubmitJob},
+      {"ListJobs", ListJobs},
+      {"InspectJob", InspectJob},
+      {"RestartJob", RestartJob},
   };
   for (const auto& m : kMethods) {
     Handler fn = m.fn;
     server->Register(kAgentService, m.method,
                      [jobs, tm, events, fn](const wire::CallContext&, std::string_view payload,
                                             wire::Responder r) { fn(jobs, tm, events, payload, std::move(r));
+                     });
+  }
+  static const struct {
+    const char* method;
+    WaitingHandler fn;
+  } kWaiting[] = {{"StopJob", StopJob}, {"RemoveJob", RemoveJob}};
+  for (const auto& m : kWaiting) {
+    WaitingHandler fn = m.fn;
+    server->Register(kAgentService, m.method,
+                     [loop, jobs, tm, events, fn](const wire::CallContext& ctx, std::string_view payload,
+                                                  wire::Responder r) {
+                       fn(loop, jobs, tm, events, ctx, payload, std::move(r));
                      });
   }
 }

@@ -40,7 +40,7 @@ class JobTaskRunner : public job::TaskRunner, public job::TaskStore {
   task::TaskManager* tm_;
 };
 
-void RegisterJobApi(job::JobManager* jobs, task::TaskManager* tasks, task::EventLog* events,
+void RegisterJobApi(Loop* loop, job::JobManager* jobs, task::TaskManager* tasks, task::EventLog* events,
                     wire::RpcServer* server);
 
 }  // namespace agent

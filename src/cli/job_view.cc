@@ -57,6 +57,7 @@ picojson::value JobJson(const JobInfo& j) {
   o["submitted_at"] = picojson::value(Time(j.submitted_at_unix_nanos));
   o["labels"] = Pairs(j.labels, j.labels_count);
   o["annotations"] = Pairs(j.annotations, j.annotations_count);
+  if (j.pending && *j.pending) o["pending"] = picojson::value(PbString(j.pending));
   picojson::array tasks;
   for (pb_size_t i = 0; i < j.tasks_count; i++) tasks.push_back(TaskJson(j.tasks[i]));
   o["tasks"] = picojson::value(tasks);

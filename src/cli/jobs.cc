@@ -44,16 +44,25 @@ const char kStopHelp[] =
     "sidecars last): each gets its kill_signal, then SIGKILL after its\n"
     "kill_timeout (or DUR). The job stays, marked stopped, also across agent\n"
     "restarts and reboots; `outpost run` or `outpost restart` starts it again.\n"
+    "Returns once every task has stopped. A task whose driver is away cannot\n"
+    "be stopped yet: after waiting DUR (default 10s) for it, the command says\n"
+    "the stop is pending and why, and fails; the agent stops the task as soon\n"
+    "as its driver is back.\n"
     "\n"
     "Examples:\n"
     "  outpost stop web\n"
     "  outpost stop web --timeout 30s\n";
 
 const char kRmHelp[] =
-    "Usage: outpost rm JOB\n"
+    "Usage: outpost rm JOB [--timeout DUR]\n"
     "\n"
     "Stops the job and removes it with its tasks' private dirs and logs.\n"
     "A job that comes from a jobs.d file is removed by removing the file.\n"
+    "Returns once the job is gone. While a task's driver is away the job\n"
+    "cannot be removed (the driver still has the task): after waiting DUR\n"
+    "(default 10s) the command says the removal is pending and why, and\n"
+    "fails; the job shows as removing, and the agent removes it as soon as\n"
+    "the driver is back.\n"
     "\n"
     "Examples:\n"
     "  outpost rm web\n";
@@ -119,6 +128,14 @@ int Ps(const GlobalOptions& g, const std::vector<std::string>& in) {
     std::printf("%-20s %-10s %-8s %-8llu %-7s %-7lld %s\n", PbString(j.id).c_str(), PbString(j.status).c_str(),
                 tasks.c_str(), static_cast<unsigned long long>(Restarts(j)), PbString(j.source).c_str(),
                 static_cast<long long>(j.version), Age(j.submitted_at_unix_nanos).c_str());
+  }
+  bool head = false;
+  for (pb_size_t i = 0; i < r->jobs_count; i++) {
+    const JobInfo& j = r->jobs[i];
+    if (!j.pending || !*j.pending) continue;
+    if (!head) std::printf("\nPending (carried out as soon as it can be):\n");
+    head = true;
+    std::printf("  %s %s: %s\n", PbString(j.id).c_str(), PbString(j.status).c_str(), j.pending);
   }
   if (r->jobs_dir_problem && *r->jobs_dir_problem) std::printf("\njobs dir: %s\n", r->jobs_dir_problem);
   if (r->problems_count) {
@@ -233,6 +250,7 @@ int InspectCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
   }
   std::printf("job:        %s\n", PbString(j->id).c_str());
   std::printf("status:     %s\n", PbString(j->status).c_str());
+  if (j->pending && *j->pending) std::printf("pending:    %s\n", j->pending);
   std::printf("desired:    %s\n", PbString(j->desired).c_str());
   std::printf("source:     %s%s%s\n", PbString(j->source).c_str(), j->file && *j->file ? " " : "",
               PbString(j->file).c_str());
@@ -268,6 +286,7 @@ int StopCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
     auto d = ParseDuration(*t);
     if (!d.ok()) return UsageError("--timeout: " + d.error().message(), "stop");
     req.timeout_nanos = *d;
+    req.wait_nanos = *d;
     wait = kDefaultCallTimeoutNanos + 2 * *d;
   }
   int code = 0;
@@ -279,12 +298,25 @@ int StopCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
 }
 
 int RmCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
-  if (in.size() != 1 || in[0].empty() || in[0][0] == '-') return UsageError("rm needs one JOB", "rm");
+  auto a = ParseArgs(in, {"--timeout"}, {});
+  if (!a.ok()) return UsageError(a.error().message(), "rm");
+  if (a->pos.size() != 1 || a->pos[0].empty()) return UsageError("rm needs one JOB", "rm");
+  const std::string& id = a->pos[0];
+  outpost_v1_RemoveJobRequest req = outpost_v1_RemoveJobRequest_init_zero;
+  req.id = PbStr(id);
+  int64_t wait = kDefaultCallTimeoutNanos + 120 * kNanosPerSecond;
+  if (const std::string* t = a->Get("--timeout")) {
+    auto d = ParseDuration(*t);
+    if (!d.ok()) return UsageError("--timeout: " + d.error().message(), "rm");
+    req.wait_nanos = *d;
+    wait += *d;
+  }
   int code = 0;
-  auto reply = CallAgent(g, "RemoveJob", *EncodeJobId(in[0]), &code, kDefaultCallTimeoutNanos + 120 * kNanosPerSecond);
+  auto reply =
+      CallAgent(g, "RemoveJob", *PbEncode(outpost_v1_RemoveJobRequest_fields, &req, "RemoveJobRequest"), &code, wait);
   if (!reply.ok()) return code;
-  if (g.json) std::printf("{\"removed\": \"%s\"}\n", in[0].c_str());
-  else std::printf("job %s removed\n", in[0].c_str());
+  if (g.json) std::printf("{\"removed\": \"%s\"}\n", id.c_str());
+  else std::printf("job %s removed\n", id.c_str());
   return kExitOk;
 }
 

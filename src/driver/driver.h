@@ -303,6 +303,12 @@ class Driver {
   virtual void ExecTask(const std::string& id, const std::vector<std::string>& cmd, int64_t timeout_nanos,
                         ExecCallback done) = 0;
   virtual void TaskStats(const std::string& id, StatsCallback done) = 0;
+  // Every task the driver still has something of, started by this agent run
+  // or an earlier one (a driver plugin keeping state across its restarts).
+  // Optional: Unimplemented by default (the built-in exec driver knows only
+  // what it is told).
+  using ListCallback = std::function<void(Result<std::vector<std::string>>)>;
+  virtual void ListTasks(ListCallback done) { done(Error(Code::kUnimplemented, "ListTasks is not implemented")); }
   // Fan-out of the driver's own events; a subscriber must not block.
   virtual uint64_t SubscribeEvents(EventCallback cb) = 0;
   virtual void UnsubscribeEvents(uint64_t id) = 0;

@@ -306,6 +306,13 @@ void RemoteDriver::TaskStats(const std::string& id, StatsCallback done) {
        }, id);
 }
 
+void RemoteDriver::ListTasks(ListCallback done) {
+  Call("ListTasks", std::string(), options_.call_timeout_nanos, [done = std::move(done)](Result<std::string> r) {
+    if (!r.ok()) return done(r.error());
+    done(remote::DecodeTaskIds(*r));
+  });
+}
+
 uint64_t RemoteDriver::SubscribeEvents(EventCallback cb) {
   uint64_t id = next_subscriber_++;
   subscribers_[id] = std::move(cb);

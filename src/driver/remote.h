@@ -51,6 +51,7 @@ class RemoteDriver : public Driver {
   void ExecTask(const std::string& id, const std::vector<std::string>& cmd, int64_t timeout_nanos,
                 ExecCallback done) override;
   void TaskStats(const std::string& id, StatsCallback done) override;
+  void ListTasks(ListCallback done) override;
   uint64_t SubscribeEvents(EventCallback cb) override;
   void UnsubscribeEvents(uint64_t id) override;
 

@@ -186,6 +186,20 @@ Result<TaskStatus> DecodeTaskStatus(std::string_view bytes) {
   return s;
 }
 
+Result<std::vector<std::string>> DecodeTaskIds(std::string_view bytes) {
+  PbOwned<outpost_driver_v1_TaskIdsResponse> m(outpost_driver_v1_TaskIdsResponse_fields);
+  OUTPOST_RETURN_IF_ERROR(m.Decode(bytes, "TaskIdsResponse"));
+  std::vector<std::string> ids;
+  for (pb_size_t i = 0; i < m->ids_count; ++i) {
+    std::string id = PbString(m->ids[i]);
+    if (id.empty() || id.size() > 255 || id.find('/') != std::string::npos) {
+      return Error(Code::kInvalidArgument, Format("TaskIdsResponse.ids[%u]: not a task id", static_cast<unsigned>(i)));
+    }
+    ids.push_back(std::move(id));
+  }
+  return ids;
+}
+
 Result<TaskStats> DecodeTaskStats(std::string_view bytes) {
   PbOwned<outpost_driver_v1_TaskStatsResponse> m(outpost_driver_v1_TaskStatsResponse_fields);
   OUTPOST_RETURN_IF_ERROR(m.Decode(bytes, "TaskStatsResponse"));

@@ -34,6 +34,8 @@ Result<std::string> EncodeExecTask(const std::string& id, const std::vector<std:
 Result<ExecResult> DecodeExecTask(std::string_view bytes);
 Result<TaskStatus> DecodeTaskStatus(std::string_view bytes);
 Result<TaskStats> DecodeTaskStats(std::string_view bytes);
+// ListTasks: the ids a driver reports (each a valid task id).
+Result<std::vector<std::string>> DecodeTaskIds(std::string_view bytes);
 Result<Capabilities> DecodeCapabilities(std::string_view bytes);
 Result<Fingerprint> DecodeFingerprint(std::string_view bytes);
 // A ConfigSchema: (name, type, required) per field. Names must be unique

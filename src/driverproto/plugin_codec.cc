@@ -236,6 +236,13 @@ Result<std::string> EncodeExecTask(const ExecResult& e) {
   return PbEncode(outpost_driver_v1_ExecTaskResponse_fields, &m, "ExecTaskResponse");
 }
 
+Result<std::string> EncodeTaskIds(const std::vector<std::string>& ids) {
+  Keep k;
+  outpost_driver_v1_TaskIdsResponse m = outpost_driver_v1_TaskIdsResponse_init_zero;
+  m.ids = k.List(ids, &m.ids_count);
+  return PbEncode(outpost_driver_v1_TaskIdsResponse_fields, &m, "TaskIdsResponse");
+}
+
 Result<std::string> EncodeTaskEventsResponse(const std::vector<SequencedEvent>& events, uint64_t next) {
   Keep k;
   std::vector<outpost_driver_v1_TaskEvent> out;

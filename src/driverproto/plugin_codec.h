@@ -65,6 +65,7 @@ struct SequencedEvent {
 };
 // events in order of sequence, at most kMaxEventsPerReply; next: the
 // cursor to ask with next.
+Result<std::string> EncodeTaskIds(const std::vector<std::string>& ids);
 Result<std::string> EncodeTaskEventsResponse(const std::vector<SequencedEvent>& events, uint64_t next);
 
 }  // namespace outpost::driverproto

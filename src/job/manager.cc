@@ -98,6 +98,9 @@ void JobManager::Evaluate(const std::string& id) {
   Job& j = *it->second;
   j.eval_scheduled = false;
   SyncFailed(id, &j);
+  const bool pending = !PendingOf(j).empty();
+  if (pending && j.pending_since == 0) j.pending_since = MonotonicNanos();
+  if (!pending) j.pending_since = 0;
 
   // Tasks dropped by an update: stop, then purge their instance and data.
   for (auto r = j.retiring.begin(); r != j.retiring.end();) {
@@ -204,13 +207,34 @@ void JobManager::FinishRemove(const std::string& id) {
   for (const std::string& tid : ids) {
     auto done = [this, alive, id, tid](Status st) {
       if (!alive.lock()) return;
-      if (!st.ok() && st.error().code() != Code::kNotFound) {
+      auto jt = jobs_.find(id);
+      if (!st.ok() && st.error().code() == Code::kUnavailable && jt != jobs_.end()) {
+        // Its driver is away: the instance (a container, its state) is not
+        // gone until the driver says so. The job stays, removing, and the
+        // removal is made again when the driver is back or given up on.
+        Job& job = *jt->second;
+        std::string why = "removal waits for the driver of task " + tid + ": " + st.error().message();
+        if (job.removal_waits.empty()) JobEvent(id, "waiting", why);
+        job.removal_waits = why;
+        for (const auto& t : job.tasks) {
+          if (t->task_id() == tid) job.removal_waits_for = t->spec().driver;
+        }
+        if (job.pending_since == 0) job.pending_since = MonotonicNanos();
+        if (!job.removal_retry) {
+          job.removal_retry = loop_->AddTimer(kStopRetryNanos, [this, alive, id] {
+            if (!alive.lock()) return;
+            auto jt2 = jobs_.find(id);
+            if (jt2 == jobs_.end()) return;
+            jt2->second->removal_retry = 0;
+            RetryRemovals({id});
+          });
+        }
+      } else if (!st.ok() && st.error().code() != Code::kNotFound) {
         log::Warn("cannot remove a task of a removed job", {{"task", tid}, {"error", st.error().message()}});
       }
-      auto jt = jobs_.find(id);
       if (jt == jobs_.end()) return;
       jt->second->purging.erase(tid);
-      if (!jt->second->purging.empty()) return;
+      if (!jt->second->purging.empty() || !jt->second->removal_waits.empty()) return;
       unsaved_.Forget(store_.PathOf(id));
       Status rm = store_.Remove(id);
       auto waiters = std::move(jt->second->remove_waiters);
@@ -534,7 +558,25 @@ JobView JobManager::ViewOf(const Job& j) const {
   v.status = DeriveJobStatus(j.Wanted(), v.tasks);
   if (j.removing) v.status = "removing";
   else if (j.restarting) v.status = "restarting";
+  v.pending = PendingOf(j);
+  v.pending_since_mono = v.pending.empty() ? 0 : j.pending_since;
+  v.pending_on_driver = !j.removal_waits.empty();
+  for (const auto& t : j.tasks) {
+    if (t->stop_pending() && !t->waiting_for().empty()) v.pending_on_driver = true;
+  }
   return v;
+}
+
+std::string JobManager::PendingOf(const Job& j) const {
+  if (!j.removal_waits.empty()) return j.removal_waits;
+  if (j.Wanted()) return "";
+  for (const auto& t : j.tasks) {
+    if (t->stop_pending()) return "task " + t->spec().name + ": " + t->reason();
+  }
+  for (const auto& t : j.retiring) {
+    if (t->stop_pending()) return "task " + t->spec().name + ": " + t->reason();
+  }
+  return "";
 }
 
 void JobManager::SyncFailed(const std::string& id, Job* j) {

@@ -69,6 +69,12 @@ struct JobView {
   int64_t submitted_unix_nanos = 0;
   JobSpec spec;
   std::vector<TaskStatusView> tasks;
+  // Why a stop or removal is not done yet: a task whose stop waits for its
+  // driver, or the removal of its instances waiting for it ("" = nothing
+  // pending). pending_since: when it started waiting (monotonic).
+  std::string pending;
+  int64_t pending_since_mono = 0;
+  bool pending_on_driver = false;  // what is pending waits for a driver to be back
 };
 
 struct SubmitResult {
@@ -152,8 +158,12 @@ class JobManager {
   const std::vector<std::string>& StoreProblems() const { return store_problems_; }
   // Re-reads jobs.d (SIGHUP).
   void RescanDir();
-  // A driver registered or came back: the tasks waiting for it start.
+  // A driver registered or came back: the tasks waiting for it start, the
+  // stops and removals waiting for it are made.
   void OnDriverReady(const std::string& driver);
+  // A driver had no connected instance for its grace period: its tasks were
+  // ended (task layer); removals waiting for it go on without it.
+  void OnDriverGone(const std::string& driver);
   void SetMaxJobs(size_t n) { options_.max_jobs = n; }
   size_t job_count() const { return jobs_.size(); }
 
@@ -178,8 +188,11 @@ class JobManager {
   void ScheduleEvaluate(const std::string& id);
   void Evaluate(const std::string& id);
   void FinishRemove(const std::string& id);
+  void RetryRemovals(const std::vector<std::string>& ids);
   // Persists the tasks that failed for good, when they changed.
   void SyncFailed(const std::string& id, Job* job);
+  // What the job's stop or removal waits for ("" = nothing).
+  std::string PendingOf(const Job& job) const;
   // Writes next as id's record. When the disk is full (ENOSPC, EDQUOT) the
   // change is kept in memory only: OK, with a note for the event, and the
   // record is written when space returns (loop/pending_writes).

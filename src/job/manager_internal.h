@@ -35,6 +35,12 @@ struct JobManager::Job {
   std::vector<DoneCallback> stop_waiters;
   std::vector<DoneCallback> remove_waiters;
   std::set<std::string> purging;
+  // The removal of the tasks' instances waits for their driver (its reason),
+  // since when (monotonic), and for which driver.
+  std::string removal_waits;
+  std::string removal_waits_for;
+  int64_t pending_since = 0;
+  uint64_t removal_retry = 0;  // a timer: tried again now and then too
 
   bool Wanted() const { return stored->running && !removing && !restarting; }
   std::shared_ptr<const TaskSpec> TaskSpecAt(size_t i) const {

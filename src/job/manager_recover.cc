@@ -87,12 +87,36 @@ void JobManager::Recover() {
 
 void JobManager::OnDriverReady(const std::string& driver) {
   std::vector<std::shared_ptr<TaskSupervisor>> ready;
+  std::vector<std::string> removals;
   for (const auto& [id, j] : jobs_) {
     for (const auto& t : j->tasks) {
       if (t->waiting_for() == driver) ready.push_back(t);
     }
+    for (const auto& t : j->retiring) {
+      if (t->waiting_for() == driver) ready.push_back(t);
+    }
+    if (!j->removal_waits.empty() && j->removal_waits_for == driver) removals.push_back(id);
   }
   for (const auto& t : ready) t->DriverReady();
+  RetryRemovals(removals);
+}
+
+void JobManager::OnDriverGone(const std::string& driver) {
+  std::vector<std::string> removals;
+  for (const auto& [id, j] : jobs_) {
+    if (!j->removal_waits.empty() && j->removal_waits_for == driver) removals.push_back(id);
+  }
+  RetryRemovals(removals);
+}
+
+void JobManager::RetryRemovals(const std::vector<std::string>& ids) {
+  for (const std::string& id : ids) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || it->second->removal_waits.empty()) continue;
+    it->second->removal_waits.clear();
+    it->second->removal_waits_for.clear();
+    FinishRemove(id);
+  }
 }
 
 void JobManager::RescanDir() {

@@ -274,6 +274,10 @@ void TaskSupervisor::RestoreFailed(const std::string& reason, const driver::Exit
 
 void TaskSupervisor::SetState(RunState s) {
   state_ = s;
+  if (s != RunState::kStopping) {
+    stop_pending_ = false;
+    stop_waits_for_.clear();
+  }
   if (s != RunState::kPending) waiting_for_.clear();
   if (s != RunState::kBackoff) next_start_wall_ = 0;
   if (s != RunState::kRunning) {
@@ -283,6 +287,15 @@ void TaskSupervisor::SetState(RunState s) {
 }
 
 void TaskSupervisor::Handle(RunEvent ev, const driver::ExitResult* exit, const Status* status) {
+  // The end of a task whose stop could not be made (its driver away): the
+  // stop is done (the task layer ends a task whose driver stays away for
+  // its grace period).
+  if (ev == RunEvent::kExited && state_ == RunState::kStopping && stop_pending_) {
+    if (exit) last_exit_ = driver::DescribeExit(*exit);
+    if (timer_) loop_->CancelTimer(timer_);
+    timer_ = 0;
+    ev = RunEvent::kStopped;
+  }
   Transition t = NextStep(state_, ev);
   RunState before = state_;
   switch (t.action) {
@@ -438,14 +451,47 @@ void TaskSupervisor::DoStart() {
 void TaskSupervisor::DoStop() {
   uint64_t gen = generation_;
   std::weak_ptr<TaskSupervisor> weak = shared_from_this();
+  stop_waits_for_.clear();
+  stop_pending_ = false;
   runner_->Stop(task_id(), stop_timeout_, [weak, gen](Status st) {
     auto self = weak.lock();
-    if (!self || self->generation_ != gen) return;
-    if (!st.ok()) {
-      log::Warn("stopping task failed", {{"task", self->task_id()}, {"error", st.error().message()}});
-    }
-    self->Handle(RunEvent::kStopped);
+    if (!self || self->generation_ != gen || self->state_ != RunState::kStopping) return;
+    if (st.ok() || st.error().code() == Code::kNotFound) return self->Handle(RunEvent::kStopped);
+    // A stop is done only when the driver says so: with its driver away,
+    // the task may well run on. It stays stopping, with the reason, and the
+    // stop is made again when the driver is back (DriverReady) or, for any
+    // other failure, after a while.
+    self->StopPending(st.error());
   });
+}
+
+void TaskSupervisor::StopPending(const Error& e) {
+  stop_pending_ = true;
+  const bool driver_away = e.code() == Code::kUnavailable;
+  std::string why = driver_away ? "stop waits for its driver: " + e.message()
+                                : "stop failed, retrying in " + FormatDuration(kStopRetryNanos) + ": " + e.message();
+  if (why != reason_) {
+    reason_ = why;
+    Emit("waiting", why);
+  }
+  if (driver_away) {
+    stop_waits_for_ = spec_->driver;
+  } else {
+    std::weak_ptr<TaskSupervisor> weak = shared_from_this();
+    uint64_t gen = generation_;
+    timer_ = loop_->AddTimer(kStopRetryNanos, [weak, gen] {
+      auto self = weak.lock();
+      if (!self) return;
+      self->timer_ = 0;
+      if (self->generation_ == gen && self->state_ == RunState::kStopping) self->DoStop();
+    });
+  }
+  if (on_change_) on_change_();
+}
+
+void TaskSupervisor::DriverReady() {
+  if (state_ == RunState::kPending && !waiting_for_.empty()) return Handle(RunEvent::kGo);
+  if (state_ == RunState::kStopping && !stop_waits_for_.empty()) DoStop();
 }
 
 void TaskSupervisor::ApplyPolicy(bool success, const std::string& text) {

@@ -73,6 +73,7 @@ struct RestartDecision {
 };
 
 constexpr int64_t kMinRestartSpacingNanos = 1000000000;  // never more than one start per second
+constexpr int64_t kStopRetryNanos = 5000000000;         // a failed stop (other than a driver away) is tried again
 
 // success: the exit (or start) was successful. start_failure: the task could
 // not be started at all. exit_text: "exit code 1", "killed by SIGKILL", ....
@@ -159,10 +160,9 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   }
 
   void SetMinHealthy(int64_t nanos) { min_healthy_nanos_ = nanos; }
-  // The driver this task waits for is back: the start it was due goes on.
-  void DriverReady() {
-    if (state_ == RunState::kPending && !waiting_for_.empty()) Handle(RunEvent::kGo);
-  }
+  // The driver this task waits for is back: the start it was due, or the
+  // stop it could not make, goes on.
+  void DriverReady();
 
   RunState state() const { return state_; }
   // Running, and has stayed up for min_healthy_time (checked with the
@@ -179,7 +179,11 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   const std::string& last_exit() const { return last_exit_; }
   int64_t next_start_unix_nanos() const { return next_start_wall_; }
   // The driver a start waits for ("" = none): pending, reason says why.
-  const std::string& waiting_for() const { return waiting_for_; }
+  // Or the driver a stop waits for: stopping, reason says why.
+  const std::string& waiting_for() const { return stop_waits_for_.empty() ? waiting_for_ : stop_waits_for_; }
+  // Stopping, and the stop cannot be made now (its driver is away, or it
+  // failed and is retried): reason() says why.
+  bool stop_pending() const { return stop_pending_; }
 
  private:
   void Handle(RunEvent ev, const driver::ExitResult* exit = nullptr, const Status* status = nullptr);
@@ -188,6 +192,7 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   bool AwaitDriver();
   void DoStart();
   void DoStop();
+  void StopPending(const Error& e);
   void ApplyPolicy(bool success, const std::string& text);
   void Emit(const std::string& type, const std::string& message);
   void SetState(RunState s);
@@ -217,6 +222,8 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   std::string reason_;
   std::string last_exit_;
   std::string waiting_for_;
+  std::string stop_waits_for_;  // the driver a pending stop waits for
+  bool stop_pending_ = false;
   int64_t next_start_wall_ = 0;
 };
 

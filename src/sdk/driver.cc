@@ -235,6 +235,7 @@ void DriverServer::Serve() {
       r.Ok(Enc(driverproto::EncodeExecTask(e)));
     });
   });
+  Handle("ListTasks", [d](const std::string&, Reply r) { r.Ok(Enc(driverproto::EncodeTaskIds(d->ListTasks()))); });
   Handle("TaskEvents", [s](const std::string& req, Reply r) {
     auto after = driverproto::DecodeTaskEvents(req);
     if (!after.ok()) return r.Fail(Code::kInvalidArgument, "bad TaskEventsRequest");
@@ -322,6 +323,14 @@ Answer TaskDriver::DefaultGetTaskStats(const std::string& id, TaskStats* s) {
   s->rss_bytes = std::strtoull(m[1].c_str(), nullptr, 10) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   s->measured = {"RSS", "User Mode", "System Mode"};
   return Answer::Ok();
+}
+
+std::vector<std::string> TaskDriver::DefaultListTasks() const {
+  std::vector<std::string> ids;
+  if (server_) {
+    for (const auto& [id, t] : server_->tasks) ids.push_back(id);
+  }
+  return ids;
 }
 
 void TaskDriver::ReportExit(const std::string& id, const ExitResult& result) {

@@ -452,8 +452,11 @@ void TaskManager::StopThroughDriver(const std::string& id, int64_t timeout_nanos
                                     DoneCallback done) {
   Task* t = Find(id);
   driver::Driver* d = t ? DriverOf(*t) : nullptr;
-  if (!d || t->starting) return done(Error(Code::kNotFound, "task not found for given id"));
+  if (!t || t->starting) return done(Error(Code::kNotFound, "task not found for given id"));
   if (t->record.exited) return done(OkStatus());
+  // A driver plugin not registered (yet): the task may run on; the stop is
+  // made once it is back (or its grace period ends the task).
+  if (!d) return done(Error(Code::kUnavailable, DriverProblem(t->record.driver())));
   if (timeout_nanos < 0) timeout_nanos = t->config().kill_timeout_nanos;
   t->stop_requested = true;
   d->StopTask(id, timeout_nanos, signal.empty() ? t->config().kill_signal : signal, std::move(done));
@@ -494,7 +497,18 @@ void TaskManager::DestroyThroughDriver(const std::string& id, bool force, DoneCa
   if (!t || t->starting) return done(Error(Code::kNotFound, "task not found for given id"));
   driver::Driver* d = DriverOf(*t);
   if (!t->record.exited && !force) return done(Error(Code::kFailedPrecondition, "cannot destroy running task"));
-  if (!d) return done(OkStatus());  // its driver is gone: nothing to tell it
+  const std::string name = t->record.driver();
+  if (!d || !d->Unreachable().empty()) {
+    // What the driver keeps of the task (a container's state, its bundle)
+    // is only gone when the driver says so: wait for it, unless it has been
+    // given up on. What such a driver still has is destroyed when it is
+    // back (DestroyOrphans).
+    if (!DriverGone(name)) return done(Error(Code::kUnavailable, DriverProblem(name)));
+    log::Warn("task forgotten without its driver, which is gone; what the driver kept of it is destroyed when it "
+              "registers again",
+              {{"task", id}, {"driver", name}});
+    return done(OkStatus());
+  }
   if (!t->record.exited) t->stop_requested = true;
   d->DestroyTask(id, force, [done](Status st) {
     // A driver that no longer knows the task (an ended one it forgot) is

@@ -60,6 +60,7 @@ void TaskManager::SubscribeTo(const std::string& name) {
 
 Result<std::unique_ptr<TaskManager>> TaskManager::Create(Loop* loop, Options options) {
   std::unique_ptr<TaskManager> m(new TaskManager(loop, std::move(options)));
+  m->created_mono_ = MonotonicNanos();
   const std::string& state = m->options_.state_dir;
   // task-data is traversable (0711) so a task running as another user can
   // reach its own dir (0700, owned by that user); nothing can be listed.

@@ -165,6 +165,8 @@ class TaskManager {
   // it (a task it tracks already is a no-op), tasks that waited for it
   // included, and their exits waited for again.
   void OnDriverChanged(const std::string& driver_name);
+  // Destroys what the driver has (ListTasks) that no record accounts for.
+  void DestroyOrphans(const std::string& driver_name);
   // The driver's events (a plugin's TaskEvents) go to its tasks' events
   // from now on; once per driver.
   void SubscribeTo(const std::string& driver_name);
@@ -175,6 +177,10 @@ class TaskManager {
   // not registered" (a driver plugin not back yet) or the driver's own
   // reason (disconnected). Its running tasks are then in an unknown state.
   std::string DriverProblem(const std::string& driver_name) const;
+  // The driver is away and given up on: its grace period ended with no
+  // instance connected (or, never registered since this agent started, as
+  // long ago as that). Then a task of it is forgotten without telling it.
+  bool DriverGone(const std::string& driver_name) const;
   // The named driver's fingerprint (NotFound for an unknown driver).
   Result<driver::Fingerprint> Fingerprint(const std::string& driver_name) const;
 
@@ -191,6 +197,10 @@ class TaskManager {
 
   // Maps "JOB/TASK" to a task id for the task API (set by the job layer).
   using IdResolver = std::function<Result<std::string>(const std::string& job, const std::string& task)>;
+  // Told after OnDriverGone (the job layer: removals waiting for the driver).
+  void SetDriverGoneListener(std::function<void(const std::string& driver_name)> fn) {
+    driver_gone_ = std::move(fn);
+  }
   void SetIdResolver(IdResolver r) { resolver_ = std::move(r); }
   // id unchanged unless it has the form JOB/TASK.
   Result<std::string> ResolveId(const std::string& id) const;
@@ -348,6 +358,12 @@ class TaskManager {
   // driver name; a timer per driver ends the wait.
   std::map<std::string, std::set<std::string>> awaiting_driver_;
   std::map<std::string, Loop::TimerId> awaiting_timers_;
+  // Drivers given up on: no connected instance for their grace period
+  // (OnDriverGone) until they register again. What is left to destroy of
+  // their tasks is destroyed when they are back (DestroyOrphans).
+  std::set<std::string> gone_drivers_;
+  std::function<void(const std::string&)> driver_gone_;
+  int64_t created_mono_ = 0;
   uint64_t generated_ids_ = 0;
   IdResolver resolver_;
   HoldFifosFn hold_fifos_;

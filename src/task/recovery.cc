@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <set>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/sys.h"
@@ -147,8 +148,15 @@ std::string TaskManager::DriverProblem(const std::string& name) const {
   return d ? d->Unreachable() : "driver " + name + " is not registered";
 }
 
+bool TaskManager::DriverGone(const std::string& name) const {
+  if (gone_drivers_.count(name)) return true;
+  const driver::Driver* d = options_.drivers->Find(name);
+  return !d && MonotonicNanos() - created_mono_ >= options_.driver_grace_nanos;
+}
+
 void TaskManager::OnDriverChanged(const std::string& name) {
   if (!options_.drivers->Find(name)) return;
+  gone_drivers_.erase(name);
   SubscribeTo(name);
   std::set<std::string> ids;
   auto w = awaiting_driver_.find(name);
@@ -165,9 +173,48 @@ void TaskManager::OnDriverChanged(const std::string& name) {
     if (!t->record.exited && !t->starting && t->record.driver() == name) ids.insert(id);
   }
   for (const std::string& id : ids) RecoverThroughDriver(id);
+  DestroyOrphans(name);
+}
+
+// What a driver has that no record accounts for (a container whose task
+// was removed while the driver was away and given up on, a start cut short
+// by the worker's death) goes: nothing runs, or holds a bundle, outside
+// supervision. Asked after the recoveries, which the driver takes first.
+void TaskManager::DestroyOrphans(const std::string& name) {
+  driver::Driver* d = options_.drivers->Find(name);
+  if (!d) return;
+  std::weak_ptr<bool> alive = alive_;
+  d->ListTasks([this, alive, name](Result<std::vector<std::string>> ids) {
+    if (!alive.lock()) return;
+    if (!ids.ok()) {
+      if (ids.error().code() != Code::kUnimplemented && ids.error().code() != Code::kUnavailable) {
+        log::Warn("cannot list a driver's tasks", {{"driver", name}, {"error", ids.error().message()}});
+      }
+      return;
+    }
+    driver::Driver* drv = options_.drivers->Find(name);
+    for (const std::string& id : *ids) {
+      if (!drv || Find(id)) continue;
+      drv->DestroyTask(id, true, [this, alive, id, name](Status st) {
+        if (!alive.lock()) return;
+        driver::TaskEvent ev;
+        ev.task_id = id;
+        size_t dot = id.find('.');
+        if (dot != std::string::npos) ev.job = id.substr(0, dot);
+        ev.timestamp_unix_nanos = WallNanos();
+        ev.type = "destroyed";
+        ev.message = st.ok() ? "no task record accounts for it: destroyed by its driver " + name
+                             : "no task record accounts for it, and its driver " + name +
+                                   " could not destroy it: " + st.error().message();
+        log::Warn(ev.message, {{"task", id}, {"driver", name}});
+        options_.events->Publish(ev);
+      });
+    }
+  });
 }
 
 void TaskManager::OnDriverGone(const std::string& name, const std::string& why) {
+  gone_drivers_.insert(name);
   std::set<std::string> ids;
   auto w = awaiting_driver_.find(name);
   if (w != awaiting_driver_.end()) {
@@ -185,6 +232,7 @@ void TaskManager::OnDriverGone(const std::string& name, const std::string& why) 
     lost.error = "exit status unknown: " + why;
     OnExit(id, lost);
   }
+  if (driver_gone_) driver_gone_(name);
 }
 
 // A live process in one of this agent's task dirs that no running record

@@ -14,6 +14,10 @@
 //               [--slow-ms N]          (answers every Driver call after N ms)
 //               [--crash-after-start]  (exits 70 just after answering a StartTask)
 //               [--adopt]              (RecoverTask takes over a live task of an earlier instance)
+//               [--state-dir DIR]      (keeps "pid start" of each task it started in DIR/<id>, as a
+//                                       container runtime keeps its state: ListTasks reports them
+//                                       and DestroyTask kills and forgets them, also for a task of
+//                                       an earlier instance)
 //
 // --slow-ms prints "slow METHOD" when a call arrives and "answering METHOD"
 // when it is run, so a test can tell a call is in flight. RecoverTask of a
@@ -28,10 +32,12 @@
 // taken; once adopted, the process is polled (every 20 ms, through
 // /proc) and its exit reported with an unknown status: only a parent
 // learns that.
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -73,6 +79,40 @@ struct TestDriver : TaskDriver {
   std::string reject;
   bool crash_after_start = false;
   bool adopt = false;
+  std::string state_dir;
+
+  std::vector<std::string> ListTasks() override {
+    std::vector<std::string> ids = DefaultListTasks();
+    if (state_dir.empty()) return ids;
+    DIR* d = ::opendir(state_dir.c_str());
+    while (dirent* e = d ? ::readdir(d) : nullptr) {
+      std::string n = e->d_name;
+      if (n[0] != '.' && std::find(ids.begin(), ids.end(), n) == ids.end()) ids.push_back(n);
+    }
+    if (d) ::closedir(d);
+    return ids;
+  }
+
+  Answer DestroyTask(const std::string& id, bool force) override {
+    if (state_dir.empty()) return DefaultDestroyTask(id, force);
+    TaskStatus st;
+    bool tracked = DefaultInspectTask(id, &st).ok;
+    std::string file = state_dir + "/" + id;
+    if (!tracked) {
+      // An earlier instance's: what its state file says is killed.
+      std::ifstream f(file);
+      int pid = 0;
+      std::string start;
+      if (f >> pid >> start && force && SameLiveProcess(pid, start)) {
+        if (::kill(-pid, SIGKILL) != 0) ::kill(pid, SIGKILL);
+        std::printf("destroyed %s pid %d of an earlier instance\n", id.c_str(), pid);
+        std::fflush(stdout);
+      }
+    }
+    Answer a = DefaultDestroyTask(id, force);
+    if (a.ok) ::unlink(file.c_str());
+    return a;
+  }
 
   Answer RecoverTask(const TaskHandle& h) override {
     std::string what = h.config.job + "/" + h.config.name + " (" + h.config.id + ") pid " + std::to_string(h.pid);
@@ -131,6 +171,10 @@ struct TestDriver : TaskDriver {
     h->pid = pid;
     char state = 0;
     ProcStat(pid, &state, &h->driver_state);  // for --adopt in a later instance
+    if (!state_dir.empty()) {
+      std::ofstream f(state_dir + "/" + c.id);
+      f << pid << " " << h->driver_state << "\n";
+    }
     EmitEvent({c.id, 0, "forked", "pid " + std::to_string(pid), {}});
     if (crash_after_start) plugin()->After(50 * 1000000LL, [] { ::_exit(70); });
     return Answer::Ok();
@@ -140,7 +184,8 @@ struct TestDriver : TaskDriver {
 int Usage() {
   std::fprintf(stderr,
                "usage: test_plugin --type TYPE --name NAME [--dir DIR] [--versions v1,v2] [--socket-file FILE]\n"
-               "                   [--reject REASON] [--hang METHOD] [--slow-ms N] [--crash-after-start] [--adopt]\n");
+               "                   [--reject REASON] [--hang METHOD] [--slow-ms N] [--crash-after-start] [--adopt]\n"
+               "                   [--state-dir DIR]\n");
   return 2;
 }
 
@@ -182,6 +227,8 @@ int main(int argc, char** argv) {
       driver.reject = v;
     } else if (a == "--hang") {
       hang = v;
+    } else if (a == "--state-dir") {
+      driver.state_dir = v;
     } else if (a == "--slow-ms") {
       slow_ms = std::atol(v.c_str());
     } else {
