@@ -278,6 +278,8 @@ void Adaptation::NotifyNext(std::shared_ptr<NotifyRun> run, size_t i) {
   }
   std::weak_ptr<bool> alive = alive_;
   std::string id = p->Id();
+  // Its Unimplemented answer to the dedicated RPC says it is old: no failure.
+  const bool probe = !via_state_change && HasStateChangeForm(run->event);
   p->Call(method, payload, [this, alive, run, i, p, id, via_state_change](Result<std::string> r) {
     if (!alive.lock()) return;
     if (!r.ok() && !p->closed() && r.error().code() == Code::kUnimplemented && !via_state_change &&
@@ -304,7 +306,7 @@ void Adaptation::NotifyNext(std::shared_ptr<NotifyRun> run, size_t i) {
       }
     }
     NotifyNext(run, i + 1);
-  });
+  }, probe);
 }
 
 // ---- UpdateContainer, UpdatePodSandbox ---------------------------------------

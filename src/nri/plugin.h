@@ -41,8 +41,11 @@ class PluginConn {
 
   // One call of the Plugin service with the plugin's timeout. done gets the
   // reply payload or the error; fatal errors (closed, timed out) close the
-  // plugin before done runs, with closed() then true.
-  void Call(const char* method, const std::string& payload, std::function<void(Result<std::string>)> done);
+  // plugin before done runs, with closed() then true. probe: a dedicated
+  // event RPC tried on a plugin that may predate it, whose Unimplemented
+  // answer says so (the caller falls back to StateChange) and is no failure.
+  void Call(const char* method, const std::string& payload, std::function<void(Result<std::string>)> done,
+            bool probe = false);
   void Close(const std::string& why);
 
   // "10-logger" (once registered; "?" before).

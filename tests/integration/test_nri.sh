@@ -216,6 +216,10 @@ test_nri_old_plugin_gets_notifications_through_state_change() {
   expect_exit 0 op run -f "$T/oj.json"
   wait_for 10 nr_logged old "^PostStartContainer" || fail "no PostStartContainer through StateChange: $(nr_events old)"
   expect_eq "$(nr_field old state_change)" True "listed as an old plugin"
+  # Its Unimplemented answer to the dedicated RPC is how it says it is old,
+  # not a failure.
+  expect_eq "$(nr_field old failures)" 0 "failures"
+  expect_eq "$(nr_field old last_error)" "" "last error"
 }
 
 test_nri_garbage_answer_closes_the_plugin_and_the_task_starts() {

@@ -412,6 +412,8 @@ TEST_F(NriAdaptation, OldPluginsGetNotificationsThroughStateChange) {
   EXPECT_EQ(p->calls, (std::vector<std::string>{"Configure", "Synchronize", "StateChange", "StateChange"}));
   EXPECT_EQ(Info("old").requests, 5u) << "the dedicated RPC is tried once (answered Unimplemented)";
   EXPECT_TRUE(Info("old").state_change);
+  EXPECT_EQ(Info("old").failures, 0u) << "the Unimplemented answer says the plugin is old: no failure";
+  EXPECT_EQ(Info("old").last_error, "");
 }
 
 TEST_F(NriAdaptation, AnUpdateSentDuringAnEventIsAppliedAfterIt) {
