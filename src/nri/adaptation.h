@@ -84,7 +84,10 @@ struct PluginInfo {
   pid_t pid = 0;  // launched: the process; external: the peer's (SO_PEERCRED)
   std::string nri_version;
   bool state_change = false;  // an old plugin: notifications through StateChange
-  int64_t connected_unix_nanos = 0;
+  int64_t connected_unix_nanos = 0;  // of its current (or last) connection
+  // Connections after its first: launches again, reconnects. requests and
+  // failures count over all of them.
+  uint64_t restarts = 0;
   uint64_t requests = 0;
   uint64_t failures = 0;
   std::string last_error;
@@ -185,6 +188,11 @@ class Adaptation {
   // adaptation.cc: plugins, registration, synchronization
   void OnAcceptable();
   PluginConn* FindByConnection(uint64_t conn_id) const;
+  // fresh has its name and index: a closed connection of the same plugin
+  // (same name, index and source) is dropped, its counters carried over
+  // (one entry per plugin).
+  void TakeOver(PluginConn* fresh);
+  bool IsRequired(const std::string& name) const;
   void OnRegister(PluginConn* p, const RegisterPluginRequest& req, std::function<void(Status)> reply);
   void Configure(PluginConn* p);
   void Synchronize(PluginConn* p, std::function<void()> finished);

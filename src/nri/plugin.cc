@@ -127,6 +127,7 @@ PluginInfo PluginConn::Info() const {
   i.nri_version = nri_version;
   i.state_change = state_change;
   i.connected_unix_nanos = connected_unix_nanos;
+  i.restarts = restarts;
   i.requests = requests;
   i.failures = failures;
   i.last_error = last_error;

@@ -66,6 +66,9 @@ class PluginConn {
   bool state_change = false;
   pid_t peer_pid = 0;
   int64_t connected_unix_nanos = 0;
+  // Over all the plugin's connections: the adaptation lists a plugin once
+  // (index and name), its closed connection taken over by the next one.
+  uint64_t restarts = 0;
   uint64_t requests = 0;
   uint64_t failures = 0;
   std::string last_error;

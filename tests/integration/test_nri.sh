@@ -260,3 +260,39 @@ test_nri_job_waiting_for_a_required_plugin_can_be_removed() {
   n="$(grep -c "task started task=wj" "$T/agent.log")"
   expect_eq "$n" 0 "the removed job's task never started"
 }
+
+# nr_count NAME: how many entries `outpost nri` lists for plugin NAME.
+nr_count() {
+  op --json nri | python3 -c 'import json,sys
+print(sum(1 for p in json.load(sys.stdin)["plugins"] if p["name"] == sys.argv[1]))' "$1"
+}
+nr_restarts_at_least() { [ "$(nr_field "$1" restarts)" -ge "$2" ] 2>/dev/null; }
+nr_closed() { [ "$(nr_field "$1" state)" = closed ]; }
+
+test_nri_outpost_nri_lists_each_plugin_once_with_its_restarts() {
+  # 20-dies stands for a pre-installed stock plugin that dies at every
+  # start (here at Synchronize); ext for an external one killed and started
+  # again twice (a job with restart "always" does that).
+  mkdir -p "$T/nri-plugins"
+  cat >"$T/nri-plugins/20-dies" <<SH
+#!/bin/sh
+exec "$TEST_NRI" -events all -crash-on Synchronize
+SH
+  chmod +x "$T/nri-plugins/20-dies"
+  nr_start
+  local i pid
+  for i in 1 2 3; do
+    pid="$(nr_plugin 10 ext -events all)"
+    wait_for 10 nr_ready ext || fail "ext not ready (connection $i): $(op nri)"
+    [ "$i" = 3 ] && break
+    kill -9 "$pid"
+    wait_for 10 nr_closed ext || fail "ext not closed (connection $i): $(op nri)"
+  done
+  wait_for 20 nr_restarts_at_least dies 2 || fail "dies not restarted twice: $(op nri)"
+  expect_eq "$(nr_count dies)" 1 "one entry for the launched plugin"
+  expect_eq "$(nr_count ext)" 1 "one entry for the external plugin"
+  expect_eq "$(nr_field ext restarts)" 2 "the external plugin's reconnects"
+  expect_eq "$(nr_field ext state)" ready "the external plugin's current connection"
+  [ -n "$(nr_field dies last_error)" ] || fail "no last error for the dying plugin: $(op nri)"
+  expect_contains "$(op nri | grep '^10-ext ')" "  restarts 2  " "outpost nri shows the restarts"
+}

@@ -416,6 +416,27 @@ TEST_F(NriAdaptation, OldPluginsGetNotificationsThroughStateChange) {
   EXPECT_EQ(Info("old").last_error, "");
 }
 
+// As a stock plugin run as a job with restart "always": connected, gone,
+// connected again, twice.
+TEST_F(NriAdaptation, APluginIsListedOnceAcrossItsConnections) {
+  Make();
+  for (int i = 0; i < 3; ++i) {
+    FakePlugin* p = Plugin("ext", "10", EventMask(Event::kCreateContainer));
+    Adjust(p, [](ContainerAdjustment*) {});
+    auto out = Create("c" + std::to_string(i));
+    ASSERT_TRUE(out.ok()) << out.error().message();
+    if (i == 2) break;
+    p->trunk_->Close();
+    ASSERT_TRUE(testing::RunUntil(loop_.get(), [&] { return State("ext") == "closed"; }));
+  }
+  std::vector<PluginInfo> list = a_->List();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].state, "ready");
+  EXPECT_EQ(list[0].restarts, 2u);
+  EXPECT_EQ(list[0].requests, 9u) << "Configure, Synchronize and CreateContainer per connection";
+  EXPECT_NE(list[0].last_error.find("connection closed"), std::string::npos) << list[0].last_error;
+}
+
 TEST_F(NriAdaptation, AnUpdateSentDuringAnEventIsAppliedAfterIt) {
   Make();
   FakePlugin* p = Plugin("upd", "10", EventMask(Event::kCreateContainer));
