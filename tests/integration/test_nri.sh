@@ -296,3 +296,35 @@ SH
   [ -n "$(nr_field dies last_error)" ] || fail "no last error for the dying plugin: $(op nri)"
   expect_contains "$(op nri | grep '^10-ext ')" "  restarts 2  " "outpost nri shows the restarts"
 }
+
+test_nri_every_event_describes_the_container_as_create_container_left_it() {
+  # 20-seen stands for the stock logger (-events all), which prints every
+  # event's container; 10-adj for a plugin adding an annotation. The task
+  # has no OCI hook (with one, the annotations were kept for the hooks).
+  nr_start
+  nr_plugin 10 adj -events CreateContainer -adjust-annotation nri.example/added=yes >/dev/null
+  nr_plugin 20 seen -events all >/dev/null
+  wait_for 10 nr_ready adj || fail "adj not ready"
+  wait_for 10 nr_ready seen || fail "seen not ready"
+  printf '{"id": "an", "annotations": {"job.example/j": "1"}, "tasks": [{"name": "t", "annotations": {"task.example/t": "2"}, "command": "%s", "args": ["sleep", "600"]}]}\n' \
+    "$HELPER" >"$T/an.json"
+  expect_exit 0 op run -f "$T/an.json"
+  wait_for 10 nr_logged seen "^PostStartContainer" || fail "no PostStartContainer: $(nr_events seen)"
+  # A plugin connecting now gets the running task in Synchronize.
+  nr_plugin 30 late -events all >/dev/null
+  wait_for 10 nr_ready late || fail "late not ready"
+  expect_exit 0 op rm an
+  wait_for 10 nr_logged seen "^RemoveContainer" || fail "no RemoveContainer: $(nr_events seen)"
+  local create ann created
+  create="$(grep '^CreateContainer t ' "$T/seen.log")"
+  ann="ann=job.example/j=1,nri.example/added=yes,task.example/t=2"
+  expect_contains "$create" "$ann" "CreateContainer as plugin 10 left it"
+  created="$(echo "$create" | sed -n 's/.* created=\([0-9]*\).*/\1/p')"
+  [ -n "$created" ] && [ "$created" != 0 ] || fail "no created_at in CreateContainer: $create"
+  local ev line
+  for ev in PostCreateContainer StartContainer PostStartContainer StopContainer RemoveContainer; do
+    line="$(grep "^$ev t " "$T/seen.log")"
+    expect_contains "$line" "$ann created=$created" "$ev"
+  done
+  expect_contains "$(grep '^SyncContainer t ' "$T/late.log")" "$ann created=$created" "Synchronize"
+}
