@@ -102,11 +102,19 @@ struct PluginOutcome {
   std::string result;  // "adjusted env FOO, MemLimit", "no change", "skipped: closed: timed out after 2s"
 };
 
-// A CreateContainer's outcome: what to apply to the task.
+// A CreateContainer's outcome: what to apply to the task, or that its
+// start must wait for required plugins.
 struct CreateOutcome {
   std::optional<ContainerAdjustment> adjust;  // merged; none when no plugin adjusted
   std::vector<Claim> claims;                  // who set what
   std::vector<PluginOutcome> plugins;         // one line per consulted plugin
+  // Not "": a required plugin is not ready (it closed during this start's
+  // events, or before they ran); nothing is to be applied and the start
+  // waits for these (MissingRequired()) before it asks again.
+  std::string wait_for;
+  // With wait_for: CreateContainer reached some plugins, which are to be
+  // told the container is gone (StopContainer, RemoveContainer).
+  bool undo = false;
 };
 
 // What the adaptation needs from the rest of the agent.
@@ -142,7 +150,13 @@ class Adaptation {
 
   // ---- events; each queued and run one at a time, in call order ----
   using CreateDone = std::function<void(Result<CreateOutcome>)>;
-  void CreateContainer(const PodSandbox& pod, const Container& ctr, CreateDone done);
+  // A start's events: RunPodSandbox first when run_pod (the pod's first
+  // start), then CreateContainer, merged and validated. The fail policies
+  // and the required plugins apply to both: a plugin with fail_policy
+  // "fail" that is closed or times out fails the start; a required one
+  // that is not ready when CreateContainer is due, or closes during it,
+  // makes the outcome wait_for it.
+  void CreateContainer(const PodSandbox& pod, const Container& ctr, CreateDone done, bool run_pod = false);
   // UpdateContainer: done gets the resources to apply to the container
   // (requested, changed by plugins); updates of other containers and
   // evictions are applied through Host. PostUpdateContainer follows.
@@ -212,6 +226,17 @@ class Adaptation {
   using Job = std::function<void(std::function<void()> finished)>;
   void Enqueue(Job job);
   void RunNext();
+  // A notification to one plugin, through StateChange for an old one (the
+  // switch made at its first Unimplemented answer). req and payload (the
+  // dedicated RPC's) must outlive done.
+  void NotifyOne(PluginConn* p, Event event, const PodContainerRequest* req, const std::string* payload,
+                 std::function<void(Result<std::string>)> done);
+  void PodNext(std::shared_ptr<struct CreateRun> run, size_t i);
+  void CreateStart(std::shared_ptr<struct CreateRun> run);
+  // A plugin the start depends on is closed (why): fails the start for
+  // fail_policy "fail", makes it wait when required; false when neither.
+  bool ClosedDuringStart(const std::shared_ptr<struct CreateRun>& run, const std::string& id, const std::string& name,
+                         const std::string& why);
   void CreateNext(std::shared_ptr<struct CreateRun> run, size_t i);
   void Validate(std::shared_ptr<struct CreateRun> run);
   void NotifyNext(std::shared_ptr<struct NotifyRun> run, size_t i);

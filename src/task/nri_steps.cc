@@ -56,24 +56,14 @@ void TaskManager::NriCreate(StartOp* op, DoneCallback done) {
   if (!NriActive()) return done(OkStatus());
   nri::Adaptation* a = options_.nri;
   std::string missing = a->MissingRequired();
-  std::weak_ptr<bool> alive = alive_;
-  if (!missing.empty()) {
-    Emit(op->config, "waiting", "waiting for required NRI plugin(s): " + missing);
-    const std::string id = op->config.id;
-    uint64_t wait = a->WaitForRequired([this, alive, op, done, id] {
-      if (!alive.lock()) return;
-      nri_waits_.erase(id);
-      NriCreate(op, done);
-    });
-    nri_waits_[id] = {wait, done};
-    return;
-  }
+  if (!missing.empty()) return NriWait(op, std::move(done), missing);
   driver::TaskConfig& c = op->config;
   if (options_.cgroups && options_.cgroups->available()) c.cgroup = options_.cgroups->TaskPath(c.job, c.id);
   op->nri_created_at = WallNanos();
   nri::Container ctr = ContainerOf(c, op->nri_created_at, nri::ContainerState::kUnknown);
   nri::PodSandbox pod = NriPod(c);
   // (A bare task's pod is only its request's context: no pod events.)
+  bool run_pod = false;
   auto known = nri_pods_.find(pod.id);
   if (!c.job.empty() && (known == nri_pods_.end() || !known->second)) {
     // A stopped pod starting again is a new sandbox: the old one goes.
@@ -85,30 +75,58 @@ void TaskManager::NriCreate(StartOp* op, DoneCallback done) {
     for (const auto& [tid, t] : tasks_) {
       running = running || (t->config().job == c.job && !c.job.empty() && !t->starting && !t->record.exited);
     }
-    if (!running && a->Wants(nri::Event::kRunPodSandbox)) a->Notify(nri::Event::kRunPodSandbox, pod, std::nullopt);
+    run_pod = !running;
   }
-  a->CreateContainer(pod, ctr, [this, alive, op, done](Result<nri::CreateOutcome> r) {
+  std::weak_ptr<bool> alive = alive_;
+  a->CreateContainer(
+      pod, ctr,
+      [this, alive, op, done](Result<nri::CreateOutcome> r) {
+        if (!alive.lock()) return;
+        driver::TaskConfig& cfg = op->config;
+        if (!r.ok()) return done(r.error().Wrap("NRI"));
+        std::string report;
+        for (const nri::PluginOutcome& p : r->plugins) {
+          report += (report.empty() ? "" : "; ") + p.plugin + ": " + p.result;
+        }
+        if (!r->wait_for.empty()) {
+          if (r->undo) {
+            // Plugins that got CreateContainer are told it is gone.
+            nri::PodSandbox of = NriPod(cfg);
+            nri::Container gone = ContainerOf(cfg, op->nri_created_at, nri::ContainerState::kStopped);
+            options_.nri->Notify(nri::Event::kStopContainer, of, gone);
+            options_.nri->Notify(nri::Event::kRemoveContainer, of, gone);
+          }
+          return NriWait(op, done, r->wait_for + (report.empty() ? "" : " (" + report + ")"));
+        }
+        op->nri_created = true;
+        if (Task* t = Find(cfg.id)) {
+          t->nri_report = report;
+          t->nri_created_at = op->nri_created_at;
+        }
+        if (!report.empty()) Emit(cfg, "nri", report);
+        if (!r->adjust) return done(OkStatus());
+        driver::Capabilities caps = op->driver->GetCapabilities();
+        Status st = nri::ApplyAdjustment(*r->adjust, r->claims, caps, &cfg);
+        if (!st.ok()) return done(st.error().Wrap("NRI"));
+        if (Task* t = Find(cfg.id)) {
+          t->record.handle.config = cfg;
+          DropDerivedPaths(t);  // kept empty in memory, as Prepare left them
+        }
+        done(OkStatus());
+      },
+      run_pod);
+}
+
+void TaskManager::NriWait(StartOp* op, DoneCallback done, const std::string& why) {
+  Emit(op->config, "waiting", "waiting for required NRI plugin(s): " + why);
+  const std::string id = op->config.id;
+  std::weak_ptr<bool> alive = alive_;
+  uint64_t wait = options_.nri->WaitForRequired([this, alive, op, done, id] {
     if (!alive.lock()) return;
-    driver::TaskConfig& cfg = op->config;
-    if (!r.ok()) return done(r.error().Wrap("NRI"));
-    op->nri_created = true;
-    std::string report;
-    for (const nri::PluginOutcome& p : r->plugins) report += (report.empty() ? "" : "; ") + p.plugin + ": " + p.result;
-    if (Task* t = Find(cfg.id)) {
-      t->nri_report = report;
-      t->nri_created_at = op->nri_created_at;
-    }
-    if (!report.empty()) Emit(cfg, "nri", report);
-    if (!r->adjust) return done(OkStatus());
-    driver::Capabilities caps = op->driver->GetCapabilities();
-    Status st = nri::ApplyAdjustment(*r->adjust, r->claims, caps, &cfg);
-    if (!st.ok()) return done(st.error().Wrap("NRI"));
-    if (Task* t = Find(cfg.id)) {
-      t->record.handle.config = cfg;
-      DropDerivedPaths(t);  // kept empty in memory, as Prepare left them
-    }
-    done(OkStatus());
+    nri_waits_.erase(id);
+    NriCreate(op, done);
   });
+  nri_waits_[id] = {wait, std::move(done)};
 }
 
 bool TaskManager::AbandonNriWait(const std::string& id) {
@@ -281,6 +299,24 @@ void TaskManager::NriState(std::vector<nri::PodSandbox>* pods, std::vector<nri::
       // A plugin now knows this pod: it gets its Stop and Remove later.
       if (!c.job.empty()) nri_pods_.emplace(pod_id, true);
     }
+  }
+  // A pod whose tasks are still on their way (waiting for a required
+  // plugin, say) or have all ended is a pod until its StopPodSandbox: a
+  // plugin connecting now learns it here, not from a RunPodSandbox sent
+  // before it was there.
+  for (const auto& [job, running] : nri_pods_) {
+    if (!running || seen[job]) continue;
+    seen[job] = true;
+    driver::TaskConfig bare;
+    bare.job = job;
+    const driver::TaskConfig* of = &bare;
+    for (const auto& [id, t] : tasks_) {
+      if (t->config().job == job) {
+        of = &t->config();  // the job's network namespace is in its tasks' configs
+        break;
+      }
+    }
+    pods->push_back(NriPod(*of));
   }
 }
 
