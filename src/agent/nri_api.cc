@@ -45,6 +45,7 @@ void HandleListNriPlugins(Agent* agent, std::string_view payload, const wire::Re
     o.nri_version = arena.Str(p.nri_version);
     o.state_change = p.state_change;
     o.connected_unix_nanos = p.connected_unix_nanos;
+    o.restarts = p.restarts;
     o.requests = p.requests;
     o.failures = p.failures;
     o.last_error = arena.Str(p.last_error);

@@ -21,10 +21,12 @@ const char kNriHelp[] =
     "Lists the NRI plugins (containerd's Node Resource Interface) the agent talks\n"
     "to: pre-installed ones it launched from the plugin dir (config\n"
     "nri.plugin_dir) and external ones connected to its socket (nri.socket).\n"
-    "For each: its index and name, source, state (registering, configuring,\n"
-    "synchronizing, ready, closed), the events it subscribed to, its process,\n"
-    "when it connected, requests sent, failures, the last error, and its\n"
-    "request timeout and fail policy. Then the plugin files not launched and\n"
+    "For each plugin (listed once, however often it was launched or connected):\n"
+    "its index and name, source, state (registering, configuring, synchronizing,\n"
+    "ready, closed), the events it subscribed to, its process, when it last\n"
+    "connected, its restarts (connections after the first), requests sent and\n"
+    "failures (over all its connections), the last error, and its request\n"
+    "timeout and fail policy. Then the plugin files not launched and\n"
     "why, and the required plugins (nri.required_plugins) that are not ready:\n"
     "tasks wait for those. See docs/nri.md.\n";
 
@@ -75,6 +77,7 @@ int RunNri(const GlobalOptions& opts, const std::vector<std::string>& args) {
       e["nri_version"] = picojson::value(PbString(p.nri_version));
       e["state_change"] = picojson::value(p.state_change);
       e["connected_unix_nanos"] = picojson::value(p.connected_unix_nanos);
+      e["restarts"] = picojson::value(static_cast<int64_t>(p.restarts));
       e["requests"] = picojson::value(static_cast<int64_t>(p.requests));
       e["failures"] = picojson::value(static_cast<int64_t>(p.failures));
       e["last_error"] = picojson::value(PbString(p.last_error));
@@ -99,10 +102,11 @@ int RunNri(const GlobalOptions& opts, const std::vector<std::string>& args) {
   if (resp->plugins_count == 0) std::printf("no plugins\n");
   for (pb_size_t i = 0; i < resp->plugins_count; ++i) {
     const auto& p = resp->plugins[i];
-    std::printf("%s-%s  %s %s%s  pid %d  since %s  requests %llu  failures %llu  timeout %lldms  fail_policy %s%s\n",
+    std::printf("%s-%s  %s %s%s  pid %d  since %s  restarts %llu  requests %llu  failures %llu  timeout %lldms  "
+                "fail_policy %s%s\n",
                 PbString(p.index).c_str(), PbString(p.name).c_str(), PbString(p.source).c_str(),
                 PbString(p.state).c_str(), p.required ? " (required)" : "", p.pid, Age(p.connected_unix_nanos).c_str(),
-                static_cast<unsigned long long>(p.requests), static_cast<unsigned long long>(p.failures),
+                static_cast<unsigned long long>(p.restarts), static_cast<unsigned long long>(p.requests), static_cast<unsigned long long>(p.failures),
                 static_cast<long long>(p.request_timeout_ms), PbString(p.fail_policy).c_str(),
                 p.state_change ? "  (old plugin: StateChange)" : "");
     std::printf("  events: %s\n", Events(p.events).c_str());

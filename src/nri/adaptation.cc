@@ -239,13 +239,19 @@ void Adaptation::OnRegister(PluginConn* p, const RegisterPluginRequest& req, std
                                         {"nri_version", req.nri_version.empty() ? "unknown" : req.nri_version}});
   reply(OkStatus());
   // Configure goes out after the registration's answer, as from a Go
-  // runtime (the answer leaves when the server's batch is flushed).
+  // runtime (the answer leaves when the server's batch is flushed); the
+  // plugin's closed connection, if any, goes then too (not from inside
+  // the Runtime server's dispatch).
   uint64_t id = p->id;
   std::weak_ptr<bool> alive = alive_;
   loop_->Defer([this, alive, id] {
     if (!alive.lock()) return;
     for (auto& q : plugins_) {
-      if (q->id == id && q->state == PluginState::kConfiguring) Configure(q.get());
+      if (q->id != id || q->state != PluginState::kConfiguring) continue;
+      PluginConn* fresh = q.get();
+      TakeOver(fresh);  // may erase entries: q is not used after it
+      Configure(fresh);
+      return;
     }
   });
 }
@@ -370,24 +376,36 @@ void Adaptation::OnPluginClosed(PluginConn* p, const std::string& why) {
 }
 
 void Adaptation::RemoveClosed() {
-  // Closed connections stay listed (state "closed", with the reason) until
-  // one with the same id registers again; at most a few are kept.
+  // A closed connection stays listed (state "closed", with the reason)
+  // until the plugin connects again (TakeOver); at most a few are kept.
   size_t closed = 0;
-  for (auto it = plugins_.rbegin(); it != plugins_.rend(); ++it) closed += (*it)->closed();
+  for (const auto& q : plugins_) closed += q->closed();
   while (closed > 16) {
     auto it = std::find_if(plugins_.begin(), plugins_.end(), [](const auto& q) { return q->closed(); });
     plugins_.erase(it);
     --closed;
   }
+}
+
+void Adaptation::TakeOver(PluginConn* fresh) {
   for (auto it = plugins_.begin(); it != plugins_.end();) {
-    bool superseded = false;
-    if ((*it)->closed()) {
-      for (const auto& q : plugins_) {
-        superseded = superseded || (!q->closed() && q->Id() == (*it)->Id());
-      }
+    const PluginConn* old = it->get();
+    if (old == fresh || !old->closed() || old->launched != fresh->launched || old->index != fresh->index ||
+        old->name != fresh->name) {
+      ++it;
+      continue;
     }
-    it = superseded ? plugins_.erase(it) : it + 1;
+    fresh->restarts += old->restarts + 1;
+    fresh->requests += old->requests;
+    fresh->failures += old->failures;
+    if (fresh->last_error.empty()) fresh->last_error = old->last_error;
+    it = plugins_.erase(it);
   }
+}
+
+bool Adaptation::IsRequired(const std::string& name) const {
+  return std::find(config_.required_plugins.begin(), config_.required_plugins.end(), name) !=
+         config_.required_plugins.end();
 }
 
 std::vector<PluginConn*> Adaptation::Ordered(Event e) const {
@@ -484,8 +502,7 @@ std::vector<PluginInfo> Adaptation::List() const {
   std::vector<PluginInfo> out;
   for (const auto& p : plugins_) {
     PluginInfo i = p->Info();
-    i.required = std::find(config_.required_plugins.begin(), config_.required_plugins.end(), p->name) !=
-                 config_.required_plugins.end();
+    i.required = IsRequired(p->name);
     out.push_back(std::move(i));
   }
   return out;

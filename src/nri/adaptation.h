@@ -84,7 +84,10 @@ struct PluginInfo {
   pid_t pid = 0;  // launched: the process; external: the peer's (SO_PEERCRED)
   std::string nri_version;
   bool state_change = false;  // an old plugin: notifications through StateChange
-  int64_t connected_unix_nanos = 0;
+  int64_t connected_unix_nanos = 0;  // of its current (or last) connection
+  // Connections after its first: launches again, reconnects. requests and
+  // failures count over all of them.
+  uint64_t restarts = 0;
   uint64_t requests = 0;
   uint64_t failures = 0;
   std::string last_error;
@@ -99,11 +102,19 @@ struct PluginOutcome {
   std::string result;  // "adjusted env FOO, MemLimit", "no change", "skipped: closed: timed out after 2s"
 };
 
-// A CreateContainer's outcome: what to apply to the task.
+// A CreateContainer's outcome: what to apply to the task, or that its
+// start must wait for required plugins.
 struct CreateOutcome {
   std::optional<ContainerAdjustment> adjust;  // merged; none when no plugin adjusted
   std::vector<Claim> claims;                  // who set what
   std::vector<PluginOutcome> plugins;         // one line per consulted plugin
+  // Not "": a required plugin is not ready (it closed during this start's
+  // events, or before they ran); nothing is to be applied and the start
+  // waits for these (MissingRequired()) before it asks again.
+  std::string wait_for;
+  // With wait_for: CreateContainer reached some plugins, which are to be
+  // told the container is gone (StopContainer, RemoveContainer).
+  bool undo = false;
 };
 
 // What the adaptation needs from the rest of the agent.
@@ -139,7 +150,13 @@ class Adaptation {
 
   // ---- events; each queued and run one at a time, in call order ----
   using CreateDone = std::function<void(Result<CreateOutcome>)>;
-  void CreateContainer(const PodSandbox& pod, const Container& ctr, CreateDone done);
+  // A start's events: RunPodSandbox first when run_pod (the pod's first
+  // start), then CreateContainer, merged and validated. The fail policies
+  // and the required plugins apply to both: a plugin with fail_policy
+  // "fail" that is closed or times out fails the start; a required one
+  // that is not ready when CreateContainer is due, or closes during it,
+  // makes the outcome wait_for it.
+  void CreateContainer(const PodSandbox& pod, const Container& ctr, CreateDone done, bool run_pod = false);
   // UpdateContainer: done gets the resources to apply to the container
   // (requested, changed by plugins); updates of other containers and
   // evictions are applied through Host. PostUpdateContainer follows.
@@ -185,6 +202,11 @@ class Adaptation {
   // adaptation.cc: plugins, registration, synchronization
   void OnAcceptable();
   PluginConn* FindByConnection(uint64_t conn_id) const;
+  // fresh has its name and index: a closed connection of the same plugin
+  // (same name, index and source) is dropped, its counters carried over
+  // (one entry per plugin).
+  void TakeOver(PluginConn* fresh);
+  bool IsRequired(const std::string& name) const;
   void OnRegister(PluginConn* p, const RegisterPluginRequest& req, std::function<void(Status)> reply);
   void Configure(PluginConn* p);
   void Synchronize(PluginConn* p, std::function<void()> finished);
@@ -204,6 +226,17 @@ class Adaptation {
   using Job = std::function<void(std::function<void()> finished)>;
   void Enqueue(Job job);
   void RunNext();
+  // A notification to one plugin, through StateChange for an old one (the
+  // switch made at its first Unimplemented answer). req and payload (the
+  // dedicated RPC's) must outlive done.
+  void NotifyOne(PluginConn* p, Event event, const PodContainerRequest* req, const std::string* payload,
+                 std::function<void(Result<std::string>)> done);
+  void PodNext(std::shared_ptr<struct CreateRun> run, size_t i);
+  void CreateStart(std::shared_ptr<struct CreateRun> run);
+  // A plugin the start depends on is closed (why): fails the start for
+  // fail_policy "fail", makes it wait when required; false when neither.
+  bool ClosedDuringStart(const std::shared_ptr<struct CreateRun>& run, const std::string& id, const std::string& name,
+                         const std::string& why);
   void CreateNext(std::shared_ptr<struct CreateRun> run, size_t i);
   void Validate(std::shared_ptr<struct CreateRun> run);
   void NotifyNext(std::shared_ptr<struct NotifyRun> run, size_t i);

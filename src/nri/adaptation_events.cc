@@ -48,6 +48,12 @@ std::string DescribeClaims(const std::vector<Claim>& claims, size_t from, const 
 
 struct CreateRun {
   CreateResult result;
+  // RunPodSandbox, for the pod's first start: its subscribers (plugin
+  // number, id), request and the first fail-policy failure among them.
+  std::vector<std::pair<uint64_t, std::string>> pod_order;
+  PodContainerRequest pod_req;
+  std::string pod_payload;
+  std::string pod_failure;
   std::vector<std::pair<uint64_t, std::string>> order;  // plugin number, id
   std::vector<PluginInstance> consulted;
   std::vector<std::pair<std::string, ContainerEviction>> evictions;  // plugin, eviction
@@ -94,46 +100,142 @@ void Adaptation::RunNext() {
   });
 }
 
-// ---- CreateContainer --------------------------------------------------------
-
-void Adaptation::CreateContainer(const PodSandbox& pod, const Container& ctr, CreateDone done) {
-  auto run = std::make_shared<CreateRun>(pod, ctr);
-  run->done = std::move(done);
-  std::weak_ptr<bool> alive = alive_;
-  Enqueue([this, alive, run](std::function<void()> finished) {
-    if (!alive.lock()) return;
-    run->finished = std::move(finished);
-    for (PluginConn* p : Ordered(Event::kCreateContainer)) run->order.emplace_back(p->id, p->Id());
-    CreateNext(run, 0);
-  });
-}
-
 namespace {
+
 PluginConn* FindPlugin(const std::vector<std::unique_ptr<PluginConn>>& plugins, uint64_t id) {
   for (const auto& p : plugins) {
     if (p->id == id) return p.get();
   }
   return nullptr;
 }
+
+// "logger" of "10-logger".
+std::string NameOf(const std::string& id) { return id.size() > 3 ? id.substr(3) : id; }
+
 }  // namespace
+
+void Adaptation::NotifyOne(PluginConn* p, Event event, const PodContainerRequest* req, const std::string* payload,
+                           std::function<void(Result<std::string>)> done) {
+  if (p->state_change && HasStateChangeForm(event)) {
+    StateChangeEvent ev;
+    ev.event = event;
+    ev.pod = req->pod;
+    ev.container = req->container;
+    return p->Call("StateChange", nriproto::Encode(ev), std::move(done));
+  }
+  const bool probe = HasStateChangeForm(event);
+  std::weak_ptr<bool> alive = alive_;
+  p->Call(
+      EventMethod(event), *payload,
+      [this, alive, p, event, req, payload, probe, done = std::move(done)](Result<std::string> r) mutable {
+        if (!alive.lock()) return;
+        if (probe && !r.ok() && !p->closed() && r.error().code() == Code::kUnimplemented) {
+          // An old plugin (before v0.12): it has only StateChange for this.
+          log::Info("nri: plugin has no dedicated event RPCs; using StateChange",
+                    {{"plugin", p->Id()}, {"event", EventMethod(event)}});
+          p->state_change = true;
+          return NotifyOne(p, event, req, payload, std::move(done));
+        }
+        done(std::move(r));
+      },
+      probe);
+}
+
+// ---- a start: RunPodSandbox, CreateContainer -------------------------------
+
+void Adaptation::CreateContainer(const PodSandbox& pod, const Container& ctr, CreateDone done, bool run_pod) {
+  auto run = std::make_shared<CreateRun>(pod, ctr);
+  run->done = std::move(done);
+  std::weak_ptr<bool> alive = alive_;
+  Enqueue([this, alive, run, run_pod](std::function<void()> finished) {
+    if (!alive.lock()) return;
+    run->finished = std::move(finished);
+    if (run_pod) {
+      for (PluginConn* p : Ordered(Event::kRunPodSandbox)) run->pod_order.emplace_back(p->id, p->Id());
+    }
+    if (run->pod_order.empty()) return CreateStart(run);
+    run->pod_req.pod = run->result.pod();
+    run->pod_payload = nriproto::Encode(run->pod_req);
+    PodNext(run, 0);
+  });
+}
+
+// Every subscriber gets the pod's RunPodSandbox, whatever happens to the
+// others: the pod exists for all of them once it was sent.
+void Adaptation::PodNext(std::shared_ptr<CreateRun> run, size_t i) {
+  auto closed = [this](CreateRun* r, const std::string& id, const std::string& why) {
+    r->outcome.plugins.push_back({id, "skipped: " + why});
+    if (PolicyOf(NameOf(id)) == FailPolicy::kFail && r->pod_failure.empty()) {
+      r->pod_failure = Format("NRI plugin %s (fail_policy \"fail\"): %s", id.c_str(), why.c_str());
+    }
+  };
+  PluginConn* p = nullptr;
+  for (; i < run->pod_order.size(); ++i) {
+    p = FindPlugin(plugins_, run->pod_order[i].first);
+    if (p && !p->closed()) break;
+    closed(run.get(), run->pod_order[i].second, "closed: " + (p ? p->close_reason : std::string("gone")));
+  }
+  if (i == run->pod_order.size()) {
+    if (run->pod_failure.empty()) return CreateStart(run);
+    run->done(Error(Code::kUnavailable, run->pod_failure));
+    return run->finished();
+  }
+  std::weak_ptr<bool> alive = alive_;
+  const std::string id = run->pod_order[i].second;
+  NotifyOne(p, Event::kRunPodSandbox, &run->pod_req, &run->pod_payload,
+            [this, alive, run, i, p, id, closed](Result<std::string> r) {
+              if (!alive.lock()) return;
+              if (p->closed()) {
+                closed(run.get(), id, "closed: " + p->close_reason);
+              } else if (!r.ok()) {
+                log::Warn("nri: plugin failed an event",
+                          {{"plugin", id}, {"event", "RunPodSandbox"}, {"error", r.error().message()}});
+              }
+              PodNext(run, i + 1);
+            });
+}
+
+void Adaptation::CreateStart(std::shared_ptr<CreateRun> run) {
+  std::string missing = MissingRequired();
+  if (!missing.empty()) {
+    run->outcome.wait_for = std::move(missing);
+    run->done(std::move(run->outcome));
+    return run->finished();
+  }
+  for (PluginConn* p : Ordered(Event::kCreateContainer)) run->order.emplace_back(p->id, p->Id());
+  CreateNext(run, 0);
+}
+
+bool Adaptation::ClosedDuringStart(const std::shared_ptr<CreateRun>& run, const std::string& id,
+                                   const std::string& name, const std::string& why) {
+  run->outcome.plugins.push_back({id, "skipped: " + why});
+  if (PolicyOf(name) == FailPolicy::kFail) {
+    run->done(Error(Code::kUnavailable, Format("NRI plugin %s (fail_policy \"fail\"): %s", id.c_str(), why.c_str())));
+    run->finished();
+    return true;
+  }
+  if (!IsRequired(name)) return false;
+  // Another connection of the same name may be ready: the start then asks
+  // again at once.
+  std::string missing = MissingRequired();
+  run->outcome.wait_for = missing.empty() ? name : missing;
+  run->outcome.undo = !run->consulted.empty();
+  run->done(std::move(run->outcome));
+  run->finished();
+  return true;
+}
 
 void Adaptation::CreateNext(std::shared_ptr<CreateRun> run, size_t i) {
   auto fail = [run](Error e) {
     run->done(std::move(e));
     run->finished();
   };
-  // Fail-policy "fail": a plugin that is required for this event is gone.
+  // A plugin closed since the order was taken (by another's event).
   for (; i < run->order.size(); ++i) {
     PluginConn* p = FindPlugin(plugins_, run->order[i].first);
     if (p && !p->closed()) break;
     const std::string& id = run->order[i].second;
-    std::string why = p ? p->close_reason : "gone";
-    run->outcome.plugins.push_back({id, "skipped: closed: " + why});
-    std::string name = id.size() > 3 ? id.substr(3) : id;
-    if (PolicyOf(name) == FailPolicy::kFail) {
-      return fail(Error(Code::kUnavailable, Format("NRI plugin %s (fail_policy \"fail\") is closed: %s", id.c_str(),
-                                                   why.c_str())));
-    }
+    if (ClosedDuringStart(run, id, NameOf(id), "closed: " + (p ? p->close_reason : std::string("gone")))) return;
   }
   if (i == run->order.size()) return Validate(run);
   PluginConn* p = FindPlugin(plugins_, run->order[i].first);
@@ -148,16 +250,11 @@ void Adaptation::CreateNext(std::shared_ptr<CreateRun> run, size_t i) {
   p->Call("CreateContainer", nriproto::Encode(req),
           [this, alive, run, i, id, name, p, claims_before, fail](Result<std::string> r) {
             if (!alive.lock()) return;
-            auto skipped = [&](const std::string& why) {
-              run->outcome.plugins.push_back({id, "skipped: " + why});
-              if (PolicyOf(name) == FailPolicy::kFail) {
-                return fail(Error(Code::kUnavailable,
-                                  Format("NRI plugin %s (fail_policy \"fail\"): %s", id.c_str(), why.c_str())));
-              }
-              CreateNext(run, i + 1);
-            };
             if (!r.ok()) {
-              if (p->closed()) return skipped("closed: " + p->close_reason);
+              if (p->closed()) {
+                if (!ClosedDuringStart(run, id, name, "closed: " + p->close_reason)) CreateNext(run, i + 1);
+                return;
+              }
               // An error the plugin returned: the creation fails (upstream).
               return fail(r.error().Wrap(Format("NRI plugin %s failed CreateContainer", id.c_str())));
             }
@@ -165,7 +262,10 @@ void Adaptation::CreateNext(std::shared_ptr<CreateRun> run, size_t i) {
             Status st = nriproto::Decode(*r, &resp);
             if (!st.ok()) {
               p->Close("protocol error: " + st.error().message());
-              return skipped("closed: protocol error: " + st.error().message());
+              if (!ClosedDuringStart(run, id, name, "closed: protocol error: " + st.error().message())) {
+                CreateNext(run, i + 1);
+              }
+              return;
             }
             st = run->result.Apply(id, resp);
             if (!st.ok()) return fail(st.error());
@@ -265,29 +365,10 @@ void Adaptation::NotifyNext(std::shared_ptr<NotifyRun> run, size_t i) {
     if (run->done) run->done();
     return run->finished();
   }
-  const char* method = EventMethod(run->event);
-  std::string payload = run->payload;
-  const bool via_state_change = p->state_change && HasStateChangeForm(run->event);
-  if (via_state_change) {
-    StateChangeEvent ev;
-    ev.event = run->event;
-    ev.pod = run->req.pod;
-    ev.container = run->req.container;
-    method = "StateChange";
-    payload = nriproto::Encode(ev);
-  }
   std::weak_ptr<bool> alive = alive_;
   std::string id = p->Id();
-  p->Call(method, payload, [this, alive, run, i, p, id, via_state_change](Result<std::string> r) {
+  NotifyOne(p, run->event, &run->req, &run->payload, [this, alive, run, i, p, id](Result<std::string> r) {
     if (!alive.lock()) return;
-    if (!r.ok() && !p->closed() && r.error().code() == Code::kUnimplemented && !via_state_change &&
-        HasStateChangeForm(run->event)) {
-      // An old plugin (before v0.12): it has only StateChange for this.
-      log::Info("nri: plugin has no dedicated event RPCs; using StateChange",
-                {{"plugin", id}, {"event", EventMethod(run->event)}});
-      p->state_change = true;
-      return NotifyNext(run, i);
-    }
     if (!r.ok()) {
       log::Warn("nri: plugin failed an event",
                 {{"plugin", id}, {"event", EventMethod(run->event)}, {"error", r.error().message()}});

@@ -206,6 +206,7 @@ void Launcher::Launch(Proc* p) {
         }
       });
   owner_->plugins_.push_back(std::move(*conn));
+  owner_->TakeOver(raw);  // its previous launch's entry, with the counters
 }
 
 void Launcher::OnStderr(Proc* p) {

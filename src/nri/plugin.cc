@@ -87,8 +87,8 @@ void PluginConn::Close(const std::string& why) {
   owner_->OnPluginClosed(this, why);
 }
 
-void PluginConn::Call(const char* method, const std::string& payload,
-                      std::function<void(Result<std::string>)> done) {
+void PluginConn::Call(const char* method, const std::string& payload, std::function<void(Result<std::string>)> done,
+                      bool probe) {
   if (closed()) {
     done(Error(Code::kUnavailable, "plugin " + Id() + " is closed: " + close_reason));
     return;
@@ -98,9 +98,9 @@ void PluginConn::Call(const char* method, const std::string& payload,
   std::weak_ptr<bool> alive = alive_;
   std::string m = method;
   client_->Call(kPluginService, method, payload, timeout_ms * 1000000,
-                [this, alive, m, timeout_ms, done = std::move(done)](Result<std::string> r) {
+                [this, alive, m, timeout_ms, probe, done = std::move(done)](Result<std::string> r) {
                   if (!alive.lock()) return done(Error(Code::kUnavailable, "plugin is gone"));
-                  if (!r.ok()) {
+                  if (!r.ok() && !(probe && r.error().code() == Code::kUnimplemented)) {
                     ++failures;
                     last_error = m + ": " + r.error().message();
                     if (r.error().code() == Code::kDeadlineExceeded) {
@@ -127,6 +127,7 @@ PluginInfo PluginConn::Info() const {
   i.nri_version = nri_version;
   i.state_change = state_change;
   i.connected_unix_nanos = connected_unix_nanos;
+  i.restarts = restarts;
   i.requests = requests;
   i.failures = failures;
   i.last_error = last_error;

@@ -41,8 +41,11 @@ class PluginConn {
 
   // One call of the Plugin service with the plugin's timeout. done gets the
   // reply payload or the error; fatal errors (closed, timed out) close the
-  // plugin before done runs, with closed() then true.
-  void Call(const char* method, const std::string& payload, std::function<void(Result<std::string>)> done);
+  // plugin before done runs, with closed() then true. probe: a dedicated
+  // event RPC tried on a plugin that may predate it, whose Unimplemented
+  // answer says so (the caller falls back to StateChange) and is no failure.
+  void Call(const char* method, const std::string& payload, std::function<void(Result<std::string>)> done,
+            bool probe = false);
   void Close(const std::string& why);
 
   // "10-logger" (once registered; "?" before).
@@ -63,6 +66,9 @@ class PluginConn {
   bool state_change = false;
   pid_t peer_pid = 0;
   int64_t connected_unix_nanos = 0;
+  // Over all the plugin's connections: the adaptation lists a plugin once
+  // (index and name), its closed connection taken over by the next one.
+  uint64_t restarts = 0;
   uint64_t requests = 0;
   uint64_t failures = 0;
   std::string last_error;

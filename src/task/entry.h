@@ -29,9 +29,11 @@ struct TaskManager::Task {
   std::unique_ptr<logs::LogPipe> err;
   bool fifos_held = false;  // the keeper holds this task's FIFOs (HoldFifos)
   // NRI: StopContainer sent (once per instance); what plugins did at its
-  // CreateContainer (for inspect).
+  // CreateContainer (for inspect), and when that was (every later event's
+  // created_at).
   bool nri_stopped = false;
   std::string nri_report;
+  int64_t nri_created_at = 0;
   // CPU percent from the cgroup's usage deltas.
   uint64_t last_cg_usage_ns = 0;
   int64_t last_cg_sample_mono = 0;
@@ -53,6 +55,7 @@ struct TaskManager::StartOp {
   driver::Driver* driver = nullptr;
   bool bundle_written = false;  // poststop hooks run even when the start fails after it
   bool nri_created = false;     // NRI CreateContainer succeeded (undone by Stop + Remove)
+  int64_t nri_created_at = 0;   // its created_at
 };
 
 }  // namespace outpost::task

@@ -111,8 +111,12 @@ void TaskManager::WriteBundle(StartOp* op, DoneCallback done) {
     // No hook applies: no bundle (nothing would read it, and each would be
     // a file on the runtime dir's tmpfs), and nothing kept for hooks. One
     // left by an earlier instance would hand its hooks to a later poststop.
-    c.oci = nullptr;
-    if (t) t->record.handle.config.oci = nullptr;
+    // With NRI on, the annotations stay (with no hook in them): every NRI
+    // event describes the task as its CreateContainer left it.
+    if (!options_.nri || c.Annotations().empty()) {
+      c.oci = nullptr;
+      if (t) t->record.handle.config.oci = nullptr;
+    }
     if (::access(BundlePath(c.id).c_str(), F_OK) == 0) (void)sys::RemoveTree(BundlePath(c.id));
     return done(OkStatus());
   }

@@ -207,8 +207,9 @@ class TaskManager {
 
   size_t task_count() const { return tasks_.size(); }
 
-  // NRI (task/nri_steps.cc): every running task as a container and its
-  // job as a pod, for a plugin's Synchronize; a plugin's update of a
+  // NRI (task/nri_steps.cc): every running task as a container and every
+  // pod sandbox (a job whose RunPodSandbox was sent and not yet followed
+  // by StopPodSandbox), for a plugin's Synchronize; a plugin's update of a
   // running task's limits (applied over its current ones).
   void NriState(std::vector<nri::PodSandbox>* pods, std::vector<nri::Container>* containers) const;
   Status ApplyNriUpdate(const std::string& id, const nri::Resources& update);
@@ -299,6 +300,9 @@ class TaskManager {
   bool NriActive() const;
   nri::PodSandbox NriPod(const driver::TaskConfig& c) const;
   void NriCreate(StartOp* op, DoneCallback done);
+  // The start waits for required plugins (why: which, and what happened),
+  // then NriCreate again.
+  void NriWait(StartOp* op, DoneCallback done, const std::string& why);
   void UndoNriCreate(StartOp* op);
   void NriStarted(StartOp* op, DoneCallback done);
   void NriPostStart(StartOp* op, DoneCallback done);

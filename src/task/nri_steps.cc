@@ -34,28 +34,36 @@ nri::PodSandbox TaskManager::NriPod(const driver::TaskConfig& c) const {
 
 bool TaskManager::NriActive() const { return options_.nri && options_.nri->active(); }
 
+namespace {
+
+// A task as NRI container in state s, as CreateContainer left it: its
+// config holds the adjustments (annotations included), created_at is when
+// CreateContainer was sent (a task recovered after an agent restart: its
+// start).
+nri::Container ContainerOf(const driver::TaskConfig& c, int64_t created_at, nri::ContainerState s) {
+  nri::Container ctr = nri::ToContainer(c, s);
+  ctr.created_at = created_at;
+  return ctr;
+}
+
+int64_t CreatedAt(const TaskRecord& r, int64_t nri_created_at) {
+  return nri_created_at ? nri_created_at : r.handle.started_at_unix_nanos;
+}
+
+}  // namespace
+
 void TaskManager::NriCreate(StartOp* op, DoneCallback done) {
   if (!NriActive()) return done(OkStatus());
   nri::Adaptation* a = options_.nri;
   std::string missing = a->MissingRequired();
-  std::weak_ptr<bool> alive = alive_;
-  if (!missing.empty()) {
-    Emit(op->config, "waiting", "waiting for required NRI plugin(s): " + missing);
-    const std::string id = op->config.id;
-    uint64_t wait = a->WaitForRequired([this, alive, op, done, id] {
-      if (!alive.lock()) return;
-      nri_waits_.erase(id);
-      NriCreate(op, done);
-    });
-    nri_waits_[id] = {wait, done};
-    return;
-  }
+  if (!missing.empty()) return NriWait(op, std::move(done), missing);
   driver::TaskConfig& c = op->config;
   if (options_.cgroups && options_.cgroups->available()) c.cgroup = options_.cgroups->TaskPath(c.job, c.id);
-  nri::Container ctr = nri::ToContainer(c, nri::ContainerState::kUnknown);
-  ctr.created_at = WallNanos();
+  op->nri_created_at = WallNanos();
+  nri::Container ctr = ContainerOf(c, op->nri_created_at, nri::ContainerState::kUnknown);
   nri::PodSandbox pod = NriPod(c);
   // (A bare task's pod is only its request's context: no pod events.)
+  bool run_pod = false;
   auto known = nri_pods_.find(pod.id);
   if (!c.job.empty() && (known == nri_pods_.end() || !known->second)) {
     // A stopped pod starting again is a new sandbox: the old one goes.
@@ -67,27 +75,58 @@ void TaskManager::NriCreate(StartOp* op, DoneCallback done) {
     for (const auto& [tid, t] : tasks_) {
       running = running || (t->config().job == c.job && !c.job.empty() && !t->starting && !t->record.exited);
     }
-    if (!running && a->Wants(nri::Event::kRunPodSandbox)) a->Notify(nri::Event::kRunPodSandbox, pod, std::nullopt);
+    run_pod = !running;
   }
-  a->CreateContainer(pod, ctr, [this, alive, op, done](Result<nri::CreateOutcome> r) {
+  std::weak_ptr<bool> alive = alive_;
+  a->CreateContainer(
+      pod, ctr,
+      [this, alive, op, done](Result<nri::CreateOutcome> r) {
+        if (!alive.lock()) return;
+        driver::TaskConfig& cfg = op->config;
+        if (!r.ok()) return done(r.error().Wrap("NRI"));
+        std::string report;
+        for (const nri::PluginOutcome& p : r->plugins) {
+          report += (report.empty() ? "" : "; ") + p.plugin + ": " + p.result;
+        }
+        if (!r->wait_for.empty()) {
+          if (r->undo) {
+            // Plugins that got CreateContainer are told it is gone.
+            nri::PodSandbox of = NriPod(cfg);
+            nri::Container gone = ContainerOf(cfg, op->nri_created_at, nri::ContainerState::kStopped);
+            options_.nri->Notify(nri::Event::kStopContainer, of, gone);
+            options_.nri->Notify(nri::Event::kRemoveContainer, of, gone);
+          }
+          return NriWait(op, done, r->wait_for + (report.empty() ? "" : " (" + report + ")"));
+        }
+        op->nri_created = true;
+        if (Task* t = Find(cfg.id)) {
+          t->nri_report = report;
+          t->nri_created_at = op->nri_created_at;
+        }
+        if (!report.empty()) Emit(cfg, "nri", report);
+        if (!r->adjust) return done(OkStatus());
+        driver::Capabilities caps = op->driver->GetCapabilities();
+        Status st = nri::ApplyAdjustment(*r->adjust, r->claims, caps, &cfg);
+        if (!st.ok()) return done(st.error().Wrap("NRI"));
+        if (Task* t = Find(cfg.id)) {
+          t->record.handle.config = cfg;
+          DropDerivedPaths(t);  // kept empty in memory, as Prepare left them
+        }
+        done(OkStatus());
+      },
+      run_pod);
+}
+
+void TaskManager::NriWait(StartOp* op, DoneCallback done, const std::string& why) {
+  Emit(op->config, "waiting", "waiting for required NRI plugin(s): " + why);
+  const std::string id = op->config.id;
+  std::weak_ptr<bool> alive = alive_;
+  uint64_t wait = options_.nri->WaitForRequired([this, alive, op, done, id] {
     if (!alive.lock()) return;
-    driver::TaskConfig& cfg = op->config;
-    if (!r.ok()) return done(r.error().Wrap("NRI"));
-    op->nri_created = true;
-    std::string report;
-    for (const nri::PluginOutcome& p : r->plugins) report += (report.empty() ? "" : "; ") + p.plugin + ": " + p.result;
-    if (Task* t = Find(cfg.id)) t->nri_report = report;
-    if (!report.empty()) Emit(cfg, "nri", report);
-    if (!r->adjust) return done(OkStatus());
-    driver::Capabilities caps = op->driver->GetCapabilities();
-    Status st = nri::ApplyAdjustment(*r->adjust, r->claims, caps, &cfg);
-    if (!st.ok()) return done(st.error().Wrap("NRI"));
-    if (Task* t = Find(cfg.id)) {
-      t->record.handle.config = cfg;
-      DropDerivedPaths(t);  // kept empty in memory, as Prepare left them
-    }
-    done(OkStatus());
+    nri_waits_.erase(id);
+    NriCreate(op, done);
   });
+  nri_waits_[id] = {wait, std::move(done)};
 }
 
 bool TaskManager::AbandonNriWait(const std::string& id) {
@@ -104,7 +143,7 @@ void TaskManager::UndoNriCreate(StartOp* op) {
   if (!op->nri_created || !options_.nri) return;
   // As containerd undoes a failed creation: stopped, then removed.
   nri::PodSandbox pod = NriPod(op->config);
-  nri::Container ctr = nri::ToContainer(op->config, nri::ContainerState::kStopped);
+  nri::Container ctr = ContainerOf(op->config, op->nri_created_at, nri::ContainerState::kStopped);
   options_.nri->Notify(nri::Event::kStopContainer, pod, ctr);
   options_.nri->Notify(nri::Event::kRemoveContainer, pod, ctr);
   if (Task* t = Find(op->config.id)) t->nri_stopped = true;
@@ -114,7 +153,7 @@ void TaskManager::NriStarted(StartOp* op, DoneCallback done) {
   nri::Adaptation* a = options_.nri;
   if (op->nri_created && (a->Wants(nri::Event::kPostCreateContainer) || a->Wants(nri::Event::kStartContainer))) {
     nri::PodSandbox pod = NriPod(op->config);
-    nri::Container ctr = nri::ToContainer(op->config, nri::ContainerState::kCreated);
+    nri::Container ctr = ContainerOf(op->config, op->nri_created_at, nri::ContainerState::kCreated);
     ctr.pid = static_cast<uint32_t>(op->handle.pid);
     a->Notify(nri::Event::kPostCreateContainer, pod, ctr);
     ctr.state = nri::ContainerState::kRunning;
@@ -126,8 +165,9 @@ void TaskManager::NriStarted(StartOp* op, DoneCallback done) {
 
 void TaskManager::NriPostStart(StartOp* op, DoneCallback done) {
   if (op->nri_created && options_.nri->Wants(nri::Event::kPostStartContainer)) {
-    nri::Container ctr = nri::ToContainer(op->config, nri::ContainerState::kRunning);
+    nri::Container ctr = ContainerOf(op->config, op->nri_created_at, nri::ContainerState::kRunning);
     ctr.pid = static_cast<uint32_t>(op->handle.pid);
+    ctr.started_at = op->handle.started_at_unix_nanos ? op->handle.started_at_unix_nanos : WallNanos();
     options_.nri->Notify(nri::Event::kPostStartContainer, NriPod(op->config), ctr);
   }
   done(OkStatus());
@@ -137,7 +177,8 @@ void TaskManager::NriStopped(Task* t) {
   if (!options_.nri || t->nri_stopped) return;
   t->nri_stopped = true;
   if (!options_.nri->active()) return;
-  nri::Container ctr = nri::ToContainer(t->config(), nri::ContainerState::kStopped);
+  nri::Container ctr =
+      ContainerOf(t->config(), CreatedAt(t->record, t->nri_created_at), nri::ContainerState::kStopped);
   ctr.pid = static_cast<uint32_t>(t->record.handle.pid);
   ctr.started_at = t->record.handle.started_at_unix_nanos;
   ctr.finished_at = t->record.completed_at_unix_nanos;
@@ -150,7 +191,10 @@ void TaskManager::NriStopped(Task* t) {
 void TaskManager::NriRemoved(Task* t) {
   if (!options_.nri || !options_.nri->active() || t->starting) return;
   NriStopped(t);  // a removal implies a stop (upstream's guard)
-  nri::Container ctr = nri::ToContainer(t->config(), nri::ContainerState::kStopped);
+  nri::Container ctr =
+      ContainerOf(t->config(), CreatedAt(t->record, t->nri_created_at), nri::ContainerState::kStopped);
+  ctr.started_at = t->record.handle.started_at_unix_nanos;
+  ctr.finished_at = t->record.completed_at_unix_nanos;
   ctr.exit_code = t->record.exit.exit_code;
   nri::PodSandbox pod = NriPod(t->config());
   options_.nri->Notify(nri::Event::kRemoveContainer, pod, ctr);
@@ -167,8 +211,10 @@ void TaskManager::NriRemoved(Task* t) {
 void TaskManager::NriUpdated(const std::string& id, const cgroup::Resources& requested) {
   Task* t = Find(id);
   if (!t || !NriActive() || t->starting || t->record.exited) return;
-  nri::Container ctr = nri::ToContainer(t->config(), nri::ContainerState::kRunning);
+  nri::Container ctr =
+      ContainerOf(t->config(), CreatedAt(t->record, t->nri_created_at), nri::ContainerState::kRunning);
   ctr.pid = static_cast<uint32_t>(t->record.handle.pid);
+  ctr.started_at = t->record.handle.started_at_unix_nanos;
   nri::PodSandbox pod = NriPod(t->config());
   std::weak_ptr<bool> alive = alive_;
   nri::Resources want = nri::ToNri(requested);
@@ -191,8 +237,10 @@ void TaskManager::NriUpdated(const std::string& id, const cgroup::Resources& req
         now->record.handle.config.resources = merged;
       }
     }
-    nri::Container updated = nri::ToContainer(now->config(), nri::ContainerState::kRunning);
+    nri::Container updated =
+        ContainerOf(now->config(), CreatedAt(now->record, now->nri_created_at), nri::ContainerState::kRunning);
     updated.pid = static_cast<uint32_t>(now->record.handle.pid);
+    updated.started_at = now->record.handle.started_at_unix_nanos;
     options_.nri->Notify(nri::Event::kPostUpdateContainer, pod, updated);
   });
 }
@@ -240,7 +288,7 @@ void TaskManager::NriState(std::vector<nri::PodSandbox>* pods, std::vector<nri::
   for (const auto& [id, t] : tasks_) {
     if (t->starting || t->record.exited) continue;
     const driver::TaskConfig& c = t->config();
-    nri::Container ctr = nri::ToContainer(c, nri::ContainerState::kRunning);
+    nri::Container ctr = ContainerOf(c, CreatedAt(t->record, t->nri_created_at), nri::ContainerState::kRunning);
     ctr.pid = static_cast<uint32_t>(t->record.handle.pid);
     ctr.started_at = t->record.handle.started_at_unix_nanos;
     containers->push_back(std::move(ctr));
@@ -251,6 +299,24 @@ void TaskManager::NriState(std::vector<nri::PodSandbox>* pods, std::vector<nri::
       // A plugin now knows this pod: it gets its Stop and Remove later.
       if (!c.job.empty()) nri_pods_.emplace(pod_id, true);
     }
+  }
+  // A pod whose tasks are still on their way (waiting for a required
+  // plugin, say) or have all ended is a pod until its StopPodSandbox: a
+  // plugin connecting now learns it here, not from a RunPodSandbox sent
+  // before it was there.
+  for (const auto& [job, running] : nri_pods_) {
+    if (!running || seen[job]) continue;
+    seen[job] = true;
+    driver::TaskConfig bare;
+    bare.job = job;
+    const driver::TaskConfig* of = &bare;
+    for (const auto& [id, t] : tasks_) {
+      if (t->config().job == job) {
+        of = &t->config();  // the job's network namespace is in its tasks' configs
+        break;
+      }
+    }
+    pods->push_back(NriPod(*of));
   }
 }
 

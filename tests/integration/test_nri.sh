@@ -216,6 +216,10 @@ test_nri_old_plugin_gets_notifications_through_state_change() {
   expect_exit 0 op run -f "$T/oj.json"
   wait_for 10 nr_logged old "^PostStartContainer" || fail "no PostStartContainer through StateChange: $(nr_events old)"
   expect_eq "$(nr_field old state_change)" True "listed as an old plugin"
+  # Its Unimplemented answer to the dedicated RPC is how it says it is old,
+  # not a failure.
+  expect_eq "$(nr_field old failures)" 0 "failures"
+  expect_eq "$(nr_field old last_error)" "" "last error"
 }
 
 test_nri_garbage_answer_closes_the_plugin_and_the_task_starts() {
@@ -255,4 +259,119 @@ test_nri_job_waiting_for_a_required_plugin_can_be_removed() {
   local n
   n="$(grep -c "task started task=wj" "$T/agent.log")"
   expect_eq "$n" 0 "the removed job's task never started"
+}
+
+# nr_count NAME: how many entries `outpost nri` lists for plugin NAME.
+nr_count() {
+  op --json nri | python3 -c 'import json,sys
+print(sum(1 for p in json.load(sys.stdin)["plugins"] if p["name"] == sys.argv[1]))' "$1"
+}
+nr_restarts_at_least() { [ "$(nr_field "$1" restarts)" -ge "$2" ] 2>/dev/null; }
+nr_closed() { [ "$(nr_field "$1" state)" = closed ]; }
+
+test_nri_required_plugin_with_fail_policy_fail_hung_at_run_pod_sandbox_fails_the_start() {
+  # 10-logger stands for containerd's stock logger started with -events all
+  # and then stopped with SIGSTOP: connected, every request to it times out.
+  nr_start '"required_plugins": ["logger"], "plugins": {"logger": {"fail_policy": "fail", "request_timeout": "500ms"}}'
+  local pid
+  pid="$(nr_plugin 10 logger -events all)"
+  wait_for 10 nr_ready logger || fail "logger not ready: $(op nri)"
+  kill -STOP "$pid"
+  printf '{"id": "sj", "tasks": [{"name": "t", "command": "%s", "args": ["sleep", "600"], "restart": {"policy": "never"}}]}\n' \
+    "$HELPER" >"$T/sj.json"
+  op run -f "$T/sj.json" --detach >/dev/null 2>&1
+  wait_for 10 jt_events_contain sj/t 'NRI plugin 10-logger (fail_policy "fail"): closed: RunPodSandbox timed out after 500 ms' \
+    || fail "the start did not fail at RunPodSandbox: $(op events sj/t)"
+  nr_pid sj/t >/dev/null && fail "the task started without its required plugin"
+  expect_eq "$(grep -c "task started task=sj" "$T/agent.log")" 0 "the task never started"
+  kill -9 "$pid"
+}
+
+test_nri_required_plugin_hung_at_run_pod_sandbox_makes_the_start_wait_for_its_restart() {
+  # 10-logger stands for containerd's stock logger installed in the plugin
+  # dir with -events all, stopped with SIGSTOP once ready: the agent closes
+  # it at its first timeout, kills it and launches it again.
+  mkdir -p "$T/nri-plugins"
+  cat >"$T/nri-plugins/10-logger" <<SH
+#!/bin/sh
+exec "$TEST_NRI" -events all -log "$T/logger.log"
+SH
+  chmod +x "$T/nri-plugins/10-logger"
+  nr_start '"required_plugins": ["logger"], "plugins": {"logger": {"request_timeout": "500ms"}}'
+  wait_for 10 nr_ready logger || fail "logger not ready: $(op nri)"
+  local first
+  first="$(nr_field logger pid)"
+  kill -STOP "$first"
+  nr_job wj >"$T/wj.json"
+  op run -f "$T/wj.json" --detach >/dev/null 2>&1
+  wait_for 10 jt_events_contain wj/t "waiting for required NRI plugin(s): logger" \
+    || fail "the start did not wait for its required plugin: $(op events wj/t)"
+  wait_for 20 nr_pid wj/t >/dev/null || fail "the task did not start once the plugin was back: $(op events wj/t); $(op nri)"
+  [ "$(nr_field logger pid)" != "$first" ] || fail "the hung plugin was not launched again"
+  # The instance launched again learnt the pod in Synchronize, then got
+  # the container.
+  grep -q "^Synchronize pods=1 containers=0" "$T/logger.log" || fail "no pod in the new Synchronize: $(cat "$T/logger.log")"
+  grep -q "^CreateContainer t id=wj.t " "$T/logger.log" || fail "the new instance got no CreateContainer: $(cat "$T/logger.log")"
+  expect_contains "$(op events wj/t)" "10-logger: skipped: closed: RunPodSandbox timed out after 500 ms" \
+    "the waiting event says why"
+}
+
+test_nri_every_event_describes_the_container_as_create_container_left_it() {
+  # 20-seen stands for the stock logger (-events all), which prints every
+  # event's container; 10-adj for a plugin adding an annotation. The task
+  # has no OCI hook (with one, the annotations were kept for the hooks).
+  nr_start
+  nr_plugin 10 adj -events CreateContainer -adjust-annotation nri.example/added=yes >/dev/null
+  nr_plugin 20 seen -events all >/dev/null
+  wait_for 10 nr_ready adj || fail "adj not ready"
+  wait_for 10 nr_ready seen || fail "seen not ready"
+  printf '{"id": "an", "annotations": {"job.example/j": "1"}, "tasks": [{"name": "t", "annotations": {"task.example/t": "2"}, "command": "%s", "args": ["sleep", "600"]}]}\n' \
+    "$HELPER" >"$T/an.json"
+  expect_exit 0 op run -f "$T/an.json"
+  wait_for 10 nr_logged seen "^PostStartContainer" || fail "no PostStartContainer: $(nr_events seen)"
+  # A plugin connecting now gets the running task in Synchronize.
+  nr_plugin 30 late -events all >/dev/null
+  wait_for 10 nr_ready late || fail "late not ready"
+  expect_exit 0 op rm an
+  wait_for 10 nr_logged seen "^RemoveContainer" || fail "no RemoveContainer: $(nr_events seen)"
+  local create ann created
+  create="$(grep '^CreateContainer t ' "$T/seen.log")"
+  ann="ann=job.example/j=1,nri.example/added=yes,task.example/t=2"
+  expect_contains "$create" "$ann" "CreateContainer as plugin 10 left it"
+  created="$(echo "$create" | sed -n 's/.* created=\([0-9]*\).*/\1/p')"
+  [ -n "$created" ] && [ "$created" != 0 ] || fail "no created_at in CreateContainer: $create"
+  local ev line
+  for ev in PostCreateContainer StartContainer PostStartContainer StopContainer RemoveContainer; do
+    line="$(grep "^$ev t " "$T/seen.log")"
+    expect_contains "$line" "$ann created=$created" "$ev"
+  done
+  expect_contains "$(grep '^SyncContainer t ' "$T/late.log")" "$ann created=$created" "Synchronize"
+}
+
+test_nri_outpost_nri_lists_each_plugin_once_with_its_restarts() {
+  # 20-dies stands for a pre-installed stock plugin that dies at every
+  # start (here at Synchronize); ext for an external one killed and started
+  # again twice (a job with restart "always" does that).
+  mkdir -p "$T/nri-plugins"
+  cat >"$T/nri-plugins/20-dies" <<SH
+#!/bin/sh
+exec "$TEST_NRI" -events all -crash-on Synchronize
+SH
+  chmod +x "$T/nri-plugins/20-dies"
+  nr_start
+  local i pid
+  for i in 1 2 3; do
+    pid="$(nr_plugin 10 ext -events all)"
+    wait_for 10 nr_ready ext || fail "ext not ready (connection $i): $(op nri)"
+    [ "$i" = 3 ] && break
+    kill -9 "$pid"
+    wait_for 10 nr_closed ext || fail "ext not closed (connection $i): $(op nri)"
+  done
+  wait_for 20 nr_restarts_at_least dies 2 || fail "dies not restarted twice: $(op nri)"
+  expect_eq "$(nr_count dies)" 1 "one entry for the launched plugin"
+  expect_eq "$(nr_count ext)" 1 "one entry for the external plugin"
+  expect_eq "$(nr_field ext restarts)" 2 "the external plugin's reconnects"
+  expect_eq "$(nr_field ext state)" ready "the external plugin's current connection"
+  [ -n "$(nr_field dies last_error)" ] || fail "no last error for the dying plugin: $(op nri)"
+  expect_contains "$(op nri | grep '^10-ext ')" "  restarts 2  " "outpost nri shows the restarts"
 }

@@ -1,196 +1,22 @@
-// nri/adaptation against fake plugins in the test's own loop: a mux trunk
-// on a socketpair, the Plugin service served on connection 1 and a client
-// of the Runtime service on connection 2, as a stock plugin has them; every
-// message through the real codec. Registration rules, Configure,
-// Synchronize (split), event order, merging across plugins, validators,
-// timeouts with both fail policies, the StateChange fallback, unsolicited
-// updates during an event, required plugins.
+// nri/adaptation against fake plugins in the test's own loop
+// (nri_adaptation_test_util.h). Registration rules, Configure, Synchronize
+// (split), event order, merging across plugins, validators, the
+// StateChange fallback, unsolicited updates during an event. Fail policies
+// and required plugins at a start's events: nri_start_test.cc.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
-#include <map>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "base/fd.h"
-#include "base/strings.h"
-#include "loop/loop.h"
-#include "nri/adaptation.h"
-#include "nriproto/codec.h"
-#include "test_util.h"
-#include "wire/mux.h"
-#include "wire/rpc_client.h"
-#include "wire/rpc_server.h"
+#include "nri_adaptation_test_util.h"
 
 namespace outpost::nri {
 namespace {
 
-using Handler = std::function<void(std::string_view payload, wire::Responder r)>;
-
-class FakeHost : public Host {
- public:
-  void ListState(std::vector<PodSandbox>* p, std::vector<Container>* c) override {
-    *p = pods;
-    *c = containers;
-  }
-  Status ApplyUpdate(const std::string& plugin, const ContainerUpdate& u) override {
-    log.push_back("update " + u.container_id + " by " + plugin);
-    return fail_updates ? Status(Error(Code::kNotFound, "no such container")) : OkStatus();
-  }
-  void Evict(const std::string& plugin, const ContainerEviction& e) override {
-    log.push_back("evict " + e.container_id + " by " + plugin + ": " + e.reason);
-  }
-  void PluginsChanged() override {}
-  std::vector<PodSandbox> pods;
-  std::vector<Container> containers;
-  std::vector<std::string> log;
-  bool fail_updates = false;
-};
-
-// A plugin as the Go stub is one, made of outpost's wire pieces.
-class FakePlugin {
- public:
-  FakePlugin(Loop* loop, UniqueFd fd) : loop_(loop) {
-    auto trunk = wire::MuxTrunk::Create(loop, std::move(fd));
-    EXPECT_TRUE(trunk.ok());
-    trunk_ = std::move(trunk.value());
-    wire::ServerOptions so;
-    so.allow_any_uid = true;
-    auto server = wire::RpcServer::Create(loop, UniqueFd(), so);
-    server_ = std::move(server.value());
-    EXPECT_TRUE(server_->AddLink(trunk_->Open(kPluginServiceConn), sys::PeerCred{0, 0, 0}).ok());
-    auto client = wire::RpcClient::CreateOnLink(loop, trunk_->Open(kRuntimeServiceConn));
-    client_ = std::move(client.value());
-    trunk_->SetCloseCallback([this](const Error&) { closed = true; });
-    EXPECT_TRUE(trunk_->Start().ok());
-    // Configure and Synchronize answered like a stub subscribed to `events`.
-    Handle("Configure", [this](std::string_view p, wire::Responder r) {
-      EXPECT_TRUE(nriproto::Decode(p, &configure).ok());
-      ConfigureResponse resp;
-      resp.events = static_cast<int32_t>(events);
-      r.Reply(nriproto::Encode(resp));
-    });
-    Handle("Synchronize", [this](std::string_view p, wire::Responder r) {
-      SynchronizeRequest req;
-      EXPECT_TRUE(nriproto::Decode(p, &req).ok());
-      sync_chunks.push_back(req);
-      SynchronizeResponse resp;
-      resp.more = req.more;
-      r.Reply(nriproto::Encode(resp));
-    });
-  }
-  void Handle(const std::string& method, Handler h) {
-    server_->Register(kPluginService, method, [this, method, h](const wire::CallContext&, std::string_view p,
-                                                                wire::Responder r) {
-      calls.push_back(method);
-      h(p, r);
-    });
-  }
-  void Register(const std::string& name, const std::string& idx) {
-    RegisterPluginRequest req{name, idx, "v0.12.2"};
-    client_->Call(kRuntimeService, "RegisterPlugin", nriproto::Encode(req), 5 * kNanosPerSecond,
-                  [this](Result<std::string> r) { register_result = r.ok() ? "ok" : r.error().message(); });
-  }
-  void UpdateContainers(const UpdateContainersRequest& req, std::function<void()> answered = nullptr) {
-    client_->Call(kRuntimeService, "UpdateContainers", nriproto::Encode(req), 5 * kNanosPerSecond,
-                  [this, answered](Result<std::string> r) {
-                    updates_answered = r.ok();
-                    if (answered) answered();
-                  });
-  }
-  Loop* loop_;
-  std::unique_ptr<wire::MuxTrunk> trunk_;
-  std::unique_ptr<wire::RpcServer> server_;
-  std::unique_ptr<wire::RpcClient> client_;
-  uint32_t events = 0;
-  ConfigureRequest configure;
-  std::vector<SynchronizeRequest> sync_chunks;
-  std::vector<std::string> calls;
-  std::string register_result;
-  bool updates_answered = false;
-  bool closed = false;
-};
-
-class NriAdaptation : public ::testing::Test {
- protected:
-  void SetUp() override {
-    loop_ = testing::MakeLoop();
-    config_.enabled = true;
-    config_.socket_path = "";
-    config_.plugin_dir = "";
-    config_.runtime_version = "test";
-  }
-  void Make() {
-    auto a = Adaptation::Create(loop_.get(), config_, &host_);
-    ASSERT_TRUE(a.ok());
-    a_ = std::move(*a);
-    ASSERT_TRUE(a_->Start().ok());
-  }
-  // A plugin connected (and, with a name, registered and ready).
-  // ready_within: a bound, not a pace (5000 containers under ASan on a
-  // loaded machine take seconds).
-  FakePlugin* Plugin(const std::string& name, const std::string& idx, uint32_t events,
-                     int64_t ready_within = 5 * kNanosPerSecond) {
-    int sv[2];
-    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
-    EXPECT_TRUE(a_->AddConnection(UniqueFd(sv[0])).ok());
-    plugins_.push_back(std::make_unique<FakePlugin>(loop_.get(), UniqueFd(sv[1])));
-    FakePlugin* p = plugins_.back().get();
-    p->events = events;
-    if (!name.empty()) {
-      p->Register(name, idx);
-      EXPECT_TRUE(testing::RunUntil(loop_.get(), [&] { return State(name) == "ready"; }, ready_within))
-          << name << ": " << State(name);
-    }
-    return p;
-  }
-  std::string State(const std::string& name) {
-    std::string s;
-    for (const PluginInfo& i : a_->List()) {
-      if (i.name == name) s = i.state;
-    }
-    return s;
-  }
-  PluginInfo Info(const std::string& name) {
-    for (const PluginInfo& i : a_->List()) {
-      if (i.name == name) return i;
-    }
-    return {};
-  }
-  static Container Ctr(const std::string& id) {
-    Container c;
-    c.id = id;
-    c.pod_sandbox_id = "job";
-    c.name = id;
-    c.env = {"A=1"};
-    return c;
-  }
-  static PodSandbox Pod() {
-    PodSandbox p;
-    p.id = p.name = p.uid = "job";
-    return p;
-  }
-  Result<CreateOutcome> Create(const std::string& id) {
-    std::optional<Result<CreateOutcome>> out;
-    a_->CreateContainer(Pod(), Ctr(id), [&](Result<CreateOutcome> r) { out = std::move(r); });
-    EXPECT_TRUE(testing::RunUntil(loop_.get(), [&] { return out.has_value(); }));
-    return out ? std::move(*out) : Result<CreateOutcome>(Error(Code::kInternal, "no answer"));
-  }
-  static void Adjust(FakePlugin* p, std::function<void(ContainerAdjustment*)> fill) {
-    p->Handle("CreateContainer", [fill](std::string_view, wire::Responder r) {
-      CreateContainerResponse resp;
-      fill(&resp.adjust.emplace());
-      r.Reply(nriproto::Encode(resp));
-    });
-  }
-
-  std::unique_ptr<Loop> loop_;
-  Config config_;
-  FakeHost host_;
-  std::unique_ptr<Adaptation> a_;
-  std::vector<std::unique_ptr<FakePlugin>> plugins_;
-};
+using adaptation_test::FakeHost;
+using adaptation_test::FakePlugin;
+using adaptation_test::NriAdaptation;
 
 TEST_F(NriAdaptation, RegistrationConfiguresAndSynchronizesEveryPlugin) {
   host_.containers = {Ctr("running")};
@@ -371,27 +197,6 @@ TEST_F(NriAdaptation, ValidatorsGetThePristineContainerAndCanReject) {
   EXPECT_EQ(got.plugins[0].index, "10");
 }
 
-TEST_F(NriAdaptation, AHungPluginIsClosedAndSkippedOrFailsPerItsPolicy) {
-  config_.request_timeout_ms = 40;
-  config_.plugins["strict"].fail_policy = FailPolicy::kFail;
-  Make();
-  std::vector<wire::Responder> held;
-  Plugin("slow", "10", EventMask(Event::kCreateContainer))
-      ->Handle("CreateContainer", [&](std::string_view, wire::Responder r) { held.push_back(r); });
-  auto out = Create("ctr");
-  ASSERT_TRUE(out.ok()) << out.error().message();
-  ASSERT_EQ(out->plugins.size(), 1u);
-  EXPECT_EQ(out->plugins[0].result, "skipped: closed: CreateContainer timed out after 40 ms");
-  EXPECT_EQ(State("slow"), "closed");
-
-  Plugin("strict", "20", EventMask(Event::kCreateContainer))
-      ->Handle("CreateContainer", [&](std::string_view, wire::Responder r) { held.push_back(r); });
-  out = Create("ctr2");
-  ASSERT_FALSE(out.ok());
-  EXPECT_NE(out.error().message().find("NRI plugin 20-strict (fail_policy \"fail\")"), std::string::npos)
-      << out.error().message();
-}
-
 TEST_F(NriAdaptation, OldPluginsGetNotificationsThroughStateChange) {
   Make();
   FakePlugin* p = Plugin("old", "10", 0x7FF);
@@ -412,6 +217,8 @@ TEST_F(NriAdaptation, OldPluginsGetNotificationsThroughStateChange) {
   EXPECT_EQ(p->calls, (std::vector<std::string>{"Configure", "Synchronize", "StateChange", "StateChange"}));
   EXPECT_EQ(Info("old").requests, 5u) << "the dedicated RPC is tried once (answered Unimplemented)";
   EXPECT_TRUE(Info("old").state_change);
+  EXPECT_EQ(Info("old").failures, 0u) << "the Unimplemented answer says the plugin is old: no failure";
+  EXPECT_EQ(Info("old").last_error, "");
 }
 
 TEST_F(NriAdaptation, AnUpdateSentDuringAnEventIsAppliedAfterIt) {
@@ -438,19 +245,6 @@ TEST_F(NriAdaptation, AnUpdateSentDuringAnEventIsAppliedAfterIt) {
   ASSERT_TRUE(testing::RunUntil(loop_.get(), [&] { return created && p->updates_answered; }));
   EXPECT_EQ(host_.log, (std::vector<std::string>{"update answered", "created", "update other by 10-upd",
                                                  "evict victim by 10-upd: too big"}));
-}
-
-TEST_F(NriAdaptation, RequiredPluginsAreWaitedFor) {
-  config_.required_plugins = {"gate"};
-  Make();
-  EXPECT_EQ(a_->MissingRequired(), "gate");
-  bool started = false;
-  a_->WaitForRequired([&] { started = true; });
-  (void)loop_->RunOnce(10 * kNanosPerMilli);
-  EXPECT_FALSE(started);
-  Plugin("gate", "10", 0);
-  ASSERT_TRUE(testing::RunUntil(loop_.get(), [&] { return started; }));
-  EXPECT_EQ(a_->MissingRequired(), "");
 }
 
 }  // namespace

@@ -12,9 +12,11 @@
 // line per request, written with one write(2):
 //   Configure runtime=NAME version=V config=BYTES
 //   Synchronize pods=N containers=M
+//   SyncContainer NAME id=ID pod=POD_ID ann=k=v,... created=NANOS   (one per container)
 //   RunPodSandbox POD_ID name=NAME ns=NAMESPACE
-//   CreateContainer NAME id=ID pod=POD_ID env=A=1,B=2 ann=k=v,... args=a,b mem=LIMIT
-//   UpdateContainer NAME id=ID mem=LIMIT
+//   CreateContainer NAME id=ID pod=POD_ID env=A=1,B=2 ann=k=v,... args=a,b mem=LIMIT created=NANOS
+//   UpdateContainer NAME id=ID mem=LIMIT ann=k=v,... created=NANOS
+//   EVENT NAME id=ID pod=POD_ID ann=k=v,... created=NANOS   (the other container events)
 //   ValidateContainerAdjustment NAME plugins=NN-a,NN-b
 //   UpdateContainers ok failed=N | UpdateContainers error=...
 // CreateContainer adjustments (each may be repeated where it makes sense):
@@ -316,8 +318,9 @@ class TestPlugin : public Stub {
       int64_t m = mem;
       After(0, [this, cid, m] { SendUpdate({MemoryUpdate(cid, m)}, {}, nullptr); });
     }
-    return Handle("Synchronize", "pods=" + std::to_string(pods.size()) + " containers=" + std::to_string(ctrs.size()),
-                  [] { return nriproto::Encode(SynchronizeResponse{}); });
+    std::string detail = "pods=" + std::to_string(pods.size()) + " containers=" + std::to_string(ctrs.size());
+    for (const Container& c : ctrs) detail += "\nSyncContainer " + Describe(c);
+    return Handle("Synchronize", detail, [] { return nriproto::Encode(SynchronizeResponse{}); });
   }
 
   void Shutdown() override { Line("Shutdown"); }
@@ -372,7 +375,7 @@ class TestPlugin : public Stub {
                           : "-";
     return Handle("CreateContainer",
                   c.name + " id=" + c.id + " pod=" + pod.id + " env=" + Join(c.env) + " ann=" + JoinMap(c.annotations) +
-                      " args=" + Join(c.args) + " mem=" + mem,
+                      " args=" + Join(c.args) + " mem=" + mem + " created=" + std::to_string(c.created_at),
                   [out] { return nriproto::Encode(*out); });
   }
 
@@ -396,11 +399,14 @@ class TestPlugin : public Stub {
       if (Lower(ev) == "updatecontainer") out->evict.push_back({id, "evicted by test plugin"});
     }
     std::string mem = res.memory && res.memory->limit ? std::to_string(*res.memory->limit) : "-";
-    return Handle("UpdateContainer", c.name + " id=" + c.id + " mem=" + mem, [out] { return nriproto::Encode(*out); });
+    return Handle("UpdateContainer",
+                  c.name + " id=" + c.id + " mem=" + mem + " ann=" + JoinMap(c.annotations) +
+                      " created=" + std::to_string(c.created_at),
+                  [out] { return nriproto::Encode(*out); });
   }
 
-  std::string StopContainer(const PodSandbox&, const Container& c, StopContainerResponse* out) override {
-    return Handle("StopContainer", c.name + " id=" + c.id, [out] { return nriproto::Encode(*out); });
+  std::string StopContainer(const PodSandbox& p, const Container& c, StopContainerResponse* out) override {
+    return Handle("StopContainer", Describe(c, p.id), [out] { return nriproto::Encode(*out); });
   }
 
   std::string ValidateContainerAdjustment(const ValidateContainerAdjustmentRequest& req,
@@ -429,7 +435,14 @@ class TestPlugin : public Stub {
   }
 
   std::string CtrEvent(const char* ev, const PodSandbox& p, const Container& c) {
-    return Handle(ev, c.name + " id=" + c.id + " pod=" + p.id, [] { return std::string(); });
+    return Handle(ev, Describe(c, p.id), [] { return std::string(); });
+  }
+
+  // What every container event logs: enough to tell whether it describes
+  // the container as CreateContainer left it.
+  static std::string Describe(const Container& c, const std::string& pod = "") {
+    return c.name + " id=" + c.id + " pod=" + (pod.empty() ? c.pod_sandbox_id : pod) + " ann=" + JoinMap(c.annotations) +
+           " created=" + std::to_string(c.created_at);
   }
 
   void SendUpdate(std::vector<ContainerUpdate> updates, std::vector<ContainerEviction> evict, Reply* then,
