@@ -1,7 +1,7 @@
 // libFuzzer target for what a driver plugin answers (driver/remote_codec):
 // the input is tried as every reply the agent decodes (StartTask, WaitTask,
 // InspectTask, TaskStats, ExecTask, Capabilities, Fingerprint,
-// ConfigSchema, TaskEvents) and as every request a plugin decodes
+// ConfigSchema, TaskEvents, ListTasks) and as every request a plugin decodes
 // (driverproto/plugin_codec). Each decodes or gives an
 // error; what decodes keeps the ranges the agent relies on.
 #include <cstddef>
@@ -51,6 +51,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       last = e.sequence;
     }
     Check(b->events.empty() || b->next >= last);
+  }
+  if (auto ids = remote::DecodeTaskIds(in); ids.ok()) {
+    for (const std::string& id : *ids) Check(!id.empty() && id.size() <= 255 && id.find('/') == std::string::npos);
   }
   namespace proto = outpost::driverproto;
   (void)proto::DecodeTaskEvents(in);

@@ -640,5 +640,19 @@ TEST(RemoteCodecTest, TaskEventsRoundTripAndBadRepliesAreRefused) {
   EXPECT_EQ(e->next, 9u);
 }
 
+TEST(RemoteCodec, TaskIdsRoundTripAndWhatIsNoTaskIdIsRefused) {
+  auto bytes = proto::EncodeTaskIds({"web.api", "web.db"});
+  ASSERT_TRUE(bytes.ok());
+  auto ids = remote::DecodeTaskIds(*bytes);
+  ASSERT_TRUE(ids.ok()) << ids.error().message();
+  EXPECT_EQ(*ids, (std::vector<std::string>{"web.api", "web.db"}));
+  for (size_t n = 0; n < bytes->size(); ++n) (void)remote::DecodeTaskIds(bytes->substr(0, n));
+  for (const std::string& bad : {std::string(), std::string("../x"), std::string(300, 'a')}) {
+    auto got = remote::DecodeTaskIds(*proto::EncodeTaskIds({"ok", bad}));
+    ASSERT_FALSE(got.ok()) << bad;
+    EXPECT_NE(got.error().message().find("TaskIdsResponse.ids[1]: not a task id"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace outpost::driver
