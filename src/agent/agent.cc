@@ -551,8 +551,10 @@ int Main(const std::vector<std::string>& all_args) {
     DirClaims carried = DirClaims::Adopt(role->lock_fds);
     auto claims = DirClaims::Take(*config, 0);
     if (!claims.ok() && !upgraded) {
+      // An unsafe directory is a configuration error (2), as the worker's
+      // own check would report it; a directory in use is not (1).
       log::Error("agent not started", {{"error", claims.error().message()}});
-      return 1;
+      return claims.error().code() == Code::kInvalidArgument ? 2 : 1;
     }
     // A keeper re-executed by an upgrade is the parent of the tasks and keeps
     // what it held; its worker refuses the directories it cannot have.

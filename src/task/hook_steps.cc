@@ -245,9 +245,10 @@ void TaskManager::RunPoststartHooks(StartOp* op, DoneCallback done) {
 void TaskManager::RunPoststop(const driver::TaskConfig& config, std::function<void()> then) {
   if (RuntimeRunsHooks(config)) return then();  // the runtime runs them at its delete
   std::shared_ptr<const driver::TaskHooks> oci = config.oci;
-  if (!oci) {
+  if (!oci || oci->bundle.empty()) {
     // A task recovered after an agent restart keeps its hooks in its
-    // bundle; a task no hook applies to has none.
+    // bundle (its record, its annotations only); a task no hook applies to
+    // has none.
     std::string bundle = BundlePath(config.id);
     if (::access((bundle + "/config.json").c_str(), F_OK) != 0) return then();
     auto loaded = LoadBundleHooks(config.id, bundle);

@@ -63,6 +63,13 @@ std::string EncodeTaskRecord(const TaskRecord& rec) {
     m["last_start_mono_ns"] = Num(c.restarts->last_start_mono);
     cfg["restarts"] = picojson::value(m);
   }
+  if (!c.Annotations().empty()) {
+    // For the NRI events of a task recovered after an agent restart (its
+    // hooks are in its bundle, not here).
+    picojson::object a;
+    for (const auto& [k, v] : c.Annotations()) a[k] = Str(v);
+    cfg["annotations"] = picojson::value(a);
+  }
   cfg["driver"] = Str(c.driver);
   if (!c.driver_config.empty()) cfg["driver_config"] = Str(c.driver_config);
   if (!c.cgroup.empty()) cfg["cgroup"] = Str(c.cgroup);
@@ -189,6 +196,17 @@ Result<TaskRecord> DecodeTaskRecord(const std::string& text) {
       mr.IntList("window_mono_ns", 0, INT64_MAX, &mark->window_mono);
       mr.Int("last_start_mono_ns", 0, INT64_MAX, &mark->last_start_mono);
       c.restarts = std::move(mark);
+    }
+    if (const picojson::value* av = cr.Get("annotations")) {
+      if (av->is<picojson::object>()) {
+        auto oci = std::make_shared<driver::TaskHooks>();
+        for (const auto& [k, v] : av->get<picojson::object>()) {
+          if (v.is<std::string>()) oci->annotations[k] = v.get<std::string>();
+        }
+        c.oci = std::move(oci);  // no bundle named: hooks are read from it (RunPoststop)
+      } else {
+        errors.push_back("config.annotations: expected an object");
+      }
     }
     cr.String("driver", &c.driver, false);
     cr.String("driver_config", &c.driver_config);

@@ -348,6 +348,33 @@ test_nri_every_event_describes_the_container_as_create_container_left_it() {
   expect_contains "$(grep '^SyncContainer t ' "$T/late.log")" "$ann created=$created" "Synchronize"
 }
 
+# After the worker is killed, the new one describes a recovered task with
+# its annotations too (they are in its record): 10-seen, pre-installed with
+# -events all, stands for the stock logger.
+test_nri_a_recovered_task_keeps_its_annotations_in_nri_events() {
+  mkdir -p "$T/nri-plugins"
+  cat >"$T/nri-plugins/10-seen" <<SH
+#!/bin/sh
+exec "$TEST_NRI" -events all -log "$T/seen.log"
+SH
+  chmod +x "$T/nri-plugins/10-seen"
+  nr_start
+  wait_for 10 nr_ready seen || fail "seen not ready: $(op nri)"
+  printf '{"id": "an", "annotations": {"job.example/j": "1"}, "tasks": [{"name": "t", "annotations": {"task.example/t": "2"}, "command": "%s", "args": ["sleep", "600"]}]}\n' \
+    "$HELPER" >"$T/an.json"
+  expect_exit 0 op run -f "$T/an.json"
+  local w; w="$(op status --json | json_get pid)"
+  kill -9 "$w"
+  wait_for 20 new_worker_answers "$w" >/dev/null || fail "no new worker"
+  wait_for 10 nr_ready seen || fail "seen not ready again: $(op nri)"
+  expect_exit 0 op rm an
+  wait_for 10 nr_logged seen "^RemoveContainer" || fail "no RemoveContainer: $(nr_events seen)"
+  local ev
+  for ev in SyncContainer StopContainer RemoveContainer; do
+    expect_contains "$(grep "^$ev t " "$T/seen.log" | tail -n 1)" "ann=job.example/j=1,task.example/t=2" "$ev after the recovery"
+  done
+}
+
 test_nri_outpost_nri_lists_each_plugin_once_with_its_restarts() {
   # 20-dies stands for a pre-installed stock plugin that dies at every
   # start (here at Synchronize); ext for an external one killed and started

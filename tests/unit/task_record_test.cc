@@ -52,5 +52,27 @@ TEST(TaskRecord, RestartMarkRoundTripsAndIsAbsentForAFirstStart) {
   EXPECT_EQ(back->config().restarts->last_start_mono, mark->last_start_mono);
 }
 
+// A recovered task's NRI events describe it with its annotations; its hooks
+// stay in its bundle.
+TEST(TaskRecord, AnnotationsAreKeptWithoutHooks) {
+  TaskRecord r;
+  r.handle.config.id = "web.api";
+  auto oci = std::make_shared<driver::TaskHooks>();
+  oci->annotations = {{"io.example/team", "edge"}, {"set.by.plugin", "1"}};
+  oci->bundle = "/run/outpost/bundles/web.api";
+  r.handle.config.oci = oci;
+  auto back = DecodeTaskRecord(EncodeTaskRecord(r));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->config().Annotations(), oci->annotations);
+  ASSERT_NE(back->config().oci, nullptr);
+  EXPECT_EQ(back->config().oci->bundle, "");
+  r.handle.config.oci = nullptr;
+  std::string text = EncodeTaskRecord(r);
+  EXPECT_EQ(text.find("\"annotations\""), std::string::npos) << text;
+  back = DecodeTaskRecord(text);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->config().oci, nullptr);
+}
+
 }  // namespace
 }  // namespace outpost::task
