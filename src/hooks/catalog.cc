@@ -299,12 +299,73 @@ const HookSet& Catalog::stage_dir_hooks() const { return impl_->stage_hooks; }
 std::vector<std::string> Catalog::Problems() const { return impl_->problems; }
 std::vector<std::string> Catalog::Masked() const { return impl_->masked; }
 
+namespace {
+
+// The source a hook is counted under for OncePerSource: the job spec, each
+// NRI plugin, hooks.d and the per-stage directories (two hooks.d files, or
+// two per-stage files, are one source: each file is listed by itself there).
+std::string SourceKind(const std::string& source) {
+  if (StartsWith(source, "hooks.d ")) return "hooks.d";
+  if (StartsWith(source, "hook_path ")) return "hook_path";
+  return source;
+}
+
+// What makes two hooks the same one: everything that decides what runs
+// (the timeout only bounds it; the first one's is kept).
+std::string SameHookKey(const Hook& h) {
+  std::string k = h.path;
+  for (const std::string& a : h.Argv()) k += '\0' + a;
+  k += '\1';
+  for (const std::string& e : h.env) k += '\0' + e;
+  return k;
+}
+
+// The merge of one stage's candidates, in order: a candidate is dropped
+// when its source kind has listed that hook no more often, so far, than
+// what is kept already (a hook listed n times by one source and m times by
+// another runs max(n, m) times). *whys (parallel to hooks, when given)
+// gains "; also from <source>" on the kept hook a dropped one repeats.
+void KeepOncePerSource(std::vector<Hook>* hooks, std::vector<std::string>* whys) {
+  std::map<std::string, size_t> kept;                        // key -> hooks kept
+  std::map<std::string, std::map<std::string, size_t>> seen;  // key -> source kind -> listed
+  std::map<std::string, size_t> first;                        // key -> index (in the output) of the first kept
+  std::vector<Hook> out;
+  std::vector<std::string> out_whys;
+  for (size_t i = 0; i < hooks->size(); ++i) {
+    Hook& h = (*hooks)[i];
+    std::string key = SameHookKey(h);
+    size_t n = ++seen[key][SourceKind(h.source)];
+    if (n <= kept[key]) {
+      if (whys) out_whys[first[key]] += "; also from " + h.source;
+      continue;
+    }
+    kept[key]++;
+    first.emplace(key, out.size());
+    if (whys) out_whys.push_back(std::move((*whys)[i]));
+    out.push_back(std::move(h));
+  }
+  *hooks = std::move(out);
+  if (whys) *whys = std::move(out_whys);
+}
+
+}  // namespace
+
+HookSet OncePerSource(const HookSet& merged) {
+  HookSet out = merged;
+  for (Stage s : kAllStages) {
+    if (!out.at(s).empty()) KeepOncePerSource(&out.at(s), nullptr);
+  }
+  return out;
+}
+
 HookSet Catalog::Resolve(const HookSet& spec_hooks, const MatchInput& in, std::vector<ResolvedHook>* resolved,
                          std::vector<std::string>* skipped) const {
+  // Every candidate per stage, with why it applies, in the order they run.
   HookSet out = spec_hooks;
-  if (resolved) {
-    for (Stage s : kAllStages) {
-      for (const Hook& h : spec_hooks.at(s)) resolved->push_back({s, h, "job spec"});
+  std::array<std::vector<std::string>, kStageCount> whys;
+  for (Stage s : kAllStages) {
+    for (const Hook& h : spec_hooks.at(s)) {
+      whys[static_cast<int>(s)].push_back(h.source.empty() ? "job spec" : h.source);
     }
   }
   for (const HooksDFile& f : impl_->files) {
@@ -315,14 +376,20 @@ HookSet Catalog::Resolve(const HookSet& spec_hooks, const MatchInput& in, std::v
     }
     for (Stage s : f.stages) {
       out.at(s).push_back(f.hook);
-      if (resolved) resolved->push_back({s, f.hook, "hooks.d " + f.name + ": " + why});
+      whys[static_cast<int>(s)].push_back("hooks.d " + f.name + ": " + why);
     }
   }
   for (Stage s : kAllStages) {
     for (const Hook& h : impl_->stage_hooks.at(s)) {
       out.at(s).push_back(h);
-      if (resolved) resolved->push_back({s, h, "hook_path"});
+      whys[static_cast<int>(s)].push_back("hook_path");
     }
+  }
+  for (Stage s : kAllStages) {
+    if (out.at(s).empty()) continue;
+    KeepOncePerSource(&out.at(s), &whys[static_cast<int>(s)]);
+    if (!resolved) continue;
+    for (size_t i = 0; i < out.at(s).size(); ++i) resolved->push_back({s, out.at(s)[i], whys[static_cast<int>(s)][i]});
   }
   return out;
 }

@@ -8,11 +8,14 @@
 // applies to the next task start, and the list of invalid files with their
 // errors. Never fatal: an invalid file is skipped and listed.
 //
-// Order of a task's hooks per stage (Resolve): the job spec's, then hooks.d's
-// (files in order of their lower-cased names), then the per-stage
-// directory's (in name order); a later source NRI appends to.
+// Order of a task's hooks per stage (Resolve): the job spec's with the NRI
+// plugins' after them (the start pipeline adds these to the task's own
+// before resolving), then hooks.d's (files in order of their lower-cased
+// names), then the per-stage directory's (in name order). A hook that comes
+// from more than one of these sources runs once (OncePerSource).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -65,6 +68,17 @@ struct HooksDFile {
 // A stage outside the six is an error (outpost runs no extension stages).
 Result<HooksDFile> ParseHooksDFile(const std::string& path, const std::string& text);
 
+// One stage's hooks merged from several sources, with a hook that more than
+// one source lists run once: containerd's hook-injector NRI plugin, for one,
+// adds to a container the hooks of the same hooks.d files the agent reads.
+// The same hook is the same stage, path, argv (Hook::Argv) and env; the
+// sources are the job spec, each NRI plugin, hooks.d and the per-stage
+// directories (told by Hook::source). The first one stays where it is, with
+// its timeout. Within one source a hook runs as often as it is listed, as
+// a runtime would run it: a hook listed n times by one source and m times by
+// another runs max(n, m) times.
+HookSet OncePerSource(const HookSet& merged);
+
 struct CatalogOptions {
   // Later directories mask a same-named file in earlier ones.
   std::vector<std::string> hooks_dirs = {"/usr/share/containers/oci/hooks.d", "/etc/containers/oci/hooks.d"};
@@ -86,10 +100,12 @@ class Catalog {
   static Result<std::unique_ptr<Catalog>> Start(Loop* loop, CatalogOptions options);
   ~Catalog();
 
-  // The hooks for a task, per stage: spec's, then matching hooks.d files',
-  // then the per-stage directories'. *resolved (when given) gets each with
-  // the reason it applies; *skipped (when given) each hooks.d file that did
-  // not match, with why.
+  // The hooks for a task, per stage: spec's (and NRI's), then matching
+  // hooks.d files', then the per-stage directories', each hook once per
+  // OncePerSource. *resolved (when given) gets each, stage by stage in the
+  // order they run, with the reason it applies (its source for spec_hooks;
+  // "; also from <source>" for each source whose same hook it stands for);
+  // *skipped (when given) each hooks.d file that did not match, with why.
   HookSet Resolve(const HookSet& spec_hooks, const MatchInput& in,
                   std::vector<ResolvedHook>* resolved = nullptr,
                   std::vector<std::string>* skipped = nullptr) const;

@@ -76,7 +76,7 @@ Status LoopbackUp() {
 void ReturnToNetnsOrDie(int own_fd, const std::string& path) {
   if (::setns(own_fd, CLONE_NEWNET) == 0) return;
   int err = errno;
-  std::fprintf(stderr, "outpost: fatal: cannot return to the agent's network namespace after pinning '%s': %s\n",
+  std::fprintf(stderr, "outpost: fatal: cannot return to the agent's network namespace after entering '%s': %s\n",
                path.c_str(), std::strerror(err));
   std::abort();
 }
@@ -144,6 +144,20 @@ Result<UniqueFd> OpenNetns(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return PathError("open network namespace", path);
   return UniqueFd(fd);
+}
+
+Result<UniqueFd> SocketInNetns(const std::string& path, int domain, int type, int protocol) {
+  auto ns = OpenNetns(path);
+  if (!ns.ok()) return ns.error();
+  int own = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+  if (own < 0) return PathError("open", "/proc/self/ns/net");
+  UniqueFd own_fd(own);
+  if (::setns(ns->get(), CLONE_NEWNET) != 0) return PathError("enter network namespace", path);
+  int s = ::socket(domain, type | SOCK_CLOEXEC, protocol);
+  int err = errno;
+  ReturnToNetnsOrDie(own_fd.get(), path);
+  if (s < 0) return ErrnoError("socket in network namespace '" + path + "'", err);
+  return UniqueFd(s);
 }
 
 }  // namespace outpost::net

@@ -7,7 +7,8 @@
 // it (the agent enters the new namespace for a moment and returns to its
 // own before anything else runs: it is single-threaded), bringing loopback
 // up inside it, telling a pin from a plain file (statfs: NSFS_MAGIC), and
-// removing a pin (umount MNT_DETACH, then unlink). Every function is
+// removing a pin (umount MNT_DETACH, then unlink), and opening a socket in
+// a pinned namespace (to ask the kernel what is in it). Every function is
 // synchronous and short (a few syscalls).
 #pragma once
 
@@ -29,5 +30,9 @@ bool IsPinnedNetns(const std::string& path);
 Status UnpinNetns(const std::string& path);
 // Opens the namespace for setns (O_RDONLY|O_CLOEXEC); the error names the path.
 Result<UniqueFd> OpenNetns(const std::string& path);
+// A socket(domain, type | SOCK_CLOEXEC, protocol) of the namespace at path
+// (a socket stays in the namespace it was made in): the agent enters it
+// for the one call and returns at once, as when pinning.
+Result<UniqueFd> SocketInNetns(const std::string& path, int domain, int type, int protocol);
 
 }  // namespace outpost::net

@@ -119,6 +119,14 @@ Attachment Networks::AttachmentFor(const std::string& job, const NetworkSpec& sp
   return a;
 }
 
+void Networks::RequestAddress(const std::string& cidr, Attachment* att) {
+  for (const auto& [k, v] : att->cni_args) {
+    if (k == "IP") return;  // the job's own cni_args ask for one already
+  }
+  att->cni_args.emplace_back("IP", cidr.substr(0, cidr.find('/')));
+  att->capability_args["ips"] = picojson::value(picojson::array{picojson::value(cidr)});
+}
+
 std::string Networks::ListBytes(const NetworkList& list) {
   picojson::object o;
   o["cniVersion"] = picojson::value(list.cni_version);
@@ -130,8 +138,12 @@ std::string Networks::ListBytes(const NetworkList& list) {
   return picojson::value(std::move(o)).serialize();
 }
 
-void Networks::Emit(const std::string& job, const std::string& message) {
-  log::Info("network: " + message, {{"job", job}});
+void Networks::Emit(const std::string& job, const std::string& message, bool warn) {
+  if (warn) {
+    log::Warn("network: " + message, {{"job", job}});
+  } else {
+    log::Info("network: " + message, {{"job", job}});
+  }
   if (options_.event) options_.event(job, "network", message);
 }
 
@@ -244,6 +256,7 @@ void Networks::AttachResolved(Op* op) {
     if (!list.ok()) return Finish(Error(list.error().code(), prefix + list.error().message()));
     op->list = std::move(*list);
     op->att = AttachmentFor(op->job, spec);
+    if (!op->keep_cidr.empty()) RequestAddress(op->keep_cidr, &op->att);
     Status st = ValidateAttachment(op->att);
     if (!st.ok()) return Finish(Error(st.error().code(), prefix + st.error().message()));
   }
@@ -350,6 +363,10 @@ void Networks::AttachAdded(Op* op, ListOutcome out) {
   specs_[op->job] = op->spec;
   Emit(op->job, Format("network %s ready: %s in %s (%s)", op->spec->mode.c_str(), n.cidr.c_str(),
                        Ms(out.nanos).c_str(), DescribeTimings(out.timings).c_str()));
+  if (!op->keep_cidr.empty() && op->keep_cidr != n.cidr) {
+    Emit(op->job, "network " + op->spec->mode + ": the IPAM plugin gave " + n.cidr + " instead of " + op->keep_cidr +
+                      "; the running tasks keep OUTPOST_IP of the old address until they restart", true);
+  }
   Finish(OkStatus());
 }
 
@@ -367,6 +384,15 @@ void Networks::FailAttach(Op* op, const std::string& why) {
       return Finish(first);
     }
     RemoveCacheEntries(op->job);
+    if (!op->keep_cidr.empty() && op->add_started) {
+      // The old address could not be had again (taken, or refused by the
+      // IPAM plugin): a new one beats no network for the running tasks.
+      Emit(op->job, "network " + op->spec->mode + ": could not keep the address " + op->keep_cidr +
+                        "; re-creating it with a new one", true);
+      op->keep_cidr.clear();
+      op->add_started = false;
+      return AttachResolved(op);
+    }
     if (op->pinned_here) log::WarnIfError(UnpinNetns(NetnsPath(op->job)), "unpin network namespace");
     Finish(first);
   };

@@ -7,8 +7,10 @@
 // built-in bridge network and its admin chain, the CNI config directory,
 // the plugins' VERSION probes, and recovery after an agent restart: pinned
 // namespaces and cache entries of jobs that no longer want them are torn
-// down, those of running jobs are CHECKed (or, where CHECK cannot run,
-// looked at) and re-created once when broken.
+// down; those of running jobs are looked at (net/link_check: interfaces and
+// addresses in place) and CHECKed where CHECK can run, kept when in place
+// whatever CHECK says, and re-created once, with their address, when
+// broken.
 //
 // Does not own jobs or tasks: the task start pipeline asks Attach for the
 // job's namespace and address (task/lifecycle.cc), the job layer calls
@@ -133,6 +135,10 @@ class Networks {
     std::vector<Done> release_done;
     NetworkList list;
     Attachment att;
+    // Recovery re-creating a broken network: the address it had ("IP/prefix"),
+    // asked of the IPAM plugin again (CNI_ARGS IP, capability ips); cleared
+    // when an ADD asking for it fails (then a new one is taken).
+    std::string keep_cidr;
     bool pinned_here = false;  // this op created the pin (undone on failure)
     bool add_started = false;  // a failure after it needs a DEL
     int64_t started_mono = 0;
@@ -154,6 +160,12 @@ class Networks {
   void RunRelease(Op* op);
   void ReleaseDeleted(Op* op, Status st);
   void RunRecoverCheck(Op* op);
+  // CHECK of a recovered network whose cached result is usable (intact:
+  // its interfaces and addresses were found in place), where CHECK can
+  // run; then the network kept (n), or re-created when CHECK failed and
+  // nothing could be looked at.
+  void CheckRecovered(Op* op, std::shared_ptr<NetworkList> list, Attachment att, picojson::value cached, bool intact,
+                      JobNetwork n);
   void RecreateAfterRecovery(Op* op);
 
   // The network list a spec uses (null + error when it has none).
@@ -174,7 +186,12 @@ class Networks {
   // "plugin x reports no CHECK support (versions ...)": a plugin of list
   // whose VERSION answer has no version from 0.4.0 on; "" when none.
   std::string PluginWithoutCheck(const NetworkList& list) const;
-  void Emit(const std::string& job, const std::string& message);
+  // A "network" event of job, and a log line (a warning when warn).
+  void Emit(const std::string& job, const std::string& message, bool warn = false);
+  // Asks att's IPAM for the address cidr ("IP/prefix"), as the CNI
+  // conventions have it: CNI_ARGS IP=<ip> (host-local, static) and the
+  // `ips` capability (for plugins declaring it).
+  static void RequestAddress(const std::string& cidr, Attachment* att);
   // A failed step of an Attach: DEL of the whole list, the pin removed when
   // this Attach made it, and the error (why, prefixed with the network).
   void FailAttach(Op* op, const std::string& why);

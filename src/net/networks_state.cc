@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/sys.h"
+#include "net/link_check.h"
 #include "net/netns.h"
 
 namespace outpost::net {
@@ -68,10 +69,14 @@ void Networks::RunRecoverCheck(Op* op) {
   auto list = ListFor(spec);
   Result<CacheEntry> entry = Error(Code::kNotFound, "no cache entry");
   if (list.ok()) entry = ReadCacheEntry(options_.cache_dir, list->name, ContainerId(op->job), "eth0");
-  std::weak_ptr<bool> alive = alive_;
-  // Wired before (pin + a cached result of this network): CHECK it, or,
-  // where CHECK cannot run (disableCheck, a version before 0.4.0), take the
-  // cached result as it is.
+  // Wired before (pin + a cached result of this network). Its interfaces
+  // and addresses are looked at first (net/link_check): a network with any
+  // of them gone is re-created, keeping its address where the IPAM plugin
+  // can. Then CHECK where it can run; a CHECK that fails on a network whose
+  // interfaces and addresses are in place is reported and the network
+  // kept: plugins' CHECKs fail on healthy attachments (portmap 1.1.1's
+  // always), and re-creating it would move the job to a new address under
+  // its running tasks and drop their connections.
   if (pinned && entry.ok() && entry->HasResult()) {
     auto cached_list = ParseNetworkList(entry->config, true, "cache");
     auto result = CniResultFromJson(entry->result, list->cni_version);
@@ -83,15 +88,16 @@ void Networks::RunRecoverCheck(Op* op) {
     n.ports = spec.ports;
     Status st = result.ok() ? PickAddress(*result, &n.ip, &n.cidr) : Status(result.error());
     if (cached_list.ok() && st.ok()) {
-      auto adopt = [this, op, n](const std::string& how) {
-        attached_[op->job] = n;
-        specs_[op->job] = op->spec;
-        Emit(op->job, "network " + op->spec->mode + " recovered: " + n.cidr + " (" + how + ")");
-        Finish(OkStatus());
-      };
-      if (cached_list->disable_check) return adopt("CHECK skipped: disableCheck");
-      if (CompareVersions(cached_list->cni_version, "0.4.0") < 0) {
-        return adopt("CHECK skipped: cniVersion " + cached_list->cni_version);
+      auto looked = InspectAttachment(*result, path);
+      if (looked.ok() && !looked->empty()) {
+        Emit(op->job, "network " + spec.mode + ": broken: " + JoinStrings(*looked, "; ") +
+                          "; re-creating it with its address " + n.cidr, true);
+        op->keep_cidr = n.cidr;
+        return RecreateAfterRecovery(op);
+      }
+      if (!looked.ok()) {
+        log::Warn("network: cannot look at the interfaces of a recovered network; CHECK decides alone",
+                  {{"job", op->job}, {"error", looked.error().message()}});
       }
       Attachment att;
       att.container_id = entry->container_id;
@@ -99,35 +105,54 @@ void Networks::RunRecoverCheck(Op* op) {
       att.ifname = entry->ifname;
       att.cni_args = entry->cni_args;
       att.capability_args = entry->capability_args;
-      auto checked = std::make_shared<NetworkList>(std::move(*cached_list));
-      picojson::value cached = entry->result;
-      // A plugin whose VERSION answer has nothing from 0.4.0 on has no CHECK.
-      ProbePlugins(*checked, [this, alive, op, adopt, checked, att, cached] {
-        if (!alive.lock()) return;
-        std::string without = PluginWithoutCheck(*checked);
-        if (!without.empty()) return adopt("CHECK skipped: " + without);
-        list_op_ = ListOp::Start(loop_, options_.plugins, *checked, "CHECK", att, cached,
-                                 [this, alive, op, adopt, checked](ListOutcome out) {
-                                   if (!alive.lock()) return;
-                                   if (out.status.ok()) return adopt("CHECK passed in " + Ms(out.nanos));
-                                   Emit(op->job, "network " + op->spec->mode +
-                                                     ": CHECK failed, re-creating it once: " +
-                                                     out.status.error().message());
-                                   RecreateAfterRecovery(op);
-                                 });
-      });
-      return;
+      return CheckRecovered(op, std::make_shared<NetworkList>(std::move(*cached_list)), std::move(att),
+                            entry->result, looked.ok(), std::move(n));
     }
     Emit(op->job, "network " + spec.mode + ": cached result unusable, re-creating it: " +
-                      (st.ok() ? cached_list.error().message() : st.error().message()));
+                      (st.ok() ? cached_list.error().message() : st.error().message()), true);
   }
   RecreateAfterRecovery(op);
 }
 
+void Networks::CheckRecovered(Op* op, std::shared_ptr<NetworkList> list, Attachment att, picojson::value cached,
+                              bool intact, JobNetwork n) {
+  const std::string in_place = intact ? "; interfaces and addresses in place" : "";
+  auto adopt = [this, op, n](const std::string& how, bool warn) {
+    attached_[op->job] = n;
+    specs_[op->job] = op->spec;
+    Emit(op->job, "network " + op->spec->mode + " recovered: " + n.cidr + " (" + how + ")", warn);
+    Finish(OkStatus());
+  };
+  if (list->disable_check) return adopt("CHECK skipped: disableCheck" + in_place, false);
+  if (CompareVersions(list->cni_version, "0.4.0") < 0) {
+    return adopt("CHECK skipped: cniVersion " + list->cni_version + in_place, false);
+  }
+  std::weak_ptr<bool> alive = alive_;
+  // A plugin whose VERSION answer has nothing from 0.4.0 on has no CHECK.
+  ProbePlugins(*list, [this, alive, op, list, att, cached, intact, in_place, adopt, cidr = n.cidr] {
+    if (!alive.lock()) return;
+    std::string without = PluginWithoutCheck(*list);
+    if (!without.empty()) return adopt("CHECK skipped: " + without + in_place, false);
+    list_op_ = ListOp::Start(loop_, options_.plugins, *list, "CHECK", att, cached,
+                             [this, alive, op, intact, adopt, cidr](ListOutcome out) {
+      if (!alive.lock()) return;
+      if (out.status.ok()) return adopt("CHECK passed in " + Ms(out.nanos), false);
+      const std::string& why = out.status.error().message();
+      if (intact) return adopt("CHECK failed, kept: its interfaces and addresses are in place: " + why, true);
+      Emit(op->job, "network " + op->spec->mode + ": CHECK failed, re-creating it once with its address " + cidr +
+                        ": " + why, true);
+      op->keep_cidr = cidr;
+      RecreateAfterRecovery(op);
+    });
+  });
+}
+
 void Networks::RecreateAfterRecovery(Op* op) {
-  // Half-done (killed during ADD or DEL), broken (CHECK failed) or gone
-  // (no pin: a reboot): DEL what is left, best effort, then ADD into the
-  // pinned namespace when there is one (its tasks may be running in it).
+  // Half-done (killed during ADD or DEL), broken (interfaces or addresses
+  // gone, or CHECK failed where they could not be looked at) or gone (no
+  // pin: a reboot): DEL what is left, best effort, then ADD into the pinned
+  // namespace when there is one (its tasks may be running in it), asking
+  // for op->keep_cidr when set.
   // Without a pin, the next task start makes the network afresh.
   std::weak_ptr<bool> alive = alive_;
   auto list = ListFor(*op->spec);

@@ -42,7 +42,9 @@ std::string TaskManager::BundlePath(const std::string& id) const {
 
 hooks::HookSet TaskManager::ResolveHooks(const driver::TaskConfig& c, std::vector<hooks::ResolvedHook>* why,
                                          std::vector<std::string>* skipped) const {
-  if (!options_.hooks) return c.Hooks();
+  // (c.Hooks() are the job spec's and, once NRI adjusted the task, its
+  // plugins'; the catalog adds the node's.)
+  if (!options_.hooks) return hooks::OncePerSource(c.Hooks());
   hooks::MatchInput in;
   in.annotations = c.Annotations();
   in.command = c.command;

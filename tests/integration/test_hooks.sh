@@ -264,3 +264,31 @@ EOF
   n="$(grep -lsaF "OUTPOST_TASK_DIR=$T/" /proc/[0-9]*/environ 2>/dev/null | wc -l)"
   expect_eq "$n" 1 "one task process runs after recovery"
 }
+
+# containerd's stock hook-injector NRI plugin adds, through its adjustment,
+# the hooks of the same hooks.d files the agent reads (outpost's default
+# hooks_dirs are its directories): each hook must run once, not once per
+# source. The injector is played by build/test_nri_plugin adding, with
+# -adjust-hook, the hook of the hooks.d file below as the injector hands it
+# over (path, argv [path], no env), for the file's stages.
+test_hooks_from_hooksd_and_the_hook_injector_nri_plugin_run_once() {
+  mkdir -p "$T/hooks.d"
+  # argv is [path] and the environment empty: builtins only. One line per
+  # run: the state it read (its status tells the stage).
+  printf '#!/bin/sh\nIFS= read -r s\nprintf "%%s\\n" "$s" >>%s/inj-runs\n' "$T" >"$T/inj-hook"
+  chmod +x "$T/inj-hook"
+  printf '{"version": "1.0.0", "hook": {"path": "%s"}, "when": {"always": true}, "stages": ["prestart", "poststop"]}\n' \
+    "$T/inj-hook" >"$T/hooks.d/50-injected.json"
+  nr_start
+  nr_plugin 10 injector -events CreateContainer \
+    -adjust-hook "prestart:$T/inj-hook" -adjust-hook "poststop:$T/inj-hook" >/dev/null
+  wait_for 10 nr_ready injector || fail "plugin not ready: $(op nri)"
+  nr_job inj >"$T/inj.json"
+  expect_exit 0 op run -f "$T/inj.json"
+  wait_for 10 nr_pid inj/t >/dev/null || fail "task not running"
+  expect_contains "$(op --json inspect inj/t | json_get task.nri)" "10-injector: adjusted" "the plugin added its hooks"
+  expect_contains "$(op hooks --task inj/t)" "$T/hooks.d/50-injected.json" "the hooks.d file applies to the task too"
+  expect_exit 0 op rm inj  # returns once the poststop hooks have run
+  expect_eq "$(grep -c '"status":"creating"' "$T/inj-runs")" 1 "prestart hook runs"
+  expect_eq "$(grep -c '"status":"stopped"' "$T/inj-runs")" 1 "poststop hook runs"
+}

@@ -187,6 +187,12 @@ nt_task_reason() { op --json inspect "$1" 2>/dev/null | json_get reason; }
 nt_reason_has() { nt_task_reason "$1" | grep -qF -- "$2"; }
 nt_networks_has() { op networks 2>/dev/null | grep -qF -- "$1"; }
 nt_no_ptp_veth() { ! nsx ip -o link show | grep -q 'veth'; }
+# nt_job_cidr JOB: the job's address as the agent has it ("" = not attached).
+nt_job_cidr() {
+  op networks --json 2>/dev/null | python3 -c 'import json,sys
+print("".join(j["cidr"] for j in json.load(sys.stdin).get("attached", []) if j["job"] == sys.argv[1]))' "$1"
+}
+nt_attached() { [ -n "$(nt_job_cidr "$1")" ]; }
 
 test_networks_custom_cni_network_with_ptp_and_host_local() {
   nt_node
@@ -336,13 +342,91 @@ test_networks_running_job_is_checked_at_restart_and_recreated_when_broken() {
   nt_kill_agent
   nsx ip -o link show | awk -F': ' '/veth/ {print $2}' | sed 's/@.*//' | while read -r l; do nsx ip link del "$l"; done
   nt_start_agent
-  wait_for 30 jt_events_contain db "CHECK failed, re-creating it once" || fail "no re-creation: $(op events db)"
+  wait_for 30 jt_events_contain db "network cni/lan: broken: " || fail "no re-creation: $(op events db)"
+  expect_contains "$(op events db)" "eth0 is not in $T/netns/outpost-db" "the broken part named"
   wait_for 30 jt_events_contain db "network cni/lan ready" || fail "not re-created: $(op events db)"
   expect_eq "$(jt_running_pid db/s)" "$pid" "the task kept running in its namespace"
-  local ip2; ip2="$(op networks --json | python3 -c 'import json,sys; print([j["cidr"] for j in json.load(sys.stdin)["attached"] if j["job"]=="db"][0].split("/")[0])')"
-  expect_exit 0 nt_connect tcp "$ip2" 5432
+  expect_eq "$(nt_job_cidr db)" "$ip/24" "the re-created network has the address the task knows"
+  expect_exit 0 nt_connect tcp "$ip" 5432
   expect_contains "$OUT" "hello-s" "re-created network works"
   expect_eq "$(nt_lan_leases lan)" 1 "one reservation after re-creation"
+}
+
+# Nomad's bridge conflist exactly as its CNI documentation publishes it
+# (tests/integration/cni/nomad.conflist, byte for byte), as cni/nomad with
+# a port map. portmap 1.1.1's CHECK fails on it ("could not check ipv6
+# dnat"), and the conflist has no disableCheck: a restart must still keep
+# the job's namespace, address and open connections; only a namespace that
+# is really broken is re-created, with its address. Its host-local keeps
+# reservations in the default /var/lib/cni: a tmpfs of the node's own here.
+nt_eth0_cidr() { nsx nsenter --net="$T/netns/outpost-$1" ip -4 -o addr show dev eth0 | awk '{print $4}'; }
+nt_has_line() { grep -qxF -- "$2" "$1" 2>/dev/null; }
+nt_nomad_leases() { nsx find /var/lib/cni/networks/nomad -name '172.*' | wc -l; }
+
+test_networks_nomad_conflist_keeps_the_address_and_connections_across_restarts() {
+  nt_node
+  nsx mount -t tmpfs tmpfs /var/lib && nsx mkdir /var/lib/cni || fail "no tmpfs for /var/lib/cni in the node"
+  cp "$here/cni/nomad.conflist" "$T/cni.d/nomad.conflist"
+  wait_for 10 nt_networks_has "cni/nomad" >/dev/null || fail "cni/nomad never listed: $(op networks)"
+  jt_run_doc "$(nt_job web '{"mode": "cni/nomad", "ports": [{"label": "http", "static": 8080, "to": 80}]}' \
+    "$(jt_task s /usr/bin/python3 "$here/net_echo.py" serve 80)")" >/dev/null || fail "run web"
+  wait_for 10 nt_listening web/s tcp >/dev/null || fail "not listening: $(op logs web/s 2>&1)"
+  local pid ip
+  pid="$(jt_running_pid web/s)"
+  ip="$(nt_ip web/s)"
+  expect_contains "$ip" "172.26.64." "address from the conflist's range"
+  expect_eq "$(nt_job_cidr web)" "$ip/20" "the agent's address of the job"
+  # One connection from outside through the port map, kept open throughout.
+  # (nsenter execs python: $! is the client itself, for the kill below.)
+  nsenter -t "$NT_OUTSIDE" -n -- python3 "$here/net_echo.py" hold 10.99.0.1 8080 "$T/conn.log" "$T/conn-go" \
+    >>"$T/conn.out" 2>&1 &
+  local client=$!
+  echo "$client" >>"$T/.pids"
+  wait_for 10 nt_has_line "$T/conn.log" "echo ping 1" || fail "no connection through the port map: $(cat "$T/conn.log")"
+
+  local how events round=2
+  for how in SIGTERM "kill -9"; do
+    if [ "$how" = SIGTERM ]; then
+      kill -TERM "$AGENT_PID" && wait_gone "$AGENT_PID" 40 || fail "agent did not stop on SIGTERM"
+    else
+      nt_kill_agent
+    fi
+    nt_start_agent
+    wait_for 30 nt_attached web >/dev/null || fail "not recovered after $how: $(op events web)"
+    expect_eq "$(nt_job_cidr web)" "$ip/20" "the job's address after a $how restart"
+    expect_eq "$(nt_eth0_cidr web)" "$ip/20" "eth0's address in the namespace after a $how restart"
+    expect_eq "$(jt_running_pid web/s)" "$pid" "the task kept running ($how)"
+    # (The event history is the worker's: it starts empty at each restart.)
+    events="$(op events web)"
+    expect_contains "$events" "network cni/nomad recovered: $ip/20 (CHECK failed, kept: its interfaces and addresses" \
+      "the recovery after $how reports the failed CHECK and keeps the network"
+    expect_contains "$events" "are in place: plugin portmap: [code 999] could not check ipv6 dnat" "CHECK's error"
+    expect_not_contains "$events" "network cni/nomad ready" "no second ADD after $how"
+    touch "$T/conn-go-$round"
+    wait_for 10 nt_has_line "$T/conn.log" "echo ping $round" ||
+      fail "the connection did not survive the $how restart: $(cat "$T/conn.log")"
+    round=$((round + 1))
+  done
+  expect_eq "$(nt_nomad_leases)" 1 "one reservation"
+
+  # Really broken while no agent runs: eth0 (and with it the veth pair) gone.
+  kill "$client" 2>/dev/null
+  nt_kill_agent
+  nsx nsenter --net="$T/netns/outpost-web" ip link del eth0 || fail "delete eth0"
+  nt_start_agent
+  wait_for 30 jt_events_contain web "network cni/nomad ready" >/dev/null ||
+    fail "the broken network was not re-created: $(op events web)"
+  events="$(op events web)"
+  expect_contains "$events" "network cni/nomad: broken: host interface veth" "why it was re-created: the veth"
+  expect_contains "$events" "; eth0 is not in $T/netns/outpost-web; re-creating it with its address $ip/20" \
+    "why it was re-created: eth0"
+  wait_for 10 nt_attached web >/dev/null || fail "not attached after the re-creation"
+  expect_eq "$(nt_job_cidr web)" "$ip/20" "the re-created network kept the address"
+  expect_eq "$(nt_eth0_cidr web)" "$ip/20" "eth0 is back with the address"
+  expect_eq "$(jt_running_pid web/s)" "$pid" "the task kept running in its namespace"
+  expect_exit 0 nt_outside python3 "$here/net_echo.py" once 10.99.0.1 8080
+  expect_eq "$OUT" "once" "the port map reaches the task again"
+  expect_eq "$(nt_nomad_leases)" 1 "one reservation after the re-creation"
 }
 
 test_networks_fifty_jobs_started_and_removed_leak_nothing() {

@@ -402,12 +402,14 @@ TEST_F(CatalogTest, ResolveOrderAndReasons) {
   EXPECT_EQ(set.at(Stage::kPrestart)[2].source, "hooks.d " + a_ + "/20-sh.json");
   ASSERT_EQ(set.at(Stage::kPoststop).size(), 1u);
   EXPECT_TRUE(skipped.empty());
+  // Stage by stage, in the order they run.
   ASSERT_EQ(resolved.size(), 5u);
   EXPECT_EQ(resolved[0].why, "job spec");
   EXPECT_EQ(resolved[1].why, "hooks.d 10-always.json: always");
-  EXPECT_EQ(resolved[2].stage, Stage::kPoststop);
-  EXPECT_EQ(resolved[3].why, "hooks.d 20-sh.json: commands: \"/sh$\" matched \"/bin/sh\"");
-  EXPECT_EQ(resolved[4].why, "hook_path");
+  EXPECT_EQ(resolved[2].why, "hooks.d 20-sh.json: commands: \"/sh$\" matched \"/bin/sh\"");
+  EXPECT_EQ(resolved[3].why, "hook_path");
+  EXPECT_EQ(resolved[3].stage, Stage::kPrestart);
+  EXPECT_EQ(resolved[4].stage, Stage::kPoststop);
 
   resolved.clear();
   set = cat_->Resolve(HookSet(), In("/bin/bash"), &resolved, &skipped);
@@ -462,6 +464,92 @@ TEST_F(CatalogTest, WatchedStageDirectory) {
   // Losing the exec bit disables it.
   ASSERT_EQ(0, ::chmod((hp_ + "/prestart/x").c_str(), 0644));
   ASSERT_TRUE(RunUntil(loop_.get(), [&] { return cat_->stage_dir_hooks().empty(); }));
+}
+
+// containerd's hook-injector NRI plugin adds the hooks of the hooks.d files
+// the agent reads too: a hook from two sources runs once.
+TEST_F(CatalogTest, HookFromNriAndHooksDRunsOnce) {
+  Write(a_ + "/10-inj.json", "{\"version\":\"1.0.0\",\"hook\":{\"path\":\"" + hook_ +
+                                 "\",\"env\":[\"A=1\"]},\"when\":{\"always\":true},"
+                                 "\"stages\":[\"prestart\",\"poststop\"]}");
+  Start(false);
+  auto nri = [&](std::vector<std::string> args, std::vector<std::string> env) {
+    Hook h;
+    h.path = hook_;
+    h.args = std::move(args);
+    h.env = std::move(env);
+    h.timeout_seconds = 7;
+    h.source = "nri plugin 10-injector";
+    return h;
+  };
+  HookSet spec;
+  Hook own;
+  own.path = "/bin/true";
+  own.source = "job spec";
+  spec.at(Stage::kPrestart).push_back(own);
+  // As the injector hands it over: argv [path] where the file has no args.
+  spec.at(Stage::kPrestart).push_back(nri({hook_}, {"A=1"}));
+  spec.at(Stage::kPoststop).push_back(nri({}, {"A=1"}));
+  std::vector<ResolvedHook> resolved;
+  HookSet set = cat_->Resolve(spec, In("/bin/sh"), &resolved);
+  ASSERT_EQ(set.at(Stage::kPrestart).size(), 2u) << ::testing::PrintToString(resolved.size());
+  EXPECT_EQ(set.at(Stage::kPrestart)[0].path, "/bin/true");
+  // The first stays, where it is, with its timeout.
+  EXPECT_EQ(set.at(Stage::kPrestart)[1].source, "nri plugin 10-injector");
+  EXPECT_EQ(set.at(Stage::kPrestart)[1].timeout_seconds, 7);
+  ASSERT_EQ(set.at(Stage::kPoststop).size(), 1u);
+  ASSERT_EQ(resolved.size(), 3u);
+  EXPECT_EQ(resolved[1].why, "nri plugin 10-injector; also from hooks.d " + a_ + "/10-inj.json");
+
+  // Not the same hook: another env, other args, another stage.
+  HookSet other;
+  other.at(Stage::kPrestart).push_back(nri({}, {"A=2"}));
+  other.at(Stage::kPrestart).push_back(nri({"hook", "x"}, {"A=1"}));
+  other.at(Stage::kPoststart).push_back(nri({}, {"A=1"}));
+  set = cat_->Resolve(other, In("/bin/sh"));
+  EXPECT_EQ(set.at(Stage::kPrestart).size(), 3u);
+  EXPECT_EQ(set.at(Stage::kPoststart).size(), 1u);
+  EXPECT_EQ(set.at(Stage::kPoststop).size(), 1u);
+}
+
+TEST_F(CatalogTest, HookRepeatedWithinOneSourceRunsAsOftenAsListed) {
+  Write(a_ + "/1.json", Always("same"));
+  Write(a_ + "/2.json", Always("same"));
+  Start(false);
+  Hook h = cat_->files()[0].hook;
+  HookSet spec;
+  h.source = "nri plugin 10-injector";
+  spec.at(Stage::kPrestart).push_back(h);
+  // One from NRI, two from hooks.d: twice (the most one source lists it).
+  EXPECT_EQ(cat_->Resolve(spec, In("/bin/sh")).at(Stage::kPrestart).size(), 2u);
+  spec.at(Stage::kPrestart).push_back(h);
+  EXPECT_EQ(cat_->Resolve(spec, In("/bin/sh")).at(Stage::kPrestart).size(), 2u);
+  spec.at(Stage::kPrestart).push_back(h);
+  EXPECT_EQ(cat_->Resolve(spec, In("/bin/sh")).at(Stage::kPrestart).size(), 3u);
+  // A job spec listing a hook twice runs it twice.
+  HookSet twice;
+  Hook mine;
+  mine.path = "/bin/true";
+  mine.source = "job spec";
+  twice.at(Stage::kPoststop) = {mine, mine};
+  EXPECT_EQ(cat_->Resolve(twice, In("/bin/sh")).at(Stage::kPoststop).size(), 2u);
+}
+
+TEST(OncePerSourceTest, JobSpecAndNriWithoutACatalog) {
+  HookSet set;
+  Hook h;
+  h.path = "/usr/libexec/gpu-setup";
+  h.source = "job spec";
+  set.at(Stage::kCreateRuntime).push_back(h);
+  h.source = "nri plugin 10-a";
+  h.args = {"/usr/libexec/gpu-setup"};
+  set.at(Stage::kCreateRuntime).push_back(h);
+  h.source = "nri plugin 20-b";
+  set.at(Stage::kCreateRuntime).push_back(h);
+  HookSet out = OncePerSource(set);
+  ASSERT_EQ(out.at(Stage::kCreateRuntime).size(), 1u);
+  EXPECT_EQ(out.at(Stage::kCreateRuntime)[0].source, "job spec");
+  EXPECT_EQ(out.size(), 1u);
 }
 
 TEST_F(CatalogTest, StartRejectsRelativeDirectories) {
