@@ -15,7 +15,8 @@
 
 namespace outpost::task {
 struct TaskView;
-}
+class TaskManager;
+}  // namespace outpost::task
 
 namespace outpost::agent {
 
@@ -52,7 +53,15 @@ class Arena {
   std::deque<std::vector<char>> blobs_;
 };
 
-void FillInfo(const task::TaskView& v, Arena* a, outpost_v1_TaskInfo* out);
+// What a TaskInfo tells besides the task's record: whether its driver can
+// be reached.
+struct InfoSources {
+  const task::TaskManager* tasks = nullptr;
+};
+
+// A running task whose driver cannot be reached is "unknown", with why in
+// its error (as the job API shows it).
+void FillInfo(const task::TaskView& v, const InfoSources& src, Arena* a, outpost_v1_TaskInfo* out);
 
 template <typename Req>
 bool DecodeOrFail(std::string_view payload, PbOwned<Req>* req, const char* what, const wire::Responder& r) {

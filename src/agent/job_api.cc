@@ -121,7 +121,7 @@ void FillJob(const job::JobView& v, task::TaskManager* tm, bool full, Arena* a, 
       o.started_at_unix_nanos = tv->status.started_at_unix_nanos;
       if (full) {
         o.has_task = true;
-        FillInfo(*tv, a, &o.task);
+        FillInfo(*tv, InfoSources{tm}, a, &o.task);
       }
     }
   }
@@ -130,7 +130,8 @@ void FillJob(const job::JobView& v, task::TaskManager* tm, bool full, Arena* a, 
 
 bool Ready(job::JobManager* jobs, const wire::Responder& r) {
   if (jobs->recovered()) return true;
-  r.Fail(Error(Code::kUnavailable, "the agent is still recovering its jobs; try again in a moment"));
+  // (Not UNAVAILABLE: the API keeps that for a driver it cannot reach.)
+  r.Fail(Error(Code::kFailedPrecondition, "the agent is still recovering its jobs; try again in a moment"));
   return false;
 }
 

@@ -90,15 +90,25 @@ bool InspectJob(const GlobalOptions& g, const std::string& id, PbOwned<JobInfo>*
 }
 
 bool TaskStatsOf(const GlobalOptions& g, const outpost_v1_JobTaskInfo& t, bool quiet,
-                 PbOwned<outpost_v1_TaskStatsResponse>* out) {
+                 PbOwned<outpost_v1_TaskStatsResponse>* out, std::string* why, int* code) {
   outpost_v1_TaskIdRequest req = outpost_v1_TaskIdRequest_init_zero;
   std::string tid = PbString(t.task_id);
   req.id = PbStr(tid);
   auto encoded = PbEncode(outpost_v1_TaskIdRequest_fields, &req, "TaskIdRequest");
   if (!encoded.ok()) return false;
-  int code = 0;
-  auto r = quiet ? CallAgentQuiet(g, "TaskStats", *encoded, &code) : CallAgent(g, "TaskStats", *encoded, &code);
-  return r.ok() && out->Decode(*r, "TaskStatsResponse").ok();
+  int c = 0;
+  auto r = quiet ? CallAgentQuiet(g, "TaskStats", *encoded, &c) : CallAgent(g, "TaskStats", *encoded, &c);
+  if (code) *code = c;
+  if (!r.ok()) {
+    if (why) *why = r.error().message();
+    return false;
+  }
+  if (!out->Decode(*r, "TaskStatsResponse").ok()) {
+    if (why) *why = "bad reply from the agent";
+    if (code) *code = kExitFailure;
+    return false;
+  }
+  return true;
 }
 
 void PrintTaskTable(const JobInfo& j, const char* indent) {

@@ -206,9 +206,9 @@ int Run(const GlobalOptions& g, const std::vector<std::string>& in) {
   auto reply =
       CallAgentQuiet(g, "SubmitJob", *PbEncode(outpost_v1_SubmitJobRequest_fields, &req, "SubmitJobRequest"), &code);
   if (!reply.ok()) {
-    if (code != kExitFailure) return code;  // no agent: already reported
+    if (code == kExitNoAgent) return code;  // already reported
     const Error& e = reply.error();
-    if (e.code() != Code::kInvalidArgument) return Fail(kExitFailure, e.message());
+    if (e.code() != Code::kInvalidArgument) return Fail(code, e.message());
     // The agent lists every problem, one per line, by JSON path.
     std::string where = *file == "-" ? "from stdin" : "in " + *file;
     std::string msg = "invalid job spec " + where + " (nothing was changed):";

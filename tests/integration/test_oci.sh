@@ -157,6 +157,10 @@ test_oci_recovers_after_kill_9_of_agent_and_driver() {
   kill -9 "$OC_DRIVER"
   wait_for 20 sh -c "'$OUTPOST' --socket '$SOCK' inspect r | grep -q 'driver oci is disconnected'" || fail "not told: $(op inspect r)"
   kill -0 "$pid" || fail "the container died with its driver"
+  # exec needs the driver: its own exit code and the driver named (not 3,
+  # "no agent").
+  expect_exit 4 op exec r/t -- echo away
+  expect_contains "$OUT" "driver oci is disconnected" "exec while the driver is away"
   oc_driver
   wait_for 20 oc_state_is r/t running || fail "not recovered after the driver: $(op inspect r)"
   expect_eq "$(oc_pid r/t)" "$pid" "same pid after the driver's restart"
