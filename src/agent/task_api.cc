@@ -7,6 +7,7 @@
 
 #include "agent/api.h"
 #include "agent/api_util.h"
+#include "cgroup/cgroup.h"
 #include "task/manager.h"
 #include "base/clock.h"
 #include "base/pb.h"
@@ -16,6 +17,22 @@
 #include "wire/rpc_server.h"
 
 namespace outpost::agent {
+
+outpost_v1_LimitInfo* FillLimits(const cgroup::Resources& r, const std::string& path, const cgroup::Cgroups* cg,
+                                 Arena* a, pb_size_t* count) {
+  std::vector<cgroup::LimitState> limits;
+  if (cg) limits = cg->Enforcement(r, path);
+  *count = static_cast<pb_size_t>(limits.size());
+  auto* out = a->Array<outpost_v1_LimitInfo>(limits.size());
+  for (size_t i = 0; i < limits.size(); ++i) {
+    out[i] = outpost_v1_LimitInfo_init_zero;
+    out[i].file = a->Str(limits[i].file);
+    out[i].value = a->Str(limits[i].value);
+    out[i].enforced = limits[i].not_enforced.empty();
+    out[i].not_enforced = a->Str(limits[i].not_enforced);
+  }
+  return out;
+}
 
 void FillInfo(const task::TaskView& v, const InfoSources& src, Arena* a, outpost_v1_TaskInfo* out) {
   *out = outpost_v1_TaskInfo_init_zero;
@@ -36,6 +53,7 @@ void FillInfo(const task::TaskView& v, const InfoSources& src, Arena* a, outpost
     out->state = a->Str("unknown");
     out->error = a->Str(problem);
   }
+  out->limits = FillLimits(v.config.resources, v.config.cgroup, src.cgroups, a, &out->limits_count);
   out->command = a->Str(v.config.command);
   out->args_count = static_cast<pb_size_t>(v.config.args.size());
   out->args = a->StrArray(v.config.args);
@@ -429,7 +447,8 @@ void WatchEvents(const TaskApi& api, std::string_view payload, wire::Responder r
 
 }  // namespace
 
-void RegisterTaskApi(task::TaskManager* tm, task::EventLog* events, Loop* loop, wire::RpcServer* server) {
+void RegisterTaskApi(task::TaskManager* tm, const cgroup::Cgroups* cgroups, task::EventLog* events, Loop* loop,
+                     wire::RpcServer* server) {
   static const struct {
     const char* method;
     Handler fn;
@@ -442,7 +461,7 @@ void RegisterTaskApi(task::TaskManager* tm, task::EventLog* events, Loop* loop, 
   auto waits = std::make_shared<EventWaits>();
   for (const auto& m : kMethods) {
     Handler fn = m.fn;
-    TaskApi api{tm, loop, events, waits, InfoSources{tm}};
+    TaskApi api{tm, loop, events, waits, InfoSources{tm, cgroups}};
     server->Register(kAgentService, m.method,
                      [api, fn](const wire::CallContext&, std::string_view payload, wire::Responder r) {
                        fn(api, payload, std::move(r));

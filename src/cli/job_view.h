@@ -38,6 +38,9 @@ bool TaskStatsOf(const GlobalOptions& g, const outpost_v1_JobTaskInfo& t, bool q
 
 // TASK STATE PID RESTARTS LIFECYCLE NOTE, one row per task.
 void PrintTaskTable(const JobInfo& j, const char* indent);
+// "limits:" and the job's own and each task's limits, enforced or why not
+// (InspectJob's reply; nothing when none is set).
+void PrintJobLimits(const JobInfo& j);
 
 // "task b failed (exit code 3; ...)", for each task that failed for good.
 std::string FailedTasks(const JobInfo& j);

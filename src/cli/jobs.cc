@@ -29,9 +29,10 @@ const char kInspectHelp[] =
     "Usage: outpost inspect JOB[/TASK] [--json]\n"
     "\n"
     "Shows a job (status, source, version, labels, and each task's state,\n"
-    "pid, restarts and why it is not running), or one task of it in detail.\n"
-    "--json adds the job's full canonical spec (every default filled in).\n"
-    "A task whose driver plugin is away shows state unknown and why.\n"
+    "pid, restarts and why it is not running, and the cgroup limits of the\n"
+    "job and its tasks, each enforced or why not), or one task of it in\n"
+    "detail. --json adds the job's full canonical spec (every default filled\n"
+    "in). A task whose driver plugin is away shows state unknown and why.\n"
     "\n"
     "Examples:\n"
     "  outpost inspect web\n"
@@ -216,6 +217,7 @@ int InspectTaskOfJob(const GlobalOptions& g, const JobInfo& j, const std::string
       }
       std::printf(")\n");
       if (t.task.log_error && *t.task.log_error) std::printf("log error:  %s\n", t.task.log_error);
+      PrintLimits(t.task.limits, t.task.limits_count);
       PrintHookRuns(t.task);
     }
     return kExitOk;
@@ -253,6 +255,7 @@ int InspectCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
   }
   std::printf("tasks:\n");
   PrintTaskTable(*j, "  ");
+  PrintJobLimits(*j);
   return kExitOk;
 }
 
