@@ -268,7 +268,7 @@ Status Agent::StartTasks() {
   if (!tm.ok()) return tm.error().Wrap("tasks");
   tasks_ = std::move(*tm);
   OUTPOST_RETURN_IF_ERROR(tasks_->Recover());
-  RegisterTaskApi(tasks_.get(), &events_, loop_.get(), api_.get());
+  RegisterTaskApi(tasks_.get(), cgroups_.get(), &events_, loop_.get(), api_.get());
   if (cgroups_->available() && !first_since_boot) {
     // (After a boot the cgroup tree is new: nothing can be left.)
     // Cgroups of tasks nobody knows (an agent whose state was wiped, a
@@ -281,7 +281,7 @@ Status Agent::StartTasks() {
     for (const std::string& p : cgroups_->CleanLeftovers(keep)) log::Info("removed a leftover cgroup", {{"path", p}});
   }
 
-  job_runner_ = std::make_unique<JobTaskRunner>(tasks_.get());
+  job_runner_ = std::make_unique<JobTaskRunner>(tasks_.get(), cgroups_.get());
   job::JobManager::Options jo;
   jo.state_dir = config_.state_dir;
   jo.jobs_dir = config_.jobs_dir;
@@ -318,7 +318,7 @@ Status Agent::StartTasks() {
   job::JobManager* jobs = jobs_.get();
   tasks_->SetIdResolver([jobs](const std::string& j, const std::string& t) { return jobs->TaskId(j, t); });
   tasks_->SetDriverGoneListener([jobs](const std::string& name) { jobs->OnDriverGone(name); });
-  RegisterJobApi(loop_.get(), jobs, tasks_.get(), &events_, api_.get());
+  RegisterJobApi(loop_.get(), jobs, tasks_.get(), cgroups_.get(), &events_, api_.get());
   // With a keeper, the exits of tasks that ended while no worker ran arrive
   // with its journal: jobs are recovered once that is replayed, or once the
   // link is attached if the keeper has nothing to replay (AttachKeeper).

@@ -1,6 +1,7 @@
 // Helpers shared by the API handler files (agent/api, task_api, job_api):
 // decoding a request or failing the call, the arena that keeps encode-side
-// strings alive until a reply is encoded, and the TaskInfo encoding.
+// strings alive until a reply is encoded, and the TaskInfo and LimitInfo
+// encodings.
 #pragma once
 
 #include <cstring>
@@ -15,7 +16,12 @@
 
 namespace outpost::task {
 struct TaskView;
-}
+class TaskManager;
+}  // namespace outpost::task
+namespace outpost::cgroup {
+class Cgroups;
+struct Resources;
+}  // namespace outpost::cgroup
 
 namespace outpost::agent {
 
@@ -52,7 +58,20 @@ class Arena {
   std::deque<std::vector<char>> blobs_;
 };
 
-void FillInfo(const task::TaskView& v, Arena* a, outpost_v1_TaskInfo* out);
+// What a TaskInfo tells besides the task's record: whether its driver can
+// be reached (tasks) and whether its limits are enforced (cgroups).
+struct InfoSources {
+  const task::TaskManager* tasks = nullptr;
+  const cgroup::Cgroups* cgroups = nullptr;
+};
+
+// A running task whose driver cannot be reached is "unknown", with why in
+// its error (as the job API shows it).
+void FillInfo(const task::TaskView& v, const InfoSources& src, Arena* a, outpost_v1_TaskInfo* out);
+// Each limit r sets, for a cgroup at path ("" = none), enforced or with why
+// not (cgroup::Cgroups::Enforcement); *count set.
+outpost_v1_LimitInfo* FillLimits(const cgroup::Resources& r, const std::string& path, const cgroup::Cgroups* cg,
+                                 Arena* a, pb_size_t* count);
 
 template <typename Req>
 bool DecodeOrFail(std::string_view payload, PbOwned<Req>* req, const char* what, const wire::Responder& r) {

@@ -57,7 +57,7 @@ void HandleListHooks(Agent* agent, std::string_view payload, const wire::Respond
   PbOwned<outpost_v1_ListHooksRequest> req(outpost_v1_ListHooksRequest_fields);
   if (!DecodeOrFail(payload, &req, "ListHooksRequest", r)) return;
   hooks::Catalog* catalog = agent->hook_catalog();
-  if (!catalog || !agent->tasks()) return r.Fail(Error(Code::kUnavailable, "the agent is still starting"));
+  if (!catalog || !agent->tasks()) return r.Fail(Error(Code::kFailedPrecondition, "the agent is still starting"));
   const Config& config = agent->config();
   std::vector<Entry> entries;
   std::vector<std::string> skipped;

@@ -4,6 +4,7 @@
 #include "agent/api_util.h"
 #include "base/clock.h"
 #include "base/strings.h"
+#include "cgroup/cgroup.h"
 #include "loop/loop.h"
 #include "task/events.h"
 #include "task/manager.h"
@@ -42,6 +43,15 @@ Status JobTaskRunner::ApplyJobResources(const std::string& job, const cgroup::Re
 
 std::string JobTaskRunner::DriverProblem(const std::string& driver) const { return tm_->DriverProblem(driver); }
 
+std::string JobTaskRunner::LimitsNotEnforced(const std::string& job, const std::string& task_id,
+                                             const cgroup::Resources& r) const {
+  if (!cgroups_) return "";
+  if (task_id.empty()) return cgroup::NotEnforcedSummary(cgroups_->Enforcement(r, cgroups_->JobPath(job)));
+  auto v = tm_->Inspect(task_id);
+  if (!v.ok()) return "";
+  return cgroup::NotEnforcedSummary(cgroups_->Enforcement(r, v->config.cgroup));
+}
+
 Result<job::TaskStore::Instance> JobTaskRunner::Lookup(const std::string& task_id) {
   auto v = tm_->Inspect(task_id);
   if (!v.ok()) return v.error();
@@ -79,7 +89,17 @@ outpost_v1_EnvVar* Pairs(const std::map<std::string, std::string>& m, Arena* a) 
   return out;
 }
 
-void FillJob(const job::JobView& v, task::TaskManager* tm, bool full, Arena* a, outpost_v1_JobInfo* out) {
+// The handlers' view of the agent.
+struct JobApi {
+  Loop* loop;
+  job::JobManager* jobs;
+  task::TaskManager* tm;
+  task::EventLog* events;
+  const cgroup::Cgroups* cgroups;
+};
+
+void FillJob(const job::JobView& v, const JobApi& api, bool full, Arena* a, outpost_v1_JobInfo* out) {
+  task::TaskManager* tm = api.tm;
   *out = outpost_v1_JobInfo_init_zero;
   out->id = a->Str(v.id);
   out->status = a->Str(v.status);
@@ -125,30 +145,36 @@ void FillJob(const job::JobView& v, task::TaskManager* tm, bool full, Arena* a, 
       o.started_at_unix_nanos = tv->status.started_at_unix_nanos;
       if (full) {
         o.has_task = true;
-        FillInfo(*tv, a, &o.task);
+        FillInfo(*tv, InfoSources{tm, api.cgroups}, a, &o.task);
       }
     }
   }
-  if (full) out->spec_json = a->Str(job::JobSpecToJson(v.spec).serialize(true));
   out->pending = a->Str(v.pending);
+  if (full) {
+    out->spec_json = a->Str(job::JobSpecToJson(v.spec).serialize(true));
+    const cgroup::Cgroups* cg = api.cgroups;
+    out->limits = FillLimits(v.spec.resources, cg ? cg->JobPath(v.id) : "", cg, a, &out->limits_count);
+  }
 }
 
 bool Ready(job::JobManager* jobs, const wire::Responder& r) {
   if (jobs->recovered()) return true;
-  r.Fail(Error(Code::kUnavailable, "the agent is still recovering its jobs; try again in a moment"));
+  // (Not UNAVAILABLE: the API keeps that for a driver it cannot reach.)
+  r.Fail(Error(Code::kFailedPrecondition, "the agent is still recovering its jobs; try again in a moment"));
   return false;
 }
 
-void SubmitJob(job::JobManager* jobs, task::TaskManager* tm, task::EventLog* events, std::string_view payload, wire::Responder r) {
+void SubmitJob(const JobApi& api, const wire::CallContext&, std::string_view payload, wire::Responder r) {
+  job::JobManager* jobs = api.jobs;
   PbOwned<outpost_v1_SubmitJobRequest> req(outpost_v1_SubmitJobRequest_fields);
   if (!DecodeOrFail(payload, &req, "SubmitJobRequest", r) || !Ready(jobs, r)) return;
-  uint64_t seq = events->last_seq();
+  uint64_t seq = api.events->last_seq();
   auto res = jobs->Submit(PbString(req->spec_json));
   if (!res.ok()) return r.Fail(res.error());
   Arena a;
   outpost_v1_SubmitJobResponse resp = outpost_v1_SubmitJobResponse_init_zero;
   resp.has_job = true;
-  FillJob(res->job, tm, false, &a, &resp.job);
+  FillJob(res->job, api, false, &a, &resp.job);
   resp.created = res->created;
   resp.unchanged = res->unchanged;
   resp.restarted_count = static_cast<pb_size_t>(res->restarted.size());
@@ -163,7 +189,8 @@ void SubmitJob(job::JobManager* jobs, task::TaskManager* tm, task::EventLog* eve
   r.Finish(PbEncode(outpost_v1_SubmitJobResponse_fields, &resp, "SubmitJobResponse"));
 }
 
-void ListJobs(job::JobManager* jobs, task::TaskManager* tm, task::EventLog*, std::string_view payload, wire::Responder r) {
+void ListJobs(const JobApi& api, const wire::CallContext&, std::string_view payload, wire::Responder r) {
+  job::JobManager* jobs = api.jobs;
   PbOwned<outpost_v1_ListJobsRequest> req(outpost_v1_ListJobsRequest_fields);
   if (!DecodeOrFail(payload, &req, "ListJobsRequest", r)) return;
   std::vector<job::JobView> views = jobs->List();
@@ -171,7 +198,7 @@ void ListJobs(job::JobManager* jobs, task::TaskManager* tm, task::EventLog*, std
   outpost_v1_ListJobsResponse resp = outpost_v1_ListJobsResponse_init_zero;
   resp.jobs_count = static_cast<pb_size_t>(views.size());
   resp.jobs = a.Array<outpost_v1_JobInfo>(views.size());
-  for (size_t i = 0; i < views.size(); i++) FillJob(views[i], tm, false, &a, &resp.jobs[i]);
+  for (size_t i = 0; i < views.size(); i++) FillJob(views[i], api, false, &a, &resp.jobs[i]);
   std::map<std::string, std::string> problems = jobs->FileProblems();
   resp.problems_count = static_cast<pb_size_t>(problems.size());
   resp.problems = a.Array<outpost_v1_FileProblem>(problems.size());
@@ -187,14 +214,15 @@ void ListJobs(job::JobManager* jobs, task::TaskManager* tm, task::EventLog*, std
   r.Finish(PbEncode(outpost_v1_ListJobsResponse_fields, &resp, "ListJobsResponse"));
 }
 
-void InspectJob(job::JobManager* jobs, task::TaskManager* tm, task::EventLog*, std::string_view payload, wire::Responder r) {
+void InspectJob(const JobApi& api, const wire::CallContext&, std::string_view payload, wire::Responder r) {
+  job::JobManager* jobs = api.jobs;
   PbOwned<outpost_v1_JobIdRequest> req(outpost_v1_JobIdRequest_fields);
   if (!DecodeOrFail(payload, &req, "JobIdRequest", r)) return;
   auto v = jobs->Inspect(PbString(req->id));
   if (!v.ok()) return r.Fail(v.error());
   Arena a;
   outpost_v1_JobInfo info;
-  FillJob(*v, tm, true, &a, &info);
+  FillJob(*v, api, true, &a, &info);
   r.Finish(PbEncode(outpost_v1_JobInfo_fields, &info, "JobInfo"));
 }
 
@@ -227,70 +255,56 @@ void AnswerPending(Loop* loop, job::JobManager* jobs, std::string id, const char
   });
 }
 
-void StopJob(Loop* loop, job::JobManager* jobs, task::TaskManager*, task::EventLog*, const wire::CallContext& ctx,
-             std::string_view payload, wire::Responder r) {
+void StopJob(const JobApi& api, const wire::CallContext& ctx, std::string_view payload, wire::Responder r) {
+  job::JobManager* jobs = api.jobs;
   PbOwned<outpost_v1_StopJobRequest> req(outpost_v1_StopJobRequest_fields);
   if (!DecodeOrFail(payload, &req, "StopJobRequest", r) || !Ready(jobs, r)) return;
   std::string id = PbString(req->id);
   jobs->Stop(id, req->timeout_nanos, [r](Status st) { ReplyEmpty(r, st); });
   if (r.pending()) {
-    AnswerPending(loop, jobs, id, "stop", req->wait_nanos > 0 ? req->wait_nanos : kDefaultPendingWaitNanos,
+    AnswerPending(api.loop, jobs, id, "stop", req->wait_nanos > 0 ? req->wait_nanos : kDefaultPendingWaitNanos,
                   ctx.deadline, r);
   }
 }
 
-void RemoveJob(Loop* loop, job::JobManager* jobs, task::TaskManager*, task::EventLog*, const wire::CallContext& ctx,
-               std::string_view payload, wire::Responder r) {
+void RemoveJob(const JobApi& api, const wire::CallContext& ctx, std::string_view payload, wire::Responder r) {
+  job::JobManager* jobs = api.jobs;
   PbOwned<outpost_v1_RemoveJobRequest> req(outpost_v1_RemoveJobRequest_fields);
   if (!DecodeOrFail(payload, &req, "RemoveJobRequest", r) || !Ready(jobs, r)) return;
   std::string id = PbString(req->id);
   jobs->Remove(id, [r](Status st) { ReplyEmpty(r, st); });
   if (r.pending()) {
-    AnswerPending(loop, jobs, id, "removal", req->wait_nanos > 0 ? req->wait_nanos : kDefaultPendingWaitNanos,
+    AnswerPending(api.loop, jobs, id, "removal", req->wait_nanos > 0 ? req->wait_nanos : kDefaultPendingWaitNanos,
                   ctx.deadline, r);
   }
 }
 
-void RestartJob(job::JobManager* jobs, task::TaskManager*, task::EventLog*, std::string_view payload, wire::Responder r) {
+void RestartJob(const JobApi& api, const wire::CallContext&, std::string_view payload, wire::Responder r) {
+  job::JobManager* jobs = api.jobs;
   PbOwned<outpost_v1_RestartJobRequest> req(outpost_v1_RestartJobRequest_fields);
   if (!DecodeOrFail(payload, &req, "RestartJobRequest", r) || !Ready(jobs, r)) return;
   ReplyEmpty(r, jobs->Restart(PbString(req->id), PbString(req->task)));
 }
 
-using Handler = void (*)(job::JobManager*, task::TaskManager*, task::EventLog*, std::string_view, wire::Responder);
-using WaitingHandler = void (*)(Loop*, job::JobManager*, task::TaskManager*, task::EventLog*,
-                                const wire::CallContext&, std::string_view, wire::Responder);
+using Handler = void (*)(const JobApi&, const wire::CallContext&, std::string_view, wire::Responder);
 
 }  // namespace
 
-void RegisterJobApi(Loop* loop, job::JobManager* jobs, task::TaskManager* tm, task::EventLog* events,
-                    wire::RpcServer* server) {
+void RegisterJobApi(Loop* loop, job::JobManager* jobs, task::TaskManager* tm, const cgroup::Cgroups* cgroups,
+                    task::EventLog* events, wire::RpcServer* server) {
   static const struct {
     const char* method;
     Handler fn;
   } kMethods[] = {
-      {"SubmitJob", SubmitJob},
-      {"ListJobs", ListJobs},
-      {"InspectJob", InspectJob},
-      {"RestartJob", RestartJob},
+      {"SubmitJob", SubmitJob}, {"ListJobs", ListJobs},   {"InspectJob", InspectJob},
+      {"StopJob", StopJob},     {"RemoveJob", RemoveJob}, {"RestartJob", RestartJob},
   };
+  const JobApi api{loop, jobs, tm, events, cgroups};
   for (const auto& m : kMethods) {
     Handler fn = m.fn;
     server->Register(kAgentService, m.method,
-                     [jobs, tm, events, fn](const wire::CallContext&, std::string_view payload,
-                                            wire::Responder r) { fn(jobs, tm, events, payload, std::move(r));
-                     });
-  }
-  static const struct {
-    const char* method;
-    WaitingHandler fn;
-  } kWaiting[] = {{"StopJob", StopJob}, {"RemoveJob", RemoveJob}};
-  for (const auto& m : kWaiting) {
-    WaitingHandler fn = m.fn;
-    server->Register(kAgentService, m.method,
-                     [loop, jobs, tm, events, fn](const wire::CallContext& ctx, std::string_view payload,
-                                                  wire::Responder r) {
-                       fn(loop, jobs, tm, events, ctx, payload, std::move(r));
+                     [api, fn](const wire::CallContext& ctx, std::string_view payload, wire::Responder r) {
+                       fn(api, ctx, payload, std::move(r));
                      });
   }
 }

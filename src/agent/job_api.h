@@ -18,12 +18,16 @@ namespace task {
 class TaskManager;
 class EventLog;
 }
+namespace cgroup {
+class Cgroups;
+}
 namespace agent {
 
 
 class JobTaskRunner : public job::TaskRunner, public job::TaskStore {
  public:
-  explicit JobTaskRunner(task::TaskManager* tm) : tm_(tm) {}
+  // cgroups: for which limits are enforced (may be null: none known).
+  JobTaskRunner(task::TaskManager* tm, const cgroup::Cgroups* cgroups) : tm_(tm), cgroups_(cgroups) {}
   void Start(const driver::TaskConfig& config, std::function<void(Status)> started, ExitCallback exited) override;
   Status Watch(const std::string& id, ExitCallback exited) override;
   void Stop(const std::string& id, int64_t timeout_nanos, std::function<void(Status)> done) override;
@@ -32,16 +36,19 @@ class JobTaskRunner : public job::TaskRunner, public job::TaskStore {
   Status UpdateResources(const std::string& id, const cgroup::Resources& r) override;
   Status ApplyJobResources(const std::string& job, const cgroup::Resources& r) override;
   std::string DriverProblem(const std::string& driver) const override;
+  std::string LimitsNotEnforced(const std::string& job, const std::string& task_id,
+                                const cgroup::Resources& r) const override;
   Result<Instance> Lookup(const std::string& task_id) override;
   void Purge(const std::string& task_id, std::function<void(Status)> done) override;
   std::vector<std::pair<std::string, std::string>> EndedJobTasks() override;
 
  private:
   task::TaskManager* tm_;
+  const cgroup::Cgroups* cgroups_;
 };
 
-void RegisterJobApi(Loop* loop, job::JobManager* jobs, task::TaskManager* tasks, task::EventLog* events,
-                    wire::RpcServer* server);
+void RegisterJobApi(Loop* loop, job::JobManager* jobs, task::TaskManager* tasks, const cgroup::Cgroups* cgroups,
+                    task::EventLog* events, wire::RpcServer* server);
 
 }  // namespace agent
 }  // namespace outpost

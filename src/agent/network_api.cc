@@ -70,7 +70,7 @@ void HandleListNetworks(Agent* agent, std::string_view payload, const wire::Resp
     // Answers show up in the next listing.
     nets->ProbeAll();
   } else if (!show.empty()) {
-    return r.Fail(Error(Code::kUnavailable, "job networks are not available: " + agent->networks_problem()));
+    return r.Fail(Error(Code::kFailedPrecondition, "job networks are not available: " + agent->networks_problem()));
   }
   resp.config = a.Str(config);
   auto* list = a.Array<outpost_v1_Network>(views.size());

@@ -7,6 +7,7 @@
 
 #include "agent/api.h"
 #include "agent/api_util.h"
+#include "cgroup/cgroup.h"
 #include "task/manager.h"
 #include "base/clock.h"
 #include "base/pb.h"
@@ -17,12 +18,30 @@
 
 namespace outpost::agent {
 
-void FillInfo(const task::TaskView& v, Arena* a, outpost_v1_TaskInfo* out) {
+outpost_v1_LimitInfo* FillLimits(const cgroup::Resources& r, const std::string& path, const cgroup::Cgroups* cg,
+                                 Arena* a, pb_size_t* count) {
+  std::vector<cgroup::LimitState> limits;
+  if (cg) limits = cg->Enforcement(r, path);
+  *count = static_cast<pb_size_t>(limits.size());
+  auto* out = a->Array<outpost_v1_LimitInfo>(limits.size());
+  for (size_t i = 0; i < limits.size(); ++i) {
+    out[i] = outpost_v1_LimitInfo_init_zero;
+    out[i].file = a->Str(limits[i].file);
+    out[i].value = a->Str(limits[i].value);
+    out[i].enforced = limits[i].not_enforced.empty();
+    out[i].not_enforced = a->Str(limits[i].not_enforced);
+  }
+  return out;
+}
+
+void FillInfo(const task::TaskView& v, const InfoSources& src, Arena* a, outpost_v1_TaskInfo* out) {
   *out = outpost_v1_TaskInfo_init_zero;
   out->id = a->Str(v.status.id);
   out->job = a->Str(v.config.job);
   out->name = a->Str(v.status.name);
   out->state = a->Str(driver::TaskStateName(v.status.state));
+  std::string problem;
+  if (v.status.state == driver::TaskState::kRunning && src.tasks) problem = src.tasks->DriverProblem(v.config.driver);
   out->pid = v.status.pid;
   out->started_at_unix_nanos = v.status.started_at_unix_nanos;
   out->completed_at_unix_nanos = v.status.completed_at_unix_nanos;
@@ -30,6 +49,11 @@ void FillInfo(const task::TaskView& v, Arena* a, outpost_v1_TaskInfo* out) {
   out->signal = v.status.exit.signal;
   out->oom_killed = v.status.exit.oom_killed;
   out->error = a->Str(v.status.exit.error);
+  if (!problem.empty()) {
+    out->state = a->Str("unknown");
+    out->error = a->Str(problem);
+  }
+  out->limits = FillLimits(v.config.resources, v.config.cgroup, src.cgroups, a, &out->limits_count);
   out->command = a->Str(v.config.command);
   out->args_count = static_cast<pb_size_t>(v.config.args.size());
   out->args = a->StrArray(v.config.args);
@@ -85,9 +109,29 @@ struct TaskApi {
   Loop* loop;
   task::EventLog* events;
   std::shared_ptr<EventWaits> waits;
+  InfoSources info;
 };
 
 using Handler = void (*)(const TaskApi&, std::string_view, wire::Responder);
+
+// A call that needs the task's driver while it cannot be reached is
+// answered UNAVAILABLE naming the driver (the API's one use of that
+// status; the CLI's exit code 4), whatever the layer below made of it: to
+// the task manager, a driver plugin that is not registered (yet, after an
+// agent restart) is no driver at all (NotFound).
+Error DriverAware(const task::TaskManager* tm, const std::string& id, const Error& e) {
+  if (e.code() != Code::kUnavailable && e.code() != Code::kNotFound) return e;
+  auto v = tm->Inspect(id);
+  if (!v.ok()) return e;
+  std::string problem = tm->DriverProblem(v->config.driver);
+  return problem.empty() ? e : Error(Code::kUnavailable, problem);
+}
+
+// The done callback of a call through the driver: an error made DriverAware.
+std::function<void(Status)> ReplyThroughDriver(const task::TaskManager* tm, const std::string& id,
+                                               const wire::Responder& r) {
+  return [tm, id, r](Status st) { ReplyEmpty(r, st.ok() ? st : Status(DriverAware(tm, id, st.error()))); };
+}
 
 void StartTask(const TaskApi& api, std::string_view payload, wire::Responder r) {
   task::TaskManager* tm = api.tm;
@@ -122,12 +166,19 @@ void StartTask(const TaskApi& api, std::string_view payload, wire::Responder r) 
     }
     c.log_max_file_size = s.log_max_file_size;
   }
-  tm->Start(std::move(c), [r](Result<task::TaskView> v) {
+  InfoSources info = api.info;
+  tm->Start(std::move(c), [r, info](Result<task::TaskView> v) {
+    // A bare task's driver is exec, which is always there: UNAVAILABLE from
+    // below is someone else's (a required NRI plugin that is closed), and is
+    // not answered as a driver's.
+    if (!v.ok() && v.error().code() == Code::kUnavailable) {
+      return r.Fail(Error(Code::kFailedPrecondition, v.error().message()));
+    }
     if (!v.ok()) return r.Fail(v.error());
     Arena a;
     outpost_v1_StartTaskResponse resp = outpost_v1_StartTaskResponse_init_zero;
     resp.has_task = true;
-    FillInfo(*v, &a, &resp.task);
+    FillInfo(*v, info, &a, &resp.task);
     r.Finish(PbEncode(outpost_v1_StartTaskResponse_fields, &resp, "StartTaskResponse"));
   });
 }
@@ -137,7 +188,7 @@ void ListTasks(const TaskApi& api, std::string_view, wire::Responder r) {
   std::vector<task::TaskView> views = tm->List();
   Arena a;
   std::vector<outpost_v1_TaskInfo> infos(views.size());
-  for (size_t i = 0; i < views.size(); ++i) FillInfo(views[i], &a, &infos[i]);
+  for (size_t i = 0; i < views.size(); ++i) FillInfo(views[i], api.info, &a, &infos[i]);
   outpost_v1_ListTasksResponse resp = outpost_v1_ListTasksResponse_init_zero;
   resp.tasks_count = static_cast<pb_size_t>(infos.size());
   resp.tasks = infos.data();
@@ -154,7 +205,7 @@ void InspectTask(const TaskApi& api, std::string_view payload, wire::Responder r
   if (!v.ok()) return r.Fail(v.error());
   Arena a;
   outpost_v1_TaskInfo info;
-  FillInfo(*v, &a, &info);
+  FillInfo(*v, api.info, &a, &info);
   r.Finish(PbEncode(outpost_v1_TaskInfo_fields, &info, "TaskInfo"));
 }
 
@@ -164,7 +215,7 @@ void StopTask(const TaskApi& api, std::string_view payload, wire::Responder r) {
   if (!DecodeOrFail(payload, &req, "StopTaskRequest", r)) return;
   auto id = tm->ResolveId(PbString(req->id));
   if (!id.ok()) return r.Fail(id.error());
-  tm->Stop(*id, req->timeout_nanos, PbString(req->signal), [r](Status st) { ReplyEmpty(r, st); });
+  tm->Stop(*id, req->timeout_nanos, PbString(req->signal), ReplyThroughDriver(tm, *id, r));
 }
 
 void DestroyTask(const TaskApi& api, std::string_view payload, wire::Responder r) {
@@ -173,7 +224,7 @@ void DestroyTask(const TaskApi& api, std::string_view payload, wire::Responder r
   if (!DecodeOrFail(payload, &req, "DestroyTaskRequest", r)) return;
   auto id = tm->ResolveId(PbString(req->id));
   if (!id.ok()) return r.Fail(id.error());
-  tm->Destroy(*id, req->force, [r](Status st) { ReplyEmpty(r, st); });
+  tm->Destroy(*id, req->force, ReplyThroughDriver(tm, *id, r));
 }
 
 void SignalTask(const TaskApi& api, std::string_view payload, wire::Responder r) {
@@ -182,7 +233,7 @@ void SignalTask(const TaskApi& api, std::string_view payload, wire::Responder r)
   if (!DecodeOrFail(payload, &req, "SignalTaskRequest", r)) return;
   auto id = tm->ResolveId(PbString(req->id));
   if (!id.ok()) return r.Fail(id.error());
-  tm->Signal(*id, PbString(req->signal), [r](Status st) { ReplyEmpty(r, st); });
+  tm->Signal(*id, PbString(req->signal), ReplyThroughDriver(tm, *id, r));
 }
 
 void ExecTask(const TaskApi& api, std::string_view payload, wire::Responder r) {
@@ -193,8 +244,8 @@ void ExecTask(const TaskApi& api, std::string_view payload, wire::Responder r) {
   for (pb_size_t i = 0; i < req->cmd_count; ++i) cmd.push_back(PbString(req->cmd[i]));
   auto id = tm->ResolveId(PbString(req->id));
   if (!id.ok()) return r.Fail(id.error());
-  tm->Exec(*id, cmd, req->timeout_nanos, [r](Result<driver::ExecResult> res) {
-    if (!res.ok()) return r.Fail(res.error());
+  tm->Exec(*id, cmd, req->timeout_nanos, [tm, tid = *id, r](Result<driver::ExecResult> res) {
+    if (!res.ok()) return r.Fail(DriverAware(tm, tid, res.error()));
     Arena a;
     outpost_v1_ExecTaskResponse resp = outpost_v1_ExecTaskResponse_init_zero;
     resp.exit_code = res->exit_code;
@@ -210,8 +261,8 @@ void TaskStats(const TaskApi& api, std::string_view payload, wire::Responder r) 
   if (!DecodeOrFail(payload, &req, "TaskIdRequest", r)) return;
   auto id = tm->ResolveId(PbString(req->id));
   if (!id.ok()) return r.Fail(id.error());
-  tm->Stats(*id, [r](Result<driver::TaskStats> s) {
-  if (!s.ok()) return r.Fail(s.error());
+  tm->Stats(*id, [tm, tid = *id, r](Result<driver::TaskStats> s) {
+  if (!s.ok()) return r.Fail(DriverAware(tm, tid, s.error()));
   Arena a;
   outpost_v1_TaskStatsResponse resp = outpost_v1_TaskStatsResponse_init_zero;
   resp.timestamp_unix_nanos = s->timestamp_unix_nanos;
@@ -396,7 +447,8 @@ void WatchEvents(const TaskApi& api, std::string_view payload, wire::Responder r
 
 }  // namespace
 
-void RegisterTaskApi(task::TaskManager* tm, task::EventLog* events, Loop* loop, wire::RpcServer* server) {
+void RegisterTaskApi(task::TaskManager* tm, const cgroup::Cgroups* cgroups, task::EventLog* events, Loop* loop,
+                     wire::RpcServer* server) {
   static const struct {
     const char* method;
     Handler fn;
@@ -409,7 +461,7 @@ void RegisterTaskApi(task::TaskManager* tm, task::EventLog* events, Loop* loop, 
   auto waits = std::make_shared<EventWaits>();
   for (const auto& m : kMethods) {
     Handler fn = m.fn;
-    TaskApi api{tm, loop, events, waits};
+    TaskApi api{tm, loop, events, waits, InfoSources{tm, cgroups}};
     server->Register(kAgentService, m.method,
                      [api, fn](const wire::CallContext&, std::string_view payload, wire::Responder r) {
                        fn(api, payload, std::move(r));

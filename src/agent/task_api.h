@@ -13,10 +13,14 @@ namespace task {
 class TaskManager;
 class EventLog;
 }
+namespace cgroup {
+class Cgroups;
+}
 namespace agent {
 
-
-void RegisterTaskApi(task::TaskManager* tasks, task::EventLog* events, Loop* loop, wire::RpcServer* server);
+// cgroups: for whether each task's limits are enforced (TaskInfo.limits).
+void RegisterTaskApi(task::TaskManager* tasks, const cgroup::Cgroups* cgroups, task::EventLog* events, Loop* loop,
+                     wire::RpcServer* server);
 
 }  // namespace agent
 }  // namespace outpost

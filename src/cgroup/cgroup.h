@@ -51,6 +51,15 @@ struct CgroupStats {
   std::vector<std::string> measured;  // names of the files actually read ("memory.current", "cpu.stat", ...)
 };
 
+// One limit of a task or a job as this node holds it (inspect, update,
+// events): the cgroup file, the value written to it, and why the kernel
+// does not enforce it ("" = it does).
+struct LimitState {
+  std::string file;          // "memory.max"
+  std::string value;         // as written: "67108864"
+  std::string not_enforced;  // "cgroup v2 is not usable on this node (...)"
+};
+
 class Cgroups {
  public:
   struct Options {
@@ -86,9 +95,16 @@ class Cgroups {
   // here (a controller it needs is missing, cpuset outside effective_cpus,
   // unknown device, memory below the minimum), one message per problem
   // naming the field; empty if fine. Without usable cgroup v2: one problem
-  // saying why and what to do, or none when allow_without_limits (the
-  // config's cgroup_allow_without_limits: limits are then not enforced).
+  // saying why and what to do. allow_without_limits (the config's
+  // cgroup_allow_without_limits) lets through what this node cannot
+  // enforce: every limit without cgroup v2, a limit whose controller is not
+  // enabled (Enforcement then says so, and Apply skips it); values are
+  // still checked where they can be.
   std::vector<std::string> Check(const Resources& r, bool allow_without_limits = false) const;
+  // Each limit r sets, in the order Apply writes them, for a cgroup at
+  // path ("" = the task runs in none): enforced, or why not (cgroup v2 not
+  // usable here, the task outside a cgroup, its controller not enabled).
+  std::vector<LimitState> Enforcement(const Resources& r, const std::string& path) const;
 
   // Creates the job's cgroup (if missing), enables the controllers for its
   // children and writes the job-level limits.
@@ -98,7 +114,9 @@ class Cgroups {
   // refused while it holds processes, else recreated (so no limit of the
   // earlier run stays) or, if it cannot be removed, reused.
   Result<UniqueFd> CreateTask(const std::string& job, const std::string& task_id, const Resources& r);
-  // Writes r to an existing cgroup (live update). Only the fields r sets.
+  // Writes r to an existing cgroup (live update). Only the fields r sets,
+  // and none of a controller that is not enabled (Check refuses those
+  // unless the config allows limits it cannot enforce).
   Status Apply(const std::string& path, const Resources& r);
   // Every process in the cgroup (and below) gets SIGKILL: cgroup.kill, or
   // freeze + kill each pid + thaw where the kernel has no cgroup.kill.
@@ -153,6 +171,10 @@ class OomWatcher {
   OomWatcher();
   std::unique_ptr<Impl> impl_;
 };
+
+// "memory.max, pids.max not enforced: <why>", one such part per reason,
+// "; "-separated; "" when every limit is enforced.
+std::string NotEnforcedSummary(const std::vector<LimitState>& limits);
 
 // The mount point of the cgroup2 filesystem in /proc/self/mountinfo text
 // ("" if none); /sys/fs/cgroup wins when there are several. Unescapes

@@ -2,7 +2,9 @@
 // telling in advance which of them this node cannot honour (Check).
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
+#include <utility>
 
 #include "base/strings.h"
 #include "cgroup/cgroup.h"
@@ -25,6 +27,55 @@ std::string MaxOr(uint64_t v) { return v == 0 ? std::string("max") : std::to_str
 std::string IoMaxLine(const IoDeviceLimit& d) {
   return Format("%u:%u rbps=%s wbps=%s riops=%s wiops=%s", d.major, d.minor, MaxOr(d.rbps).c_str(),
                 MaxOr(d.wbps).c_str(), MaxOr(d.riops).c_str(), MaxOr(d.wiops).c_str());
+}
+
+// The cgroup files r writes and their values, in the order Apply writes
+// them (io.max: one line per device, each its own write).
+std::vector<std::pair<std::string, std::string>> LimitWrites(const Resources& r) {
+  std::vector<std::pair<std::string, std::string>> writes;
+  if (r.cpu_weight) writes.push_back({"cpu.weight", std::to_string(r.cpu_weight)});
+  if (r.cpu_max_quota_us >= 0) {
+    writes.push_back({"cpu.max", Format("%lld %llu", static_cast<long long>(r.cpu_max_quota_us),
+                                        static_cast<unsigned long long>(r.cpu_max_period_us))});
+  } else if (r.cpu_max_period_us != 100000) {
+    writes.push_back({"cpu.max", Format("max %llu", static_cast<unsigned long long>(r.cpu_max_period_us))});
+  }
+  if (!r.cpuset_cpus.empty()) writes.push_back({"cpuset.cpus", r.cpuset_cpus});
+  if (!r.cpuset_mems.empty()) writes.push_back({"cpuset.mems", r.cpuset_mems});
+  if (r.memory_low >= 0) writes.push_back({"memory.low", std::to_string(r.memory_low)});
+  if (r.memory_high >= 0) writes.push_back({"memory.high", std::to_string(r.memory_high)});
+  if (r.memory_max >= 0) writes.push_back({"memory.max", std::to_string(r.memory_max)});
+  if (r.memory_swap_max >= 0) writes.push_back({"memory.swap.max", std::to_string(r.memory_swap_max)});
+  if (r.pids_max >= 0) writes.push_back({"pids.max", std::to_string(r.pids_max)});
+  if (r.io_weight) writes.push_back({"io.weight", "default " + std::to_string(r.io_weight)});
+  for (const IoDeviceLimit& d : r.io_max) writes.push_back({"io.max", IoMaxLine(d)});
+  for (const auto& [size, max] : r.hugetlb_max) writes.push_back({"hugetlb." + size + ".max", std::to_string(max)});
+  for (const auto& [file, value] : r.unified) writes.push_back({file, value});
+  return writes;
+}
+
+// The controllers whose files limits write ("memory" for memory.max);
+// hugetlb is one outpost never enables (NRI adjustments may ask for it).
+bool Managed(const std::string& controller) {
+  for (const char* c : {"cpuset", "cpu", "io", "memory", "pids", "hugetlb"}) {
+    if (controller == c) return true;
+  }
+  return false;
+}
+
+std::string ControllerOf(const std::string& file) { return file.substr(0, file.find('.')); }
+
+// Whether the file's controller is enabled (files of no controller outpost
+// manages are written as they are: the kernel decides).
+bool Enabled(const std::set<std::string>& enabled, const std::string& file) {
+  std::string c = ControllerOf(file);
+  return !Managed(c) || enabled.count(c) > 0;
+}
+
+std::string JoinControllers(const std::set<std::string>& controllers) {
+  std::string out;
+  for (const std::string& c : controllers) out += (out.empty() ? "" : " ") + c;
+  return out.empty() ? "none" : out;
 }
 
 std::string DeviceName(const IoDeviceLimit& d) {
@@ -79,28 +130,46 @@ const Resources& ResourcesBox::Empty() {
 Status Cgroups::Apply(const std::string& path, const Resources& r) {
   // Written in this order; the first failure stops (the limits before it
   // stay written, which a retry or the task's removal sorts out).
-  std::vector<std::pair<std::string, std::string>> writes;
-  if (r.cpu_weight) writes.push_back({"cpu.weight", std::to_string(r.cpu_weight)});
-  if (r.cpu_max_quota_us >= 0) {
-    writes.push_back({"cpu.max", Format("%lld %llu", static_cast<long long>(r.cpu_max_quota_us),
-                                        static_cast<unsigned long long>(r.cpu_max_period_us))});
-  } else if (r.cpu_max_period_us != 100000) {
-    writes.push_back({"cpu.max", Format("max %llu", static_cast<unsigned long long>(r.cpu_max_period_us))});
+  for (const auto& [file, value] : LimitWrites(r)) {
+    if (!Enabled(controllers_, file)) continue;  // let through by Check: not enforced (Enforcement)
+    OUTPOST_RETURN_IF_ERROR(WriteCgroupFile(path + "/" + file, value));
   }
-  if (!r.cpuset_cpus.empty()) writes.push_back({"cpuset.cpus", r.cpuset_cpus});
-  if (!r.cpuset_mems.empty()) writes.push_back({"cpuset.mems", r.cpuset_mems});
-  if (r.memory_low >= 0) writes.push_back({"memory.low", std::to_string(r.memory_low)});
-  if (r.memory_high >= 0) writes.push_back({"memory.high", std::to_string(r.memory_high)});
-  if (r.memory_max >= 0) writes.push_back({"memory.max", std::to_string(r.memory_max)});
-  if (r.memory_swap_max >= 0) writes.push_back({"memory.swap.max", std::to_string(r.memory_swap_max)});
-  if (r.pids_max >= 0) writes.push_back({"pids.max", std::to_string(r.pids_max)});
-  if (r.io_weight) writes.push_back({"io.weight", "default " + std::to_string(r.io_weight)});
-  // io.max takes one device per write.
-  for (const IoDeviceLimit& d : r.io_max) writes.push_back({"io.max", IoMaxLine(d)});
-  for (const auto& [size, max] : r.hugetlb_max) writes.push_back({"hugetlb." + size + ".max", std::to_string(max)});
-  for (const auto& [file, value] : r.unified) writes.push_back({file, value});
-  for (const auto& [file, value] : writes) OUTPOST_RETURN_IF_ERROR(WriteCgroupFile(path + "/" + file, value));
   return OkStatus();
+}
+
+std::vector<LimitState> Cgroups::Enforcement(const Resources& r, const std::string& path) const {
+  std::vector<LimitState> out;
+  for (auto& [file, value] : LimitWrites(r)) {
+    LimitState s{file, value, ""};
+    if (!available_) {
+      s.not_enforced = "cgroup v2 is not usable on this node (" + reason_ + ")";
+    } else if (path.empty()) {
+      s.not_enforced = "the task runs outside a cgroup (it was started while cgroup v2 was not usable here; a "
+                       "restart puts it in one)";
+    } else if (!Enabled(controllers_, file)) {
+      s.not_enforced = "the " + ControllerOf(file) + " controller is not enabled here (enabled: " +
+                       JoinControllers(controllers_) + ")";
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string NotEnforcedSummary(const std::vector<LimitState>& limits) {
+  // Reasons in the order first seen, each with its files (io.max once
+  // however many devices it limits).
+  std::vector<std::pair<std::string, std::vector<std::string>>> by_reason;
+  for (const LimitState& l : limits) {
+    if (l.not_enforced.empty()) continue;
+    auto it = std::find_if(by_reason.begin(), by_reason.end(), [&](const auto& p) { return p.first == l.not_enforced; });
+    if (it == by_reason.end()) it = by_reason.insert(by_reason.end(), {l.not_enforced, {}});
+    if (std::find(it->second.begin(), it->second.end(), l.file) == it->second.end()) it->second.push_back(l.file);
+  }
+  std::string out;
+  for (const auto& [why, files] : by_reason) {
+    out += (out.empty() ? "" : "; ") + JoinStrings(files, ", ") + " not enforced: " + why;
+  }
+  return out;
 }
 
 std::vector<std::string> Cgroups::Check(const Resources& r, bool allow_without_limits) const {
@@ -112,11 +181,11 @@ std::vector<std::string> Cgroups::Check(const Resources& r, bool allow_without_l
                        "); set cgroup_allow_without_limits in the agent config to run such jobs without limits");
     return problems;
   }
-  std::string enabled;
-  for (const std::string& c : controllers_) enabled += (enabled.empty() ? "" : " ") + c;
-  if (enabled.empty()) enabled = "none";
+  std::string enabled = JoinControllers(controllers_);
+  // A missing controller refuses the limit, or, when allowed, leaves it
+  // unenforced (its value is still checked).
   auto need = [&](bool set, const char* field, const char* controller) {
-    if (set && !controllers_.count(controller)) {
+    if (set && !controllers_.count(controller) && !allow_without_limits) {
       problems.push_back(Format("%s needs the %s controller, which is not available here (enabled: %s)", field,
                                 controller, enabled.c_str()));
       return false;
@@ -188,6 +257,8 @@ std::vector<std::string> Cgroups::Check(const Resources& r, bool allow_without_l
         file.find('.') == std::string::npos) {
       problems.push_back(Format("unified key \"%s\" is not a controller file name like memory.oom.group",
                                 file.c_str()));
+    } else if (Managed(ControllerOf(file))) {
+      need(true, file.c_str(), ControllerOf(file).c_str());
     }
   }
   if (need(r.io_weight != 0, "io.weight", "io") && r.io_weight > 10000) {

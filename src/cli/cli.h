@@ -4,7 +4,8 @@
 // agent (agent/agent.h); every other command is a client of the API socket.
 //
 // Exit codes (README "Exit codes"): 0 success, 1 the operation failed,
-// 2 usage or configuration error, 3 no agent reachable on the socket.
+// 2 usage or configuration error, 3 no agent reachable on the socket,
+// 4 the agent answered that the task's driver is unavailable.
 #pragma once
 
 #include <string>
@@ -16,6 +17,11 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitNoAgent = 3;
+// The agent is there, but the driver the command needs is not (a driver
+// plugin disconnected, within its grace period, or not registered yet):
+// the agent answered UNAVAILABLE naming the driver. Retrying once the
+// driver is back can succeed; nothing was done.
+constexpr int kExitDriverUnavailable = 4;
 
 constexpr const char* kDefaultSocket = "/run/outpost/outpost.sock";
 

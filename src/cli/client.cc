@@ -10,6 +10,11 @@ namespace outpost::cli {
 
 namespace {
 
+// Where to look next, for an answer naming a driver plugin.
+std::string DriverHint(const std::string& message) {
+  return message.find("driver ") == std::string::npos ? "" : " (see `outpost plugins`)";
+}
+
 Result<std::string> Call(const GlobalOptions& opts, std::string_view method, const std::string& request,
                          int* exit_code, int64_t timeout_nanos, bool quiet) {
   auto client = wire::BlockingClient::Connect(opts.socket, timeout_nanos);
@@ -29,8 +34,10 @@ Result<std::string> Call(const GlobalOptions& opts, std::string_view method, con
   auto reply = client->Call(agent::kAgentService, method, request, timeout_nanos);
   if (!reply.ok()) {
     const Error& e = reply.error();
-    if (e.code() == Code::kUnavailable) {
+    if (!client->answered() && e.code() == Code::kUnavailable) {
       *exit_code = Fail(kExitNoAgent, "the agent at " + opts.socket + " closed the connection: " + e.message());
+    } else if (client->answered() && e.code() == Code::kUnavailable) {
+      *exit_code = quiet ? kExitDriverUnavailable : Fail(kExitDriverUnavailable, e.message() + DriverHint(e.message()));
     } else {
       *exit_code = quiet ? kExitFailure : Fail(kExitFailure, e.message());
     }

@@ -64,6 +64,7 @@ picojson::value JobJson(const JobInfo& j) {
   if (j.spec_json && *j.spec_json) {
     auto spec = json::Parse(j.spec_json, kAgentJsonLimits);
     if (spec.ok()) o["spec"] = std::move(*spec);
+    o["limits"] = LimitsJson(j.limits, j.limits_count);  // the job cgroup's own (InspectJob)
   }
   return picojson::value(o);
 }
@@ -91,15 +92,25 @@ bool InspectJob(const GlobalOptions& g, const std::string& id, PbOwned<JobInfo>*
 }
 
 bool TaskStatsOf(const GlobalOptions& g, const outpost_v1_JobTaskInfo& t, bool quiet,
-                 PbOwned<outpost_v1_TaskStatsResponse>* out) {
+                 PbOwned<outpost_v1_TaskStatsResponse>* out, std::string* why, int* code) {
   outpost_v1_TaskIdRequest req = outpost_v1_TaskIdRequest_init_zero;
   std::string tid = PbString(t.task_id);
   req.id = PbStr(tid);
   auto encoded = PbEncode(outpost_v1_TaskIdRequest_fields, &req, "TaskIdRequest");
   if (!encoded.ok()) return false;
-  int code = 0;
-  auto r = quiet ? CallAgentQuiet(g, "TaskStats", *encoded, &code) : CallAgent(g, "TaskStats", *encoded, &code);
-  return r.ok() && out->Decode(*r, "TaskStatsResponse").ok();
+  int c = 0;
+  auto r = quiet ? CallAgentQuiet(g, "TaskStats", *encoded, &c) : CallAgent(g, "TaskStats", *encoded, &c);
+  if (code) *code = c;
+  if (!r.ok()) {
+    if (why) *why = r.error().message();
+    return false;
+  }
+  if (!out->Decode(*r, "TaskStatsResponse").ok()) {
+    if (why) *why = "bad reply from the agent";
+    if (code) *code = kExitFailure;
+    return false;
+  }
+  return true;
 }
 
 void PrintTaskTable(const JobInfo& j, const char* indent) {
@@ -110,6 +121,20 @@ void PrintTaskTable(const JobInfo& j, const char* indent) {
     std::string pid = t.pid ? std::to_string(t.pid) : "-";
     std::printf("%s%-16s %-9s %-7s %-8llu %-10s %s\n", indent, PbString(t.name).c_str(), PbString(t.state).c_str(),
                 pid.c_str(), static_cast<unsigned long long>(t.restarts), life.c_str(), TaskNote(t).c_str());
+  }
+}
+
+void PrintJobLimits(const JobInfo& j) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> rows;
+  if (j.limits_count) rows.push_back({"(job)", LimitLines(j.limits, j.limits_count)});
+  for (pb_size_t i = 0; i < j.tasks_count; i++) {
+    const outpost_v1_JobTaskInfo& t = j.tasks[i];
+    if (t.has_task && t.task.limits_count) rows.push_back({PbString(t.name), LimitLines(t.task.limits, t.task.limits_count)});
+  }
+  if (rows.empty()) return;
+  std::printf("limits:\n");
+  for (const auto& [who, lines] : rows) {
+    for (size_t k = 0; k < lines.size(); k++) std::printf("  %-16s %s\n", k ? "" : who.c_str(), lines[k].c_str());
   }
 }
 

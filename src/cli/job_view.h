@@ -31,12 +31,16 @@ Result<std::string> EncodeJobId(const std::string& id);
 bool InspectJob(const GlobalOptions& g, const std::string& id, PbOwned<JobInfo>* out, int* code);
 
 // TaskStats of a job's task into *out; false when it cannot be had (the
-// error printed unless quiet).
+// error printed unless quiet, and in *why when given; *code: the exit code
+// it would give, kExitDriverUnavailable for a driver that is away).
 bool TaskStatsOf(const GlobalOptions& g, const outpost_v1_JobTaskInfo& t, bool quiet,
-                 PbOwned<outpost_v1_TaskStatsResponse>* out);
+                 PbOwned<outpost_v1_TaskStatsResponse>* out, std::string* why = nullptr, int* code = nullptr);
 
 // TASK STATE PID RESTARTS LIFECYCLE NOTE, one row per task.
 void PrintTaskTable(const JobInfo& j, const char* indent);
+// "limits:" and the job's own and each task's limits, enforced or why not
+// (InspectJob's reply; nothing when none is set).
+void PrintJobLimits(const JobInfo& j);
 
 // "task b failed (exit code 3; ...)", for each task that failed for good.
 std::string FailedTasks(const JobInfo& j);

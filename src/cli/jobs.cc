@@ -29,8 +29,10 @@ const char kInspectHelp[] =
     "Usage: outpost inspect JOB[/TASK] [--json]\n"
     "\n"
     "Shows a job (status, source, version, labels, and each task's state,\n"
-    "pid, restarts and why it is not running), or one task of it in detail.\n"
-    "--json adds the job's full canonical spec (every default filled in).\n"
+    "pid, restarts and why it is not running, and the cgroup limits of the\n"
+    "job and its tasks, each enforced or why not), or one task of it in\n"
+    "detail. --json adds the job's full canonical spec (every default filled\n"
+    "in). A task whose driver plugin is away shows state unknown and why.\n"
     "\n"
     "Examples:\n"
     "  outpost inspect web\n"
@@ -152,11 +154,12 @@ int Ps(const GlobalOptions& g, const std::vector<std::string>& in) {
   return kExitOk;
 }
 
-// One stats sample of a running task, as JSON (null when not running).
-picojson::value UsageJson(const GlobalOptions& g, const outpost_v1_JobTaskInfo& t) {
+// One stats sample of a running task, as JSON (null when not running, or
+// when it cannot be had: *why says why, e.g. its driver is away).
+picojson::value UsageJson(const GlobalOptions& g, const outpost_v1_JobTaskInfo& t, std::string* why) {
   if (!t.pid) return picojson::value();
   PbOwned<outpost_v1_TaskStatsResponse> st(outpost_v1_TaskStatsResponse_fields);
-  if (!TaskStatsOf(g, t, true, &st)) return picojson::value();
+  if (!TaskStatsOf(g, t, true, &st, why)) return picojson::value();
   picojson::object o;
   o["memory_bytes"] = picojson::value(static_cast<int64_t>(st->rss_bytes));
   o["cpu_user_seconds"] = picojson::value(static_cast<double>(st->cpu_user_nanos) / 1e9);
@@ -176,10 +179,12 @@ int InspectTaskOfJob(const GlobalOptions& g, const JobInfo& j, const std::string
   for (pb_size_t i = 0; i < j.tasks_count; i++) {
     const outpost_v1_JobTaskInfo& t = j.tasks[i];
     if (PbString(t.name) != task) continue;
-    picojson::value usage = UsageJson(g, t);
+    std::string no_usage;
+    picojson::value usage = UsageJson(g, t, &no_usage);
     if (g.json) {
       picojson::value v = TaskJson(t);
       v.get<picojson::object>()["usage"] = usage;
+      if (!no_usage.empty()) v.get<picojson::object>()["usage_error"] = picojson::value(no_usage);
       PrintJson(v);
       return kExitOk;
     }
@@ -213,6 +218,8 @@ int InspectTaskOfJob(const GlobalOptions& g, const JobInfo& j, const std::string
       std::string measured;
       for (const auto& m : u.at("measured").get<picojson::array>()) measured += (measured.empty() ? "" : ", ") + m.to_str();
       std::printf("usage:      %s (measured: %s)\n", line.c_str(), measured.c_str());
+    } else if (!no_usage.empty()) {
+      std::printf("usage:      unavailable: %s\n", no_usage.c_str());
     }
     if (t.has_task) {
       std::string args;
@@ -227,6 +234,7 @@ int InspectTaskOfJob(const GlobalOptions& g, const JobInfo& j, const std::string
       }
       std::printf(")\n");
       if (t.task.log_error && *t.task.log_error) std::printf("log error:  %s\n", t.task.log_error);
+      PrintLimits(t.task.limits, t.task.limits_count);
       PrintHookRuns(t.task);
     }
     return kExitOk;
@@ -265,6 +273,7 @@ int InspectCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
   }
   std::printf("tasks:\n");
   PrintTaskTable(*j, "  ");
+  PrintJobLimits(*j);
   return kExitOk;
 }
 

@@ -53,7 +53,9 @@ const char kStatsHelp[] =
     "task) as one table. -f keeps sampling every --interval (default 1s): on\n"
     "a terminal the table is redrawn in place; otherwise one line per task\n"
     "per sample: TIME JOB/TASK pid=N cpu=N% rss=BYTES.\n"
-    "--json prints one JSON object per task per sample.\n"
+    "--json prints one JSON object per task per sample. A task that cannot\n"
+    "be measured shows dashes and why below the table; exit code 4 when that\n"
+    "is because its driver plugin is away (disconnected or not registered).\n"
     "\n"
     "Examples:\n"
     "  outpost stats\n"
@@ -71,6 +73,8 @@ struct Sample {
   double user_s = 0, system_s = 0;
   std::string measured;
   std::map<std::string, uint64_t> cgroup;
+  std::string why;  // not ok: why it could not be had
+  int code = 0;     // not ok: the exit code that gives (kExitDriverUnavailable for a driver that is away)
 };
 
 Result<std::vector<Sample>> SampleAll(const GlobalOptions& g, const std::string& only_job,
@@ -94,7 +98,7 @@ Result<std::vector<Sample>> SampleAll(const GlobalOptions& g, const std::string&
       s.pid = t.pid;
       if (t.pid) {
         PbOwned<outpost_v1_TaskStatsResponse> st(outpost_v1_TaskStatsResponse_fields);
-        if (TaskStatsOf(g, t, false, &st)) {
+        if (TaskStatsOf(g, t, true, &st, &s.why, &s.code)) {
           s.ok = true;
           s.rss = st->rss_bytes;
           s.cpu = st->cpu_percent;
@@ -124,6 +128,23 @@ void PrintStatsTable(const std::vector<Sample>& v) {
     std::printf("%-28s %-7d %6.1f %10s %8.2fs %8.2fs\n", s.ref.c_str(), s.pid, s.cpu,
                 Format("%.1fMiB", static_cast<double>(s.rss) / (1 << 20)).c_str(), s.user_s, s.system_s);
   }
+  bool header = false;
+  for (const Sample& s : v) {
+    if (s.ok || s.why.empty()) continue;
+    if (!header) std::printf("\nnot measured:\n");
+    header = true;
+    std::printf("  %s: %s\n", s.ref.c_str(), s.why.c_str());
+  }
+}
+
+// A sample that could not be had because a driver is away makes stats
+// exit kExitDriverUnavailable; other gaps (a task that ended meanwhile) are
+// shown and do not.
+int SampleCode(const std::vector<Sample>& v) {
+  for (const Sample& s : v) {
+    if (!s.ok && s.code == kExitDriverUnavailable) return kExitDriverUnavailable;
+  }
+  return kExitOk;
 }
 
 int StatsCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
@@ -162,6 +183,7 @@ int StatsCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
         o["cpu_user_seconds"] = picojson::value(s.user_s);
         o["cpu_system_seconds"] = picojson::value(s.system_s);
         o["fields"] = picojson::value(s.measured);
+        if (!s.ok && !s.why.empty()) o["error"] = picojson::value(s.why);
         if (!s.cgroup.empty()) {
           picojson::object cg;
           for (const auto& [name, value] : s.cgroup) cg[name] = picojson::value(static_cast<int64_t>(value));
@@ -176,6 +198,10 @@ int StatsCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
     } else if (follow) {
       std::string t = FormatWallTime(WallNanos());
       for (const Sample& s : *v) {
+        if (!s.ok && !s.why.empty()) {
+          std::printf("%s %s pid=%d not measured: %s\n", t.c_str(), s.ref.c_str(), s.pid, s.why.c_str());
+          continue;
+        }
         std::printf("%s %s pid=%d cpu=%.1f%% rss=%llu\n", t.c_str(), s.ref.c_str(), s.pid, s.cpu,
                     static_cast<unsigned long long>(s.rss));
       }
@@ -183,7 +209,7 @@ int StatsCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
       PrintStatsTable(*v);
     }
     std::fflush(stdout);
-    if (!follow) return kExitOk;
+    if (!follow) return SampleCode(*v);
   }
 }
 

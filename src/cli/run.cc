@@ -59,6 +59,9 @@ const char kUpdateHelp[] =
     "the job's spec (a new version, persisted), so they survive restarts and\n"
     "reboots. Removing a limit (\"max\" for a memory value) restarts the task\n"
     "in a fresh cgroup. Jobs from jobs.d files are updated by editing the file.\n"
+    "A limit this node does not enforce (no usable cgroup v2 and the agent's\n"
+    "cgroup_allow_without_limits set, or its controller not enabled) is\n"
+    "stored all the same and reported as \"not enforced\" with the reason.\n"
     "\n"
     "Examples:\n"
     "  outpost update web/api --memory-max 256MiB\n"
@@ -206,9 +209,9 @@ int Run(const GlobalOptions& g, const std::vector<std::string>& in) {
   auto reply =
       CallAgentQuiet(g, "SubmitJob", *PbEncode(outpost_v1_SubmitJobRequest_fields, &req, "SubmitJobRequest"), &code);
   if (!reply.ok()) {
-    if (code != kExitFailure) return code;  // no agent: already reported
+    if (code == kExitNoAgent) return code;  // already reported
     const Error& e = reply.error();
-    if (e.code() != Code::kInvalidArgument) return Fail(kExitFailure, e.message());
+    if (e.code() != Code::kInvalidArgument) return Fail(code, e.message());
     // The agent lists every problem, one per line, by JSON path.
     std::string where = *file == "-" ? "from stdin" : "in " + *file;
     std::string msg = "invalid job spec " + where + " (nothing was changed):";
@@ -267,10 +270,16 @@ int UpdateCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
     const char* flag;
     const char* group;
     const char* key;
+    const char* file;  // the cgroup file it writes
   } kFlags[] = {
-      {"--memory-max", "memory", "max"}, {"--memory-high", "memory", "high"}, {"--memory-low", "memory", "low"},
-      {"--swap-max", "memory", "swap_max"}, {"--cpu-max", "cpu", "max"},     {"--cpu-weight", "cpu", "weight"},
-      {"--pids-max", "pids", "max"},       {"--io-weight", "io", "weight"},
+      {"--memory-max", "memory", "max", "memory.max"},
+      {"--memory-high", "memory", "high", "memory.high"},
+      {"--memory-low", "memory", "low", "memory.low"},
+      {"--swap-max", "memory", "swap_max", "memory.swap.max"},
+      {"--cpu-max", "cpu", "max", "cpu.max"},
+      {"--cpu-weight", "cpu", "weight", "cpu.weight"},
+      {"--pids-max", "pids", "max", "pids.max"},
+      {"--io-weight", "io", "weight", "io.weight"},
   };
   std::vector<std::string> valued;
   for (const auto& f : kFlags) valued.push_back(f.flag);
@@ -305,6 +314,7 @@ int UpdateCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
   picojson::value& res = (*target)["resources"];
   if (!res.is<picojson::object>()) res = picojson::value(picojson::object());
   std::string what;
+  std::vector<std::string> files;
   for (const auto& [flag, value] : a->opts) {
     for (const auto& f : kFlags) {
       if (flag != f.flag) continue;
@@ -312,6 +322,7 @@ int UpdateCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
       if (!grp.is<picojson::object>()) grp = picojson::value(picojson::object());
       grp.get<picojson::object>()[f.key] = SpecValue(value);
       what += std::string(what.empty() ? "" : ", ") + f.group + "." + f.key + " " + value;
+      files.push_back(f.file);
     }
   }
   std::string text = spec.serialize();
@@ -322,17 +333,31 @@ int UpdateCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
   PbOwned<outpost_v1_SubmitJobResponse> resp(outpost_v1_SubmitJobResponse_fields);
   if (!resp.Decode(*reply, "SubmitJobResponse").ok()) return Fail(kExitFailure, "bad reply from the agent");
   bool restarted = resp->restarted_count > 0;
+  // Written is not enforced: which of the new limits this node leaves
+  // unenforced, as the agent holds them now.
+  std::string unenforced;
+  PbOwned<JobInfo> now(outpost_v1_JobInfo_fields);
+  if (!InspectJob(g, job, &now, &code)) return code;
+  if (task.empty()) unenforced = NotEnforcedText(now->limits, now->limits_count, files);
+  for (pb_size_t i = 0; i < now->tasks_count; i++) {
+    const outpost_v1_JobTaskInfo& t = now->tasks[i];
+    if (!task.empty() && PbString(t.name) == task && t.has_task) {
+      unenforced = NotEnforcedText(t.task.limits, t.task.limits_count, files);
+    }
+  }
   if (g.json) {
     picojson::object o;
     o["updated"] = picojson::value(a->pos[0]);
     o["limits"] = picojson::value(what);
     o["restarted"] = picojson::value(restarted);
     o["version"] = picojson::value(resp->job.version);
+    o["enforced"] = picojson::value(unenforced.empty());
+    if (!unenforced.empty()) o["not_enforced"] = picojson::value(unenforced);
     PrintJson(picojson::value(o));
   } else {
-    std::printf("updated %s: %s (%s; job version %lld)\n", a->pos[0].c_str(), what.c_str(),
+    std::printf("updated %s: %s (%s; job version %lld)%s%s\n", a->pos[0].c_str(), what.c_str(),
                 restarted ? "the task was restarted: a limit was removed" : "live, no restart",
-                static_cast<long long>(resp->job.version));
+                static_cast<long long>(resp->job.version), unenforced.empty() ? "" : "; ", unenforced.c_str());
   }
   return kExitOk;
 }

@@ -218,11 +218,13 @@ int TaskInspect(const GlobalOptions& g, const std::vector<std::string>& in) {
   std::printf("completed:  %s\n", Time(t->completed_at_unix_nanos).c_str());
   std::string result = ExitText(*t);
   if (!result.empty()) std::printf("result:     %s\n", result.c_str());
+  if (PbString(t->state) == "unknown" && t->error && *t->error) std::printf("reason:     %s\n", t->error);
   std::printf("logs:       %s (%llu bytes written", PbString(t->log_dir).c_str(),
               static_cast<unsigned long long>(t->log_bytes));
   if (t->log_dropped_bytes) std::printf(", %llu dropped", static_cast<unsigned long long>(t->log_dropped_bytes));
   std::printf(")\n");
   if (t->log_error && *t->log_error) std::printf("log error:  %s\n", t->log_error);
+  PrintLimits(t->limits, t->limits_count);
   PrintHookRuns(*t);
   return kExitOk;
 }

@@ -1,5 +1,6 @@
 #include "cli/util.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "base/clock.h"
@@ -51,6 +52,7 @@ picojson::value InfoJson(const outpost_v1_TaskInfo& t) {
   o["log_dropped_bytes"] = picojson::value(static_cast<int64_t>(t.log_dropped_bytes));
   o["log_error"] = picojson::value(PbString(t.log_error));
   if (!PbString(t.nri).empty()) o["nri"] = picojson::value(PbString(t.nri));
+  o["limits"] = LimitsJson(t.limits, t.limits_count);
   if (t.hook_runs_count) {
     picojson::array runs;
     for (pb_size_t i = 0; i < t.hook_runs_count; ++i) {
@@ -71,6 +73,77 @@ picojson::value InfoJson(const outpost_v1_TaskInfo& t) {
     o["hook_runs"] = picojson::value(std::move(runs));
   }
   return picojson::value(o);
+}
+
+namespace {
+
+// A byte count of a memory or hugetlb file as a size ("64MiB") when it is a
+// whole number of KiB, MiB or GiB; any other value as written.
+std::string LimitValue(const outpost_v1_LimitInfo& l) {
+  std::string file = PbString(l.file), value = PbString(l.value);
+  if (!StartsWith(file, "memory.") && !StartsWith(file, "hugetlb.")) return value;
+  auto n = ParseInt(value, 1, INT64_MAX);
+  if (!n.ok()) return value;
+  for (auto [unit, shift] : {std::pair<const char*, int>{"GiB", 30}, {"MiB", 20}, {"KiB", 10}}) {
+    if (*n % (int64_t{1} << shift) == 0) return std::to_string(*n >> shift) + unit;
+  }
+  return value;
+}
+
+}  // namespace
+
+picojson::value LimitsJson(const outpost_v1_LimitInfo* limits, pb_size_t n) {
+  picojson::array out;
+  for (pb_size_t i = 0; i < n; ++i) {
+    picojson::object o;
+    o["file"] = picojson::value(PbString(limits[i].file));
+    o["value"] = picojson::value(PbString(limits[i].value));
+    o["enforced"] = picojson::value(limits[i].enforced);
+    if (!limits[i].enforced) o["not_enforced"] = picojson::value(PbString(limits[i].not_enforced));
+    out.emplace_back(std::move(o));
+  }
+  return picojson::value(std::move(out));
+}
+
+namespace {
+
+std::vector<std::string> NotEnforcedParts(const outpost_v1_LimitInfo* limits, pb_size_t n,
+                                          const std::vector<std::string>& only) {
+  // Reasons in the order first seen, each with its files (io.max once
+  // however many devices it limits).
+  std::vector<std::pair<std::string, std::vector<std::string>>> by_reason;
+  for (pb_size_t i = 0; i < n; ++i) {
+    std::string file = PbString(limits[i].file), why = PbString(limits[i].not_enforced);
+    if (limits[i].enforced || (!only.empty() && std::find(only.begin(), only.end(), file) == only.end())) continue;
+    auto it = std::find_if(by_reason.begin(), by_reason.end(), [&](const auto& p) { return p.first == why; });
+    if (it == by_reason.end()) it = by_reason.insert(by_reason.end(), {why, {}});
+    if (std::find(it->second.begin(), it->second.end(), file) == it->second.end()) it->second.push_back(file);
+  }
+  std::vector<std::string> out;
+  for (const auto& [why, files] : by_reason) out.push_back(JoinStrings(files, ", ") + " not enforced: " + why);
+  return out;
+}
+
+}  // namespace
+
+std::string NotEnforcedText(const outpost_v1_LimitInfo* limits, pb_size_t n, const std::vector<std::string>& only) {
+  return JoinStrings(NotEnforcedParts(limits, n, only), "; ");
+}
+
+std::vector<std::string> LimitLines(const outpost_v1_LimitInfo* limits, pb_size_t n) {
+  std::vector<std::string> lines;
+  if (n == 0) return lines;
+  std::string list;
+  for (pb_size_t i = 0; i < n; ++i) list += (i ? ", " : "") + PbString(limits[i].file) + " " + LimitValue(limits[i]);
+  std::vector<std::string> unenforced = NotEnforcedParts(limits, n, {});
+  lines.push_back(unenforced.empty() ? list + " (enforced)" : list);
+  lines.insert(lines.end(), unenforced.begin(), unenforced.end());
+  return lines;
+}
+
+void PrintLimits(const outpost_v1_LimitInfo* limits, pb_size_t n) {
+  std::vector<std::string> lines = LimitLines(limits, n);
+  for (size_t i = 0; i < lines.size(); ++i) std::printf("%-12s%s\n", i ? "" : "limits:", lines[i].c_str());
 }
 
 void PrintHookRuns(const outpost_v1_TaskInfo& t) {

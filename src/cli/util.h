@@ -92,4 +92,16 @@ picojson::value InfoJson(const outpost_v1_TaskInfo& t);
 // "hooks:" and one line per hook run (nothing when the task has none).
 void PrintHookRuns(const outpost_v1_TaskInfo& t);
 
+// Cgroup limits as the agent reports them (TaskInfo.limits, JobInfo.limits).
+// JSON: [{file, value, enforced, not_enforced}].
+picojson::value LimitsJson(const outpost_v1_LimitInfo* limits, pb_size_t n);
+// "memory.max, pids.max not enforced: <why>", one part per reason, "; "
+// between; of the files in only (all when empty). "" when all are enforced.
+std::string NotEnforcedText(const outpost_v1_LimitInfo* limits, pb_size_t n, const std::vector<std::string>& only = {});
+// "memory.max 64MiB, pids.max 50 (enforced)", or that list without
+// "(enforced)" followed by the NotEnforcedText parts, one per line.
+std::vector<std::string> LimitLines(const outpost_v1_LimitInfo* limits, pb_size_t n);
+// "limits:     ..." lines (nothing when there are none).
+void PrintLimits(const outpost_v1_LimitInfo* limits, pb_size_t n);
+
 }  // namespace outpost::cli

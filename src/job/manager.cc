@@ -445,7 +445,9 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
   if (!result.updated.empty()) what += "; limits updated live: " + JoinNames(result.updated);
   if (result.job_limits && j.Wanted()) {
     Status js = runner_->ApplyJobResources(id, j.stored->spec.resources);
+    std::string unenforced = js.ok() ? runner_->LimitsNotEnforced(id, "", j.stored->spec.resources) : "";
     if (!js.ok()) what += "; job limits not applied: " + js.error().message();
+    if (!unenforced.empty()) what += "; job limits: " + unenforced;
   }
   std::string head = spec_changed ? Format("job updated to version %lld", static_cast<long long>(j.stored->version))
                                   : std::string(was_stopped ? "job started again" : "job unchanged");

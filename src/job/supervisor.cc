@@ -227,8 +227,10 @@ Status TaskSupervisor::UpdateLimits(std::shared_ptr<const TaskSpec> spec) {
   spec_hash_.clear();
   if (state_ != RunState::kRunning && state_ != RunState::kStarting) return OkStatus();
   Status st = runner_->UpdateResources(task_id(), spec_->resources);
-  Emit("updated", st.ok() ? "resource limits updated without a restart"
-                          : "resource limits not applied: " + st.error().message());
+  std::string unenforced = st.ok() ? runner_->LimitsNotEnforced(job_, task_id(), spec_->resources) : "";
+  Emit("updated", !st.ok()             ? "resource limits not applied: " + st.error().message()
+                  : unenforced.empty() ? "resource limits updated without a restart"
+                                       : "resource limits updated without a restart; " + unenforced);
   return st;
 }
 

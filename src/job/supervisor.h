@@ -113,6 +113,16 @@ class TaskRunner {
     (void)driver;
     return "";
   }
+  // Which of limits r this node does not enforce, and why ("" = all are):
+  // of the task task_id's cgroup, or with task_id "" of the job's own.
+  // For the events that report a live limit change.
+  virtual std::string LimitsNotEnforced(const std::string& job, const std::string& task_id,
+                                        const cgroup::Resources& r) const {
+    (void)job;
+    (void)task_id;
+    (void)r;
+    return "";
+  }
 };
 
 // What the driver is given for a job's task: id "<job>.<task>", the spec's

@@ -350,6 +350,7 @@ Result<std::string> BlockingClient::Call(std::string_view service, std::string_v
 Result<std::string> BlockingClient::Call(std::string_view service, std::string_view method,
                                          std::string_view payload, int64_t timeout_nanos,
                                          const std::vector<MetadataEntry>& metadata) {
+  answered_ = false;
   if (!fd_) return Error(Code::kUnavailable, "rpc connection is closed");
   if (broken_) return Error(Code::kUnavailable, "rpc connection broken by an earlier timeout mid-request");
   if (next_stream_ > kMaxStreamId) return Error(Code::kResourceExhausted, "stream ids exhausted; reconnect");
@@ -373,6 +374,7 @@ Result<std::string> BlockingClient::Call(std::string_view service, std::string_v
       if (f.header.stream_id != stream) continue;  // a reply to an earlier, timed-out call
       if (ev == FrameReader::Event::kOversize) return OversizeError(f.header.length);
       if (f.header.type != static_cast<uint8_t>(FrameType::kResponse)) continue;
+      answered_ = true;
       return DecodeReply(f.payload);
     }
     OUTPOST_RETURN_IF_ERROR(WaitFor(POLLIN, deadline));

@@ -134,6 +134,10 @@ class BlockingClient {
                            int64_t timeout_nanos, const std::vector<MetadataEntry>& metadata);
 
   int fd() const { return fd_.get(); }
+  // Whether the last Call's outcome is the server's answer (a payload or
+  // its error status), not a failure to reach it (write, read, closed
+  // connection, deadline): a server may answer Unavailable itself.
+  bool answered() const { return answered_; }
 
  private:
   Status WriteAll(int64_t deadline);
@@ -144,6 +148,7 @@ class BlockingClient {
   std::string out_;
   uint64_t next_stream_ = 1;
   bool broken_ = false;  // a request was cut off mid-frame: the stream is unusable
+  bool answered_ = false;
 };
 
 }  // namespace outpost::wire

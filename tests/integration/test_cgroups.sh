@@ -41,6 +41,38 @@ test_limits_run_without_cgroups_when_allowed() {
   expect_contains "$OUT" "update needs at least one limit" "update without a limit"
 }
 
+# With cgroup_allow_without_limits on a node without usable cgroup v2,
+# nothing enforces a task's limits: every place that reports them says so,
+# with the reason (update, its event, inspect, --json), and inspect shows
+# each task's limits.
+test_limits_not_enforced_are_reported_as_such() {
+  write_config '"cgroup_allow_without_limits": true'
+  start_agent
+  cg_job ne >"$T/ne.json"
+  expect_exit 0 op run -f "$T/ne.json"
+  local why="not enforced: cgroup v2 is not usable on this node"
+  expect_exit 0 op inspect ne/a
+  expect_contains "$OUT" "limits:     memory.max 64MiB, pids.max 50" "inspect lists the task's limits"
+  expect_contains "$OUT" "memory.max, pids.max $why" "inspect says they are not enforced"
+  expect_not_contains "$OUT" "(enforced)" "inspect does not call them enforced"
+  expect_exit 0 op inspect ne
+  expect_contains "$OUT" "memory.max, pids.max $why" "the job view says it too"
+  op --json inspect ne/a >"$T/ne-a.json" || fail "inspect --json failed"
+  python3 - "$T/ne-a.json" <<'PY' || fail "limits in --json: $(cat "$T/ne-a.json")"
+import json, sys
+limits = json.load(open(sys.argv[1]))["task"]["limits"]
+assert [(l["file"], l["value"], l["enforced"]) for l in limits] == [("memory.max", "67108864", False), ("pids.max", "50", False)], limits
+assert all("cgroup v2 is not usable on this node" in l["not_enforced"] for l in limits), limits
+PY
+  expect_exit 0 op update ne/a --memory-max 128MiB
+  expect_contains "$OUT" "memory.max 128MiB (live, no restart; job version 2); memory.max $why" "update says it"
+  expect_eq "$(op --json update ne/a --memory-max 96MiB | json_get enforced)" "False" "update --json"
+  wait_for 10 jt_events_contain ne/a "resource limits updated without a restart; memory.max, pids.max $why" ||
+    fail "the update's event does not say it: $(op events ne/a)"
+  expect_exit 0 op inspect ne/a
+  expect_contains "$OUT" "limits:     memory.max 96MiB, pids.max 50" "inspect shows the new value"
+}
+
 test_dynamic_users_get_distinct_reused_uids() {
   [ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; return 0; }
   chmod 755 "$T"  # mktemp -d makes it 0700: another uid could not reach its task dir

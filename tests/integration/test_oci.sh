@@ -139,6 +139,86 @@ test_oci_missing_runtime_is_undetected_with_the_reason() {
   expect_contains "$OUT" "driver undetected: OCI runtime /nonexistent/crun is not an executable file" "in plugins"
 }
 
+# The fingerprint comes from a container the driver really creates (and
+# deletes), not from --version alone. oc_fake_runtime stands for crun on a
+# node where it cannot create any container: it answers --version and its
+# create fails with crun's message for a host with cgroup v1 and v2 side by
+# side, until $T/runtime-ok exists; then create starts a sleeping process
+# (the container's init) and writes its pid, and delete kills it. Every
+# command it gets is appended to $T/runtime-calls.
+oc_fake_runtime() {
+  mkdir -p "$T/fake"
+  cat >"$T/fake/crun" <<SH
+#!/bin/sh
+echo "\$*" >>"$T/runtime-calls"
+log=""; pidfile=""; cmd=""; prev=""
+for a in "\$@"; do
+  case "\$a" in --log=*) log="\${a#--log=}" ;; esac
+  [ "\$prev" = --pid-file ] && pidfile="\$a"
+  case "\$a" in --version|create|delete|start|kill|state) [ -z "\$cmd" ] && cmd="\$a" ;; esac
+  prev="\$a"
+done
+case "\$cmd" in
+  --version) echo "crun version 1.8.1"; echo "commit: test double" ;;
+  create)
+    if [ ! -e "$T/runtime-ok" ]; then
+      echo "cgroups in hybrid mode not supported, drop all controllers from cgroupv2" >>"\$log"
+      exit 1
+    fi
+    sleep 600 </dev/null >/dev/null 2>&1 &
+    echo \$! >"\$pidfile"; echo \$! >"$T/fake-init.pid"; echo \$! >>"$T/.pids" ;;
+  delete) [ -f "$T/fake-init.pid" ] && kill -9 "\$(cat "$T/fake-init.pid")" 2>/dev/null; rm -f "$T/fake-init.pid" ;;
+  *) echo "unexpected: \$*" >&2; exit 1 ;;
+esac
+SH
+  chmod +x "$T/fake/crun"
+}
+oc_status_says() { op status 2>/dev/null | grep -F "driver.oci" | grep -qF -- "$1"; }
+test_oci_fingerprint_probes_the_runtime_with_a_container() {
+  start_agent
+  [ -x "$OCI_DRIVER" ] || fail "$OCI_DRIVER is missing"
+  oc_fake_runtime
+  "$OCI_DRIVER" --plugins-dir "$T/run/plugins" --state-dir "$T/oci" --runtime "$T/fake/crun" >>"$T/driver.log" 2>&1 &
+  echo $! >>"$T/.pids"
+  wait_for 10 oc_status_says "unhealthy" || fail "not unhealthy: $(op status | grep driver; cat "$T/driver.log")"
+  local why="crun cannot create containers here: cgroups in hybrid mode not supported, drop all controllers from cgroupv2"
+  expect_exit 0 op status
+  expect_contains "$OUT" "driver.oci   off  unhealthy: $why" "status: unhealthy with the runtime's own message"
+  expect_contains "$OUT" "driver.oci.version=crun version 1.8.1" "what --version said"
+  expect_exit 0 op plugins
+  expect_contains "$OUT" "driver unhealthy: $why" "plugins says it"
+  grep -q -- "--cgroup-manager=disabled create --bundle $T/oci/probe/" "$T/runtime-calls" ||
+    fail "no probe container created as for a task without a cgroup: $(cat "$T/runtime-calls")"
+  # The runtime is fixed: a later ask of the agent (every 30 s) starts a new
+  # probe, whose result the next ask gets, without a restart of the driver.
+  touch "$T/runtime-ok"
+  wait_for 100 oc_status_says "healthy: Healthy" || fail "not healthy after the fix: $(op status | grep driver)"
+  expect_exit 0 op status
+  expect_contains "$OUT" "driver.oci.probe=ok" "the probe passed"
+  [ "$(grep -c ' delete --force probe-' "$T/runtime-calls")" -ge 2 ] || fail "probe containers not deleted: $(cat "$T/runtime-calls")"
+  [ ! -e "$T/fake-init.pid" ] || fail "the probe container's init was left running"
+  expect_eq "$(ls -A "$T/oci/probe/root" 2>/dev/null)" "" "no probe container left"
+}
+
+# On this kind of host (cgroup v1 and cgroup2 at /sys/fs/cgroup/unified side
+# by side) the real crun refuses every container outside a namespace that
+# hides the cgroup mounts: the driver says so, in crun's words.
+test_oci_real_crun_on_a_hybrid_host_is_unhealthy() {
+  if ! grep -q ' /sys/fs/cgroup/unified .* - cgroup2 ' /proc/self/mountinfo ||
+    ! grep -q ' /sys/fs/cgroup/[a-z]* .* - cgroup cgroup ' /proc/self/mountinfo; then
+    echo "skip: this host's cgroups are not hybrid (cgroup v1 and cgroup2 side by side)"
+    return 0
+  fi
+  command -v crun >/dev/null || fail "crun is missing (tools/deps.sh test)"
+  start_agent
+  "$OCI_DRIVER" --plugins-dir "$T/run/plugins" --state-dir "$T/oci" >>"$T/driver.log" 2>&1 &
+  echo $! >>"$T/.pids"
+  wait_for 10 oc_status_says "unhealthy" || fail "not unhealthy: $(op status | grep driver; cat "$T/driver.log")"
+  expect_exit 0 op plugins
+  expect_contains "$OUT" "driver unhealthy: crun cannot create containers here: cgroups in hybrid mode not supported" \
+    "crun's own message"
+}
+
 test_oci_recovers_after_kill_9_of_agent_and_driver() {
   oc_rootfs "$T/rootfs"
   start_agent
@@ -157,6 +237,10 @@ test_oci_recovers_after_kill_9_of_agent_and_driver() {
   kill -9 "$OC_DRIVER"
   wait_for 20 sh -c "'$OUTPOST' --socket '$SOCK' inspect r | grep -q 'driver oci is disconnected'" || fail "not told: $(op inspect r)"
   kill -0 "$pid" || fail "the container died with its driver"
+  # exec needs the driver: its own exit code and the driver named (not 3,
+  # "no agent").
+  expect_exit 4 op exec r/t -- echo away
+  expect_contains "$OUT" "driver oci is disconnected" "exec while the driver is away"
   oc_driver
   wait_for 20 oc_state_is r/t running || fail "not recovered after the driver: $(op inspect r)"
   expect_eq "$(oc_pid r/t)" "$pid" "same pid after the driver's restart"

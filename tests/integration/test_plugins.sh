@@ -175,6 +175,45 @@ test_plugins_task_of_a_vanished_driver_is_unknown_then_lost() {
   true
 }
 
+# A driver plugin that is away (killed, within its grace period) is not an
+# agent that cannot be reached: every command that needs the driver says
+# which driver and exits 4 (README, exit codes); the agent answers (no
+# "closed the connection"), and exit 3 stays for "no agent on the socket".
+test_plugins_unavailable_driver_has_its_own_exit_code() {
+  jt_start '"plugin_grace_period": "120s"'
+  pl_start_plugin TaskDriver awaydrv
+  wait_for 10 grep -q "^registered" "$T/plugin-awaydrv.out" || fail "driver not registered: $(op plugins)"
+  local JT_EXTRA='"driver": "awaydrv"'
+  jt_job aw "$(jt_task t "$HELPER" sleep 600)" >"$T/aw.json"
+  expect_exit 0 op run -f "$T/aw.json" --detach
+  local pid; pid="$(wait_for 10 jt_running_pid aw/t)" || fail "driver task not running"
+  kill -9 "$PLUGIN_PID"
+  wait_for 10 jt_tstate_is aw/t unknown || fail "task not unknown once its driver went: $(op inspect aw)"
+  local cmd
+  for cmd in "signal aw/t HUP" "task signal aw.t HUP" "task stats aw.t" "stats aw/t"; do
+    # shellcheck disable=SC2086
+    expect_exit 4 op $cmd
+    expect_contains "$OUT" "driver awaydrv is disconnected" "$cmd: the driver named"
+    expect_not_contains "$OUT" "closed the connection" "$cmd: not told as a lost agent"
+  done
+  # The test driver cannot exec at all: that, not "no agent".
+  expect_exit 1 op exec aw/t -- echo hi
+  expect_contains "$OUT" "driver awaydrv cannot run commands in tasks" "exec"
+  # inspect shows the task, unknown, and why its usage is missing: it did its job.
+  expect_exit 0 op inspect aw/t
+  expect_not_contains "$OUT" "outpost:" "inspect: nothing on stderr"
+  expect_contains "$OUT" "usage:      unavailable: driver awaydrv is disconnected" "inspect's usage line"
+  expect_eq "$(op --json inspect aw/t | json_get usage_error)" "driver awaydrv is disconnected" "inspect --json"
+  expect_exit 0 op task inspect aw.t
+  expect_contains "$OUT" "state:      unknown" "task inspect's state"
+  expect_contains "$OUT" "reason:     driver awaydrv is disconnected" "task inspect's reason"
+  expect_exit 0 op logs aw/t
+  expect_exit 3 "$OUTPOST" --socket "$T/no-agent.sock" signal aw/t HUP
+  expect_contains "$OUT" "no agent is running" "no agent is still exit 3"
+  kill -9 "$pid" 2>/dev/null
+  true
+}
+
 # A driver that refuses a start: its reason reaches inspect and the events,
 # and the task's restart policy applies to the failed start.
 test_plugins_rejected_start_shows_the_drivers_reason() {

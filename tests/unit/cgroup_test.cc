@@ -278,6 +278,65 @@ TEST_F(CgroupTest, CheckWithoutCgroupV2) {
   EXPECT_TRUE(cg->Check(r, /*allow_without_limits=*/true).empty());
 }
 
+// cpu and pids but no memory controller: with cgroup_allow_without_limits
+// a memory limit is let through, left out of the writes and reported as
+// not enforced, naming the controller; the others are enforced.
+TEST_F(CgroupTest, MissingControllerAllowedIsNotEnforcedPerLimit) {
+  auto cg = SetupFull("cpu pids");
+  std::string task = MakeTaskDir("web", "web.api");
+  Resources r;
+  r.memory_max = 64 << 20;
+  r.cpu_weight = 100;
+  r.pids_max = 10;
+  r.unified["memory.oom.group"] = "1";
+  EXPECT_EQ(cg->Check(r).size(), 2u);  // memory.max and memory.oom.group refused
+  EXPECT_TRUE(cg->Check(r, /*allow_without_limits=*/true).empty());
+  ASSERT_TRUE(cg->Apply(task, r).ok());
+  std::string rel = "outpost.slice/web/web.api/";
+  EXPECT_EQ(Get(rel + "cpu.weight"), "100");
+  EXPECT_EQ(Get(rel + "pids.max"), "10");
+  EXPECT_EQ(Get(rel + "memory.max"), "");  // not written
+  std::vector<LimitState> got = cg->Enforcement(r, task);
+  ASSERT_EQ(got.size(), 4u);
+  const std::string why = "the memory controller is not enabled here (enabled: cpu pids)";
+  EXPECT_EQ(got[0].file, "cpu.weight");
+  EXPECT_EQ(got[0].value, "100");
+  EXPECT_EQ(got[0].not_enforced, "");
+  EXPECT_EQ(got[1].file, "memory.max");
+  EXPECT_EQ(got[1].value, "67108864");
+  EXPECT_EQ(got[1].not_enforced, why);
+  EXPECT_EQ(got[2].file, "pids.max");
+  EXPECT_EQ(got[2].not_enforced, "");
+  EXPECT_EQ(got[3].file, "memory.oom.group");
+  EXPECT_EQ(got[3].not_enforced, why);
+  EXPECT_EQ(NotEnforcedSummary(got), "memory.max, memory.oom.group not enforced: " + why);
+  // A value the node cannot take is still refused.
+  r.cpu_weight = 20000;
+  EXPECT_EQ(cg->Check(r, true), (std::vector<std::string>{"cpu.weight must be between 1 and 10000 (got 20000)"}));
+}
+
+TEST_F(CgroupTest, EnforcementWithoutCgroupV2OrOutsideACgroup) {
+  Put("cgroup.controllers", "");
+  auto none = Cgroups::Setup({root_, mount_});
+  Resources r;
+  r.pids_max = 10;
+  r.memory_max = 1 << 30;
+  std::vector<LimitState> got = none->Enforcement(r, "");
+  ASSERT_EQ(got.size(), 2u);
+  const std::string why = "cgroup v2 is not usable on this node (cgroup2 at " + mount_ + " has no controllers)";
+  EXPECT_EQ(got[0].not_enforced, why);
+  EXPECT_EQ(got[1].not_enforced, why);
+  EXPECT_EQ(NotEnforcedSummary(got), "memory.max, pids.max not enforced: " + why);
+  EXPECT_TRUE(none->Enforcement(Resources{}, "").empty());
+  // With cgroup v2, a task that runs in no cgroup (started before it was
+  // usable) has none of its limits enforced; in its cgroup, all of them.
+  Put("cgroup.controllers", "cpuset cpu io memory pids\n");
+  auto cg = SetupFull();
+  for (const LimitState& l : cg->Enforcement(r, "")) EXPECT_NE(l.not_enforced.find("outside a cgroup"), std::string::npos);
+  for (const LimitState& l : cg->Enforcement(r, root_ + "/web/web.api")) EXPECT_EQ(l.not_enforced, "") << l.file;
+  EXPECT_EQ(NotEnforcedSummary(cg->Enforcement(r, root_ + "/web/web.api")), "");
+}
+
 TEST_F(CgroupTest, CheckValues) {
   auto cg = SetupFull();
   Put("outpost.slice/memory.swap.max", "max\n");

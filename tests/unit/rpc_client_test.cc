@@ -224,5 +224,33 @@ TEST_F(RpcTest, BlockingClient) {
   EXPECT_EQ(missing.error().code(), Code::kNotFound);
 }
 
+// A server's own Unavailable status is an answer; a peer that hangs up is
+// not (the CLI tells "the driver is unavailable" from "no agent" by it).
+TEST(BlockingClientAnswered, ServerStatusVersusClosedConnection) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd peer(sv[1]);
+  BlockingClient client{UniqueFd(sv[0])};
+  EXPECT_FALSE(client.answered());
+  // The reply is written before the call: the client skips nothing (stream 1).
+  Response resp;
+  resp.has_status = true;
+  resp.code = static_cast<int32_t>(Code::kUnavailable);
+  resp.message = "driver x is disconnected";
+  std::string frame;
+  ASSERT_TRUE(AppendResponseFrame(1, resp, &frame).ok());
+  ASSERT_EQ(::write(peer.get(), frame.data(), frame.size()), static_cast<ssize_t>(frame.size()));
+  auto r = client.Call("svc", "m", "", kWait);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kUnavailable);
+  EXPECT_EQ(r.error().message(), "driver x is disconnected");
+  EXPECT_TRUE(client.answered());
+  ::shutdown(peer.get(), SHUT_WR);
+  r = client.Call("svc", "m", "", kWait);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kUnavailable);
+  EXPECT_FALSE(client.answered());
+}
+
 }  // namespace
 }  // namespace outpost::wire

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -25,6 +26,7 @@
 #include <set>
 
 #include "outpost/driver.h"
+#include "probe.h"
 #include "runtime.h"
 #include "spec.h"
 
@@ -34,6 +36,15 @@ namespace oci_driver {
 namespace {
 
 const int64_t kSecond = 1000000000;
+// The runtime is probed again when the agent asks for the fingerprint
+// (every 30 s) and the last probe is at least this old.
+const int64_t kReprobeAfter = 10 * kSecond;
+
+int64_t MonotonicNow() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * kSecond + ts.tv_nsec;
+}
 
 struct Settings {
   std::string name = "oci";
@@ -95,10 +106,18 @@ void RemoveBundle(const std::string& dir) {
 
 class OciDriver : public TaskDriver {
  public:
+  // Probes the runtime before the driver registers (blocking: no task can
+  // start yet).
   explicit OciDriver(Settings s) : settings_(std::move(s)) {
     std::string name = settings_.runtime;
     if (name.empty()) name = !FindExecutable("crun").empty() || FindExecutable("runc").empty() ? "crun" : "runc";
     default_ = RuntimeFor(name);
+    if (default_->path().empty()) {
+      probe_.unusable = default_->Probe(&probe_.version);
+    } else {
+      probe_ = ProbeRuntime(*default_, ProbeDir(), settings_.no_pivot);
+    }
+    probed_at_ = MonotonicNow();
   }
 
   Capabilities GetCapabilities() override {
@@ -114,19 +133,30 @@ class OciDriver : public TaskDriver {
     return c;
   }
 
-  // Probed again while the runtime is missing (installing it heals the
-  // driver without a restart).
+  // The last probe's result; each ask starts the next probe (in a child
+  // process) when that one is old enough, so a runtime installed, fixed or
+  // broken later shows at a later ask, without a restart of the driver.
   Fingerprint GetFingerprint() override {
-    if (probe_error_.empty() && !version_.empty()) return Healthy();
-    default_ = RuntimeFor(default_->name());
-    probe_error_ = default_->Probe(&version_);
-    if (!probe_error_.empty()) {
-      Fingerprint f;
+    Reprobe();
+    Fingerprint f;
+    f.attributes["driver.oci.runtime"] = default_->path().empty() ? default_->name() : default_->path();
+    if (!probe_.unusable.empty()) {
       f.health = 0;
-      f.description = probe_error_;
+      f.description = probe_.unusable;
       return f;
     }
-    return Healthy();
+    f.attributes["driver.oci.version"] = probe_.version;
+    if (!probe_.create_error.empty()) {
+      f.health = 1;
+      const std::string& name = default_->name();
+      f.description = name.substr(name.rfind('/') + 1) + " cannot create containers here: " + probe_.create_error;
+      f.attributes["driver.oci.probe"] = "failed";
+      return f;
+    }
+    f.health = 2;
+    f.description = "Healthy";
+    f.attributes["driver.oci.probe"] = "ok";
+    return f;
   }
 
   std::vector<ConfigField> ConfigSchema() override { return Schema(); }
@@ -360,13 +390,50 @@ class OciDriver : public TaskDriver {
  private:
   static Answer Fail(const std::string& m) { return Answer::Fail(Code::kInternal, m); }
 
-  Fingerprint Healthy() const {
-    Fingerprint f;
-    f.health = 2;
-    f.description = "Healthy";
-    f.attributes["driver.oci.runtime"] = default_->path();
-    f.attributes["driver.oci.version"] = version_;
-    return f;
+  std::string ProbeDir() const { return settings_.state_dir + "/probe"; }
+
+  // The next probe, in `outpost-oci-driver --probe` (the driver's own
+  // binary): the driver's loop, and with it every task start, never waits
+  // for the runtime's runs. The result arrives with the child's exit.
+  void Reprobe() {
+    if (probe_pid_ > 0 || MonotonicNow() - probed_at_ < kReprobeAfter) return;
+    default_ = RuntimeFor(default_->name());  // installed or moved meanwhile
+    if (default_->path().empty()) {
+      probe_ = ProbeResult();
+      probe_.unusable = default_->Probe(&probe_.version);  // a PATH lookup: nothing to wait for
+      probed_at_ = MonotonicNow();
+      return;
+    }
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return;
+    std::vector<std::string> args = {"/proc/self/exe", "--probe", "--runtime", default_->path(), "--dir", ProbeDir()};
+    if (settings_.no_pivot) args.push_back("--no-pivot");
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(&a[0]);
+    argv.push_back(nullptr);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::dup2(fds[1], 1);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    if (pid < 0 || !plugin()->WatchChild(pid, [this, fd = fds[0]](int) {
+          // The child has exited: its few lines are all in the pipe.
+          std::string text;
+          char buf[4096];
+          ssize_t n;
+          while ((n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+          ::close(fd);
+          probe_ = ParseProbeOutput(text);
+          probe_pid_ = 0;
+          probed_at_ = MonotonicNow();
+        })) {
+      ::close(fds[0]);
+      if (pid > 0) ::waitpid(pid, nullptr, 0);
+      return;
+    }
+    probe_pid_ = pid;
   }
 
   std::shared_ptr<Runtime> RuntimeFor(const std::string& name) {
@@ -436,6 +503,7 @@ class OciDriver : public TaskDriver {
     std::string kids = ReadSmallFile("/proc/self/task/" + std::to_string(::getpid()) + "/children", 64 << 10);
     std::set<int> keep(execs_.begin(), execs_.end());
     for (const auto& [id, ct] : containers_) keep.insert(ct->pid);
+    if (probe_pid_ > 0) keep.insert(probe_pid_);
     size_t pos = 0;
     while (pos < kids.size()) {
       int pid = std::atoi(kids.c_str() + pos);
@@ -447,7 +515,9 @@ class OciDriver : public TaskDriver {
 
   Settings settings_;
   std::shared_ptr<Runtime> default_;
-  std::string version_, probe_error_;
+  ProbeResult probe_;
+  int64_t probed_at_ = 0;
+  pid_t probe_pid_ = 0;  // the probe running now (0: none)
   std::map<std::string, std::shared_ptr<Container>> containers_;
   std::set<int> execs_;
 };
@@ -461,6 +531,8 @@ const char kUsage[] =
 }  // namespace oci_driver
 
 int main(int argc, char** argv) {
+  // The driver's own probe process (Reprobe), not a user's command.
+  if (argc > 1 && std::string(argv[1]) == "--probe") return oci_driver::ProbeMain(argc, argv);
   oci_driver::Settings s;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
