@@ -215,9 +215,12 @@ Status ParseRtnl(const std::string& bytes, uint32_t seq, LinkTable* table, bool*
     } else if (h.nlmsg_type == NLMSG_ERROR) {
       *done = true;
       if (body + sizeof(int32_t) > end) return Error(Code::kInvalidArgument, "rtnetlink: short NLMSG_ERROR");
-      int32_t err = -Load<int32_t>(bytes, body);
+      // The kernel sends -errno; anything else (INT32_MIN cannot even be
+      // negated) is named as it came.
+      int64_t err = -static_cast<int64_t>(Load<int32_t>(bytes, body));
       if (err == ENODEV) return Error(Code::kNotFound, "no such interface");
-      if (err != 0) return ErrnoError("rtnetlink", err);
+      if (err > 0 && err < 4096) return ErrnoError("rtnetlink", static_cast<int>(err));
+      if (err != 0) return Error(Code::kInternal, Format("rtnetlink: error code %lld", static_cast<long long>(-err)));
     } else if (h.nlmsg_type == RTM_NEWLINK) {
       OUTPOST_RETURN_IF_ERROR(ParseLink(bytes, body, end, table));
     } else if (h.nlmsg_type == RTM_NEWADDR) {

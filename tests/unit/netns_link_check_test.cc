@@ -127,6 +127,22 @@ TEST(RtnlParseTest, OtherRequestsAreSkippedAndErrorsEndTheAnswer) {
   EXPECT_NE(st.error().message().find("Operation not permitted"), std::string::npos) << st.error().message();
 }
 
+// The fuzzer's find: an error field of INT32_MIN cannot be negated into an
+// errno (signed overflow); codes that are no errno are named as they came.
+TEST(RtnlParseTest, ErrorCodesThatAreNoErrnoAreNamed) {
+  for (int32_t raw : {INT32_MIN, 5, -100000}) {
+    std::string bytes =
+        Message(NLMSG_ERROR, std::string(reinterpret_cast<const char*>(&raw), 4) + std::string(sizeof(nlmsghdr), '\0'), 7);
+    LinkTable t;
+    bool done = false;
+    Status st = ParseRtnl(bytes, 7, &t, &done);
+    ASSERT_FALSE(st.ok()) << raw;
+    EXPECT_TRUE(done);
+    EXPECT_NE(st.error().message().find("rtnetlink: error code " + std::to_string(raw)), std::string::npos)
+        << st.error().message();
+  }
+}
+
 TEST(RtnlParseTest, LengthsThatOverrunAreErrorsNotReads) {
   std::string good = Link(3, "nomad", IFF_UP, 0, "bridge");
   LinkTable t;
