@@ -393,3 +393,62 @@ test_oci_container_joins_the_jobs_bridge_network() {
   expect_exit 0 op rm w
   return 0
 }
+
+# A removal while the oci driver is away (killed -9, within its grace
+# period) is pending, not done; once the driver is back the agent carries it
+# out, and nothing of the container is left: no process, no crun state, no
+# bundle (before, `rm` said "job a removed" and the container ran on).
+oc_job_gone() { ! op inspect "$1" >/dev/null 2>&1; }
+test_oci_rm_while_the_driver_is_away_is_pending_then_nothing_is_left() {
+  oc_rootfs "$T/rootfs"
+  write_config '"plugin_grace_period": "120s"'
+  start_agent
+  oc_driver
+  oc_job a 'echo started; exec sleep 600' >"$T/a.json"
+  expect_exit 0 op run -f "$T/a.json" --detach
+  wait_for 20 oc_logs_have a/t started || fail "not started: $(op inspect a)"
+  local pid; pid="$(oc_pid a/t)" || fail "no pid"
+  kill -9 "$OC_DRIVER"
+  wait_for 20 sh -c "'$OUTPOST' --socket '$SOCK' inspect a | grep -q 'driver oci is disconnected'" || fail "not told: $(op inspect a)"
+  expect_exit 4 op rm a --timeout 1s
+  expect_contains "$OUT" "the removal of job a is pending" "rm while the driver is away"
+  expect_not_contains "$OUT" "removed" "rm while the driver is away"
+  kill -0 "$pid" || fail "test setup: the container died with its driver"
+  [ -d "$T/oci/bundles/a.t" ] || fail "the bundle went while the driver was away"
+  oc_driver
+  wait_for 20 oc_job_gone a || fail "job a not removed once the driver was back: $(op ps)"
+  wait_gone "$pid" 15 || fail "the container survived its removal"
+  [ -e "$T/oci/bundles/a.t" ] && fail "bundle left after the removal"
+  [ -e "$T/oci/crun/a.t" ] && fail "crun state left after the removal"
+  true
+}
+
+# A driver given up on (its grace period over): the removal goes on without
+# it. When it registers again (a new process, which tracks nothing yet), it
+# lists the bundles in its state dir; the agent destroys the one no task
+# record accounts for, and says so in an event.
+test_oci_a_container_no_record_accounts_for_is_destroyed_when_its_driver_is_back() {
+  oc_rootfs "$T/rootfs"
+  write_config '"plugin_grace_period": "2s"'
+  start_agent
+  oc_driver
+  oc_job g 'echo started; exec sleep 600' >"$T/g.json"
+  expect_exit 0 op run -f "$T/g.json" --detach
+  wait_for 20 oc_logs_have g/t started || fail "not started: $(op inspect g)"
+  local pid; pid="$(oc_pid g/t)" || fail "no pid"
+  kill -9 "$OC_DRIVER"
+  wait_for 20 sh -c "'$OUTPOST' --socket '$SOCK' inspect g | grep -q 'driver oci is disconnected'" || fail "not told: $(op inspect g)"
+  op rm g --timeout 1s >"$T/rm.out" 2>&1
+  local rc=$?
+  [ $rc = 0 ] || [ $rc = 4 ] || fail "rm g exited $rc: $(cat "$T/rm.out")"
+  wait_for 20 oc_job_gone g || fail "job g not removed after its driver's grace period: $(op ps)"
+  kill -0 "$pid" || fail "test setup: the container ended without its driver"
+  [ -d "$T/oci/bundles/g.t" ] || fail "test setup: the bundle is gone"
+  oc_driver
+  wait_gone "$pid" 20 || fail "the returning driver's container of a removed job still runs"
+  wait_for 10 test ! -e "$T/oci/bundles/g.t" || fail "bundle of a removed job left"
+  [ -e "$T/oci/crun/g.t" ] && fail "crun state of a removed job left"
+  wait_for 10 sh -c "'$OUTPOST' --socket '$SOCK' events | grep -qF 'no task record accounts for it: destroyed by its driver oci'" ||
+    fail "no event about it: $(op events)"
+  true
+}

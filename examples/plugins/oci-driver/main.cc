@@ -14,6 +14,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <dirent.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -99,8 +100,16 @@ bool WriteFile(const std::string& path, const std::string& text, mode_t mode) {
   return ok && ::rename(tmp.c_str(), path.c_str()) == 0;
 }
 
+// What a bundle's container was created with (runtime, its root, whether
+// without cgroups), written before the runtime runs: a bundle no task
+// record accounts for (its task removed while the driver was away, a start
+// cut short) can then be deleted as it was made, by a later driver process.
+const char kBundleRuntimeFile[] = "runtime.json";
+
 void RemoveBundle(const std::string& dir) {
-  for (const char* f : {"config.json", "pid", "runtime.log", "config.json.tmp"}) ::unlink((dir + "/" + f).c_str());
+  for (const char* f : {"config.json", "pid", "runtime.log", "config.json.tmp", kBundleRuntimeFile, "runtime.json.tmp"}) {
+    ::unlink((dir + "/" + f).c_str());
+  }
   ::rmdir(dir.c_str());
 }
 
@@ -188,6 +197,10 @@ class OciDriver : public TaskDriver {
     ct->bundle = bundle;
     ct->cgroup = c.cgroup;
     ct->no_cgroups = c.cgroup.empty();
+    if (!WriteFile(bundle + "/" + kBundleRuntimeFile, RuntimeJson(*rt, ct->no_cgroups).serialize(), 0600)) {
+      RemoveBundle(bundle);
+      return Fail("cannot write " + bundle + "/" + kBundleRuntimeFile);
+    }
     // A container of this id left by a crashed start: gone before ours.
     // crun and runc keep a container's state in <root>/<id>: without it
     // there is nothing to delete, and no exec of the runtime (a fork+exec
@@ -234,13 +247,11 @@ class OciDriver : public TaskDriver {
                           rt->name() + step + (r.ok() ? "no pid in " + bundle + "/pid" : r.error));
     }
     handle->pid = ct->pid;  // our child (we are a subreaper): the library reports its exit
-    picojson::object st;
-    st["runtime"] = picojson::value(rt->path());
-    st["root"] = picojson::value(rt->root());
+    picojson::value state = RuntimeJson(*rt, ct->no_cgroups);
+    picojson::object& st = state.get<picojson::object>();
     st["bundle"] = picojson::value(bundle);
-    st["no_cgroups"] = picojson::value(ct->no_cgroups);
     st["oom_base"] = picojson::value(static_cast<int64_t>(ct->oom_base));
-    handle->driver_state = picojson::value(st).serialize();
+    handle->driver_state = state.serialize();
     EmitEvent({c.id, 0, "started", rt->name() + " container, pid " + std::to_string(ct->pid), {}});
     return Answer::Ok();
   }
@@ -320,9 +331,26 @@ class OciDriver : public TaskDriver {
     return Answer::Ok();
   }
 
+  // The tasks tracked, and every bundle in the state dir: after a restart
+  // of the driver (or of the agent) the agent destroys those no task record
+  // accounts for, so no container outlives its task.
+  std::vector<std::string> ListTasks() override {
+    std::vector<std::string> ids = DefaultListTasks();
+    std::set<std::string> seen(ids.begin(), ids.end());
+    DIR* d = ::opendir((settings_.state_dir + "/bundles").c_str());
+    if (d == nullptr) return ids;
+    while (const dirent* e = ::readdir(d)) {
+      std::string id = e->d_name;
+      if (id == "." || id == ".." || e->d_type != DT_DIR || !seen.insert(id).second) continue;
+      ids.push_back(id);
+    }
+    ::closedir(d);
+    return ids;
+  }
+
   Answer DestroyTask(const std::string& id, bool force) override {
     auto it = containers_.find(id);
-    if (it == containers_.end()) return DefaultDestroyTask(id, force);
+    if (it == containers_.end()) return DestroyUntracked(id, force);
     std::shared_ptr<Container> ct = it->second;
     if (!ct->exited && !force) return Answer::Fail(Code::kFailedPrecondition, "cannot destroy running task");
     // delete runs the poststop hooks; --force kills a running container first.
@@ -391,6 +419,44 @@ class OciDriver : public TaskDriver {
   static Answer Fail(const std::string& m) { return Answer::Fail(Code::kInternal, m); }
 
   std::string ProbeDir() const { return settings_.state_dir + "/probe"; }
+
+  static picojson::value RuntimeJson(const Runtime& rt, bool no_cgroups) {
+    picojson::object o;
+    o["runtime"] = picojson::value(rt.path());
+    o["root"] = picojson::value(rt.root());
+    o["no_cgroups"] = picojson::value(no_cgroups);
+    return picojson::value(o);
+  }
+
+  // A bundle (and its container) of a task this process does not track:
+  // deleted with the runtime it was created with (its runtime.json; the
+  // default runtime for a bundle without one), then the bundle goes.
+  Answer DestroyUntracked(const std::string& id, bool force) {
+    std::string bundle = settings_.state_dir + "/bundles/" + id;
+    struct stat sb;
+    if (id.empty() || id.find('/') != std::string::npos || id[0] == '.' || ::lstat(bundle.c_str(), &sb) != 0 ||
+        !S_ISDIR(sb.st_mode)) {
+      return DefaultDestroyTask(id, force);
+    }
+    std::shared_ptr<Runtime> rt = default_;
+    bool no_cgroups = false;
+    picojson::value st;
+    std::string text = ReadSmallFile(bundle + "/" + kBundleRuntimeFile, 64 << 10);
+    if (!text.empty() && ParseJson(&st, text).empty() && st.is<picojson::object>() &&
+        st.get("runtime").is<std::string>() && st.get("root").is<std::string>()) {
+      rt = std::make_shared<Runtime>(st.get("runtime").get<std::string>(), st.get("root").get<std::string>());
+      no_cgroups = st.get("no_cgroups").is<bool>() && st.get("no_cgroups").get<bool>();
+    }
+    if (::lstat((rt->root() + "/" + id).c_str(), &sb) == 0) {
+      if (rt->path().empty()) return Fail("bundle " + bundle + ": OCI runtime " + rt->name() + " not found");
+      RunResult r = rt->Run({"delete", "--force", id}, no_cgroups, "");
+      ReapStrays();
+      if (!r.ok() && r.error.find("not exist") == std::string::npos) return Fail(rt->name() + " delete: " + r.error);
+    }
+    RemoveBundle(bundle);
+    EmitEvent({id, 0, "destroyed", "container and bundle " + bundle + " removed", {}});
+    return DefaultDestroyTask(id, true);
+  }
 
   // The next probe, in `outpost-oci-driver --probe` (the driver's own
   // binary): the driver's loop, and with it every task start, never waits
