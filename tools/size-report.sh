@@ -21,20 +21,20 @@
 # architecture's lines with this report (commit it with the change that
 # moved the figures).
 #
-# The budget (issue: "aarch64 stripped <= 1.5 MiB with every plugin system
-# in, x86_64 reported") holds for the ARM builds; x86_64 code is about 15%
+# The budget (aarch64 <= 1.75 MiB with every plugin system, the gRPC
+# transport and its users in; x86_64 reported) holds for the ARM builds; x86_64 code is about 15%
 # larger than aarch64's for the same sources and is reported against it
 # only ("OVER by N B, reported": exit 0).
 #
 # Prints, then exits 1 if the stripped binary is over the budget:
-#   size: x86_64 build/outpost.stripped 1,481,864 B, budget 1,572,864 B (1.5 MiB): 91,000 B left
+#   size: x86_64 build/outpost.stripped 1,481,864 B, budget 1,835,008 B (1.75 MiB): 353,144 B left
 #   size: x86_64   job   61,234 B   (+1,024 since the baseline)
 set -euo pipefail
 bin="${1:?binary}"
 stripped="${2:?stripped binary}"
 arch="${3:?arch}"
 baseline="${4:-$(dirname "$0")/size-baseline.txt}"
-budget=$((3 * 512 * 1024))
+budget=$((7 * 256 * 1024))
 nm_tool="${NM:-nm}"
 
 [ -f "$bin" ] || { echo "size: $bin missing (build it first)" >&2; exit 2; }
@@ -97,7 +97,7 @@ elif [ "$held" = 1 ]; then
 else
   verdict="OVER by $(fmt $((-left))) B, reported (the budget holds for aarch64 and armhf)"
 fi
-echo "size: $arch $stripped $(fmt "$total") B, budget $(fmt "$budget") B (1.5 MiB): $verdict"
+echo "size: $arch $stripped $(fmt "$total") B, budget $(fmt "$budget") B (1.75 MiB): $verdict"
 # The file holds the code segment, then the data segment at an offset that
 # keeps their addresses congruent modulo the segment alignment (64 KiB on
 # ARM): code that grows past where the data begins moves the data, and the

@@ -42,7 +42,7 @@ head -c 4096 /dev/zero >"$TMP/small"  # the "stripped" file: 4,096 bytes
 OUT=$(NM="$TMP/nm" "$REPORT" "$TMP/outpost" "$TMP/small" testarch "$TMP/none.txt" 2>&1)
 RC=$?
 [ $RC -eq 0 ] && ok "under the budget exits 0" || not_ok "under the budget exits 0" "exit $RC: $OUT"
-expect_line "header names arch, size and what is left" '^size: testarch .*/small 4,096 B, budget 1,572,864 B \(1\.5 MiB\): 1,568,768 B left$'
+expect_line "header names arch, size and what is left" '^size: testarch .*/small 4,096 B, budget 1,835,008 B \(1\.75 MiB\): 1,830,912 B left$'
 expect_line "an alias counts once" '^size: testarch +job +256 B'
 expect_line "a lambda counts in the folder it was made in" '^size: testarch +task +64 B'
 expect_line "outpost::Loop is loop/" '^size: testarch +loop +32 B'
@@ -65,7 +65,7 @@ expect_line "delta against the baseline" '^size: testarch +job +256 B +\(\+56 si
 OUT=$(SIZE_RECORD=1 NM="$TMP/nm" "$REPORT" "$TMP/outpost" "$TMP/small" testarch "$TMP/base.txt" 2>&1)
 if grep -qx "otherarch job 999" "$TMP/base.txt"; then ok "recording keeps the other arches"; else not_ok "recording keeps the other arches" "$(cat "$TMP/base.txt")"; fi
 
-truncate -s $((3 * 512 * 1024 + 10)) "$TMP/big"
+truncate -s $((7 * 256 * 1024 + 10)) "$TMP/big"
 OUT=$(NM="$TMP/nm" "$REPORT" "$TMP/outpost" "$TMP/big" testarch "$TMP/none.txt" 2>&1)
 RC=$?
 [ $RC -eq 1 ] && ok "over the budget exits 1" || not_ok "over the budget exits 1" "exit $RC"
