@@ -10,20 +10,13 @@ DA_PENDING_EXIT=4
 
 da_job_gone() { ! op inspect "$1" >/dev/null 2>&1; }
 
-# da_driver_job ID DRIVER: a job of one long-running task run by DRIVER.
-da_driver_job() {
-  local JT_EXTRA="\"driver\": \"$2\""
-  jt_job "$1" "$(jt_task t "$HELPER" sleep 600)" >"$T/$1.json"
-  op run -f "$T/$1.json" --detach >/dev/null || fail "run $1: $(op run -f "$T/$1.json" --detach 2>&1)"
-}
-
 test_stop_and_rm_while_the_driver_is_away_are_pending_and_done_when_it_is_back() {
   jt_start '"plugin_grace_period": "120s"'
   mkdir -p "$T/drv-state"
   pl_start_plugin TaskDriver awaydrv --adopt --state-dir "$T/drv-state"
   wait_for 10 grep -q "^registered" "$T/plugin-awaydrv.out" || fail "driver not registered: $(op plugins)"
-  da_driver_job a awaydrv
-  da_driver_job b awaydrv
+  pl_driver_job a awaydrv
+  pl_driver_job b awaydrv
   local pa pb
   pa="$(wait_for 10 jt_running_pid a/t)" || fail "a/t not running"
   pb="$(wait_for 10 jt_running_pid b/t)" || fail "b/t not running"
@@ -66,7 +59,7 @@ test_what_a_returning_driver_has_without_a_record_is_destroyed() {
   mkdir -p "$T/drv-state"
   pl_start_plugin TaskDriver gonedrv --state-dir "$T/drv-state"
   wait_for 10 grep -q "^registered" "$T/plugin-gonedrv.out" || fail "driver not registered: $(op plugins)"
-  da_driver_job g gonedrv
+  pl_driver_job g gonedrv
   local pg; pg="$(wait_for 10 jt_running_pid g/t)" || fail "g/t not running"
   kill -9 "$PLUGIN_PID"
   wait_for 10 jt_tstate_is g/t unknown || fail "g/t not unknown: $(op inspect g)"

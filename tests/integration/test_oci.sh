@@ -394,22 +394,31 @@ test_oci_container_joins_the_jobs_bridge_network() {
   return 0
 }
 
+# oc_away_job ID GRACE: an agent with plugin_grace_period GRACE, the oci
+# driver and job ID (task t, long-running), then the driver killed -9 and
+# the task unknown because of it; the container's pid in OC_AWAY_PID.
+oc_job_gone() { ! op inspect "$1" >/dev/null 2>&1; }
+oc_away_job() {
+  oc_rootfs "$T/rootfs"
+  write_config "\"plugin_grace_period\": \"$2\""
+  start_agent
+  oc_driver
+  oc_job "$1" 'echo started; exec sleep 600' >"$T/$1.json"
+  expect_exit 0 op run -f "$T/$1.json" --detach
+  wait_for 20 oc_logs_have "$1/t" started || fail "not started: $(op inspect "$1")"
+  OC_AWAY_PID="$(oc_pid "$1/t")" || fail "no pid"
+  kill -9 "$OC_DRIVER"
+  wait_for 20 sh -c "'$OUTPOST' --socket '$SOCK' inspect $1 | grep -q 'driver oci is disconnected'" ||
+    fail "not told: $(op inspect "$1")"
+}
+
 # A removal while the oci driver is away (killed -9, within its grace
 # period) is pending, not done; once the driver is back the agent carries it
 # out, and nothing of the container is left: no process, no crun state, no
 # bundle (before, `rm` said "job a removed" and the container ran on).
-oc_job_gone() { ! op inspect "$1" >/dev/null 2>&1; }
 test_oci_rm_while_the_driver_is_away_is_pending_then_nothing_is_left() {
-  oc_rootfs "$T/rootfs"
-  write_config '"plugin_grace_period": "120s"'
-  start_agent
-  oc_driver
-  oc_job a 'echo started; exec sleep 600' >"$T/a.json"
-  expect_exit 0 op run -f "$T/a.json" --detach
-  wait_for 20 oc_logs_have a/t started || fail "not started: $(op inspect a)"
-  local pid; pid="$(oc_pid a/t)" || fail "no pid"
-  kill -9 "$OC_DRIVER"
-  wait_for 20 sh -c "'$OUTPOST' --socket '$SOCK' inspect a | grep -q 'driver oci is disconnected'" || fail "not told: $(op inspect a)"
+  oc_away_job a 120s
+  local pid="$OC_AWAY_PID"
   expect_exit 4 op rm a --timeout 1s
   expect_contains "$OUT" "the removal of job a is pending" "rm while the driver is away"
   expect_not_contains "$OUT" "removed" "rm while the driver is away"
@@ -428,16 +437,8 @@ test_oci_rm_while_the_driver_is_away_is_pending_then_nothing_is_left() {
 # lists the bundles in its state dir; the agent destroys the one no task
 # record accounts for, and says so in an event.
 test_oci_a_container_no_record_accounts_for_is_destroyed_when_its_driver_is_back() {
-  oc_rootfs "$T/rootfs"
-  write_config '"plugin_grace_period": "2s"'
-  start_agent
-  oc_driver
-  oc_job g 'echo started; exec sleep 600' >"$T/g.json"
-  expect_exit 0 op run -f "$T/g.json" --detach
-  wait_for 20 oc_logs_have g/t started || fail "not started: $(op inspect g)"
-  local pid; pid="$(oc_pid g/t)" || fail "no pid"
-  kill -9 "$OC_DRIVER"
-  wait_for 20 sh -c "'$OUTPOST' --socket '$SOCK' inspect g | grep -q 'driver oci is disconnected'" || fail "not told: $(op inspect g)"
+  oc_away_job g 2s
+  local pid="$OC_AWAY_PID"
   op rm g --timeout 1s >"$T/rm.out" 2>&1
   local rc=$?
   [ $rc = 0 ] || [ $rc = 4 ] || fail "rm g exited $rc: $(cat "$T/rm.out")"

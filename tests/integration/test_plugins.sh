@@ -155,6 +155,13 @@ test_plugins_jobs_wait_for_their_driver_plugin() {
   done
 }
 
+# pl_driver_job ID DRIVER: job ID of one long-running task "t" run by DRIVER.
+pl_driver_job() {
+  local JT_EXTRA="\"driver\": \"$2\""
+  jt_job "$1" "$(jt_task t "$HELPER" sleep 600)" >"$T/$1.json"
+  op run -f "$T/$1.json" --detach >/dev/null || fail "run $1: $(op run -f "$T/$1.json" --detach 2>&1)"
+}
+
 # The driver plugin dies: its task shows "unknown" with why during the
 # grace period, then is lost (exit status unknown) and its restart policy
 # applies.
@@ -162,9 +169,7 @@ test_plugins_task_of_a_vanished_driver_is_unknown_then_lost() {
   jt_start '"plugin_grace_period": "3s"'
   pl_start_plugin TaskDriver gonedrv
   wait_for 10 grep -q "^registered" "$T/plugin-gonedrv.out" || fail "driver not registered: $(op plugins)"
-  local JT_EXTRA='"driver": "gonedrv"'
-  jt_job gj "$(jt_task t "$HELPER" sleep 600)" >"$T/gj.json"
-  expect_exit 0 op run -f "$T/gj.json" --detach
+  pl_driver_job gj gonedrv
   local pid; pid="$(wait_for 10 jt_running_pid gj/t)" || fail "driver task not running"
   kill -9 "$PLUGIN_PID"
   # (One look at both: under load the 3 s grace period may end between two.)
@@ -183,9 +188,7 @@ test_plugins_unavailable_driver_has_its_own_exit_code() {
   jt_start '"plugin_grace_period": "120s"'
   pl_start_plugin TaskDriver awaydrv
   wait_for 10 grep -q "^registered" "$T/plugin-awaydrv.out" || fail "driver not registered: $(op plugins)"
-  local JT_EXTRA='"driver": "awaydrv"'
-  jt_job aw "$(jt_task t "$HELPER" sleep 600)" >"$T/aw.json"
-  expect_exit 0 op run -f "$T/aw.json" --detach
+  pl_driver_job aw awaydrv
   local pid; pid="$(wait_for 10 jt_running_pid aw/t)" || fail "driver task not running"
   kill -9 "$PLUGIN_PID"
   wait_for 10 jt_tstate_is aw/t unknown || fail "task not unknown once its driver went: $(op inspect aw)"
