@@ -151,12 +151,12 @@ oc_fake_runtime() {
   cat >"$T/fake/crun" <<SH
 #!/bin/sh
 echo "\$*" >>"$T/runtime-calls"
-log=""; pidfile=""; cmd=""; prev=""
+log=""; pidfile=""; cmd=""; prev=""; id=""
 for a in "\$@"; do
   case "\$a" in --log=*) log="\${a#--log=}" ;; esac
   [ "\$prev" = --pid-file ] && pidfile="\$a"
   case "\$a" in --version|create|delete|start|kill|state) [ -z "\$cmd" ] && cmd="\$a" ;; esac
-  prev="\$a"
+  prev="\$a"; id="\$a"
 done
 case "\$cmd" in
   --version) echo "crun version 1.8.1"; echo "commit: test double" ;;
@@ -166,12 +166,26 @@ case "\$cmd" in
       exit 1
     fi
     sleep 600 </dev/null >/dev/null 2>&1 &
-    echo \$! >"\$pidfile"; echo \$! >"$T/fake-init.pid"; echo \$! >>"$T/.pids" ;;
-  delete) [ -f "$T/fake-init.pid" ] && kill -9 "\$(cat "$T/fake-init.pid")" 2>/dev/null; rm -f "$T/fake-init.pid" ;;
+    echo \$! >"\$pidfile"; echo "\$id \$!" >>"$T/fake-inits"; echo \$! >>"$T/.pids" ;;
+  delete)
+    pid=\$(awk -v id="\$id" '\$1 == id {print \$2}' "$T/fake-inits" 2>/dev/null | tail -n 1)
+    [ -n "\$pid" ] && kill -9 "\$pid" 2>/dev/null
+    echo "\$id" >>"$T/fake-deleted" ;;
   *) echo "unexpected: \$*" >&2; exit 1 ;;
 esac
 SH
   chmod +x "$T/fake/crun"
+}
+# Every container the fake runtime created (id and init pid in
+# $T/fake-inits) was deleted and its init is gone. A probe may be running
+# when the test looks (each fingerprint ask at least 10 s after the last
+# probe starts the next): it is done within the wait.
+oc_probes_all_deleted() {
+  local id pid
+  while read -r id pid; do
+    grep -qx -- "$id" "$T/fake-deleted" 2>/dev/null || return 1
+    ! kill -0 "$pid" 2>/dev/null || return 1
+  done <"$T/fake-inits"
 }
 oc_status_says() { op status 2>/dev/null | grep -F "driver.oci" | grep -qF -- "$1"; }
 test_oci_fingerprint_probes_the_runtime_with_a_container() {
@@ -196,7 +210,9 @@ test_oci_fingerprint_probes_the_runtime_with_a_container() {
   expect_exit 0 op status
   expect_contains "$OUT" "driver.oci.probe=ok" "the probe passed"
   [ "$(grep -c ' delete --force probe-' "$T/runtime-calls")" -ge 2 ] || fail "probe containers not deleted: $(cat "$T/runtime-calls")"
-  [ ! -e "$T/fake-init.pid" ] || fail "the probe container's init was left running"
+  [ -s "$T/fake-inits" ] || fail "test setup: no probe container was created"
+  wait_for 10 oc_probes_all_deleted ||
+    fail "a probe container was not deleted or its init was left running: $(cat "$T/fake-inits" "$T/fake-deleted")"
   expect_eq "$(ls -A "$T/oci/probe/root" 2>/dev/null)" "" "no probe container left"
 }
 
