@@ -161,17 +161,24 @@ pl_driver_job() {
   jt_job "$1" "$(jt_task t "$HELPER" sleep 600)" >"$T/$1.json"
   op run -f "$T/$1.json" --detach >/dev/null || fail "run $1: $(op run -f "$T/$1.json" --detach 2>&1)"
 }
+# pl_driver_away GRACE DRIVER JOB: an agent with plugin_grace_period GRACE,
+# test_plugin as task driver DRIVER, JOB's task t running on it (its pid in
+# PL_TASK_PID), then the driver killed -9.
+pl_driver_away() {
+  jt_start "\"plugin_grace_period\": \"$1\""
+  pl_start_plugin TaskDriver "$2"
+  wait_for 10 grep -q "^registered" "$T/plugin-$2.out" || fail "driver not registered: $(op plugins)"
+  pl_driver_job "$3" "$2"
+  PL_TASK_PID="$(wait_for 10 jt_running_pid "$3/t")" || fail "driver task not running"
+  kill -9 "$PLUGIN_PID"
+}
 
 # The driver plugin dies: its task shows "unknown" with why during the
 # grace period, then is lost (exit status unknown) and its restart policy
 # applies.
 test_plugins_task_of_a_vanished_driver_is_unknown_then_lost() {
-  jt_start '"plugin_grace_period": "3s"'
-  pl_start_plugin TaskDriver gonedrv
-  wait_for 10 grep -q "^registered" "$T/plugin-gonedrv.out" || fail "driver not registered: $(op plugins)"
-  pl_driver_job gj gonedrv
-  local pid; pid="$(wait_for 10 jt_running_pid gj/t)" || fail "driver task not running"
-  kill -9 "$PLUGIN_PID"
+  pl_driver_away 3s gonedrv gj
+  local pid="$PL_TASK_PID"
   # (One look at both: under load the 3 s grace period may end between two.)
   wait_for 10 pl_unknown_because gj gonedrv || fail "task not unknown, with why, once its driver went: $(op inspect gj)"
   wait_for 20 jt_events_contain gj/t 'exit status unknown: driver "gonedrv" had no connected instance for 3s' ||
@@ -185,12 +192,8 @@ test_plugins_task_of_a_vanished_driver_is_unknown_then_lost() {
 # which driver and exits 4 (README, exit codes); the agent answers (no
 # "closed the connection"), and exit 3 stays for "no agent on the socket".
 test_plugins_unavailable_driver_has_its_own_exit_code() {
-  jt_start '"plugin_grace_period": "120s"'
-  pl_start_plugin TaskDriver awaydrv
-  wait_for 10 grep -q "^registered" "$T/plugin-awaydrv.out" || fail "driver not registered: $(op plugins)"
-  pl_driver_job aw awaydrv
-  local pid; pid="$(wait_for 10 jt_running_pid aw/t)" || fail "driver task not running"
-  kill -9 "$PLUGIN_PID"
+  pl_driver_away 120s awaydrv aw
+  local pid="$PL_TASK_PID"
   wait_for 10 jt_tstate_is aw/t unknown || fail "task not unknown once its driver went: $(op inspect aw)"
   local cmd
   for cmd in "signal aw/t HUP" "task signal aw.t HUP" "task stats aw.t" "stats aw/t"; do
