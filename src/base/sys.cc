@@ -4,10 +4,12 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 namespace outpost::sys {
@@ -293,6 +295,16 @@ Status RemoveTree(const std::string& path) {
   OUTPOST_RETURN_IF_ERROR(RemoveContents(fd, path, 0));
   if (::rmdir(path.c_str()) != 0 && errno != ENOENT) return PathError("remove directory", path);
   return OkStatus();
+}
+
+int PidfdOpen(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  errno = ENOSYS;
+  return -1;
+#endif
 }
 
 }  // namespace outpost::sys

@@ -88,6 +88,10 @@ Result<PeerCred> GetPeerCred(int fd);
 
 Status SetNonBlocking(int fd, bool on);
 
+// pidfd_open(2): an fd that turns readable when pid ends; -1 with errno
+// (ENOSYS before Linux 5.3 or where the headers lack it, ESRCH if gone).
+int PidfdOpen(pid_t pid);
+
 std::string Dirname(const std::string& path);
 std::string Basename(const std::string& path);
 

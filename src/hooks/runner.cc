@@ -16,6 +16,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "base/sys.h"
 #include "loop/loop.h"
 #include "proc/exit_status.h"
 
@@ -437,7 +438,7 @@ int InChildHooks::Impl::RunOne(const ChildHook& h) {
   ::setpgid(pid, pid);
   ::fcntl(in[1], F_SETFL, O_NONBLOCK);
   ::fcntl(out[0], F_SETFL, O_NONBLOCK);
-  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  int pidfd = sys::PidfdOpen(pid);
   const int64_t deadline = h.timeout_seconds > 0 ? started + h.timeout_seconds * kNanosPerSecond : 0;
   size_t written = 0;
   if (state_len == 0) CloseFd(&in[1]);

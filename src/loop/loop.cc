@@ -1,6 +1,5 @@
 #include "loop/loop.h"
 
-#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,16 +22,6 @@ namespace {
 // in the same batch and is dropped.
 uint64_t PackData(int fd, uint32_t generation) {
   return (static_cast<uint64_t>(generation) << 32) | static_cast<uint32_t>(fd);
-}
-
-int PidfdOpen(pid_t pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-#else
-  (void)pid;
-  errno = ENOSYS;
-  return -1;
-#endif
 }
 
 // waitid(P_PIDFD) arrived in 5.4, pidfd_open in 5.3; on 5.3 waitid by pid
@@ -210,7 +199,7 @@ Status Loop::WatchChild(pid_t pid, ChildCallback cb) {
   auto watch = std::make_shared<ChildWatch>();
   watch->cb = std::move(cb);
   if (pidfd_supported_) {
-    int fd = PidfdOpen(pid);
+    int fd = sys::PidfdOpen(pid);
     if (fd < 0 && (errno == ENOSYS || errno == EPERM)) {
       // EPERM: seccomp filters in some sandboxes reject pidfd_open.
       pidfd_supported_ = false;
