@@ -145,6 +145,7 @@ class ExecDriver : public Driver {
   void RefreshFingerprint();
   void WatchForeignProcess(Task* t, UniqueFd pidfd);
   void PollForeignProcess(const std::string& id);
+  void ForeignEnded(Task* t);
   TaskHandle HandleOf(const Task& t, const TaskConfig& config) const;
 
   Loop* loop_;
