@@ -11,9 +11,6 @@
 
 namespace outpost::job {
 
-namespace {
-
-
 Error JobNotFound(const std::string& id) {
   return Error(Code::kNotFound, "job \"" + id + "\" not found (`outpost ps` lists the jobs)");
 }
@@ -22,30 +19,6 @@ std::string JoinNames(const std::vector<std::string>& v) {
   std::string out;
   for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
   return out;
-}
-
-}  // namespace
-
-std::string DeriveJobStatus(bool desired_running, const std::vector<TaskStatusView>& tasks) {
-  bool all_dead = true, any_failed = false, any_backoff = false, any_running = false, mains_ok = true,
-       mains_dead = true, hooks_failed = false;
-  for (const TaskStatusView& t : tasks) {
-    bool main = t.lifecycle.hook == Hook::kMain;
-    if (t.state != RunState::kDead) all_dead = false;
-    if (t.failed) any_failed = true;
-    if (t.failed && !main) hooks_failed = true;
-    if (t.state == RunState::kBackoff) any_backoff = true;
-    if (t.state == RunState::kRunning) any_running = true;
-    if (main && t.state != RunState::kDead) mains_dead = false;
-    if (main && !(t.state == RunState::kRunning || t.completed)) mains_ok = false;
-    if (t.lifecycle.sidecar && t.state != RunState::kRunning && t.state != RunState::kDead) mains_ok = false;
-  }
-  if (!desired_running) return all_dead ? "stopped" : "stopping";
-  if (mains_dead) return any_failed ? "failed" : "complete";
-  if (hooks_failed && !any_running) return "failed";
-  if (any_failed || any_backoff) return "degraded";
-  if (mains_ok && any_running) return "running";
-  return "pending";
 }
 
 JobManager::JobManager(Loop* loop, TaskRunner* runner, TaskStore* tasks, Options options)
@@ -533,54 +506,6 @@ Status JobManager::Restart(const std::string& id, const std::string& task) {
   return OkStatus();
 }
 
-JobView JobManager::ViewOf(const Job& j) const {
-  JobView v;
-  v.id = j.stored->spec.id;
-  v.source = j.stored->source;
-  v.file = j.stored->file;
-  v.running = j.stored->running;
-  v.version = j.stored->version;
-  v.submitted_unix_nanos = j.stored->submitted_unix_nanos;
-  v.spec = j.stored->spec;
-  for (const auto& t : j.tasks) {
-    TaskStatusView tv;
-    tv.name = t->spec().name;
-    tv.task_id = t->task_id();
-    tv.state = t->state();
-    tv.lifecycle = t->spec().lifecycle;
-    tv.restarts = t->restarts();
-    tv.failed = t->failed();
-    tv.completed = t->completed();
-    tv.healthy = t->healthy();
-    tv.reason = t->reason();
-    tv.last_exit = t->last_exit();
-    tv.next_start_unix_nanos = t->next_start_unix_nanos();
-    v.tasks.push_back(std::move(tv));
-  }
-  v.status = DeriveJobStatus(j.Wanted(), v.tasks);
-  if (j.removing) v.status = "removing";
-  else if (j.restarting) v.status = "restarting";
-  v.pending = PendingOf(j);
-  v.pending_since_mono = v.pending.empty() ? 0 : j.pending_since;
-  v.pending_on_driver = !j.removal_waits.empty();
-  for (const auto& t : j.tasks) {
-    if (t->stop_pending() && !t->waiting_for().empty()) v.pending_on_driver = true;
-  }
-  return v;
-}
-
-std::string JobManager::PendingOf(const Job& j) const {
-  if (!j.removal_waits.empty()) return j.removal_waits;
-  if (j.Wanted()) return "";
-  for (const auto& t : j.tasks) {
-    if (t->stop_pending()) return "task " + t->spec().name + ": " + t->reason();
-  }
-  for (const auto& t : j.retiring) {
-    if (t->stop_pending()) return "task " + t->spec().name + ": " + t->reason();
-  }
-  return "";
-}
-
 void JobManager::SyncFailed(const std::string& id, Job* j) {
   std::map<std::string, std::string> now;
   for (const auto& t : j->tasks) {
@@ -598,29 +523,6 @@ void JobManager::SyncFailed(const std::string& id, Job* j) {
     std::swap(j->stored->failed, now);
     log::Warn("cannot record which tasks failed", {{"job", id}, {"error", st.error().message()}});
   }
-}
-
-Result<JobView> JobManager::Inspect(const std::string& id) const {
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) return JobNotFound(id);
-  return ViewOf(*it->second);
-}
-
-std::vector<JobView> JobManager::List() const {
-  std::vector<JobView> out;
-  for (const auto& [id, j] : jobs_) out.push_back(ViewOf(*j));
-  return out;
-}
-
-Result<std::string> JobManager::TaskId(const std::string& job, const std::string& task) const {
-  auto it = jobs_.find(job);
-  if (it == jobs_.end()) return JobNotFound(job);
-  std::vector<std::string> names;
-  for (const auto& t : it->second->tasks) {
-    if (t->spec().name == task) return t->task_id();
-    names.push_back(t->spec().name);
-  }
-  return Error(Code::kNotFound, "job \"" + job + "\" has no task \"" + task + "\" (tasks: " + JoinNames(names) + ")");
 }
 
 }  // namespace outpost::job

@@ -10,6 +10,10 @@
 
 namespace outpost::job {
 
+// "job X not found", and names joined with ", " (in manager.cc).
+Error JobNotFound(const std::string& id);
+std::string JoinNames(const std::vector<std::string>& v);
+
 inline bool IsPrestart(const TaskSupervisor& t) { return t.spec().lifecycle.hook == Hook::kPrestart; }
 inline bool IsMain(const TaskSupervisor& t) { return t.spec().lifecycle.hook == Hook::kMain; }
 inline bool IsPoststart(const TaskSupervisor& t) { return t.spec().lifecycle.hook == Hook::kPoststart; }
