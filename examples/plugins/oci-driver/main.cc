@@ -81,38 +81,6 @@ uint64_t OomKills(const std::string& cgroup) {
   return at == std::string::npos ? 0 : std::strtoull(text.c_str() + at + 9, nullptr, 10);
 }
 
-bool MkdirAll(const std::string& dir, mode_t mode) {
-  for (size_t i = 1; i <= dir.size(); ++i) {
-    if (i == dir.size() || dir[i] == '/') {
-      std::string part = dir.substr(0, i);
-      if (::mkdir(part.c_str(), mode) != 0 && errno != EEXIST) return false;
-    }
-  }
-  return true;
-}
-
-bool WriteFile(const std::string& path, const std::string& text, mode_t mode) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return false;
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ok = ::close(fd) == 0 && ok;
-  return ok && ::rename(tmp.c_str(), path.c_str()) == 0;
-}
-
-// What a bundle's container was created with (runtime, its root, whether
-// without cgroups), written before the runtime runs: a bundle no task
-// record accounts for (its task removed while the driver was away, a start
-// cut short) can then be deleted as it was made, by a later driver process.
-const char kBundleRuntimeFile[] = "runtime.json";
-
-void RemoveBundle(const std::string& dir) {
-  for (const char* f : {"config.json", "pid", "runtime.log", "config.json.tmp", kBundleRuntimeFile, "runtime.json.tmp"}) {
-    ::unlink((dir + "/" + f).c_str());
-  }
-  ::rmdir(dir.c_str());
-}
-
 class OciDriver : public TaskDriver {
  public:
   // Probes the runtime before the driver registers (blocking: no task can

@@ -21,22 +21,6 @@ namespace oci_driver {
 
 namespace {
 
-bool MakeDirs(const std::string& dir, mode_t mode) {
-  for (size_t i = 1; i <= dir.size(); ++i) {
-    if (i == dir.size() || dir[i] == '/') {
-      if (::mkdir(dir.substr(0, i).c_str(), mode) != 0 && errno != EEXIST) return false;
-    }
-  }
-  return true;
-}
-
-bool WriteWhole(const std::string& path, const std::string& text, mode_t mode) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return false;
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  return ::close(fd) == 0 && ok;
-}
-
 // One line of a message: the runtime's errors end in newlines.
 std::string OneLine(std::string s) {
   for (char& c : s) {
@@ -87,8 +71,8 @@ ProbeResult ProbeRuntime(const Runtime& rt, const std::string& dir, bool no_pivo
   std::string rootfs = dir + "/rootfs";
   std::string id = "probe-" + std::to_string(::getpid()) + "-" + std::to_string(++g_probes);
   std::string bundle = dir + "/" + id;
-  if (!MakeDirs(prober.root(), 0700) || !MakeDirs(rootfs, 0755) || !MakeDirs(bundle, 0700) ||
-      !WriteWhole(rootfs + "/probe", "", 0755)) {
+  if (!MkdirAll(prober.root(), 0700) || !MkdirAll(rootfs, 0755) || !MkdirAll(bundle, 0700) ||
+      !WriteFile(rootfs + "/probe", "", 0755)) {
     out.create_error = "cannot prepare the probe container in " + dir + ": " + std::strerror(errno);
     return out;
   }
@@ -100,7 +84,7 @@ ProbeResult ProbeRuntime(const Runtime& rt, const std::string& dir, bool no_pivo
   TaskOptions opts;
   opts.rootfs = rootfs;
   std::string log = bundle + "/runtime.log";
-  if (!WriteWhole(bundle + "/config.json", BuildSpec(task, opts, picojson::value()).serialize(), 0600)) {
+  if (!WriteFile(bundle + "/config.json", BuildSpec(task, opts, picojson::value()).serialize(), 0600)) {
     out.create_error = "cannot write " + bundle + "/config.json: " + std::strerror(errno);
   } else {
     std::vector<std::string> create = {"create"};
@@ -118,8 +102,7 @@ ProbeResult ProbeRuntime(const Runtime& rt, const std::string& dir, bool no_pivo
     if (r.ok() && !del.ok()) out.create_error = "created, but delete failed: " + OneLine(del.error);
     ReapInit(init);
   }
-  for (const char* f : {"config.json", "pid", "runtime.log"}) ::unlink((bundle + "/" + f).c_str());
-  ::rmdir(bundle.c_str());
+  RemoveBundle(bundle);
   return out;
 }
 

@@ -72,6 +72,32 @@ std::string ReadSmallFile(const std::string& path, size_t max) {
   return out;
 }
 
+bool MkdirAll(const std::string& dir, mode_t mode) {
+  for (size_t i = 1; i <= dir.size(); ++i) {
+    if (i == dir.size() || dir[i] == '/') {
+      std::string part = dir.substr(0, i);
+      if (::mkdir(part.c_str(), mode) != 0 && errno != EEXIST) return false;
+    }
+  }
+  return true;
+}
+
+bool WriteFile(const std::string& path, const std::string& text, mode_t mode) {
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return false;
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ok = ::close(fd) == 0 && ok;
+  return ok && ::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+void RemoveBundle(const std::string& dir) {
+  for (const char* f : {"config.json", "pid", "runtime.log", "config.json.tmp", kBundleRuntimeFile, "runtime.json.tmp"}) {
+    ::unlink((dir + "/" + f).c_str());
+  }
+  ::rmdir(dir.c_str());
+}
+
 std::string LastLine(const std::string& path) {
   std::string text = ReadSmallFile(path);
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();

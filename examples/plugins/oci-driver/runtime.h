@@ -53,6 +53,21 @@ std::string FindExecutable(const std::string& name);
 // The last non-empty line of a file (the runtime's log), at most 512 bytes.
 std::string LastLine(const std::string& path);
 
+// mkdir -p with mode; false (errno set) on a failure.
+bool MkdirAll(const std::string& dir, mode_t mode);
+
+// Writes path whole through path.tmp and a rename.
+bool WriteFile(const std::string& path, const std::string& text, mode_t mode);
+
+// What a bundle's container was created with (runtime, its root, whether
+// without cgroups), written before the runtime runs: a bundle no task
+// record accounts for (its task removed while the driver was away, a start
+// cut short) can then be deleted as it was made, by a later driver process.
+constexpr char kBundleRuntimeFile[] = "runtime.json";
+
+// Removes a bundle dir: the files the driver writes in it, then the dir.
+void RemoveBundle(const std::string& dir);
+
 // Reads a whole small file ("" on error).
 std::string ReadSmallFile(const std::string& path, size_t max = 1 << 20);
 
