@@ -17,6 +17,8 @@ ck_health_is() { [ "$(jt_tfield "$1" health)" = "$2" ]; }
 # ck_check_field JOB/TASK FIELD: a field of the task's first check.
 ck_check_field() { op --json inspect "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["checks"][0][sys.argv[1]])' "$2"; }
 ck_runs_at_least() { [ "$(ck_check_field "$1" runs)" -ge "$2" ]; }
+# ck_event JOB TYPE MESSAGE: an event of that type with that message.
+ck_event() { op events "$1" 2>/dev/null | grep -F " $2 " | grep -qF -- "$3"; }
 ck_httpd() {
   command -v busybox >/dev/null && busybox httpd --help 2>&1 | grep -q -- '-p' || return 1
 }
@@ -42,7 +44,7 @@ test_checks_http_turns_unhealthy_and_healthy_again() {
   expect_contains "$OUT" ": 200 OK" "inspect shows the output"
   rm "$T/www/healthz"
   wait_for 20 ck_health_is web/httpd unhealthy >/dev/null || fail "not unhealthy: $(op inspect web/httpd)"
-  wait_for 5 jt_events_contain web "unhealthy: check http /healthz: 404 Not Found (2 of 2)" >/dev/null ||
+  wait_for 5 ck_event web unhealthy "check http /healthz: 404 Not Found (2 of 2)" >/dev/null ||
     fail "no unhealthy event: $(op events web)"
   expect_eq "$(op ps | awk '$1 == "web" {print $4}')" "unhealthy" "ps HEALTH when failing"
   expect_eq "$(jt_tfield web/httpd restarts)" "0" "on_unhealthy none restarts nothing"
@@ -79,11 +81,11 @@ test_checks_exec_unhealthy_then_healthy_through_the_driver() {
   jt_run_doc "$(jt_job ex "$(ck_task t "$check" "$HELPER" sleep 600)")" --detach >/dev/null || fail "run --detach"
   wait_for 20 ck_health_is ex/t unhealthy >/dev/null || fail "not unhealthy: $(op inspect ex/t)"
   expect_eq "$(ck_check_field ex/t last_output)" "exit code 3: not ready" "exec output"
-  wait_for 5 jt_events_contain ex "unhealthy: check exec /bin/sh: exit code 3: not ready (2 of 2)" >/dev/null ||
+  wait_for 5 ck_event ex unhealthy "check exec /bin/sh: exit code 3: not ready (2 of 2)" >/dev/null ||
     fail "no unhealthy event: $(op events ex)"
   touch "$T/ready"
   wait_for 20 ck_health_is ex/t healthy >/dev/null || fail "not healthy: $(op inspect ex/t)"
-  wait_for 5 jt_events_contain ex "healthy: check exec /bin/sh: ready" >/dev/null || fail "no healthy event: $(op events ex)"
+  wait_for 5 ck_event ex healthy "check exec /bin/sh: ready" >/dev/null || fail "no healthy event: $(op events ex)"
 }
 
 test_checks_on_unhealthy_restart_restarts_the_task_and_counts_it() {
@@ -106,7 +108,7 @@ test_checks_on_unhealthy_restart_restarts_the_task_and_counts_it() {
 
 test_checks_run_waits_until_the_checks_pass() {
   jt_start
-  local check="{\"type\": \"exec\", \"command\": [\"/bin/sh\", \"-c\", \"test -f $T/ready\"], \"interval\": \"200ms\"}"
+  local check="{\"type\": \"exec\", \"command\": [\"/bin/sh\", \"-c\", \"test -f $T/ready\"], \"interval\": \"200ms\", \"failure_threshold\": 100}"
   jt_job w "$(ck_task t "$check" "$HELPER" sleep 600)" "$(jt_sleeper after)" >"$T/w.json"
   # The second task is a poststart one: it waits for the main task's checks.
   python3 - "$T/w.json" <<'PY'
