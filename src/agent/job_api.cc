@@ -33,6 +33,17 @@ void JobTaskRunner::CheckAlive(const std::string& id, std::function<void(bool)> 
   tm_->CheckAlive(id, std::move(done));
 }
 
+void JobTaskRunner::ExecCheck(const std::string& id, const std::vector<std::string>& cmd, int64_t timeout_nanos,
+                              driver::Driver::ExecCallback done) {
+  tm_->Exec(id, cmd, timeout_nanos, std::move(done));
+}
+
+std::string JobTaskRunner::TaskNetns(const std::string& id) const {
+  auto v = tm_->Inspect(id);
+  if (!v.ok() || !v->config.net) return "";
+  return v->config.net->netns;
+}
+
 Status JobTaskRunner::UpdateResources(const std::string& id, const cgroup::Resources& r) {
   return tm_->UpdateResources(id, r);
 }
@@ -127,6 +138,23 @@ void FillJob(const job::JobView& v, const JobApi& api, bool full, Arena* a, outp
     o.failed = t.failed;
     o.completed = t.completed;
     o.healthy = t.healthy;
+    o.health = a->Str(t.health);
+    o.checks_count = static_cast<pb_size_t>(t.checks.size());
+    o.checks = a->Array<outpost_v1_CheckResultInfo>(t.checks.size());
+    for (size_t c = 0; c < t.checks.size(); c++) {
+      const job::CheckView& cv = t.checks[c];
+      outpost_v1_CheckResultInfo& co = o.checks[c];
+      co = outpost_v1_CheckResultInfo_init_zero;
+      co.name = a->Str(cv.label);
+      co.type = a->Str(job::CheckTypeName(cv.type));
+      co.status = a->Str(job::CheckVerdictName(cv.state.verdict));
+      co.last_ok = cv.state.last_ok;
+      co.output = a->Str(cv.state.output);
+      co.last_unix_nanos = cv.state.last_unix_nanos;
+      co.runs = cv.state.runs;
+      co.successes = cv.state.successes;
+      co.failures = cv.state.failures;
+    }
     o.reason = a->Str(t.reason);
     o.last_exit = a->Str(t.last_exit);
     o.next_start_unix_nanos = t.next_start_unix_nanos;

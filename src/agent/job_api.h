@@ -33,6 +33,9 @@ class JobTaskRunner : public job::TaskRunner, public job::TaskStore {
   void Stop(const std::string& id, int64_t timeout_nanos, std::function<void(Status)> done) override;
   void AbortStart(const std::string& id) override;
   void CheckAlive(const std::string& id, std::function<void(bool)> done) override;
+  void ExecCheck(const std::string& id, const std::vector<std::string>& cmd, int64_t timeout_nanos,
+                 driver::Driver::ExecCallback done) override;
+  std::string TaskNetns(const std::string& id) const override;
   Status UpdateResources(const std::string& id, const cgroup::Resources& r) override;
   Status ApplyJobResources(const std::string& job, const cgroup::Resources& r) override;
   std::string DriverProblem(const std::string& driver) const override;

@@ -39,6 +39,8 @@ picojson::value TaskJson(const outpost_v1_JobTaskInfo& t) {
   o["failed"] = picojson::value(t.failed);
   o["completed"] = picojson::value(t.completed);
   o["healthy"] = picojson::value(t.healthy);
+  o["health"] = t.health && *t.health ? picojson::value(PbString(t.health)) : picojson::value();
+  o["checks"] = ChecksJson(t);
   o["reason"] = picojson::value(PbString(t.reason));
   o["last_exit"] = picojson::value(PbString(t.last_exit));
   o["next_start_at"] = picojson::value(Time(t.next_start_unix_nanos));

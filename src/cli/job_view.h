@@ -42,6 +42,15 @@ void PrintTaskTable(const JobInfo& j, const char* indent);
 // (InspectJob's reply; nothing when none is set).
 void PrintJobLimits(const JobInfo& j);
 
+// Health (health_view.cc): a job's from its tasks' ("-" when none has
+// checks; else unhealthy, starting or healthy, the worst one), a task's
+// ("-" without checks), the JSON of a task's checks (null without), and
+// "health:" with each check's last result for `inspect JOB/TASK`.
+std::string JobHealth(const JobInfo& j);
+std::string TaskHealth(const outpost_v1_JobTaskInfo& t);
+picojson::value ChecksJson(const outpost_v1_JobTaskInfo& t);
+void PrintTaskChecks(const outpost_v1_JobTaskInfo& t);
+
 // "task b failed (exit code 3; ...)", for each task that failed for good.
 std::string FailedTasks(const JobInfo& j);
 

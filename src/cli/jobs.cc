@@ -122,13 +122,13 @@ int Ps(const GlobalOptions& g, const std::vector<std::string>& in) {
   }
   // RUNNING: tasks running now / all tasks (finished prestart tasks count
   // as not running).
-  std::printf("%-20s %-10s %-8s %-8s %-7s %-7s %s\n", "JOB", "STATUS", "RUNNING", "RESTARTS", "SOURCE", "VERSION",
-              "AGE");
+  std::printf("%-20s %-10s %-8s %-9s %-8s %-7s %-7s %s\n", "JOB", "STATUS", "RUNNING", "HEALTH", "RESTARTS", "SOURCE",
+              "VERSION", "AGE");
   for (pb_size_t i = 0; i < r->jobs_count; i++) {
     const JobInfo& j = r->jobs[i];
     std::string tasks = Format("%d/%d", RunningTasks(j), static_cast<int>(j.tasks_count));
-    std::printf("%-20s %-10s %-8s %-8llu %-7s %-7lld %s\n", PbString(j.id).c_str(), PbString(j.status).c_str(),
-                tasks.c_str(), static_cast<unsigned long long>(Restarts(j)), PbString(j.source).c_str(),
+    std::printf("%-20s %-10s %-8s %-9s %-8llu %-7s %-7lld %s\n", PbString(j.id).c_str(), PbString(j.status).c_str(),
+                tasks.c_str(), JobHealth(j).c_str(), static_cast<unsigned long long>(Restarts(j)), PbString(j.source).c_str(),
                 static_cast<long long>(j.version), Age(j.submitted_at_unix_nanos).c_str());
   }
   bool head = false;
@@ -197,6 +197,7 @@ int InspectTaskOfJob(const GlobalOptions& g, const JobInfo& j, const std::string
     if (t.last_exit && *t.last_exit) std::printf("last exit:  %s\n", t.last_exit);
     if (t.reason && *t.reason) std::printf("reason:     %s\n", t.reason);
     if (t.next_start_unix_nanos) std::printf("next start: %s\n", Time(t.next_start_unix_nanos).c_str());
+    PrintTaskChecks(t);
     if (usage.is<picojson::object>()) {
       const picojson::object& u = usage.get<picojson::object>();
       std::string line = Format("memory %.1f MiB", static_cast<double>(u.at("memory_bytes").get<int64_t>()) / (1 << 20));

@@ -28,7 +28,8 @@ const char kRunHelp[] =
     "whose spec changed. The spec is validated first: every problem is listed\n"
     "with its JSON path and nothing changes. Then follows the job's events\n"
     "until it is running with every main task and sidecar healthy (up for the\n"
-    "job's min_healthy_time), or it completes or fails, and prints its tasks.\n"
+    "job's min_healthy_time; a task with checks: its checks pass), or it\n"
+    "completes or fails, and prints its tasks.\n"
     "A task that exits right away is never reported as running.\n"
     "\n"
     "Options:\n"
@@ -156,6 +157,11 @@ int WaitForJob(const GlobalOptions& g, const std::string& id, uint64_t events_se
       if (failed.empty()) failed = failed_event;
       if (!failed.empty()) return Fail(kExitFailure, "job " + id + " " + status + ": " + failed + see);
       if (outcome == Outcome::kFailed) return Fail(kExitFailure, "job " + id + " was stopped while waiting" + see);
+      std::string health = JobHealth(*j);  // a task whose checks do not pass (yet)
+      if (health == "unhealthy" || health == "starting") {
+        return Fail(kExitFailure, "job " + id + " is not healthy after " + FormatDuration(timeout) + " (status " +
+                                      status + ", health " + health + ")" + see);
+      }
       return Fail(kExitFailure, "job " + id + " is not running after " + FormatDuration(timeout) + " (status " +
                                     status + ")" + see);
     }

@@ -110,6 +110,8 @@ void JobManager::Evaluate(const std::string& id) {
         if (!IsMain(*t)) continue;
         t->Go();
         if (!(t->state() == RunState::kRunning || t->completed())) mains_up = false;
+        // A main task with checks is up once they pass.
+        if (t->state() == RunState::kRunning && !t->spec().checks.empty() && !t->healthy()) mains_up = false;
       }
       if (mains_up) j.post_started = true;
     }

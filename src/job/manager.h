@@ -54,6 +54,8 @@ struct TaskStatusView {
   bool failed = false;
   bool completed = false;
   bool healthy = false;
+  std::string health;               // "" = no checks or not running; starting, healthy, unhealthy
+  std::vector<CheckView> checks;    // each check's last result, while it runs
   std::string reason;
   std::string last_exit;
   int64_t next_start_unix_nanos = 0;

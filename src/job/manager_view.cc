@@ -46,6 +46,8 @@ JobView JobManager::ViewOf(const Job& j) const {
     tv.failed = t->failed();
     tv.completed = t->completed();
     tv.healthy = t->healthy();
+    tv.health = t->health();
+    tv.checks = t->check_views();
     tv.reason = t->reason();
     tv.last_exit = t->last_exit();
     tv.next_start_unix_nanos = t->next_start_unix_nanos();

@@ -414,6 +414,7 @@ TaskSpec ReadTask(const picojson::value& v, const std::string& path, const Resta
     }
   }
   ReadLabels(r, errors, "annotations", &t.annotations);
+  if (const picojson::value* cv = r.Get("checks")) t.checks = ChecksFromJson(*cv, r.PathOf("checks"), errors);
   r.RejectUnknown();
   return t;
 }

@@ -68,6 +68,31 @@ struct Lifecycle {
   bool sidecar = false;
 };
 
+// A health check of a task (docs/job-spec.md "checks"; run by job/checks).
+enum class CheckType { kExec, kHttp, kTcp };
+const char* CheckTypeName(CheckType t);  // "exec", "http", "tcp"
+enum class OnUnhealthy { kNone, kRestart };
+const char* OnUnhealthyName(OnUnhealthy o);  // "none", "restart"
+
+constexpr size_t kMaxChecks = 8;  // checks per task
+
+struct CheckSpec {
+  CheckType type = CheckType::kTcp;
+  std::string name;                  // "" = derived: "http /healthz", "tcp 8080", "exec pg_isready"
+  std::vector<std::string> command;  // exec: argv, run in the task's context (driver ExecTask)
+  std::string path = "/";            // http: the request target
+  int port = 0;                      // http, tcp
+  std::string address = "127.0.0.1"; // http, tcp: IPv4, in the job's network namespace when it has one
+  int64_t interval_nanos = 10LL * 1000000000;
+  int64_t timeout_nanos = 2LL * 1000000000;
+  int64_t grace_nanos = 0;           // after each start, before the first check
+  int failure_threshold = 3;         // consecutive failures: unhealthy
+  int success_threshold = 1;         // consecutive successes: healthy (again)
+  OnUnhealthy on_unhealthy = OnUnhealthy::kNone;
+  // "http /healthz", or name when set: how events and inspect name it.
+  std::string Label() const;
+};
+
 struct TaskSpec {
   std::string name;
   std::string driver = "exec";
@@ -100,6 +125,9 @@ struct TaskSpec {
   // parser); null for mode "host". Part of the task's fingerprint: a
   // changed network restarts every task of the job.
   std::shared_ptr<const net::NetworkSpec> network;
+  // Health checks (spec_checks.cc); part of the fingerprint (a changed
+  // check restarts the task), left out of the canonical form when empty.
+  std::vector<CheckSpec> checks;
 };
 
 struct JobSpec {
@@ -152,6 +180,11 @@ cgroup::Resources ResourcesFromJson(const picojson::value& v, const std::string&
 // Only the limits that are set: cpu.max as "QUOTA PERIOD", cpu.shares as the
 // weight it maps to, sizes in bytes, io.max devices as "MAJOR:MINOR".
 picojson::value ResourcesToJson(const cgroup::Resources& r);
+
+// A task's `checks` array at path ("tasks[0].checks"), spec_checks.cc.
+std::vector<CheckSpec> ChecksFromJson(const picojson::value& v, const std::string& path,
+                                      std::vector<std::string>* errors);
+picojson::value ChecksToJson(const std::vector<CheckSpec>& checks);
 
 // Job ids and task names: 1-63 of [A-Za-z0-9_-], starting with a letter or
 // digit. (No '.': the driver's task id is "<job>.<task>".)

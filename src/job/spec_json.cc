@@ -46,6 +46,32 @@ std::string Fnv64Hex(const picojson::value& v) {
 
 }  // namespace
 
+picojson::value ChecksToJson(const std::vector<CheckSpec>& checks) {
+  picojson::array a;
+  for (const CheckSpec& c : checks) {
+    picojson::object o;
+    o["type"] = picojson::value(CheckTypeName(c.type));
+    if (!c.name.empty()) o["name"] = picojson::value(c.name);
+    if (c.type == CheckType::kExec) {
+      picojson::array cmd;
+      for (const std::string& w : c.command) cmd.emplace_back(w);
+      o["command"] = picojson::value(std::move(cmd));
+    } else {
+      o["port"] = Int(c.port);
+      o["address"] = picojson::value(c.address);
+    }
+    if (c.type == CheckType::kHttp) o["path"] = picojson::value(c.path);
+    o["interval"] = picojson::value(CanonicalDuration(c.interval_nanos));
+    o["timeout"] = picojson::value(CanonicalDuration(c.timeout_nanos));
+    o["grace"] = picojson::value(CanonicalDuration(c.grace_nanos));
+    o["failure_threshold"] = Int(c.failure_threshold);
+    o["success_threshold"] = Int(c.success_threshold);
+    o["on_unhealthy"] = picojson::value(OnUnhealthyName(c.on_unhealthy));
+    a.emplace_back(std::move(o));
+  }
+  return picojson::value(std::move(a));
+}
+
 picojson::value TaskSpecToJson(const TaskSpec& t) {
   picojson::object o;
   o["name"] = picojson::value(t.name);
@@ -91,6 +117,7 @@ picojson::value TaskSpecToJson(const TaskSpec& t) {
   // Left out when empty, so tasks without them keep their fingerprint.
   if (!t.hooks.empty()) o["hooks"] = hooks::HooksToJson(t.hooks);
   if (!t.annotations.empty()) o["annotations"] = StringMap(t.annotations);
+  if (!t.checks.empty()) o["checks"] = ChecksToJson(t.checks);
   return picojson::value(std::move(o));
 }
 

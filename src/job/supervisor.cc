@@ -177,6 +177,7 @@ TaskSupervisor::~TaskSupervisor() {
 
 void TaskSupervisor::ScheduleHealthCheck() {
   CancelHealthCheck();
+  if (!spec_->checks.empty()) return StartChecks();
   uint64_t gen = generation_;
   std::weak_ptr<TaskSupervisor> weak = shared_from_this();
   health_timer_ = loop_->AddTimer(min_healthy_nanos_, [weak, gen] {
@@ -198,6 +199,12 @@ void TaskSupervisor::ScheduleHealthCheck() {
 void TaskSupervisor::CancelHealthCheck() {
   if (health_timer_) loop_->CancelTimer(health_timer_);
   health_timer_ = 0;
+  if (checks_) {
+    // Maybe from inside one of its callbacks: stopped now, freed after.
+    checks_->Stop();
+    std::shared_ptr<TaskChecks> old(std::move(checks_));
+    loop_->Defer([old] {});
+  }
 }
 
 void TaskSupervisor::Stop(int64_t timeout_nanos) {
@@ -381,6 +388,11 @@ void TaskSupervisor::Handle(RunEvent ev, const driver::ExitResult* exit, const S
         text = exit ? driver::DescribeExit(*exit) : "exit status unknown";
         success = exit && exit->Successful();
       }
+      if (!unhealthy_kill_.empty()) {  // job/supervisor_checks.cc
+        text = "unhealthy: " + unhealthy_kill_ + "; " + text;
+        success = false;
+        unhealthy_kill_.clear();
+      }
       last_exit_ = text;
       ApplyPolicy(success, text);
       break;
@@ -413,6 +425,7 @@ bool TaskSupervisor::AwaitDriver() {
 
 void TaskSupervisor::DoStart() {
   uint64_t gen = ++generation_;
+  unhealthy_kill_.clear();
   history_.last_start_mono = MonotonicNanos();
   std::weak_ptr<TaskSupervisor> weak = shared_from_this();
   // An exit can only follow a successful start; if the runner reports it

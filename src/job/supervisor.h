@@ -14,6 +14,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "job/checks.h"
 #include "job/spec.h"
 #include "loop/loop.h"
 #include "driver/driver.h"
@@ -100,6 +101,20 @@ class TaskRunner {
   // callback reports that. Other starts run to their end (the stop is
   // applied after).
   virtual void AbortStart(const std::string& id) { (void)id; }
+  // An exec health check: cmd run in the task's context through its
+  // driver's ExecTask (job/checks). Unimplemented unless a runner has it.
+  virtual void ExecCheck(const std::string& id, const std::vector<std::string>& cmd, int64_t timeout_nanos,
+                         driver::Driver::ExecCallback done) {
+    (void)id;
+    (void)cmd;
+    (void)timeout_nanos;
+    done(Error(Code::kUnimplemented, "exec checks are not supported here"));
+  }
+  // The network namespace the running instance joined ("" = the node's).
+  virtual std::string TaskNetns(const std::string& id) const {
+    (void)id;
+    return "";
+  }
   // Whether the instance's process is alive right now.
   virtual void CheckAlive(const std::string& id, std::function<void(bool)> done) = 0;
   // Limits of a running task's cgroup, changed live (no restart).
@@ -176,9 +191,14 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
 
   RunState state() const { return state_; }
   // Running, and has stayed up for min_healthy_time (checked with the
-  // driver when that time has passed). Emits a "healthy" event once per
-  // instance.
+  // driver when that time has passed), or for a task with checks: its
+  // checks pass (job/checks). Emits a "healthy" event once per instance,
+  // and again after each recovery from "unhealthy".
   bool healthy() const { return healthy_; }
+  // "" for a task without checks or not running; else starting, healthy,
+  // unhealthy. And each check's last result (empty when not running).
+  std::string health() const { return checks_ ? TaskHealthName(checks_->health()) : ""; }
+  std::vector<CheckView> check_views() const { return checks_ ? checks_->Views() : std::vector<CheckView>(); }
   const TaskSpec& spec() const { return *spec_; }
   std::string task_id() const { return JobTaskId(job_, spec_->name); }
   bool failed() const { return failed_; }
@@ -208,6 +228,8 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   void SetState(RunState s);
   void ScheduleHealthCheck();
   void CancelHealthCheck();
+  void StartChecks();
+  void OnHealth(TaskHealth h, const std::string& message, bool restart);
 
   Loop* loop_;
   TaskRunner* runner_;
@@ -220,6 +242,8 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   RunState state_ = RunState::kPending;
   bool healthy_ = false;
   uint64_t health_timer_ = 0;
+  std::unique_ptr<TaskChecks> checks_;  // while running, for a task with checks
+  std::string unhealthy_kill_;          // why the running instance is being restarted by its checks
   RestartHistory history_;
   uint64_t generation_ = 0;   // bumps at every start: late callbacks of an older instance are ignored
   uint64_t timer_ = 0;
