@@ -2,8 +2,11 @@
 #include "cli/job_view.h"
 
 #include <cstdio>
+#include <cstring>
 
+#include "base/clock.h"
 #include "base/pb.h"
+#include "base/strings.h"
 #include "cli/cli.h"
 #include "cli/client.h"
 #include "cli/util.h"
@@ -18,13 +21,52 @@ picojson::value Pairs(const outpost_v1_EnvVar* v, pb_size_t n) {
   return picojson::value(o);
 }
 
-std::string TaskNote(const outpost_v1_JobTaskInfo& t) {
+}  // namespace
+
+std::string TaskNote(const outpost_v1_JobTaskInfo& t, int64_t now_unix_nanos) {
   std::string r = PbString(t.reason);
+  if (std::strcmp(t.state, "backoff") == 0 && t.next_start_unix_nanos) {
+    int64_t left = t.next_start_unix_nanos - now_unix_nanos;
+    // Whole seconds, rounded up: "restart in 4s" until it is due.
+    std::string when = left <= 0 ? "restart now"
+                                 : "restart in " + FormatDuration((left + kNanosPerSecond - 1) / kNanosPerSecond *
+                                                                  kNanosPerSecond);
+    r = r.empty() ? when : r + ", " + when;
+  }
   if (r.empty() && t.last_exit && *t.last_exit) r = "last: " + PbString(t.last_exit);
   return r.empty() ? "-" : r;
 }
 
-}  // namespace
+std::string JobNote(const JobInfo& j, int64_t now_unix_nanos) {
+  // The task that explains the status: a failed one, else one in backoff,
+  // else a pending one that says why. None for a job stopped on purpose.
+  if (std::strcmp(j.desired, "running") != 0) return "-";
+  for (const char* want : {"failed", "backoff", "pending"}) {
+    for (pb_size_t i = 0; i < j.tasks_count; i++) {
+      const outpost_v1_JobTaskInfo& t = j.tasks[i];
+      bool match = std::strcmp(want, "failed") == 0 ? t.failed : std::strcmp(t.state, want) == 0;
+      if (!match || !t.reason || !*t.reason) continue;
+      std::string note = TaskNote(t, now_unix_nanos);
+      if (std::strcmp(want, "backoff") == 0) note = "backoff: " + note;
+      return j.tasks_count == 1 ? note : PbString(t.name) + ": " + note;
+    }
+  }
+  return "-";
+}
+
+std::string RunningCount(const JobInfo& j) {
+  // A prestart or poststart task that completed is done, not down: it
+  // counts in neither number.
+  int running = 0, meant = 0;
+  for (pb_size_t i = 0; i < j.tasks_count; i++) {
+    const outpost_v1_JobTaskInfo& t = j.tasks[i];
+    bool hook = std::strcmp(t.lifecycle, "main") != 0 && !t.sidecar;
+    if (hook && t.completed) continue;
+    meant++;
+    running += std::strcmp(t.state, "running") == 0;
+  }
+  return Format("%d/%d", running, meant);
+}
 
 picojson::value TaskJson(const outpost_v1_JobTaskInfo& t) {
   picojson::object o;
@@ -122,8 +164,42 @@ void PrintTaskTable(const JobInfo& j, const char* indent) {
     std::string life = PbString(t.lifecycle) + (t.sidecar ? "+sidecar" : "");
     std::string pid = t.pid ? std::to_string(t.pid) : "-";
     std::printf("%s%-16s %-9s %-7s %-8llu %-10s %s\n", indent, PbString(t.name).c_str(), PbString(t.state).c_str(),
-                pid.c_str(), static_cast<unsigned long long>(t.restarts), life.c_str(), TaskNote(t).c_str());
+                pid.c_str(), static_cast<unsigned long long>(t.restarts), life.c_str(), TaskNote(t, WallNanos()).c_str());
   }
+}
+
+std::vector<std::string> LastLines(std::string_view data, size_t n) {
+  if (!data.empty() && data.back() == '\n') data.remove_suffix(1);
+  std::vector<std::string> lines;
+  if (data.empty() || n == 0) return lines;
+  size_t end = data.size();
+  while (lines.size() < n) {
+    size_t nl = data.rfind('\n', end == 0 ? 0 : end - 1);
+    size_t from = nl == std::string_view::npos || end == 0 ? 0 : nl + 1;
+    lines.push_back(std::string(data.substr(from, end - from)));
+    if (nl == std::string_view::npos || end == 0) break;
+    end = nl;
+  }
+  return {lines.rbegin(), lines.rend()};
+}
+
+Result<std::vector<std::string>> LogTail(const GlobalOptions& g, const outpost_v1_JobTaskInfo& t, bool stderr_,
+                                         int lines) {
+  outpost_v1_ReadLogsRequest req = outpost_v1_ReadLogsRequest_init_zero;
+  std::string tid = PbString(t.task_id);
+  req.id = PbStr(tid);
+  req.stderr = stderr_;
+  req.tail_lines = lines;
+  auto encoded = PbEncode(outpost_v1_ReadLogsRequest_fields, &req, "ReadLogsRequest");
+  if (!encoded.ok()) return encoded.error();
+  int code = 0;
+  auto reply = CallAgentQuiet(g, "ReadLogs", *encoded, &code);
+  if (!reply.ok()) return reply.error();
+  PbOwned<outpost_v1_ReadLogsResponse> resp(outpost_v1_ReadLogsResponse_fields);
+  if (!resp.Decode(*reply, "ReadLogsResponse").ok()) return Error(Code::kInternal, "bad reply from the agent");
+  std::string_view data;
+  if (resp->data) data = std::string_view(reinterpret_cast<const char*>(resp->data->bytes), resp->data->size);
+  return LastLines(data, static_cast<size_t>(lines));
 }
 
 void PrintJobLimits(const JobInfo& j) {

@@ -6,6 +6,8 @@
 #include <picojson.h>
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "base/error.h"
 #include "base/pb.h"
@@ -35,6 +37,24 @@ bool InspectJob(const GlobalOptions& g, const std::string& id, PbOwned<JobInfo>*
 // it would give, kExitDriverUnavailable for a driver that is away).
 bool TaskStatsOf(const GlobalOptions& g, const outpost_v1_JobTaskInfo& t, bool quiet,
                  PbOwned<outpost_v1_TaskStatsResponse>* out, std::string* why = nullptr, int* code = nullptr);
+
+// A task's NOTE: why it is pending, in backoff ("exit code 1, restart in
+// 4s") or dead; "last: EXIT" for one that ran; "-".
+std::string TaskNote(const outpost_v1_JobTaskInfo& t, int64_t now_unix_nanos);
+// A job's NOTE in ps: the note of the task that explains its status (a
+// failed one, else one in backoff, else a pending one), named when the job
+// has more than one task; "-".
+std::string JobNote(const JobInfo& j, int64_t now_unix_nanos);
+// ps's RUNNING: "running/meant to run"; a completed prestart or poststart
+// task (not a sidecar) counts in neither.
+std::string RunningCount(const JobInfo& j);
+
+// The last n lines of data (a final line without its newline counts).
+std::vector<std::string> LastLines(std::string_view data, size_t n);
+// The last lines of a task's stderr (or stdout) log, by ReadLogs (bounded
+// by the agent's chunk size).
+Result<std::vector<std::string>> LogTail(const GlobalOptions& g, const outpost_v1_JobTaskInfo& t, bool stderr_,
+                                         int lines);
 
 // TASK STATE PID RESTARTS LIFECYCLE NOTE, one row per task.
 void PrintTaskTable(const JobInfo& j, const char* indent);

@@ -16,7 +16,7 @@ namespace outpost::cli {
 const char kPsHelp[] =
     "Usage: outpost ps [--json]\n"
     "\n"
-    "Lists jobs: status (pending, running, degraded, failed, complete,\n"
+    "Lists jobs: status (pending, running, degraded, backoff, failed, complete,\n"
     "stopping, stopped), running/total tasks, restarts, where the job came\n"
     "from (api or a jobs.d file), spec version and age. Job files in jobs.d\n"
     "that are invalid are listed below the table with their errors.\n"
@@ -26,13 +26,15 @@ const char kPsHelp[] =
     "  outpost ps --json | jq '.jobs[] | select(.status != \"running\") | .id'\n";
 
 const char kInspectHelp[] =
-    "Usage: outpost inspect JOB[/TASK] [--json]\n"
+    "Usage: outpost inspect JOB[/TASK] [--lines N] [--json]\n"
     "\n"
     "Shows a job (status, source, version, labels, and each task's state,\n"
     "pid, restarts and why it is not running, and the cgroup limits of the\n"
     "job and its tasks, each enforced or why not), or one task of it in\n"
-    "detail. --json adds the job's full canonical spec (every default filled\n"
-    "in). A task whose driver plugin is away shows state unknown and why.\n"
+    "detail: why its last run ended and the last N lines (default 10) of\n"
+    "its stderr and stdout. --json adds the job's full canonical spec (every\n"
+    "default filled in). A task whose driver plugin is away shows state\n"
+    "unknown and why.\n"
     "\n"
     "Examples:\n"
     "  outpost inspect web\n"
@@ -82,12 +84,6 @@ const char kRestartHelp[] =
 
 namespace {
 
-int RunningTasks(const JobInfo& j) {
-  int n = 0;
-  for (pb_size_t i = 0; i < j.tasks_count; i++) n += std::strcmp(j.tasks[i].state, "running") == 0;
-  return n;
-}
-
 uint64_t Restarts(const JobInfo& j) {
   uint64_t n = 0;
   for (pb_size_t i = 0; i < j.tasks_count; i++) n += j.tasks[i].restarts;
@@ -120,16 +116,16 @@ int Ps(const GlobalOptions& g, const std::vector<std::string>& in) {
     PrintJson(picojson::value(o));
     return kExitOk;
   }
-  // RUNNING: tasks running now / all tasks (finished prestart tasks count
-  // as not running).
-  std::printf("%-20s %-10s %-8s %-9s %-8s %-7s %-7s %s\n", "JOB", "STATUS", "RUNNING", "HEALTH", "RESTARTS", "SOURCE",
-              "VERSION", "AGE");
+  // RUNNING: tasks running now / tasks meant to run (RunningCount).
+  std::printf("%-20s %-10s %-8s %-9s %-8s %-7s %-7s %-5s %s\n", "JOB", "STATUS", "RUNNING", "HEALTH", "RESTARTS",
+              "SOURCE", "VERSION", "AGE", "NOTE");
+  const int64_t now = WallNanos();
   for (pb_size_t i = 0; i < r->jobs_count; i++) {
     const JobInfo& j = r->jobs[i];
-    std::string tasks = Format("%d/%d", RunningTasks(j), static_cast<int>(j.tasks_count));
-    std::printf("%-20s %-10s %-8s %-9s %-8llu %-7s %-7lld %s\n", PbString(j.id).c_str(), PbString(j.status).c_str(),
-                tasks.c_str(), JobHealth(j).c_str(), static_cast<unsigned long long>(Restarts(j)), PbString(j.source).c_str(),
-                static_cast<long long>(j.version), Age(j.submitted_at_unix_nanos).c_str());
+    std::printf("%-20s %-10s %-8s %-9s %-8llu %-7s %-7lld %-5s %s\n", PbString(j.id).c_str(), PbString(j.status).c_str(),
+                RunningCount(j).c_str(), JobHealth(j).c_str(), static_cast<unsigned long long>(Restarts(j)),
+                PbString(j.source).c_str(), static_cast<long long>(j.version), Age(j.submitted_at_unix_nanos).c_str(),
+                JobNote(j, now).c_str());
   }
   bool head = false;
   for (pb_size_t i = 0; i < r->jobs_count; i++) {
@@ -175,7 +171,33 @@ picojson::value UsageJson(const GlobalOptions& g, const outpost_v1_JobTaskInfo& 
   return picojson::value(o);
 }
 
-int InspectTaskOfJob(const GlobalOptions& g, const JobInfo& j, const std::string& task) {
+// The last lines of the task's stderr and stdout, as "stderr"/"stdout" in
+// JSON, or printed.
+void LogTails(const GlobalOptions& g, const outpost_v1_JobTaskInfo& t, int lines, picojson::object* json) {
+  if (!t.has_task || lines <= 0) return;  // never started: no logs
+  for (bool err : {true, false}) {
+    const char* name = err ? "stderr" : "stdout";
+    auto tail = LogTail(g, t, err, lines);
+    if (json) {
+      picojson::array a;
+      if (tail.ok()) {
+        for (const std::string& l : *tail) a.push_back(picojson::value(l));
+      }
+      (*json)[std::string(name) + "_tail"] = tail.ok() ? picojson::value(a) : picojson::value();
+      continue;
+    }
+    if (!tail.ok()) {
+      std::printf("%s:     unavailable: %s\n", name, tail.error().message().c_str());
+    } else if (tail->empty()) {
+      std::printf("%s:     (empty)\n", name);
+    } else {
+      std::printf("%s (last %d lines):\n", name, lines);
+      for (const std::string& l : *tail) std::printf("  %s\n", l.c_str());
+    }
+  }
+}
+
+int InspectTaskOfJob(const GlobalOptions& g, const JobInfo& j, const std::string& task, int lines) {
   for (pb_size_t i = 0; i < j.tasks_count; i++) {
     const outpost_v1_JobTaskInfo& t = j.tasks[i];
     if (PbString(t.name) != task) continue;
@@ -185,6 +207,7 @@ int InspectTaskOfJob(const GlobalOptions& g, const JobInfo& j, const std::string
       picojson::value v = TaskJson(t);
       v.get<picojson::object>()["usage"] = usage;
       if (!no_usage.empty()) v.get<picojson::object>()["usage_error"] = picojson::value(no_usage);
+      LogTails(g, t, lines, &v.get<picojson::object>());
       PrintJson(v);
       return kExitOk;
     }
@@ -195,6 +218,9 @@ int InspectTaskOfJob(const GlobalOptions& g, const JobInfo& j, const std::string
     std::printf("started:    %s\n", Time(t.started_at_unix_nanos).c_str());
     std::printf("restarts:   %llu\n", static_cast<unsigned long long>(t.restarts));
     if (t.last_exit && *t.last_exit) std::printf("last exit:  %s\n", t.last_exit);
+    if (!t.pid && t.has_task && t.task.completed_at_unix_nanos) {
+      std::printf("ended:      %s\n", Time(t.task.completed_at_unix_nanos).c_str());
+    }
     if (t.reason && *t.reason) std::printf("reason:     %s\n", t.reason);
     if (t.next_start_unix_nanos) std::printf("next start: %s\n", Time(t.next_start_unix_nanos).c_str());
     PrintTaskChecks(t);
@@ -238,6 +264,7 @@ int InspectTaskOfJob(const GlobalOptions& g, const JobInfo& j, const std::string
       PrintLimits(t.task.limits, t.task.limits_count);
       PrintHookRuns(t.task);
     }
+    LogTails(g, t, lines, nullptr);
     return kExitOk;
   }
   std::string names;
@@ -246,13 +273,21 @@ int InspectTaskOfJob(const GlobalOptions& g, const JobInfo& j, const std::string
 }
 
 int InspectCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
-  if (in.size() != 1) return UsageError("inspect needs one JOB or JOB/TASK", "inspect");
+  auto a = ParseArgs(in, {"--lines"}, {});
+  if (!a.ok()) return UsageError(a.error().message(), "inspect");
+  if (a->pos.size() != 1) return UsageError("inspect needs one JOB or JOB/TASK", "inspect");
+  int lines = 10;
+  if (const std::string* n = a->Get("--lines")) {
+    auto v = ParseInt(*n, 0, 1000);
+    if (!v.ok()) return UsageError("--lines: " + v.error().message(), "inspect");
+    lines = static_cast<int>(*v);
+  }
   std::string id, task;
-  SplitRef(in[0], &id, &task);
+  SplitRef(a->pos[0], &id, &task);
   int code = 0;
   PbOwned<JobInfo> j(outpost_v1_JobInfo_fields);
   if (!InspectJob(g, id, &j, &code)) return code;
-  if (!task.empty()) return InspectTaskOfJob(g, *j, task);
+  if (!task.empty()) return InspectTaskOfJob(g, *j, task, lines);
   if (g.json) {
     PrintJson(JobJson(*j));
     return kExitOk;

@@ -63,7 +63,7 @@ struct TaskStatusView {
 
 struct JobView {
   std::string id;
-  std::string status;  // pending, running, degraded, failed, complete, stopping, stopped
+  std::string status;  // pending, running, degraded, backoff, failed, complete, stopping, stopped
   Source source = Source::kApi;
   std::string file;
   bool running = true;  // desired
@@ -224,5 +224,9 @@ class JobManager {
 
 // The job's status from its tasks (docs/supervision.md).
 std::string DeriveJobStatus(bool desired_running, const std::vector<TaskStatusView>& tasks);
+// Why tasks[i], pending in a job wanted running, has not started: the task
+// it waits for in the lifecycle order and how that one is ("waiting for
+// prestart task setup (failed: exit code 1)"); "" when it waits for nothing.
+std::string WaitingReason(const std::vector<TaskStatusView>& tasks, size_t i);
 
 }  // namespace outpost::job

@@ -3,6 +3,8 @@
 #include "job/manager.h"
 #include "job/manager_internal.h"
 
+#include "base/strings.h"
+
 namespace outpost::job {
 
 std::string DeriveJobStatus(bool desired_running, const std::vector<TaskStatusView>& tasks) {
@@ -22,9 +24,31 @@ std::string DeriveJobStatus(bool desired_running, const std::vector<TaskStatusVi
   if (!desired_running) return all_dead ? "stopped" : "stopping";
   if (mains_dead) return any_failed ? "failed" : "complete";
   if (hooks_failed && !any_running) return "failed";
-  if (any_failed || any_backoff) return "degraded";
+  if (any_failed || any_backoff) {
+    if (any_running) return "degraded";
+    return any_backoff ? "backoff" : "failed";
+  }
   if (mains_ok && any_running) return "running";
   return "pending";
+}
+
+std::string WaitingReason(const std::vector<TaskStatusView>& tasks, size_t i) {
+  const Hook hook = tasks[i].lifecycle.hook;
+  if (hook == Hook::kPrestart) return "";
+  // A main task waits for the prestart tasks; a poststart task for the mains.
+  const Hook before = hook == Hook::kMain ? Hook::kPrestart : Hook::kMain;
+  for (const TaskStatusView& t : tasks) {
+    if (t.lifecycle.hook != before) continue;
+    bool ready = t.lifecycle.sidecar || before == Hook::kMain ? t.state == RunState::kRunning || t.completed
+                                                                : t.completed;
+    if (ready) continue;
+    std::string how = t.failed ? "failed: " + t.last_exit
+                      : t.state == RunState::kBackoff && !t.last_exit.empty()
+                          ? "backoff: " + t.last_exit
+                          : std::string(RunStateName(t.state));
+    return Format("waiting for %s task %s (%s)", HookName(before), t.name.c_str(), how.c_str());
+  }
+  return "";
 }
 
 JobView JobManager::ViewOf(const Job& j) const {
@@ -52,6 +76,12 @@ JobView JobManager::ViewOf(const Job& j) const {
     tv.last_exit = t->last_exit();
     tv.next_start_unix_nanos = t->next_start_unix_nanos();
     v.tasks.push_back(std::move(tv));
+  }
+  if (j.Wanted()) {
+    for (size_t i = 0; i < v.tasks.size(); i++) {
+      TaskStatusView& tv = v.tasks[i];
+      if (tv.state == RunState::kPending && tv.reason.empty()) tv.reason = WaitingReason(v.tasks, i);
+    }
   }
   v.status = DeriveJobStatus(j.Wanted(), v.tasks);
   if (j.removing) v.status = "removing";

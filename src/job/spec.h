@@ -52,8 +52,8 @@ struct Restart {
   RestartPolicy policy = RestartPolicy::kOnFailure;
   int64_t delay_nanos = 1LL * 1000000000;       // first backoff
   int64_t max_delay_nanos = 60LL * 1000000000;  // backoff doubles up to this
-  int64_t attempts = 5;                         // restarts allowed within interval; 0 = unlimited
-  int64_t interval_nanos = 300LL * 1000000000;  // window attempts are counted in
+  int64_t attempts = 0;                         // restarts allowed within interval; 0 = unlimited (the default)
+  int64_t interval_nanos = 300LL * 1000000000;  // window attempts are counted in (with attempts > 0)
 };
 
 // Nomad's task lifecycle: main tasks start after every prestart task has

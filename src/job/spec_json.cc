@@ -147,6 +147,13 @@ std::string TaskFingerprint(const TaskSpec& spec) {
   // The job's network is the task's too (left out for "host", so tasks of
   // such jobs keep the fingerprint they had before networks existed).
   if (spec.network) v.get<picojson::object>()["network"] = net::NetworkSpecToJson(*spec.network);
+  // "attempts": 0 (no limit, the default) hashes as 5, the default before
+  // restarts were unlimited: a task whose jobs.d file sets no limit keeps
+  // the fingerprint it had, and an agent upgrade restarts nothing. The
+  // policy itself is applied by the supervisor from the current spec.
+  if (spec.restart.attempts == 0) {
+    v.get<picojson::object>()["restart"].get<picojson::object>()["attempts"] = picojson::value(int64_t{5});
+  }
   return Fnv64Hex(v);
 }
 

@@ -83,7 +83,7 @@ Transition NextStep(RunState state, RunEvent event) {
 }
 
 RestartDecision DecideRestart(const TaskSpec& spec, bool success, const std::string& exit_text,
-                              const RestartHistory& history, int64_t now_mono) {
+                              const RestartHistory& history, int64_t now_mono, int64_t min_healthy_nanos) {
   RestartDecision d;
   const Restart& r = spec.restart;
   bool hook_task = spec.lifecycle.hook != Hook::kMain && !spec.lifecycle.sidecar;
@@ -97,20 +97,27 @@ RestartDecision DecideRestart(const TaskSpec& spec, bool success, const std::str
     return d;
   }
   size_t recent = 0;
-  for (int64_t t : history.restarts_mono) {
-    if (t > now_mono - r.interval_nanos) recent++;
+  if (r.attempts > 0) {
+    for (int64_t t : history.restarts_mono) {
+      if (t > now_mono - r.interval_nanos) recent++;
+    }
+    if (recent >= static_cast<size_t>(r.attempts)) {
+      d.failed = true;
+      d.reason = Format("failed: %s; restart limit reached (%zu restart%s within %s)", exit_text.c_str(), recent,
+                        recent == 1 ? "" : "s", FormatDuration(r.interval_nanos).c_str());
+      return d;
+    }
   }
-  if (r.attempts > 0 && recent >= static_cast<size_t>(r.attempts)) {
-    d.failed = true;
-    d.reason = Format("failed: %s; restart limit reached (%zu restart%s within %s)", exit_text.c_str(), recent,
-                      recent == 1 ? "" : "s", FormatDuration(r.interval_nanos).c_str());
-    return d;
+  // An instance that stayed up for min_healthy_time comes back at once; a
+  // quick death waits `delay`, doubled for each quick death before it.
+  int64_t up = history.last_start_mono > 0 ? now_mono - history.last_start_mono : min_healthy_nanos;
+  d.quick = up < min_healthy_nanos;
+  int64_t delay = 0;
+  if (d.quick) {
+    delay = r.delay_nanos;
+    for (uint32_t i = 0; i < history.quick && delay < r.max_delay_nanos; i++) delay *= 2;
+    delay = std::min(delay, r.max_delay_nanos);
   }
-  // Exponential backoff over the restarts still in the window, so a task
-  // that stays up for a whole interval starts again from `delay`.
-  int64_t delay = r.delay_nanos;
-  for (size_t i = 0; i < recent && delay < r.max_delay_nanos; i++) delay *= 2;
-  delay = std::min(delay, r.max_delay_nanos);
   if (history.last_start_mono > 0) {
     delay = std::max(delay, history.last_start_mono + kMinRestartSpacingNanos - now_mono);
   }
@@ -346,6 +353,7 @@ void TaskSupervisor::Handle(RunEvent ev, const driver::ExitResult* exit, const S
       if (timer_) loop_->CancelTimer(timer_);
       timer_ = 0;
       history_.restarts_mono.clear();
+      history_.quick = 0;
       failed_ = false;
       finished_ = false;
       Emit("restarting", restart_reason_.empty() ? "restart requested" : restart_reason_);
@@ -511,7 +519,7 @@ void TaskSupervisor::DriverReady() {
 
 void TaskSupervisor::ApplyPolicy(bool success, const std::string& text) {
   int64_t now = MonotonicNanos();
-  RestartDecision d = DecideRestart(*spec_, success, text, history_, now);
+  RestartDecision d = DecideRestart(*spec_, success, text, history_, now, min_healthy_nanos_);
   reason_ = d.reason;
   if (!d.restart) {
     SetState(RunState::kDead);
@@ -521,14 +529,20 @@ void TaskSupervisor::ApplyPolicy(bool success, const std::string& text) {
     return;
   }
   auto& times = history_.restarts_mono;
-  times.erase(std::remove_if(times.begin(), times.end(),
-                             [&](int64_t t) { return t <= now - spec_->restart.interval_nanos; }),
-              times.end());
-  times.push_back(now + d.delay_nanos);
+  if (spec_->restart.attempts > 0) {
+    times.erase(std::remove_if(times.begin(), times.end(),
+                               [&](int64_t t) { return t <= now - spec_->restart.interval_nanos; }),
+                times.end());
+    times.push_back(now + d.delay_nanos);
+  } else {
+    times.clear();  // unlimited: no window to count in
+  }
+  history_.quick = d.quick ? history_.quick + 1 : 0;
   history_.total++;
   SetState(RunState::kBackoff);
   next_start_wall_ = WallNanos() + d.delay_nanos;
-  Emit("restarting", "restarting in " + FormatDuration(d.delay_nanos) + ": " + d.reason);
+  Emit("restarting", (d.delay_nanos ? "restarting in " + FormatDuration(d.delay_nanos) : std::string("restarting now")) +
+                         ": " + d.reason);
   std::weak_ptr<TaskSupervisor> weak = shared_from_this();
   timer_ = loop_->AddTimer(d.delay_nanos, [weak] {
     auto self = weak.lock();

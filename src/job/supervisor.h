@@ -61,13 +61,15 @@ Transition NextStep(RunState state, RunEvent event);
 // vector, not a deque: libstdc++'s empty deque alone costs 600 bytes and
 // there is one per task).
 struct RestartHistory {
-  std::vector<int64_t> restarts_mono;  // start times of restarts in the window
-  int64_t last_start_mono = 0;        // any start, for the throttle
+  std::vector<int64_t> restarts_mono;  // start times of restarts in the window (only with attempts > 0)
+  int64_t last_start_mono = 0;        // any start, for the throttle and the time up
   uint64_t total = 0;                 // restarts since the job was submitted / agent start
+  uint32_t quick = 0;                 // successive quick deaths (up less than min_healthy_time)
 };
 
 struct RestartDecision {
   bool restart = false;
+  bool quick = false;    // a quick death: the instance was up less than min_healthy_time
   int64_t delay_nanos = 0;
   bool failed = false;   // finished for good with a failure
   std::string reason;    // for events and `inspect`
@@ -76,10 +78,14 @@ struct RestartDecision {
 constexpr int64_t kMinRestartSpacingNanos = 1000000000;  // never more than one start per second
 constexpr int64_t kStopRetryNanos = 5000000000;         // a failed stop (other than a driver away) is tried again
 
-// success: the exit (or start) was successful. start_failure: the task could
-// not be started at all. exit_text: "exit code 1", "killed by SIGKILL", ....
+// success: the exit (or start) was successful. exit_text: "exit code 1",
+// "killed by SIGKILL", "start failed: ...". The instance that ended was up
+// since history.last_start_mono (0 = unknown: counts as up long enough).
+// One up for at least min_healthy_nanos restarts at once; quick deaths wait
+// delay x 2^history.quick (capped at max_delay); no start comes sooner than
+// a second after the previous one.
 RestartDecision DecideRestart(const TaskSpec& spec, bool success, const std::string& exit_text,
-                              const RestartHistory& history, int64_t now_mono);
+                              const RestartHistory& history, int64_t now_mono, int64_t min_healthy_nanos);
 
 
 // What the supervisor needs from whoever runs tasks.

@@ -147,7 +147,7 @@ TEST(JobSpec, CanonicalFormOfAMinimalJob) {
             R"("command":"\/bin\/true","driver":"exec",)"
             R"("env":{},"group":"","kill_signal":"SIGTERM","kill_timeout":"5s","lifecycle":{"hook":"main",)"
             R"("sidecar":false},"logs":{"max_file_size":10485760,"max_files":10},"name":"a","resources":{},)"
-            R"("restart":{"attempts":5,"delay":"1s","interval":"5m","max_delay":"1m","policy":"on-failure"},)"
+            R"("restart":{"attempts":0,"delay":"1s","interval":"5m","max_delay":"1m","policy":"on-failure"},)"
             R"("rlimits":{},"user":"","workdir":""}]})");
 }
 
@@ -503,10 +503,25 @@ TEST(JobSpecResources, TaskFingerprintIgnoresResourcesAndResourcesFingerprintDoe
 
 TEST(JobSpecResources, FingerprintOfATaskWithoutLimitsDidNotChange) {
   // The value before resources existed (the canonical form then had
-  // "resources":{} too): agents upgraded past the resources change do not restart tasks.
-  auto spec = ParseJobSpec(R"({"id": "j", "tasks": [{"name": "a", "command": "/bin/true"}]})");
+  // "resources":{} too), with the restart default of that time (attempts
+  // 5): a task stored that way keeps its fingerprint across upgrades.
+  auto spec = ParseJobSpec(R"({"id": "j", "tasks": [{"name": "a", "command": "/bin/true",
+                                                   "restart": {"attempts": 5}}]})");
   ASSERT_TRUE(spec.ok()) << spec.error().message();
   EXPECT_EQ(TaskFingerprint(spec->tasks[0]), "ecec03ccc4a23bd5");
+}
+
+TEST(JobSpecResources, ATaskWithTheNewUnlimitedRestartDefaultKeepsItsFingerprint) {
+  // The same jobs.d file read by an agent whose default is "attempts": 0
+  // (no limit): the task must not restart when the agent is upgraded.
+  auto spec = ParseJobSpec(R"({"id": "j", "tasks": [{"name": "a", "command": "/bin/true"}]})");
+  ASSERT_TRUE(spec.ok()) << spec.error().message();
+  EXPECT_EQ(spec->tasks[0].restart.attempts, 0);
+  EXPECT_EQ(TaskFingerprint(spec->tasks[0]), "ecec03ccc4a23bd5");
+  auto limited = ParseJobSpec(R"({"id": "j", "tasks": [{"name": "a", "command": "/bin/true",
+                                                     "restart": {"attempts": 3}}]})");
+  ASSERT_TRUE(limited.ok());
+  EXPECT_NE(TaskFingerprint(limited->tasks[0]), "ecec03ccc4a23bd5");
 }
 
 }  // namespace

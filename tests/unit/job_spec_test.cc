@@ -460,7 +460,7 @@ TEST(JobSpec, DefaultsAreApplied) {
   EXPECT_EQ(t.restart.policy, RestartPolicy::kOnFailure);
   EXPECT_EQ(t.restart.delay_nanos, 1 * kSec);
   EXPECT_EQ(t.restart.max_delay_nanos, 60 * kSec);
-  EXPECT_EQ(t.restart.attempts, 5);
+  EXPECT_EQ(t.restart.attempts, 0);  // unlimited
   EXPECT_EQ(t.restart.interval_nanos, 300 * kSec);
   EXPECT_EQ(t.lifecycle.hook, Hook::kMain);
   EXPECT_FALSE(t.lifecycle.sidecar);

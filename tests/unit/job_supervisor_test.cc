@@ -88,15 +88,32 @@ TaskSpec SpecWith(RestartPolicy p, int64_t attempts = 3) {
   return s;
 }
 
+constexpr int64_t kMinHealthy = 1 * kNanosPerSecond;
+
+// The decision for an instance that ended at now after being up for up.
+RestartDecision Decide(const TaskSpec& s, bool success, const std::string& text, RestartHistory* h, int64_t now,
+                       int64_t up) {
+  h->last_start_mono = now - up;
+  return DecideRestart(s, success, text, *h, now, kMinHealthy);
+}
+
+// Applies a decision to the history as the supervisor does.
+void Apply(const TaskSpec& s, const RestartDecision& d, RestartHistory* h, int64_t now) {
+  if (s.restart.attempts > 0) h->restarts_mono.push_back(now + d.delay_nanos);
+  h->quick = d.quick ? h->quick + 1 : 0;
+  h->total++;
+}
+
 TEST(JobRestartPolicy, OnFailureRestartsFailuresOnly) {
   RestartHistory h;
   int64_t now = 1000 * kNanosPerSecond;
-  RestartDecision ok = DecideRestart(SpecWith(RestartPolicy::kOnFailure), true, "exit code 0", h, now);
+  RestartDecision ok = Decide(SpecWith(RestartPolicy::kOnFailure), true, "exit code 0", &h, now, 0);
   EXPECT_FALSE(ok.restart);
   EXPECT_FALSE(ok.failed);
   EXPECT_EQ(ok.reason, "completed: exit code 0");
-  RestartDecision bad = DecideRestart(SpecWith(RestartPolicy::kOnFailure), false, "exit code 2", h, now);
+  RestartDecision bad = Decide(SpecWith(RestartPolicy::kOnFailure), false, "exit code 2", &h, now, 0);
   EXPECT_TRUE(bad.restart);
+  EXPECT_TRUE(bad.quick);
   EXPECT_EQ(bad.delay_nanos, 1 * kNanosPerSecond);
   EXPECT_EQ(bad.reason, "exit code 2 (restart 1 of 3 within 1m)");
 }
@@ -104,45 +121,110 @@ TEST(JobRestartPolicy, OnFailureRestartsFailuresOnly) {
 TEST(JobRestartPolicy, AlwaysRestartsSuccessButNotFinishedHooks) {
   RestartHistory h;
   int64_t now = 1000 * kNanosPerSecond;
-  EXPECT_TRUE(DecideRestart(SpecWith(RestartPolicy::kAlways), true, "exit code 0", h, now).restart);
+  EXPECT_TRUE(Decide(SpecWith(RestartPolicy::kAlways), true, "exit code 0", &h, now, 0).restart);
   TaskSpec pre = SpecWith(RestartPolicy::kAlways);
   pre.lifecycle.hook = Hook::kPrestart;
-  EXPECT_FALSE(DecideRestart(pre, true, "exit code 0", h, now).restart);
+  EXPECT_FALSE(Decide(pre, true, "exit code 0", &h, now, 0).restart);
   pre.lifecycle.sidecar = true;
-  EXPECT_TRUE(DecideRestart(pre, true, "exit code 0", h, now).restart);
+  EXPECT_TRUE(Decide(pre, true, "exit code 0", &h, now, 0).restart);
 }
 
 TEST(JobRestartPolicy, NeverFailsOnFailure) {
   RestartHistory h;
-  RestartDecision d = DecideRestart(SpecWith(RestartPolicy::kNever), false, "killed by SIGKILL", h, 0);
+  RestartDecision d = DecideRestart(SpecWith(RestartPolicy::kNever), false, "killed by SIGKILL", h, 0, kMinHealthy);
   EXPECT_FALSE(d.restart);
   EXPECT_TRUE(d.failed);
   EXPECT_EQ(d.reason, "failed: killed by SIGKILL (restart policy \"never\")");
 }
 
-TEST(JobRestartPolicy, BackoffDoublesUpToMaxAndAttemptsLimit) {
-  TaskSpec s = SpecWith(RestartPolicy::kOnFailure, 4);
+TEST(JobRestartPolicy, DefaultsRestartForever) {
+  // The built-in defaults: no limit, for always and on-failure alike.
+  TaskSpec s;
+  EXPECT_EQ(s.restart.attempts, 0);
+  for (RestartPolicy p : {RestartPolicy::kAlways, RestartPolicy::kOnFailure}) {
+    s.restart.policy = p;
+    RestartHistory h;
+    int64_t now = 1000 * kNanosPerSecond;
+    for (int i = 0; i < 500; i++) {
+      RestartDecision d = Decide(s, false, "exit code 1", &h, now, 0);
+      ASSERT_TRUE(d.restart) << i;
+      ASSERT_FALSE(d.failed) << i;
+      EXPECT_EQ(d.reason, "exit code 1");
+      EXPECT_LE(d.delay_nanos, s.restart.max_delay_nanos);
+      Apply(s, d, &h, now);
+      now += d.delay_nanos + kNanosPerSecond / 10;
+    }
+    EXPECT_TRUE(h.restarts_mono.empty());  // no window kept without a limit
+    EXPECT_EQ(h.total, 500u);
+  }
+}
+
+TEST(JobRestartPolicy, QuickDeathsDoubleTheDelayUpToMax) {
+  TaskSpec s = SpecWith(RestartPolicy::kOnFailure, 0);
   RestartHistory h;
   int64_t now = 1000 * kNanosPerSecond;
   std::vector<int64_t> delays;
-  for (int i = 0; i < 4; i++) {
-    RestartDecision d = DecideRestart(s, false, "exit code 1", h, now);
+  for (int i = 0; i < 5; i++) {
+    RestartDecision d = Decide(s, false, "exit code 1", &h, now, kNanosPerSecond / 10);  // up 100 ms
     ASSERT_TRUE(d.restart) << i;
+    EXPECT_TRUE(d.quick) << i;
     delays.push_back(d.delay_nanos);
-    h.restarts_mono.push_back(now + d.delay_nanos);
-    h.last_start_mono = now + d.delay_nanos;
+    Apply(s, d, &h, now);
     now += d.delay_nanos + kNanosPerSecond / 10;
   }
   EXPECT_EQ(delays, (std::vector<int64_t>{1 * kNanosPerSecond, 2 * kNanosPerSecond, 4 * kNanosPerSecond,
-                                          5 * kNanosPerSecond}));
-  RestartDecision last = DecideRestart(s, false, "exit code 1", h, now);
+                                          5 * kNanosPerSecond, 5 * kNanosPerSecond}));
+  // An instance that stayed up for min_healthy_time: back at once, and the
+  // next quick death starts again from `delay`.
+  RestartDecision up = Decide(s, false, "killed by SIGKILL", &h, now, kMinHealthy);
+  ASSERT_TRUE(up.restart);
+  EXPECT_FALSE(up.quick);
+  EXPECT_EQ(up.delay_nanos, 0);
+  Apply(s, up, &h, now);
+  EXPECT_EQ(h.quick, 0u);
+  now += 10 * kNanosPerSecond;
+  RestartDecision again = Decide(s, false, "exit code 1", &h, now, kNanosPerSecond / 2);
+  EXPECT_TRUE(again.quick);
+  EXPECT_EQ(again.delay_nanos, 1 * kNanosPerSecond);
+}
+
+TEST(JobRestartPolicy, UpLongEnoughRestartsAtOnceWhateverCameBefore) {
+  TaskSpec s = SpecWith(RestartPolicy::kAlways, 0);
+  RestartHistory h;
+  h.quick = 7;  // many quick deaths before this instance
+  h.total = 40;
+  int64_t now = 1000 * kNanosPerSecond;
+  RestartDecision d = Decide(s, true, "exit code 0", &h, now, 3 * kNanosPerSecond);
+  ASSERT_TRUE(d.restart);
+  EXPECT_FALSE(d.quick);
+  EXPECT_EQ(d.delay_nanos, 0);
+  // An instance recovered after an agent restart without a start time
+  // counts as up long enough.
+  h.last_start_mono = 0;
+  EXPECT_EQ(DecideRestart(s, false, "exit code 1", h, now, kMinHealthy).delay_nanos, 0);
+}
+
+TEST(JobRestartPolicy, AttemptsWithinIntervalFail) {
+  TaskSpec s = SpecWith(RestartPolicy::kOnFailure, 4);
+  RestartHistory h;
+  int64_t now = 1000 * kNanosPerSecond;
+  for (int i = 0; i < 4; i++) {
+    // Up long enough each time: restarted at once, yet counted.
+    RestartDecision d = Decide(s, false, "exit code 1", &h, now, 2 * kNanosPerSecond);
+    ASSERT_TRUE(d.restart) << i;
+    EXPECT_EQ(d.delay_nanos, 0) << i;
+    EXPECT_EQ(d.reason, Format("exit code 1 (restart %d of 4 within 1m)", i + 1));
+    Apply(s, d, &h, now);
+    now += 2 * kNanosPerSecond;
+  }
+  RestartDecision last = Decide(s, false, "exit code 1", &h, now, 2 * kNanosPerSecond);
   EXPECT_FALSE(last.restart);
   EXPECT_TRUE(last.failed);
   EXPECT_EQ(last.reason, "failed: exit code 1; restart limit reached (4 restarts within 1m)");
-  // Once the window has passed, the count (and the backoff) starts afresh.
-  RestartDecision later = DecideRestart(s, false, "exit code 1", h, now + 120 * kNanosPerSecond);
+  // Once the window has passed, the count starts afresh.
+  RestartDecision later = Decide(s, false, "exit code 1", &h, now + 120 * kNanosPerSecond, 2 * kNanosPerSecond);
   EXPECT_TRUE(later.restart);
-  EXPECT_EQ(later.delay_nanos, 1 * kNanosPerSecond);
+  EXPECT_EQ(later.reason, "exit code 1 (restart 1 of 4 within 1m)");
 }
 
 TEST(JobRestartPolicy, NeverMoreThanOneStartPerSecond) {
@@ -151,15 +233,21 @@ TEST(JobRestartPolicy, NeverMoreThanOneStartPerSecond) {
   s.restart.max_delay_nanos = 0;
   RestartHistory h;
   int64_t now = 1000 * kNanosPerSecond;
-  h.last_start_mono = now - 200 * kNanosPerMilli;  // started 200 ms ago
-  RestartDecision d = DecideRestart(s, true, "exit code 0", h, now);
+  // Died 200 ms after it started: the throttle holds the next start back
+  // until a second after the previous one (min_healthy_time 0 or delay 0
+  // alike).
+  h.last_start_mono = now - 200 * kNanosPerMilli;
+  RestartDecision d = DecideRestart(s, true, "exit code 0", h, now, kMinHealthy);
   ASSERT_TRUE(d.restart);
   EXPECT_EQ(d.delay_nanos, 800 * kNanosPerMilli);
-  // With delay 0 a task that had been up for a while is restarted at once,
-  // however often it was restarted before (as runit and s6 do).
+  RestartDecision no_min = DecideRestart(SpecWith(RestartPolicy::kAlways, 0), true, "exit code 0", h, now, 0);
+  EXPECT_FALSE(no_min.quick);
+  EXPECT_EQ(no_min.delay_nanos, 800 * kNanosPerMilli);
+  // A task that had been up for a while is restarted at once, however often
+  // it was restarted before (as runit and s6 do).
   h.last_start_mono = now - 5 * kNanosPerSecond;
-  for (int i = 0; i < 3; i++) h.restarts_mono.push_back(now - (3 - i) * kNanosPerSecond);
-  RestartDecision up = DecideRestart(s, true, "exit code 0", h, now);
+  h.total = 3;
+  RestartDecision up = DecideRestart(s, true, "exit code 0", h, now, kMinHealthy);
   ASSERT_TRUE(up.restart);
   EXPECT_EQ(up.delay_nanos, 0);
 }
@@ -196,6 +284,13 @@ TEST(JobStatus, Derived) {
   EXPECT_EQ(DeriveJobStatus(true, {TV(S::kRunning), TV(S::kBackoff)}), "degraded");
   EXPECT_EQ(DeriveJobStatus(true, {TV(S::kRunning), TV(S::kDead, Hook::kMain, true)}), "degraded");
   EXPECT_EQ(DeriveJobStatus(true, {TV(S::kDead, Hook::kMain, true)}), "failed");
+  // Nothing runs: a task waiting to be restarted is not "degraded".
+  EXPECT_EQ(DeriveJobStatus(true, {TV(S::kBackoff)}), "backoff");
+  EXPECT_EQ(DeriveJobStatus(true, {TV(S::kBackoff), TV(S::kDead, Hook::kMain, true)}), "backoff");
+  EXPECT_EQ(DeriveJobStatus(true, {TV(S::kDead, Hook::kPrestart, false, true), TV(S::kBackoff)}), "backoff");
+  EXPECT_EQ(DeriveJobStatus(true, {TV(S::kDead, Hook::kMain, true), TV(S::kStarting)}), "failed");
+  EXPECT_EQ(DeriveJobStatus(true, {TV(S::kRunning, Hook::kPrestart, false, false, true), TV(S::kBackoff)}),
+            "degraded");
   EXPECT_EQ(DeriveJobStatus(true, {TV(S::kDead, Hook::kMain, false, true)}), "complete");
   EXPECT_EQ(DeriveJobStatus(true, {TV(S::kDead, Hook::kPrestart, true), TV(S::kPending)}), "failed");
   EXPECT_EQ(DeriveJobStatus(true, {TV(S::kDead, Hook::kPrestart, false, true), TV(S::kRunning)}), "running");
@@ -203,6 +298,32 @@ TEST(JobStatus, Derived) {
             "pending");
   EXPECT_EQ(DeriveJobStatus(false, {TV(S::kStopping), TV(S::kDead)}), "stopping");
   EXPECT_EQ(DeriveJobStatus(false, {TV(S::kDead), TV(S::kDead)}), "stopped");
+}
+
+TEST(JobStatus, WaitingReason) {
+  using S = RunState;
+  auto named = [](TaskStatusView v, const char* name, const char* exit = "") {
+    v.name = name;
+    v.last_exit = exit;
+    return v;
+  };
+  std::vector<TaskStatusView> tasks = {named(TV(S::kPending), "web"),
+                                       named(TV(S::kDead, Hook::kPrestart, true), "setup", "exit code 1"),
+                                       named(TV(S::kPending, Hook::kPoststart), "announce")};
+  EXPECT_EQ(WaitingReason(tasks, 0), "waiting for prestart task setup (failed: exit code 1)");
+  EXPECT_EQ(WaitingReason(tasks, 1), "");
+  EXPECT_EQ(WaitingReason(tasks, 2), "waiting for main task web (pending)");
+  tasks[1] = named(TV(S::kBackoff, Hook::kPrestart), "setup", "exit code 2");
+  EXPECT_EQ(WaitingReason(tasks, 0), "waiting for prestart task setup (backoff: exit code 2)");
+  tasks[1] = named(TV(S::kRunning, Hook::kPrestart), "setup");
+  EXPECT_EQ(WaitingReason(tasks, 0), "waiting for prestart task setup (running)");
+  // A prestart sidecar is ready once it runs; a completed prestart task too.
+  tasks[1] = named(TV(S::kRunning, Hook::kPrestart, false, false, true), "proxy");
+  EXPECT_EQ(WaitingReason(tasks, 0), "");
+  tasks[1] = named(TV(S::kDead, Hook::kPrestart, false, true), "setup");
+  EXPECT_EQ(WaitingReason(tasks, 0), "");
+  tasks[0].state = S::kRunning;
+  EXPECT_EQ(WaitingReason(tasks, 2), "");
 }
 
 // ---- orchestration with a fake runner --------------------------------------------------
@@ -409,6 +530,7 @@ TEST_F(JobManagerTest, FailedPrestartBlocksMainAndFailsTheJob) {
   fake_.Exit("j.p", 1);
   ASSERT_TRUE(Settle([&] { return Status("j") == "failed"; }));
   EXPECT_EQ(State("j", "m"), "pending");
+  EXPECT_EQ(jobs_->Inspect("j")->tasks[0].reason, "waiting for prestart task p (failed: exit code 1)");
   EXPECT_EQ(fake_.Index("start j.m"), -1);
 }
 
@@ -487,6 +609,45 @@ TEST_F(JobManagerTest, RestartPolicyAfterExitAndManualRestart) {
   EXPECT_EQ(State("r", "a"), "running");
   EXPECT_EQ(fake_.inst["r.a"].starts, 3);
   EXPECT_EQ(jobs_->Restart("r", "zz").error().message(), "job \"r\" has no task \"zz\" (tasks: a)");
+}
+
+// The message of the index-th event of type on task a of job ("" = none).
+std::string EventMessage(const FakeTasks& f, const std::string& job, const std::string& type, int index) {
+  for (const auto& e : f.events) {
+    if (e.job == job && e.task_name == "a" && e.type == type && index-- == 0) return e.message;
+  }
+  return "";
+}
+
+TEST_F(JobManagerTest, AnInstanceUpForMinHealthyTimeRestartsAtOnce) {
+  // Defaults: min_healthy_time 1s, restart on-failure, no limit.
+  ASSERT_TRUE(jobs_->Submit(R"({"id": "up", "tasks": [{"name": "a", "command": "/a"}]})").ok());
+  ASSERT_TRUE(RunUntil(loop_.get(), [&] { return !EventMessage(fake_, "up", "healthy", 0).empty(); },
+                       5 * kNanosPerSecond));
+  fake_.Exit("up.a", 1);
+  EXPECT_EQ(EventMessage(fake_, "up", "restarting", 0), "restarting now: exit code 1");
+  ASSERT_TRUE(Settle([&] { return fake_.inst["up.a"].starts == 2 && State("up", "a") == "running"; }));
+  EXPECT_EQ(jobs_->Inspect("up")->tasks[0].restarts, 1u);
+}
+
+TEST_F(JobManagerTest, QuickDeathsWaitLongerEachTime) {
+  ASSERT_TRUE(jobs_->Submit(R"({"id": "q", "min_healthy_time": "10m", "tasks": [{"name": "a", "command": "/a",
+    "restart": {"delay": "1s", "max_delay": "1m"}}]})")
+                  .ok());
+  ASSERT_TRUE(Settle([&] { return State("q", "a") == "running"; }));
+  fake_.Exit("q.a", 1);
+  EXPECT_EQ(EventMessage(fake_, "q", "restarting", 0), "restarting in 1s: exit code 1");
+  EXPECT_EQ(State("q", "a"), "backoff");
+  EXPECT_EQ(Status("q"), "backoff");
+  ASSERT_TRUE(RunUntil(loop_.get(), [&] { return fake_.inst["q.a"].starts == 2; }, 5 * kNanosPerSecond));
+  fake_.Exit("q.a", 1);
+  EXPECT_EQ(EventMessage(fake_, "q", "restarting", 1), "restarting in 2s: exit code 1");
+  // An operator's restart forgets the quick deaths.
+  ASSERT_TRUE(jobs_->Restart("q", "a").ok());
+  ASSERT_TRUE(Settle([&] { return State("q", "a") == "running"; }));
+  // Throttled still: the start before was less than a second ago.
+  fake_.Exit("q.a", 1);
+  EXPECT_EQ(EventMessage(fake_, "q", "restarting", 3), "restarting in 1s: exit code 1");
 }
 
 TEST_F(JobManagerTest, TasksWaitForTheirDriverWithoutUsingRestartAttempts) {

@@ -6,7 +6,8 @@
 // dir's `run` is a symlink to test_helper, which reads its steps from
 // ./run.args (`service stamp FILE sleep 1000`, ...; tests/helpers). outpost
 // runs that same `run` (command = <svcdir>/run, workdir = <svcdir>), one job
-// per service, restart {"policy": "always", "delay": "0s", "attempts": 0}. s6
+// per service, with outpost's default restart policy (the crash loop alone
+// sets "delay": "0s", for the peers' one start per second). s6
 // and runit services have a logger (log/run: `exec s6-log n10 s10485760
 // ./main` / `exec svlogd ./main` with s10485760 n10), as outpost keeps every
 // task's output in rotated files (10 x 10 MiB by default).

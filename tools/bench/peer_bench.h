@@ -84,6 +84,9 @@ struct Tree {
   FILE* res = nullptr;
   int inotify = -1;
   bool stopped = false;
+  // outpost's job `restart` block for the services prepared next ("" =
+  // outpost's defaults, as every figure but the crash loop measures).
+  std::string outpost_restart;
 
   Tree(Peer p, const std::string& name);
   ~Tree();

@@ -371,9 +371,9 @@ void Tree::Prepare(const Service& s) {
     WriteFile(d + "/log/main/config", "s10485760\nn10\n");
     WriteFile(d + "/log/run", "#!/bin/sh\nexec svlogd ./main\n", 0755);
   } else {
-    std::string job = "{\"id\": " + JsonString(s.name) +
-                      ", \"restart\": {\"policy\": \"always\", \"delay\": \"0s\", \"attempts\": 0}, \"tasks\": "
-                      "[{\"name\": \"main\", \"command\": " +
+    std::string restart = outpost_restart.empty() ? "" : ", \"restart\": " + outpost_restart;
+    std::string job = "{\"id\": " + JsonString(s.name) + restart +
+                      ", \"tasks\": [{\"name\": \"main\", \"command\": " +
                       JsonString(d + "/run") + ", \"workdir\": " + JsonString(d) + ", \"env\": {" +
                       JsonString(bench::kMarkerVar) + ": " + JsonString(g_dir) + "}}]}\n";
     WriteFile(stage + "/" + s.name + ".json", job);
