@@ -37,7 +37,7 @@ void ReadHistory(std::string_view file, const std::function<void(uint64_t, std::
   size_t run = 0;
   size_t at = sizeof kMagic;
   while (at < file.size()) {
-    if (file[at] == ' ') {
+    if (file[at] == ' ' || file[at] == '\n') {  // a short rewrite's padding
       ++at;
       continue;
     }

@@ -132,8 +132,8 @@ class EventLog : public EventSink {
 // The history file's records, as Persist writes them: the magic
 // "OPEVTS1\n", then per event a marker byte, its packed record's length
 // (u32), its seq (u64) and the record. Any bytes are taken: the records up
-// to the first one that does not fit are read, spaces between records are
-// skipped (a short rewrite pads with them), and only the newest run of
+// to the first one that does not fit are read, spaces and newlines between
+// records are skipped (a short rewrite pads with them), and only the newest run of
 // consecutive seqs is kept. fn(seq, record) per record kept, oldest first.
 void ReadHistory(std::string_view file, const std::function<void(uint64_t, std::string_view)>& fn);
 
