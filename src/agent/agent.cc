@@ -235,6 +235,8 @@ Status Agent::StartTasks() {
   OUTPOST_RETURN_IF_ERROR(StartNetworks());
   OUTPOST_RETURN_IF_ERROR(CreateNri());
 
+  // The event history goes on from the previous worker's (task/events.h).
+  OUTPOST_RETURN_IF_ERROR(events_.Persist(loop_.get(), config_.state_dir + "/events"));
   task::TaskManager::Options o;
   o.nri = nri_.get();
   o.nri_pod = [this](const std::string& job, nri::PodSandbox* pod) { FillNriPod(job, pod); };

@@ -7,13 +7,13 @@
 
 #include "agent/api.h"
 #include "agent/api_util.h"
+#include "agent/log_api.h"
 #include "cgroup/cgroup.h"
 #include "task/manager.h"
 #include "base/clock.h"
 #include "base/pb.h"
 #include "base/strings.h"
 #include "task.pb.h"
-#include "logs/log_files.h"
 #include "wire/rpc_server.h"
 
 namespace outpost::agent {
@@ -85,11 +85,8 @@ void FillInfo(const task::TaskView& v, const InfoSources& src, Arena* a, outpost
 
 namespace {
 
-namespace logfiles = logs::logfiles;
-
 constexpr int64_t kMaxWaitNanos = 60LL * kNanosPerSecond;
 constexpr size_t kMaxLogChunk = 60000;  // nanopb bytes fields are < 64 KiB
-constexpr int64_t kLogPollNanos = 100 * kNanosPerMilli;
 
 struct EventWait;
 
@@ -285,74 +282,26 @@ void TaskStats(const TaskApi& api, std::string_view payload, wire::Responder r) 
   });
 }
 
-// Logs: the first call (no cursor) returns the tail; later calls continue
-// from the cursor and, with wait_nanos, wait (polling the file) until new
-// data arrives, the task exits, or the wait ends.
-struct LogPoll {
-  task::TaskManager* tm;
-  Loop* loop;
-  std::string id;
-  std::string path;
-  logfiles::Cursor cursor;
-  int64_t deadline;
-  wire::Responder r;
+// Logs: agent/log_api.
+void ReadLogs(const TaskApi& api, std::string_view payload, wire::Responder r) {
+  ServeReadLogs(api.tm, api.loop, payload, std::move(r));
+}
+
+// Which events a call wants: by task id and job, or by ref (EventLog::AfterRef).
+struct EventQuery {
+  std::string task_id;
+  std::string job;
+  std::string ref;
+  std::vector<task::EventRecord> After(const task::EventLog* log, uint64_t after) const {
+    return ref.empty() ? log->After(after, task_id, job) : log->AfterRef(after, ref);
+  }
+  bool AnyAfter(const task::EventLog* log, uint64_t after) const {
+    return ref.empty() ? log->AnyAfter(after, task_id, job) : log->AnyAfterRef(after, ref);
+  }
 };
 
-void ReplyLogs(const std::string& data, const logfiles::Cursor& cursor, bool exited, const wire::Responder& r) {
-  Arena a;
-  outpost_v1_ReadLogsResponse resp = outpost_v1_ReadLogsResponse_init_zero;
-  resp.data = a.Bytes(data);
-  resp.has_cursor = true;
-  resp.cursor.inode = cursor.inode;
-  resp.cursor.offset = cursor.offset;
-  resp.task_exited = exited;
-  r.Finish(PbEncode(outpost_v1_ReadLogsResponse_fields, &resp, "ReadLogsResponse"));
-}
-
-void PollLogs(std::shared_ptr<LogPoll> p) {
-  auto chunk = logfiles::ReadFrom(p->path, p->cursor, kMaxLogChunk);
-  if (!chunk.ok()) return p->r.Fail(chunk.error());
-  auto v = p->tm->Inspect(p->id);
-  bool exited = !v.ok() || v->status.state == driver::TaskState::kExited;
-  if (!chunk->data.empty() || exited || MonotonicNanos() >= p->deadline || !p->r.pending()) {
-    return ReplyLogs(chunk->data, chunk->next, exited, p->r);
-  }
-  p->cursor = chunk->next;
-  p->loop->AddTimer(kLogPollNanos, [p] { PollLogs(p); });
-}
-
-void ReadLogs(const TaskApi& api, std::string_view payload, wire::Responder r) {
-  task::TaskManager* tm = api.tm;
-  Loop* loop = api.loop;
-  PbOwned<outpost_v1_ReadLogsRequest> req(outpost_v1_ReadLogsRequest_fields);
-  if (!DecodeOrFail(payload, &req, "ReadLogsRequest", r)) return;
-  auto resolved = tm->ResolveId(PbString(req->id));
-  if (!resolved.ok()) return r.Fail(resolved.error());
-  std::string id = *resolved;
-  auto path = tm->LogPath(id, req->stderr);
-  if (!path.ok()) return r.Fail(path.error());
-  int max_files = tm->LogMaxFiles(id);
-  if (!req->has_cursor && req->tail_lines >= 0) {
-    auto tail = logfiles::Tail(*path, max_files, static_cast<size_t>(req->tail_lines), kMaxLogChunk);
-    if (!tail.ok()) return r.Fail(tail.error());
-    auto v = tm->Inspect(id);
-    return ReplyLogs(tail->data, tail->next, !v.ok() || v->status.state == driver::TaskState::kExited, r);
-  }
-  auto p = std::make_shared<LogPoll>();
-  p->tm = tm;
-  p->loop = loop;
-  p->id = id;
-  p->path = *path;
-  // No cursor and no tail: the whole active file ({0, 0} = its start).
-  if (req->has_cursor) p->cursor = logfiles::Cursor{req->cursor.inode, req->cursor.offset};
-  p->deadline = MonotonicNanos() + std::min(std::max<int64_t>(req->wait_nanos, 0), kMaxWaitNanos);
-  p->r = r;
-  PollLogs(p);
-}
-
-void ReplyEvents(task::EventLog* log, uint64_t after, const std::string& task_id, const std::string& job,
-                 const wire::Responder& r) {
-  std::vector<task::EventRecord> evs = log->After(after, task_id, job);
+void ReplyEvents(task::EventLog* log, uint64_t after, const EventQuery& q, const wire::Responder& r) {
+  std::vector<task::EventRecord> evs = q.After(log, after);
   Arena a;
   std::vector<outpost_v1_TaskEvent> out(evs.size());
   for (size_t i = 0; i < evs.size(); ++i) {
@@ -379,8 +328,7 @@ struct EventWait {
   task::EventLog* log;
   Loop* loop;
   uint64_t after;
-  std::string task_id;
-  std::string job;
+  EventQuery q;
   wire::Responder r;
   uint64_t notify = 0;
   Loop::TimerId timer = 0;
@@ -389,14 +337,14 @@ struct EventWait {
 
 void CheckEvents(const std::shared_ptr<EventWait>& w, bool timed_out) {
   if (w->done) return;
-  if (!timed_out && !w->log->AnyAfter(w->after, w->task_id, w->job) && w->r.pending()) {
+  if (!timed_out && !w->q.AnyAfter(w->log, w->after) && w->r.pending()) {
     w->notify = w->log->NotifyOnEvent([w] { CheckEvents(w, false); });  // another task's event
     return;
   }
   w->done = true;
   if (timed_out) w->log->CancelNotify(w->notify);
   else w->loop->CancelTimer(w->timer);
-  ReplyEvents(w->log, w->after, w->task_id, w->job, w->r);
+  ReplyEvents(w->log, w->after, w->q, w->r);
 }
 
 // Drops the waits that ended and ends those nobody waits for any more.
@@ -422,22 +370,33 @@ void WatchEvents(const TaskApi& api, std::string_view payload, wire::Responder r
   PbOwned<outpost_v1_WatchEventsRequest> req(outpost_v1_WatchEventsRequest_fields);
   if (!DecodeOrFail(payload, &req, "WatchEventsRequest", r)) return;
   uint64_t after = req->after_seq;
-  std::string task_id = PbString(req->task_id);
-  if (!task_id.empty()) {
-    auto id = tm->ResolveId(task_id);
-    if (!id.ok()) return r.Fail(id.error());
-    task_id = *id;
-  }
-  std::string job = PbString(req->job);
-  int64_t wait = std::min(std::max<int64_t>(req->wait_nanos, 0), kMaxWaitNanos);
   task::EventLog* log = api.events;
-  if (log->AnyAfter(after, task_id, job) || wait == 0) return ReplyEvents(log, after, task_id, job, r);
+  EventQuery q;
+  q.ref = PbString(req->ref);
+  q.task_id = PbString(req->task_id);
+  if (!q.ref.empty()) {
+    // A ref names something while a job or task of that name exists or the
+    // history holds events of it (a removed job's, until they age out).
+    if (req->must_exist && !log->AnyOf(q.ref)) {
+      auto id = tm->ResolveId(q.ref);
+      if (!id.ok()) return r.Fail(id.error());
+      if (!tm->Inspect(*id).ok()) {
+        return r.Fail(Error(Code::kNotFound, "no job or task \"" + q.ref + "\" (and no events of one)"));
+      }
+    }
+  } else if (!q.task_id.empty()) {
+    auto id = tm->ResolveId(q.task_id);
+    if (!id.ok()) return r.Fail(id.error());
+    q.task_id = *id;
+  }
+  q.job = PbString(req->job);
+  int64_t wait = std::min(std::max<int64_t>(req->wait_nanos, 0), kMaxWaitNanos);
+  if (q.AnyAfter(log, after) || wait == 0) return ReplyEvents(log, after, q, r);
   auto w = std::make_shared<EventWait>();
   w->log = log;
   w->loop = api.loop;
   w->after = after;
-  w->task_id = task_id;
-  w->job = job;
+  w->q = q;
   w->r = r;
   w->notify = log->NotifyOnEvent([w] { CheckEvents(w, false); });
   w->timer = api.loop->AddTimer(wait, [w] { CheckEvents(w, true); });

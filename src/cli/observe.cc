@@ -1,6 +1,7 @@
 // Watching what tasks do: `outpost logs`, `outpost events`, `outpost stats`.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -10,6 +11,7 @@
 #include "cli/cli.h"
 #include "cli/client.h"
 #include "cli/job_view.h"
+#include "cli/log_view.h"
 #include "cli/util.h"
 #include "job.pb.h"
 #include "task.pb.h"
@@ -17,17 +19,31 @@
 namespace outpost::cli {
 
 const char kLogsHelp[] =
-    "Usage: outpost logs [-f] [--stderr] [--tail N] JOB/TASK|TASK_ID\n"
+    "Usage: outpost logs [-f] [-t] [--stdout|--stderr] [--tail N | --since T] JOB[/TASK]|TASK_ID\n"
     "\n"
-    "Prints a task's output from its log files (stdout unless --stderr).\n"
-    "A job's task keeps one log across its restarts.\n"
-    "Without options: the whole active log file. --tail N: the last N lines\n"
-    "(across rotated files). -f: keep printing new output until the task\n"
-    "exits (starts with the last 10 lines unless --tail is given).\n"
+    "Prints a task's output from its log files: stdout and stderr merged in\n"
+    "the order they were written (to the second), stdout's lines on stdout\n"
+    "and stderr's on stderr. A job's name stands for its task when it has\n"
+    "one. A job's task keeps one log across its restarts.\n"
+    "Without options: the whole active log files.\n"
+    "\n"
+    "Options:\n"
+    "  -f, --follow       keep printing new output until the task exits\n"
+    "                     (starts with the last 10 lines unless --tail or\n"
+    "                     --since is given)\n"
+    "  -t, --timestamps   the second each line was written, before it\n"
+    "                     (2026-12-02T07:00:05Z; - when not known)\n"
+    "      --stdout       only stdout\n"
+    "      --stderr       only stderr\n"
+    "      --all          both (the default)\n"
+    "  -n, --tail N       the last N lines (across rotated files)\n"
+    "      --since T      what was written since T: a duration back from now\n"
+    "                     (10m, 2h) or an RFC 3339 time (2026-12-02T07:00:00Z)\n"
     "\n"
     "Examples:\n"
-    "  outpost logs web/api\n"
+    "  outpost logs web\n"
     "  outpost logs -f --tail 100 web/api\n"
+    "  outpost logs -t --since 10m web/api\n"
     "  outpost logs --stderr mytask\n";
 
 const char kEventsHelp[] =
@@ -39,6 +55,10 @@ const char kEventsHelp[] =
     "limit reached), stopping, stopped, recovered, log-dropping and\n"
     "log-resumed (disk full), error. Job events: job-submitted, job-updated,\n"
     "job-stopping, job-restarting, job-removing, job-removed.\n"
+    "The history (the newest 1,000 events) survives restarts and upgrades\n"
+    "of the agent, and a removed job's events stay until they age out.\n"
+    "-f JOB waits for a job that does not exist yet; without -f a name\n"
+    "that has no job, task or events is an error.\n"
     "With --json, one JSON object per line.\n"
     "\n"
     "Examples:\n"
@@ -217,11 +237,48 @@ int StatsCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
 
 int RunStats(const GlobalOptions& g, const std::vector<std::string>& a) { return StatsCmd(g, a); }
 
+namespace {
+
+// A job's name stands for its task when it has one ("web" for "web/web"),
+// as JOB/TASK; with several the error lists them. Anything else is passed
+// on as it is (JOB/TASK, or a bare task's id). false: *code says why.
+bool ResolveLogRef(const GlobalOptions& g, const std::string& ref, std::string* id, int* code) {
+  *id = ref;
+  if (ref.find('/') != std::string::npos) return true;
+  auto req = EncodeJobId(ref);
+  if (!req.ok()) return true;
+  auto reply = CallAgentQuiet(g, "InspectJob", *req, code);
+  if (!reply.ok()) {
+    if (*code == kExitNoAgent) return false;
+    return true;  // not a job: a bare task's id
+  }
+  PbOwned<JobInfo> j(outpost_v1_JobInfo_fields);
+  if (!j.Decode(*reply, "JobInfo").ok()) {
+    *code = Fail(kExitFailure, "bad reply from the agent");
+    return false;
+  }
+  if (j->tasks_count == 1) {
+    *id = ref + "/" + PbString(j->tasks[0].name);
+    return true;
+  }
+  std::string names;
+  for (pb_size_t i = 0; i < j->tasks_count; ++i) names += (i ? ", " : "") + ref + "/" + PbString(j->tasks[i].name);
+  *code = Fail(kExitFailure, Format("job \"%s\" has %u tasks, name one: %s", ref.c_str(),
+                                    static_cast<unsigned>(j->tasks_count), names.c_str()));
+  return false;
+}
+
+}  // namespace
+
 int RunLogs(const GlobalOptions& g, const std::vector<std::string>& in) {
-  auto a = ParseArgs(in, {"--tail", "-n"}, {"-f", "--follow", "--stderr"});
+  auto a = ParseArgs(in, {"--tail", "-n", "--since"},
+                     {"-f", "--follow", "--stderr", "--stdout", "--all", "-t", "--timestamps"});
   if (!a.ok()) return UsageError(a.error().message(), "logs");
-  if (a->pos.size() != 1) return UsageError("logs needs one JOB/TASK (or the id of a bare task)", "logs");
+  if (a->pos.size() != 1) return UsageError("logs needs one JOB, JOB/TASK or the id of a bare task", "logs");
   bool follow = a->Has("-f") || a->Has("--follow");
+  bool timestamps = a->Has("-t") || a->Has("--timestamps");
+  bool only_out = a->Has("--stdout"), only_err = a->Has("--stderr");
+  bool all = a->Has("--all") || only_out == only_err;
   int32_t tail = follow ? 10 : -1;
   const std::string* t = a->Get("--tail") ? a->Get("--tail") : a->Get("-n");
   if (t) {
@@ -229,35 +286,60 @@ int RunLogs(const GlobalOptions& g, const std::vector<std::string>& in) {
     if (!n.ok()) return UsageError("--tail: " + n.error().message(), "logs");
     tail = static_cast<int32_t>(*n);
   }
-  std::string id = a->pos[0];
+  int64_t since = 0;
+  if (const std::string* v = a->Get("--since")) {
+    auto s = ParseSince(*v, WallNanos() / kNanosPerSecond);
+    if (!s.ok()) return UsageError("--since: " + s.error().message(), "logs");
+    since = std::max<int64_t>(*s, 1);
+    if (!t) tail = -1;
+    if (t) return UsageError("--since and --tail: give one of them", "logs");
+  }
+  std::string id;
+  int code = 0;
+  if (!ResolveLogRef(g, a->pos[0], &id, &code)) return code;
   outpost_v1_ReadLogsRequest req = outpost_v1_ReadLogsRequest_init_zero;
   req.id = PbStr(id);
-  req.stderr = a->Has("--stderr");
+  req.stderr = only_err && !all;
+  req.all = all;
+  req.timestamps = timestamps;
+  req.since_unix_seconds = since;
   req.tail_lines = tail;
+  LogPrinter print(stdout, stderr, timestamps);
   for (;;) {
-    int code = 0;
     auto reply = CallAgent(g, "ReadLogs", *PbEncode(outpost_v1_ReadLogsRequest_fields, &req, "ReadLogsRequest"), &code,
                            40 * kNanosPerSecond);
     if (!reply.ok()) return code;
     PbOwned<outpost_v1_ReadLogsResponse> resp(outpost_v1_ReadLogsResponse_fields);
     if (!resp.Decode(*reply, "ReadLogsResponse").ok()) return Fail(kExitFailure, "bad reply from the agent");
-    if (resp->data) {
-      if (std::fwrite(resp->data->bytes, 1, resp->data->size, stdout) != resp->data->size) return kExitFailure;
-      std::fflush(stdout);
-    }
     bool more = resp->data && resp->data->size > 0;
-    if (!follow && !more) return kExitOk;
-    if (!follow && !req.has_cursor) {
+    if (more) {
+      std::string_view data(reinterpret_cast<const char*>(resp->data->bytes), resp->data->size);
+      if (resp->parts_count == 0) {
+        if (!print.Print(req.stderr, 0, data)) return kExitFailure;
+      }
+      size_t at = 0;
+      for (pb_size_t i = 0; i < resp->parts_count && at < data.size(); ++i) {
+        const outpost_v1_LogPart& p = resp->parts[i];
+        size_t n = std::min<size_t>(p.length, data.size() - at);
+        if (!print.Print(p.stderr, p.unix_seconds, data.substr(at, n))) return kExitFailure;
+        at += n;
+      }
+      std::fflush(stdout);
+      std::fflush(stderr);
+    }
+    bool continuing = req.has_cursor;
+    req.has_cursor = true;
+    req.cursor = resp->cursor;
+    req.has_stderr_cursor = resp->has_stderr_cursor;
+    req.stderr_cursor = resp->stderr_cursor;
+    if (!follow) {
       // Without -f: keep reading until the end of what is there now.
-      req.has_cursor = true;
-      req.cursor = resp->cursor;
+      if (!more) return kExitOk;
       req.wait_nanos = 0;
       continue;
     }
-    if (follow && resp->task_exited && !more && req.has_cursor) return kExitOk;
-    req.has_cursor = true;
-    req.cursor = resp->cursor;
-    req.wait_nanos = follow ? 30 * kNanosPerSecond : 0;
+    if (resp->task_exited && !more && continuing) return kExitOk;
+    req.wait_nanos = 30 * kNanosPerSecond;
   }
 }
 
@@ -266,25 +348,22 @@ int RunEvents(const GlobalOptions& g, const std::vector<std::string>& in) {
   if (!a.ok()) return UsageError(a.error().message(), "events");
   if (a->pos.size() > 1) return UsageError("events takes at most one JOB, JOB/TASK or task id", "events");
   bool follow = a->Has("-f") || a->Has("--follow");
-  std::string task = a->pos.empty() ? "" : a->pos[0], job;
-  if (!task.empty() && task.find('/') == std::string::npos) {
-    // A job's events, if there is such a job; else a bare task's.
-    outpost_v1_JobIdRequest jr = outpost_v1_JobIdRequest_init_zero;
-    jr.id = PbStr(task);
+  std::string ref = a->pos.empty() ? "" : a->pos[0];
+  outpost_v1_WatchEventsRequest req = outpost_v1_WatchEventsRequest_init_zero;
+  req.ref = PbStr(ref);
+  // Without -f, a name that nothing has (no job, no task, no events) is an
+  // error; -f waits for it (a job submitted later is followed).
+  req.must_exist = !ref.empty() && !follow;
+  if (req.must_exist && ref.find('/') == std::string::npos) {
+    // A job whose events all aged out exists all the same.
+    auto jr = EncodeJobId(ref);
     int code = 0;
-    GlobalOptions quiet = g;
-    auto reply = CallAgentQuiet(quiet, "InspectJob", *PbEncode(outpost_v1_JobIdRequest_fields, &jr, "JobIdRequest"),
-                                &code);
-    if (reply.ok()) {
-      job = task;
-      task.clear();
-    } else if (code == kExitNoAgent) {
-      return code;
+    if (jr.ok()) {
+      auto reply = CallAgentQuiet(g, "InspectJob", *jr, &code);
+      if (reply.ok()) req.must_exist = false;
+      else if (code == kExitNoAgent) return code;
     }
   }
-  outpost_v1_WatchEventsRequest req = outpost_v1_WatchEventsRequest_init_zero;
-  req.task_id = PbStr(task);
-  req.job = PbStr(job);
   for (;;) {
     int code = 0;
     auto reply = CallAgent(g, "WatchEvents",

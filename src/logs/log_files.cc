@@ -9,6 +9,7 @@
 
 #include "base/fd.h"
 #include "base/sys.h"
+#include "logs/log_index.h"
 
 namespace outpost::logs::logfiles {
 
@@ -25,6 +26,7 @@ struct OpenFile {
   UniqueFd fd;
   uint64_t inode = 0;
   uint64_t size = 0;
+  int index = 0;  // its rotation index
 };
 
 // Opens path read-only (never following a symlink planted in the log dir).
@@ -45,6 +47,22 @@ Result<OpenFile> OpenRead(const std::string& path) {
 bool IsNotFound(const Error& e) { return e.code() == Code::kNotFound; }
 
 // Appends up to len bytes of fd at off to out; returns how many (short at EOF).
+Result<size_t> AppendRange(int fd, uint64_t off, size_t len, std::string* out, const std::string& path);
+
+// The same into a chunk, noting where the bytes came from.
+Result<size_t> AppendFrom(const OpenFile& f, uint64_t off, size_t len, Chunk* out, const std::string& log_path) {
+  auto got = AppendRange(f.fd.get(), off, len, &out->data, RotatedPath(log_path, f.index));
+  if (got.ok() && *got > 0) {
+    Span* last = out->spans.empty() ? nullptr : &out->spans.back();
+    if (last && last->inode == f.inode && last->offset + last->length == off) {
+      last->length += *got;
+    } else {
+      out->spans.push_back(Span{f.inode, off, *got, f.index});
+    }
+  }
+  return got;
+}
+
 Result<size_t> AppendRange(int fd, uint64_t off, size_t len, std::string* out, const std::string& path) {
   size_t start = out->size();
   out->resize(start + len);
@@ -78,6 +96,7 @@ Result<std::vector<OpenFile>> OpenAll(const std::string& log_path, int max_files
       }
       for (const auto& o : files) dup = dup || o.inode == f->inode;
       if (i == 0) *active_present = true;
+      f->index = i;
       files.push_back(std::move(*f));
     }
     if (!dup) return files;
@@ -180,7 +199,7 @@ Result<Chunk> Tail(const std::string& log_path, int max_files, size_t n_lines, s
     uint64_t from = fi == start_file ? start_off : 0;
     if (from >= files[fi].size) continue;
     size_t len = static_cast<size_t>(std::min<uint64_t>(files[fi].size - from, max_bytes - out.data.size()));
-    auto got = AppendRange(files[fi].fd.get(), from, len, &out.data, RotatedPath(log_path, static_cast<int>(fi)));
+    auto got = AppendFrom(files[fi], from, len, &out, log_path);
     if (!got.ok()) return got.error();
     if (out.data.size() >= max_bytes) break;
   }
@@ -204,7 +223,7 @@ Result<Chunk> ReadFrom(const std::string& log_path, const Cursor& cursor, size_t
     if (cur.inode == active->inode) {
       if (cur.offset < active->size) {
         size_t len = static_cast<size_t>(std::min<uint64_t>(active->size - cur.offset, room));
-        auto got = AppendRange(active->fd.get(), cur.offset, len, &out.data, log_path);
+        auto got = AppendFrom(*active, cur.offset, len, &out, log_path);
         if (!got.ok()) return got.error();
         cur.offset += *got;
       }
@@ -225,6 +244,7 @@ Result<Chunk> ReadFrom(const std::string& log_path, const Cursor& cursor, size_t
         continue;
       }
       missing = 0;
+      f->index = k;
       oldest_index = k;
       oldest_inode = f->inode;
       if (f->inode == cur.inode) {
@@ -241,7 +261,7 @@ Result<Chunk> ReadFrom(const std::string& log_path, const Cursor& cursor, size_t
     }
     if (cur.offset < mine.size) {
       size_t len = static_cast<size_t>(std::min<uint64_t>(mine.size - cur.offset, room));
-      auto got = AppendRange(mine.fd.get(), cur.offset, len, &out.data, RotatedPath(log_path, mine_index));
+      auto got = AppendFrom(mine, cur.offset, len, &out, log_path);
       if (!got.ok()) return got.error();
       cur.offset += *got;
       if (cur.offset < mine.size) break;  // out of room
@@ -261,6 +281,41 @@ Result<Chunk> ReadFrom(const std::string& log_path, const Cursor& cursor, size_t
     cur = Cursor{next->inode, 0};
   }
   return out;
+}
+
+std::vector<TimedPart> Times(const std::string& log_path, const Chunk& chunk) {
+  std::vector<TimedPart> out;
+  for (const Span& s : chunk.spans) {
+    // A rotation since the read moved the file (and its index) one up.
+    logindex::Reader r = logindex::Reader::Open(RotatedPath(log_path, s.index), s.inode);
+    if (!r.valid()) r = logindex::Reader::Open(RotatedPath(log_path, s.index + 1), s.inode);
+    std::vector<logindex::Entry> cover = r.Cover(s.offset, s.offset + s.length);
+    for (size_t i = 0; i < cover.size(); ++i) {
+      uint64_t end = i + 1 < cover.size() ? cover[i + 1].offset : s.offset + s.length;
+      TimedPart p{end - cover[i].offset, cover[i].unix_seconds};
+      if (!out.empty() && out.back().unix_seconds == p.unix_seconds) {
+        out.back().length += p.length;
+      } else {
+        out.push_back(p);
+      }
+    }
+  }
+  return out;
+}
+
+Result<Cursor> Since(const std::string& log_path, int max_files, int64_t t) {
+  for (int k = std::max(max_files, 1) - 1; k >= 0; --k) {
+    auto f = OpenRead(RotatedPath(log_path, k));
+    if (!f.ok()) {
+      if (IsNotFound(f.error())) continue;
+      return f.error();
+    }
+    uint64_t off = 0;
+    if (logindex::Reader::Open(RotatedPath(log_path, k), f->inode).FirstAtOrAfter(t, &off)) {
+      return Cursor{f->inode, std::min(off, f->size)};
+    }
+  }
+  return End(log_path);
 }
 
 }  // namespace outpost::logs::logfiles

@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 
@@ -37,11 +38,37 @@ struct Cursor {
   uint64_t offset = 0;
 };
 
+// Where a run of a chunk's bytes came from: the file (by inode, and the
+// rotation index it had when read) and the offset in it.
+struct Span {
+  uint64_t inode = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  int index = 0;
+};
+
 struct Chunk {
   std::string data;
-  Cursor next;           // where the next ReadFrom continues
-  bool skipped = false;  // the cursor's file was gone (rotated off or deleted): data was skipped
+  Cursor next;             // where the next ReadFrom continues
+  bool skipped = false;    // the cursor's file was gone (rotated off or deleted): data was skipped
+  std::vector<Span> spans;  // data's bytes in order, for Times
 };
+
+// A run of a chunk's bytes written in one second (unix_seconds 0: not
+// known, the file has no time index or none that far back).
+struct TimedPart {
+  uint64_t length = 0;
+  int64_t unix_seconds = 0;
+};
+
+// The times of chunk's bytes, from each file's time index
+// (logs/log_index.h): parts that add up to chunk.data.size(), in order.
+std::vector<TimedPart> Times(const std::string& log_path, const Chunk& chunk);
+
+// Where the first bytes written at or after unix second t are, across the
+// rotated files and the active one (oldest first); the end of the active
+// file when there are none. Files without a time index are passed over.
+Result<Cursor> Since(const std::string& log_path, int max_files, int64_t t);
 
 // index 0: the active file itself; k >= 1: "<log_path>.k".
 std::string RotatedPath(const std::string& log_path, int index);

@@ -46,6 +46,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 
 #include "base/log.h"
 #include "base/sys.h"
@@ -185,10 +186,23 @@ size_t LogPipe::Peek(char* buf) {
 void LogPipe::Emit(const char* data, size_t len) {
   const uint64_t max = files_.policy().max_file_size;
   Rotator::Active& file = files_.active();
+  // The second these bytes are written in, for the time index (a coarse
+  // clock: the index's resolution is one second).
+  timespec now;
+  clock_gettime(CLOCK_REALTIME_COARSE, &now);
+  const uint32_t now_sec = hooks_ && hooks_->now_sec ? hooks_->now_sec() : static_cast<uint32_t>(now.tv_sec);
   while (len > 0 && !dead_) {
     if (!EnsureSink()) {
       if (!dead_) Drop(len);
       return;
+    }
+    if (!files_.Mark(now_sec) && file.size > 0 && !file.mid_line) {
+      // The file's index is full: a new file at this line end.
+      if (!Rotate()) {
+        if (!dead_) Drop(len);
+        return;
+      }
+      continue;
     }
     uint64_t room = file.size >= max ? 0 : max - file.size;
     size_t take;

@@ -102,6 +102,8 @@ struct LogPipeTestHooks {
   bool force_copy = false;  // use the pwrite fallback instead of splice
   // Returns an errno to fail the next file write with (0 = do the write).
   std::function<int()> fail_write;
+  // The unix second a write happens in, for the time index (unset: the clock).
+  std::function<uint32_t()> now_sec;
 };
 
 class LogPipe {

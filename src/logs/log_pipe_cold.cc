@@ -66,7 +66,7 @@ LogPipe::LogPipe(Loop* loop, std::unique_ptr<const LogPaths> paths, RotationPoli
     : loop_(loop),
       paths_(std::move(paths)),
       on_error_(std::move(on_error)),
-      hooks_(hooks.crash_at || hooks.fail_write || hooks.max_move || hooks.force_copy
+      hooks_(hooks.crash_at || hooks.fail_write || hooks.max_move || hooks.force_copy || hooks.now_sec
                  ? std::make_unique<TestHooks>(std::move(hooks))
                  : nullptr),
       files_(paths_.get(), policy, this) {}

@@ -13,6 +13,12 @@
 // starts at the first step whose source exists (fewer files than max_files:
 // at the rename of the highest index), which changes none of this.
 //
+// Each step does the same to the file's time index (logs/log_index.h),
+// after the log file: the index follows its file, and an index left behind
+// by a kill between the two is moved by the step's rerun (the log file's
+// source is gone by then, the index's not). A reader never takes a wrong
+// index: it names its file's inode.
+//
 // The record is one 64-byte pwrite at offset 0, inside one page: a killed
 // writer leaves the old record or the new one (a checksum double-checks).
 // Nothing is fsync'd: this protects against process death, not power loss.
@@ -32,6 +38,7 @@
 #include "base/log.h"
 #include "base/sys.h"
 #include "logs/log_files.h"
+#include "logs/log_index.h"
 #include "logs/log_pipe.h"
 
 namespace outpost::logs {
@@ -168,9 +175,83 @@ Status Rotator::OpenFile() {
   if (::fstat(fd->get(), &st) != 0) return ErrnoError("stat '" + path + "'");
   if (!S_ISREG(st.st_mode)) return Error(Code::kFailedPrecondition, "'" + path + "' is not a regular file");
   active_.fd = std::move(*fd);
-  active_.inode = static_cast<uint64_t>(st.st_ino);
-  active_.size = static_cast<uint64_t>(st.st_size);
+  uint64_t inode = static_cast<uint64_t>(st.st_ino), size = static_cast<uint64_t>(st.st_size);
+  if (inode != active_.inode || size != active_.size) ForgetIndex();
+  active_.inode = inode;
+  active_.size = size;
   return OkStatus();
+}
+
+void Rotator::ForgetIndex() { index_ = IndexState(); }
+
+// Opens (or makes) the active file's index. One that names another file, or
+// an offset past the file's end (replaced or truncated by hand), starts over;
+// a torn last entry (a killed writer) is cut off.
+Status Rotator::LoadIndex() {
+  const std::string path = logindex::PathFor(paths_->Log());
+  auto fd = sys::Open(path, O_RDWR | O_CREAT | O_NONBLOCK | O_NOFOLLOW, 0640);
+  if (!fd.ok()) return fd.error();
+  struct stat st;
+  if (::fstat(fd->get(), &st) != 0) return ErrnoError("stat '" + path + "'");
+  if (!S_ISREG(st.st_mode)) return Error(Code::kFailedPrecondition, "'" + path + "' is not a regular file");
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  IndexState ix;
+  bool ok = false;
+  if (size >= logindex::kHeaderSize) {
+    auto r = logindex::Reader::FromFd(UniqueFd(::dup(fd->get())), active_.inode);
+    ok = r.valid();
+    ix.entries = r.count();
+    if (ok && ix.entries > 0) {
+      unsigned char b[logindex::kEntrySize];
+      off_t at = static_cast<off_t>(logindex::kHeaderSize + (ix.entries - 1) * logindex::kEntrySize);
+      ok = sys::RetryEintr([&] { return ::pread(fd->get(), b, sizeof b, at); }) == static_cast<ssize_t>(sizeof b);
+      uint64_t off;
+      uint32_t sec;
+      std::memcpy(&off, b, sizeof off);
+      std::memcpy(&sec, b + 8, sizeof sec);
+      ok = ok && off <= active_.size;
+      ix.last_offset = off;
+      ix.last_sec = sec;
+    }
+  }
+  uint64_t want = ok ? logindex::kHeaderSize + ix.entries * logindex::kEntrySize : 0;
+  if (size != want && ::ftruncate(fd->get(), static_cast<off_t>(want)) != 0) return ErrnoError("truncate '" + path + "'");
+  if (!ok) {
+    unsigned char h[logindex::kHeaderSize];
+    logindex::EncodeHeader(active_.inode, h);
+    if (sys::RetryEintr([&] { return ::pwrite(fd->get(), h, sizeof h, 0); }) != static_cast<ssize_t>(sizeof h)) {
+      return ErrnoError("write '" + path + "'");
+    }
+    ix = IndexState();
+  }
+  ix.fd = std::move(*fd);
+  index_ = std::move(ix);
+  return OkStatus();
+}
+
+bool Rotator::MarkSlow(uint32_t now_sec) {
+  if (!index_.fd.valid() && !LoadIndex().ok()) {
+    index_.marked = true;  // no times for this second; the log goes on
+    index_.last_sec = now_sec;
+    return true;
+  }
+  const uint64_t off = active_.size;
+  uint64_t slot = index_.entries;
+  if (slot > 0 && index_.last_offset == off) {
+    --slot;  // nothing written since the last entry (or a killed writer's): it gets this second
+  } else if (slot >= logindex::MaxEntries(policy_.max_file_size)) {
+    return false;
+  }
+  unsigned char b[logindex::kEntrySize];
+  logindex::EncodeEntry(logindex::Entry{off, now_sec}, b);
+  off_t at = static_cast<off_t>(logindex::kHeaderSize + slot * logindex::kEntrySize);
+  if (sys::RetryEintr([&] { return ::pwrite(index_.fd.get(), b, sizeof b, at); }) == static_cast<ssize_t>(sizeof b)) {
+    index_.entries = slot + 1;
+    index_.last_offset = off;
+  }
+  index_.marked = true;
+  index_.last_sec = now_sec;
+  return true;
 }
 
 Status Rotator::OpenActive() {
@@ -182,6 +263,7 @@ void Rotator::Release() {
   released_ = ready();
   active_.fd.Reset();
   cursor_fd_.Reset();
+  index_.fd.Reset();
 }
 
 Status Rotator::Reopen() {
@@ -247,12 +329,16 @@ void Rotator::ScanRotated(int keep) {
     }
   }
   ::closedir(d);
-  for (const auto& v : victims) (void)::unlink(v.c_str());
+  for (const auto& v : victims) {
+    (void)::unlink(v.c_str());
+    (void)::unlink(logindex::PathFor(v).c_str());
+  }
   highest_rotated_ = highest;
 }
 
 Status Rotator::Rotate() {
   active_.fd.Reset();  // not ready again until the rotation is complete
+  index_.fd.Reset();
   int keep = policy_.max_files - 1;
   if (highest_rotated_ < 0) ScanRotated(keep);
   // Steps whose source cannot exist are skipped: start with the rename of
@@ -276,6 +362,7 @@ bool Rotator::DeleteOldest() {
   while (highest_rotated_ > 0) {
     std::string victim = logfiles::RotatedPath(path, highest_rotated_--);
     if (::unlink(victim.c_str()) == 0) {
+      (void)::unlink(logindex::PathFor(victim).c_str());
       log::Warn("log files: disk full, deleted the oldest rotated file", {{"file", victim}});
       return true;
     }
@@ -295,12 +382,14 @@ Status Rotator::Run(int keep, int first_step) {
     if (s == 0) {
       std::string victim = logfiles::RotatedPath(path, keep);
       if (::unlink(victim.c_str()) != 0 && errno != ENOENT) return ErrnoError("unlink '" + victim + "'");
+      (void)::unlink(logindex::PathFor(victim).c_str());
     } else if (s <= keep) {
       std::string from = logfiles::RotatedPath(path, keep - s);
       std::string to = logfiles::RotatedPath(path, keep - s + 1);
       if (::rename(from.c_str(), to.c_str()) != 0 && errno != ENOENT) {
         return ErrnoError("rename '" + from + "' to '" + to + "'");
       }
+      (void)::rename(logindex::PathFor(from).c_str(), logindex::PathFor(to).c_str());
     } else {
       OUTPOST_RETURN_IF_ERROR(OpenActive());
     }

@@ -93,6 +93,13 @@ class Rotator {
   // disk; false if there is none. Only while ready() (no rotation pending).
   bool DeleteOldest();
 
+  // The time index (logs/log_index.h): before bytes are written at the end
+  // of the active file during second now_sec, an entry for that offset
+  // unless the last entry has that second (the common case: one compare).
+  // false when the file's index is full: the caller rotates at the next line
+  // end. An index that cannot be written costs the times, never the logs.
+  bool Mark(uint32_t now_sec) { return (index_.marked && index_.last_sec == now_sec) || MarkSlow(now_sec); }
+
  private:
   Status OpenFile();
   Status LoadTail();
@@ -100,6 +107,9 @@ class Rotator {
   void ScanRotated(int keep);
   Status Run(int keep, int first_step);
   bool Crash(LogPipeStep step);
+  bool MarkSlow(uint32_t now_sec);
+  Status LoadIndex();
+  void ForgetIndex();
 
   const LogPaths* paths_;  // the owner's
   RotationPolicy policy_;
@@ -109,6 +119,14 @@ class Rotator {
 
   UniqueFd cursor_fd_;
   Active active_;
+  // The active file's index: open only while writing, like the file.
+  struct IndexState {
+    UniqueFd fd;
+    uint64_t entries = 0;
+    uint64_t last_offset = 0;
+    uint32_t last_sec = 0;
+    bool marked = false;  // last_sec holds the second of the last Mark
+  } index_;
   int highest_rotated_ = -1;  // highest existing .N (-1: not known, ScanRotated)
   uint64_t rotations_ = 0;
 };

@@ -72,22 +72,42 @@ EventRecord Unpack(uint64_t seq, std::string_view rec) {
 
 }  // namespace
 
+EventLog::~EventLog() {
+  if (rewrite_timer_ != 0 && loop_) loop_->CancelTimer(rewrite_timer_);
+}
+
 void EventLog::Publish(const driver::TaskEvent& ev) {
-  starts_.push_back(static_cast<uint32_t>(packed_.size()));
+  std::string rec;
   uint64_t ts = static_cast<uint64_t>(ev.timestamp_unix_nanos);
-  packed_.append(reinterpret_cast<const char*>(&ts), sizeof ts);
-  PutStr(&packed_, ev.task_id);
-  PutStr(&packed_, ev.task_name);
-  PutStr(&packed_, ev.job);
-  PutStr(&packed_, ev.type);
-  PutStr(&packed_, ev.message);
-  PutVarint(&packed_, ev.annotations.size());
+  rec.append(reinterpret_cast<const char*>(&ts), sizeof ts);
+  PutStr(&rec, ev.task_id);
+  PutStr(&rec, ev.task_name);
+  PutStr(&rec, ev.job);
+  PutStr(&rec, ev.type);
+  PutStr(&rec, ev.message);
+  PutVarint(&rec, ev.annotations.size());
   for (const auto& [k, v] : ev.annotations) {
-    PutStr(&packed_, k);
-    PutStr(&packed_, v);
+    PutStr(&rec, k);
+    PutStr(&rec, v);
   }
-  ++next_seq_;
+  Add(next_seq_, rec);
+  if (!path_.empty()) Store(rec);
+  if (notify_.empty()) return;
+  auto pending = std::move(notify_);
+  notify_.clear();
+  for (auto& [id, cb] : pending) cb();
+}
+
+void EventLog::Add(uint64_t seq, std::string_view rec) {
+  if (count_ == 0) first_seq_ = seq;
+  starts_.push_back(static_cast<uint32_t>(packed_.size()));
+  packed_.append(rec.data(), rec.size());
+  next_seq_ = seq + 1;
   ++count_;
+  Bound();
+}
+
+void EventLog::Bound() {
   while (count_ > 1 && (count_ > capacity_ || bytes() > max_bytes_)) DropOldest();
   if (head_ > 4096 && head_ > packed_.size() / 4) {
     packed_.erase(0, head_);
@@ -96,10 +116,6 @@ void EventLog::Publish(const driver::TaskEvent& ev) {
     head_ = 0;
     first_ = 0;
   }
-  if (notify_.empty()) return;
-  auto pending = std::move(notify_);
-  notify_.clear();
-  for (auto& [id, cb] : pending) cb();
 }
 
 std::string_view EventLog::Record(size_t i) const {
@@ -115,16 +131,35 @@ void EventLog::DropOldest() {
   head_ = starts_[first_];
 }
 
+bool EventLog::Filter::Matches(std::string_view id, std::string_view name, std::string_view j) const {
+  if (job_or_task) return j == job || id == task_id;
+  return (task_id.empty() || id == task_id) && (job.empty() || j == job) && (task_name.empty() || name == task_name);
+}
+
+EventLog::Filter EventLog::RefFilter(const std::string& ref) {
+  Filter f;
+  size_t slash = ref.find('/');
+  if (slash != std::string::npos) {
+    f.job = ref.substr(0, slash);
+    f.task_name = ref.substr(slash + 1);
+  } else {
+    f.job = ref;
+    f.task_id = ref;
+    f.job_or_task = true;
+  }
+  return f;
+}
+
 template <typename Fn>
-void EventLog::Scan(uint64_t after_seq, const std::string& task_id, const std::string& job, Fn fn) const {
+void EventLog::Scan(uint64_t after_seq, const Filter& f, Fn fn) const {
   for (size_t i = after_seq < first_seq_ ? 0 : after_seq - first_seq_ + 1; i < count_; ++i) {
     std::string_view rec = Record(i);
-    if (!task_id.empty() || !job.empty()) {
-      Reader r{rec.data() + sizeof(uint64_t), rec.data() + rec.size()};
+    if (!f.any()) {
+      Reader r{rec.data() + std::min(sizeof(uint64_t), rec.size()), rec.data() + rec.size()};
       std::string_view id = r.Str();
-      (void)r.Str();  // task name
+      std::string_view name = r.Str();
       std::string_view j = r.Str();
-      if ((!task_id.empty() && id != task_id) || (!job.empty() && j != job)) continue;
+      if (!f.Matches(id, name, j)) continue;
     }
     if (!fn(first_seq_ + i, rec)) return;
   }
@@ -132,8 +167,11 @@ void EventLog::Scan(uint64_t after_seq, const std::string& task_id, const std::s
 
 std::vector<EventRecord> EventLog::After(uint64_t after_seq, const std::string& task_id,
                                          const std::string& job) const {
+  Filter f;
+  f.task_id = task_id;
+  f.job = job;
   std::vector<EventRecord> out;
-  Scan(after_seq, task_id, job, [&](uint64_t seq, std::string_view rec) {
+  Scan(after_seq, f, [&](uint64_t seq, std::string_view rec) {
     out.push_back(Unpack(seq, rec));
     return true;
   });
@@ -141,13 +179,36 @@ std::vector<EventRecord> EventLog::After(uint64_t after_seq, const std::string& 
 }
 
 bool EventLog::AnyAfter(uint64_t after_seq, const std::string& task_id, const std::string& job) const {
+  Filter f;
+  f.task_id = task_id;
+  f.job = job;
   bool any = false;
-  Scan(after_seq, task_id, job, [&](uint64_t, std::string_view) {
+  Scan(after_seq, f, [&](uint64_t, std::string_view) {
     any = true;
     return false;
   });
   return any;
 }
+
+std::vector<EventRecord> EventLog::AfterRef(uint64_t after_seq, const std::string& ref) const {
+  std::vector<EventRecord> out;
+  Scan(after_seq, RefFilter(ref), [&](uint64_t seq, std::string_view rec) {
+    out.push_back(Unpack(seq, rec));
+    return true;
+  });
+  return out;
+}
+
+bool EventLog::AnyAfterRef(uint64_t after_seq, const std::string& ref) const {
+  bool any = false;
+  Scan(after_seq, RefFilter(ref), [&](uint64_t, std::string_view) {
+    any = true;
+    return false;
+  });
+  return any;
+}
+
+bool EventLog::AnyOf(const std::string& ref) const { return AnyAfterRef(0, ref); }
 
 uint64_t EventLog::NotifyOnEvent(std::function<void()> cb) {
   uint64_t id = next_notify_++;

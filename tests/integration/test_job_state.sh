@@ -22,6 +22,7 @@ test_failed_jobs_stay_failed_and_restart_counts_survive_agent_restarts() {
   local reason; reason="$(jt_tfield f/t reason)"
   local pw; pw="$(jt_running_pid w/t)"
   # A restart of the agent (stop and start, as init would) ...
+  js_mark
   kill -TERM "$AGENT_PID"
   wait "$AGENT_PID"
   start_agent
@@ -30,6 +31,7 @@ test_failed_jobs_stay_failed_and_restart_counts_survive_agent_restarts() {
   # ... and an in-place upgrade.
   cp "$T/outpost" "$T/outpost.new" && mv "$T/outpost.new" "$T/outpost"
   local k="$AGENT_PID" ow; ow="$(op status --json | json_get pid)"
+  js_mark
   kill -USR2 "$k"
   wait_for 15 new_worker_answers "$ow" >/dev/null || fail "no new worker after SIGUSR2"
   js_after_recovery f w "after an upgrade"
@@ -39,7 +41,11 @@ test_failed_jobs_stay_failed_and_restart_counts_survive_agent_restarts() {
   wait_for 10 js_started_in_this_agent f/t || fail "f did not start again on restart: $(op events f/t)"
 }
 js_healthy() { op events "$1" 2>/dev/null | grep -q ' healthy '; }
-js_started_in_this_agent() { op events "$1" 2>/dev/null | grep -q 'started with pid'; }
+# The history survives restarts: only events after JS_AFTER (a seq) count.
+js_started_in_this_agent() {
+  op events --json "$1" 2>/dev/null | python3 -c 'import json,sys; sys.exit(0 if any(json.loads(l)["seq"] > int(sys.argv[1]) and "started with pid" in json.loads(l)["message"] for l in sys.stdin if l.strip()) else 1)' "${JS_AFTER:-0}"
+}
+js_mark() { JS_AFTER="$(op events --json | tail -1 | json_get seq)"; }
 # js_after_recovery FAILED_JOB RUNNING_JOB WHEN: once the running job's task
 # has been healthy in this worker (its recovery and the other job's are
 # done), the failed job was not started and both kept their counts.

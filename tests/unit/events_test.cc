@@ -5,6 +5,11 @@
 #include <string>
 
 #include "task/events.h"
+#include "base/sys.h"
+#include "test_util.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace outpost::task {
 namespace {
@@ -157,6 +162,94 @@ TEST(EventLogTest, NotifyRunsOnceAfterTheNextEvent) {
   log.Publish(Ev("a", "", "started"));
   log.Publish(Ev("a", "", "exited"));
   EXPECT_EQ(runs, 1);
+}
+
+}  // namespace
+}  // namespace outpost::task
+
+namespace outpost::task {
+namespace {
+
+std::string TempFile() {
+  char tmpl[] = "/tmp/outpost-events-XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  EXPECT_GE(fd, 0);
+  ::close(fd);
+  ::unlink(tmpl);
+  return tmpl;
+}
+
+TEST(EventHistoryTest, ANewWorkerGoesOnFromTheHistoryOnDisk) {
+  auto loop = outpost::testing::MakeLoop();
+  std::string path = TempFile();
+  {
+    EventLog log;
+    ASSERT_TRUE(log.Persist(loop.get(), path).ok());
+    log.Publish(Ev("a", "j1", "started", "one"));
+    log.Publish(Ev("b", "j2", "exited", "two"));
+  }
+  EventLog next;
+  ASSERT_TRUE(next.Persist(loop.get(), path).ok());
+  auto got = next.After(0);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].seq, 1u);
+  EXPECT_EQ(got[1].event.message, "two");
+  next.Publish(Ev("a", "j1", "stopped"));
+  EXPECT_EQ(next.last_seq(), 3u);  // the numbers go on
+  EXPECT_EQ(next.AfterRef(0, "j1").size(), 2u);
+  EXPECT_EQ(next.AfterRef(0, "j1/a-name").size(), 2u);
+  EXPECT_EQ(next.AfterRef(0, "b").size(), 1u);  // a task id
+  EXPECT_FALSE(next.AnyOf("nosuch"));
+  ::unlink(path.c_str());
+}
+
+TEST(EventHistoryTest, TheFileStaysUnderTwiceTheBound) {
+  auto loop = outpost::testing::MakeLoop();
+  std::string path = TempFile();
+  EventLog log(1000, 4096);
+  ASSERT_TRUE(log.Persist(loop.get(), path).ok());
+  for (int i = 0; i < 2000; ++i) {
+    log.Publish(Ev("t" + std::to_string(i), "j", "started", std::string(40, 'x')));
+    struct stat st;
+    ASSERT_EQ(0, ::stat(path.c_str(), &st));
+    ASSERT_LT(static_cast<uint64_t>(st.st_size), 2 * 4096u + 200u) << i;
+  }
+  EventLog next(1000, 4096);
+  ASSERT_TRUE(next.Persist(loop.get(), path).ok());
+  EXPECT_EQ(next.last_seq(), 2000u);
+  EXPECT_EQ(next.After(0).size(), log.After(0).size());
+  ::unlink(path.c_str());
+}
+
+TEST(EventHistoryTest, ATruncatedOrDamagedFileGivesWhatIsWholeInIt) {
+  auto loop = outpost::testing::MakeLoop();
+  std::string path = TempFile();
+  {
+    EventLog log;
+    ASSERT_TRUE(log.Persist(loop.get(), path).ok());
+    for (int i = 0; i < 5; ++i) log.Publish(Ev("a", "j", "started", std::to_string(i)));
+  }
+  auto whole = sys::ReadFile(path);
+  ASSERT_TRUE(whole.ok());
+  size_t last = 0;
+  for (size_t len = 0; len <= whole->size(); ++len) {
+    size_t n = 0;
+    uint64_t prev = 0;
+    ReadHistory(std::string_view(*whole).substr(0, len), [&](uint64_t seq, std::string_view) {
+      if (n > 0) {
+        EXPECT_EQ(seq, prev + 1);
+      }
+      prev = seq;
+      ++n;
+    });
+    EXPECT_GE(n, last) << len;  // a longer prefix never gives fewer
+    last = n;
+  }
+  EXPECT_EQ(last, 5u);
+  std::string bad = *whole;
+  bad[bad.size() / 2] ^= 0x5a;
+  ReadHistory(bad, [](uint64_t, std::string_view) {});  // anything; no read past it (ASan)
+  ::unlink(path.c_str());
 }
 
 }  // namespace

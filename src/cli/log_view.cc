@@ -1,0 +1,105 @@
+#include "cli/log_view.h"
+
+#include <cstdlib>
+#include <ctime>
+
+#include "base/strings.h"
+
+namespace outpost::cli {
+
+namespace {
+
+bool Digits(std::string_view s, size_t at, size_t n, int* out) {
+  if (at + n > s.size()) return false;
+  int v = 0;
+  for (size_t i = at; i < at + n; ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    v = v * 10 + (s[i] - '0');
+  }
+  *out = v;
+  return true;
+}
+
+// YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)
+bool ParseRfc3339(std::string_view s, int64_t* out) {
+  int y, mo, d, h, mi, se;
+  if (!Digits(s, 0, 4, &y) || s.size() < 20 || s[4] != '-' || !Digits(s, 5, 2, &mo) || s[7] != '-' ||
+      !Digits(s, 8, 2, &d) || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') || !Digits(s, 11, 2, &h) ||
+      s[13] != ':' || !Digits(s, 14, 2, &mi) || s[16] != ':' || !Digits(s, 17, 2, &se)) {
+    return false;
+  }
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60) return false;
+  size_t at = 19;
+  if (at < s.size() && s[at] == '.') {
+    ++at;
+    size_t start = at;
+    while (at < s.size() && s[at] >= '0' && s[at] <= '9') ++at;
+    if (at == start) return false;
+  }
+  int64_t offset = 0;
+  if (at < s.size() && (s[at] == 'Z' || s[at] == 'z')) {
+    ++at;
+  } else if (at < s.size() && (s[at] == '+' || s[at] == '-')) {
+    int oh, om;
+    if (!Digits(s, at + 1, 2, &oh) || at + 3 >= s.size() || s[at + 3] != ':' || !Digits(s, at + 4, 2, &om) ||
+        oh > 23 || om > 59) {
+      return false;
+    }
+    offset = (s[at] == '+' ? 1 : -1) * (oh * 3600 + om * 60);
+    at += 6;
+  } else {
+    return false;
+  }
+  if (at != s.size()) return false;
+  struct tm t = {};
+  t.tm_year = y - 1900;
+  t.tm_mon = mo - 1;
+  t.tm_mday = d;
+  t.tm_hour = h;
+  t.tm_min = mi;
+  t.tm_sec = se;
+  *out = static_cast<int64_t>(timegm(&t)) - offset;
+  return true;
+}
+
+}  // namespace
+
+Result<int64_t> ParseSince(std::string_view s, int64_t now_unix_seconds) {
+  int64_t t = 0;
+  if (ParseRfc3339(s, &t)) return t;
+  auto d = ParseDuration(s);
+  if (d.ok() && *d >= 0) return now_unix_seconds - *d / 1000000000;
+  return Error(Code::kInvalidArgument, "expected a duration (10m, 2h) or an RFC 3339 time (2026-12-02T07:00:00Z), got \"" +
+                                           std::string(s) + "\"");
+}
+
+std::string FormatSecond(int64_t unix_seconds) {
+  if (unix_seconds <= 0) return "-                   ";
+  time_t t = static_cast<time_t>(unix_seconds);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+bool LogPrinter::Print(bool stderr_stream, int64_t unix_seconds, std::string_view bytes) {
+  FILE* f = stderr_stream ? err_ : out_;
+  bool& mid = mid_line_[stderr_stream ? 1 : 0];
+  if (!timestamps_) {
+    if (!bytes.empty()) mid = bytes.back() != '\n';
+    return std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  }
+  const std::string stamp = FormatSecond(unix_seconds) + " ";
+  while (!bytes.empty()) {
+    if (!mid && std::fwrite(stamp.data(), 1, stamp.size(), f) != stamp.size()) return false;
+    size_t nl = bytes.find('\n');
+    size_t n = nl == std::string_view::npos ? bytes.size() : nl + 1;
+    if (std::fwrite(bytes.data(), 1, n, f) != n) return false;
+    mid = nl == std::string_view::npos;
+    bytes.remove_prefix(n);
+  }
+  return true;
+}
+
+}  // namespace outpost::cli
