@@ -208,6 +208,19 @@ bool EventLog::AnyAfterRef(uint64_t after_seq, const std::string& ref) const {
   return any;
 }
 
+bool EventLog::Holds(const driver::TaskEvent& ev) const {
+  Filter f;
+  f.task_id = ev.task_id;
+  bool held = false;
+  Scan(0, f, [&](uint64_t seq, std::string_view rec) {
+    EventRecord r = Unpack(seq, rec);
+    held = r.event.timestamp_unix_nanos == ev.timestamp_unix_nanos && r.event.type == ev.type &&
+           r.event.message == ev.message;
+    return !held;
+  });
+  return held;
+}
+
 bool EventLog::AnyOf(const std::string& ref) const { return AnyAfterRef(0, ref); }
 
 uint64_t EventLog::NotifyOnEvent(std::function<void()> cb) {

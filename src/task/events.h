@@ -26,6 +26,9 @@ class EventSink {
  public:
   virtual ~EventSink() = default;
   virtual void Publish(const driver::TaskEvent& ev) = 0;
+  // Whether the history already holds an event of ev's task with its time,
+  // type and message (a driver's event replayed to a new worker).
+  virtual bool Holds(const driver::TaskEvent&) const { return false; }
 };
 
 struct EventRecord {
@@ -49,6 +52,7 @@ class EventLog : public EventSink {
 
   ~EventLog() override;
   void Publish(const driver::TaskEvent& ev) override;
+  bool Holds(const driver::TaskEvent& ev) const override;
 
   // Keeps the history in the file at path from now on, and first takes
   // back what an earlier worker left there (its sequence numbers go on).

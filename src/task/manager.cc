@@ -61,6 +61,7 @@ void TaskManager::SubscribeTo(const std::string& name) {
 Result<std::unique_ptr<TaskManager>> TaskManager::Create(Loop* loop, Options options) {
   std::unique_ptr<TaskManager> m(new TaskManager(loop, std::move(options)));
   m->created_mono_ = MonotonicNanos();
+  m->created_wall_ = WallNanos();
   const std::string& state = m->options_.state_dir;
   // task-data is traversable (0711) so a task running as another user can
   // reach its own dir (0700, owned by that user); nothing can be listed.
@@ -74,8 +75,11 @@ Result<std::unique_ptr<TaskManager>> TaskManager::Create(Loop* loop, Options opt
 }
 
 // Drivers name the task by id only; the job and task names come from the
-// task's record.
+// task's record. A driver's events from before this worker started are
+// replayed to it (its event cursor starts again at 0): those the history
+// kept from an earlier worker are not told twice.
 void TaskManager::PublishDriverEvent(const driver::TaskEvent& ev) {
+  if (ev.timestamp_unix_nanos < created_wall_ && options_.events->Holds(ev)) return;
   const Task* t = Find(ev.task_id);
   if (!t) return options_.events->Publish(ev);
   driver::TaskEvent named = ev;

@@ -368,6 +368,7 @@ class TaskManager {
   std::set<std::string> gone_drivers_;
   std::function<void(const std::string&)> driver_gone_;
   int64_t created_mono_ = 0;
+  int64_t created_wall_ = 0;  // wall time of Create: older driver events are replays
   uint64_t generated_ids_ = 0;
   IdResolver resolver_;
   HoldFifosFn hold_fifos_;

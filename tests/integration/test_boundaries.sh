@@ -37,7 +37,7 @@ test_task_users_can_write_nothing_of_the_agents_but_their_own_task_dir() {
   local task uid dir out
   for task in pw/dyn pn/nob; do
     wait_for 10 pb_logs_have "$task" " " || fail "$task printed nothing"
-    wait_for 10 sh -c "'$OUTPOST' --socket '$SOCK' logs --stderr $task | grep -q oops" || fail "$task: no stderr"
+    wait_for 10 sh -c "'$OUTPOST' --socket '$SOCK' logs --stderr $task 2>&1 | grep -q oops" || fail "$task: no stderr"
   done
   for task in pw/dyn pn/nob; do
     uid="$(op logs "$task" | cut -d' ' -f1)"

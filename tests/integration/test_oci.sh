@@ -43,7 +43,7 @@ oc_job() {
 }
 oc_pid() { local p; p="$(op --json inspect "$1" 2>/dev/null | json_get pid)" && [ -n "$p" ] && [ "$p" != 0 ] && echo "$p"; }
 oc_logs_have() { op logs "$1" 2>/dev/null | grep -qF -- "$2"; }
-oc_err_has() { op logs --stderr "$1" 2>/dev/null | grep -qF -- "$2"; }
+oc_err_has() { op logs --stderr "$1" 2>&1 | grep -qF -- "$2"; }
 oc_state_is() { [ "$(op --json inspect "$1" 2>/dev/null | json_get state)" = "$2" ]; }
 
 test_oci_container_is_isolated_logs_and_leaves_nothing() {
@@ -64,7 +64,7 @@ test_oci_container_is_isolated_logs_and_leaves_nothing() {
   expect_contains "$OUT" "inside-rootfs" "its own root"
   expect_contains "$OUT" "no-host-dir" "the host's files are not there"
   expect_contains "$OUT" "rootfs-ro" "read-only root"
-  wait_for 10 oc_err_has c/t "to-stderr" || fail "stderr not in the logs: $(op logs --stderr c/t)"
+  wait_for 10 oc_err_has c/t "to-stderr" || fail "stderr not in the logs: $(op logs --stderr c/t 2>&1)"
   local pid; pid="$(oc_pid c/t)" || fail "no pid"
   [ "$(readlink "/proc/$pid/ns/pid")" != "$(readlink /proc/self/ns/pid)" ] || fail "not in a pid namespace of its own"
   [ "$(readlink "/proc/$pid/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ] || fail "not in a mount namespace of its own"

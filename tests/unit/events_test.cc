@@ -45,6 +45,23 @@ TEST(EventLogTest, EveryFieldComesBackAsPublished) {
   EXPECT_EQ(got[0].event.annotations, e.annotations);
 }
 
+// A driver's events replayed to a new worker are recognised by task, time,
+// type and message; anything differing in one of them is a new event.
+TEST(EventLogTest, HoldsFindsAnEventOfTheSameTaskTimeTypeAndMessage) {
+  EventLog log;
+  log.Publish(Ev("a", "j", "forked", "pid 7"));
+  log.Publish(Ev("b", "j", "started"));
+  EXPECT_TRUE(log.Holds(Ev("a", "j", "forked", "pid 7")));
+  EXPECT_FALSE(log.Holds(Ev("b", "j", "forked", "pid 7")));
+  EXPECT_FALSE(log.Holds(Ev("a", "j", "forked", "pid 8")));
+  EXPECT_FALSE(log.Holds(Ev("a", "j", "exited", "pid 7")));
+  driver::TaskEvent later = Ev("a", "j", "forked", "pid 7");
+  later.timestamp_unix_nanos += 1;
+  EXPECT_FALSE(log.Holds(later));
+  EventSink* sink = &log;
+  EXPECT_TRUE(sink->Holds(Ev("b", "j", "started")));
+}
+
 TEST(EventLogTest, ReadsFilterBySeqTaskAndJob) {
   EventLog log;
   log.Publish(Ev("a", "j1", "started"));
