@@ -86,6 +86,11 @@ std::string FormatSecond(int64_t unix_seconds) {
 bool LogPrinter::Print(bool stderr_stream, int64_t unix_seconds, std::string_view bytes) {
   FILE* f = stderr_stream ? err_ : out_;
   bool& mid = mid_line_[stderr_stream ? 1 : 0];
+  // Both streams may go to one pipe or file (2>&1, which leaves stdout
+  // fully buffered): what the other stream has buffered goes out first, so
+  // the lines keep their order there too.
+  if (last_ && last_ != f && std::fflush(last_) != 0) return false;
+  last_ = f;
   if (!timestamps_) {
     if (!bytes.empty()) mid = bytes.back() != '\n';
     return std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();

@@ -34,6 +34,7 @@ class LogPrinter {
   FILE* err_;
   bool timestamps_;
   bool mid_line_[2] = {false, false};  // per stream: the last bytes printed ended inside a line
+  FILE* last_ = nullptr;               // where the last bytes went
 };
 
 }  // namespace outpost::cli
