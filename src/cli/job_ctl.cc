@@ -130,7 +130,8 @@ int CheckRefs(const std::vector<std::string>& refs, const char* cmd, bool tasks)
     if (r.empty()) return UsageError(std::string(cmd) + ": an empty job name", cmd);
     if (!tasks && r.find('/') != std::string::npos) {
       if (std::string(cmd) == "stop") {
-        return UsageError("stop takes whole jobs (" + r + "); to stop one task for good, remove it from the job's spec",
+        return UsageError("stop takes a whole job, not a task (" + r +
+                              "); to stop one task for good, remove it from the job's spec",
                           cmd);
       }
       return UsageError(std::string(cmd) + " takes whole jobs, not tasks (" + r + ")", cmd);

@@ -104,7 +104,7 @@ restarting b/t" "restart reports each"
   wait_for 20 jt_started_again a/t "$pa" || fail "a not restarted"
   wait_for 20 jt_started_again b/t "$pb" || fail "b/t not restarted"
   expect_exit 2 op stop a/t
-  expect_contains "$OUT" "stop takes whole jobs" "stop of a task"
+  expect_contains "$OUT" "stop takes a whole job, not a task (a/t)" "stop of a task"
   expect_exit 2 op start
   expect_contains "$OUT" "start needs at least one JOB" "start without a job"
   expect_exit 1 op rm a nosuch b
