@@ -28,11 +28,12 @@ const char kRunHelp[] =
     "\n"
     "Submits a job spec (JSON, docs/job-spec.md) to the agent: a new job is\n"
     "started; an existing one (same id) is updated, restarting only the tasks\n"
-    "whose spec changed. The spec is validated first: every problem is listed\n"
-    "with its JSON path and nothing changes. Then follows the job's events\n"
-    "until it is running with every main task and sidecar healthy (up for the\n"
-    "job's min_healthy_time; a task with checks: its checks pass), or it\n"
-    "completes or fails, and prints its tasks.\n"
+    "whose spec changed; the same spec again leaves a stopped job stopped\n"
+    "(`outpost start JOB` starts it). The spec is validated first: every\n"
+    "problem is listed with its JSON path and nothing changes. Then follows\n"
+    "the job's events until it is running with every main task and sidecar\n"
+    "healthy (up for the job's min_healthy_time; a task with checks: its\n"
+    "checks pass), or it completes or fails, and prints its tasks.\n"
     "A task that exits right away is never reported as running.\n"
     "On a terminal (stderr is a tty; or with --progress; never with --json)\n"
     "each task's state is shown as it changes: \"web/server: starting\",\n"
@@ -184,7 +185,11 @@ int WaitForJob(const GlobalOptions& g, const std::string& id, uint64_t events_se
       if (const outpost_v1_JobTaskInfo* t = PermanentStartFailure(*j)) {
         std::fflush(stdout);
         int exit = t->start_exit_code == 126 || t->start_exit_code == 127 ? t->start_exit_code : kExitFailure;
-        return Fail(exit, id + "/" + PbString(t->name) + ": " + PbString(t->last_exit) +
+        // "start failed: start task web.server: command ...": the task is named once.
+        std::string why = PbString(t->last_exit);
+        std::string inner = "start task " + PbString(t->task_id) + ": ";
+        if (StartsWith(why, "start failed: " + inner)) why = "start failed: " + why.substr(14 + inner.size());
+        return Fail(exit, id + "/" + PbString(t->name) + ": " + why +
                               " (retrying cannot fix this; the agent retries by the restart policy until `outpost stop " +
                               id + "`)" + see);
       }
