@@ -23,9 +23,14 @@ JSON
 # The examples are (re)copied each time; edit or add files in run/jobs.d
 # while the agent runs to see jobs.d at work.
 cp examples/*.json run/jobs.d/
+# exec below keeps this shell's pid: the agent's keeper, the process to
+# signal (the "worker started" log line names its worker, which the keeper
+# restarts if it is killed).
 cat <<MSG
 outpost: starting an agent with run/config.json and the example jobs in
 run/jobs.d/ (Ctrl-C stops the agent; the tasks keep running for the next one).
+The agent's pid is $$ (its keeper: signal this one; kill -HUP $$ reloads
+the configuration, kill -TERM $$ stops the agent).
 From a second terminal:
   export OUTPOST_SOCKET=$top/run/outpost.sock
   $bin ps                          # the example jobs

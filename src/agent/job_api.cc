@@ -157,6 +157,8 @@ void FillJob(const job::JobView& v, const JobApi& api, bool full, Arena* a, outp
     }
     o.reason = a->Str(t.reason);
     o.last_exit = a->Str(t.last_exit);
+    o.start_error_permanent = t.start_error_permanent;
+    o.start_exit_code = t.start_exit_code;
     o.next_start_unix_nanos = t.next_start_unix_nanos;
     auto tv = tm->Inspect(t.task_id);
     if (tv.ok()) {
@@ -311,7 +313,22 @@ void RestartJob(const JobApi& api, const wire::CallContext&, std::string_view pa
   job::JobManager* jobs = api.jobs;
   PbOwned<outpost_v1_RestartJobRequest> req(outpost_v1_RestartJobRequest_fields);
   if (!DecodeOrFail(payload, &req, "RestartJobRequest", r) || !Ready(jobs, r)) return;
-  ReplyEmpty(r, jobs->Restart(PbString(req->id), PbString(req->task)));
+  std::string id = PbString(req->id);
+  bool already = false;
+  Status st = OkStatus();
+  if (req->start_only) {
+    if (!PbString(req->task).empty()) return r.Fail(Error(Code::kInvalidArgument, "start takes a whole job, not a task"));
+    st = jobs->Start(id, &already);
+  } else {
+    st = jobs->Restart(id, PbString(req->task));
+  }
+  if (!st.ok()) return r.Fail(st.error());
+  outpost_v1_RestartJobResponse resp = outpost_v1_RestartJobResponse_init_zero;
+  resp.already_running = already;
+  auto v = jobs->Inspect(id);
+  std::string status = v.ok() ? v->status : "";
+  resp.status = PbStr(status);
+  r.Finish(PbEncode(outpost_v1_RestartJobResponse_fields, &resp, "RestartJobResponse"));
 }
 
 using Handler = void (*)(const JobApi&, const wire::CallContext&, std::string_view, wire::Responder);

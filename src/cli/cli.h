@@ -42,7 +42,8 @@ int Main(int argc, char** argv);
 
 // Help texts, each defined by the file of its command family.
 extern const char kRunHelp[], kUpdateHelp[];                                           // run.cc
-extern const char kPsHelp[], kInspectHelp[], kStopHelp[], kRmHelp[], kRestartHelp[];  // jobs.cc
+extern const char kPsHelp[], kInspectHelp[];                                           // jobs.cc
+extern const char kStartHelp[], kStopHelp[], kRmHelp[], kRestartHelp[];               // job_ctl.cc
 extern const char kTaskHelp[], kExecHelp[], kSignalHelp[];                             // task_cmds.cc
 extern const char kLogsHelp[], kEventsHelp[], kStatsHelp[];                            // observe.cc
 extern const char kStatusHelp[], kVersionHelp[];                                       // status.cc
@@ -60,6 +61,7 @@ int RunEvents(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunRun(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunPs(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunInspect(const GlobalOptions& opts, const std::vector<std::string>& args);
+int RunStart(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunStop(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunRm(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunRestart(const GlobalOptions& opts, const std::vector<std::string>& args);

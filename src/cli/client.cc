@@ -15,8 +15,10 @@ std::string DriverHint(const std::string& message) {
   return message.find("driver ") == std::string::npos ? "" : " (see `outpost plugins`)";
 }
 
-Result<std::string> Call(const GlobalOptions& opts, std::string_view method, const std::string& request,
-                         int* exit_code, int64_t timeout_nanos, bool quiet) {
+}  // namespace
+
+// Connects, or says why not (exit code 3).
+static Result<wire::BlockingClient> ConnectAgent(const GlobalOptions& opts, int* exit_code, int64_t timeout_nanos) {
   auto client = wire::BlockingClient::Connect(opts.socket, timeout_nanos);
   if (!client.ok()) {
     const Error& e = client.error();
@@ -31,6 +33,13 @@ Result<std::string> Call(const GlobalOptions& opts, std::string_view method, con
     *exit_code = Fail(kExitNoAgent, why);
     return e;
   }
+  return client;
+}
+
+namespace {
+
+Result<std::string> CallOn(const GlobalOptions& opts, wire::BlockingClient* client, std::string_view method,
+                           const std::string& request, int* exit_code, int64_t timeout_nanos, bool quiet) {
   auto reply = client->Call(agent::kAgentService, method, request, timeout_nanos);
   if (!reply.ok()) {
     const Error& e = reply.error();
@@ -47,7 +56,30 @@ Result<std::string> Call(const GlobalOptions& opts, std::string_view method, con
   return reply;
 }
 
+Result<std::string> Call(const GlobalOptions& opts, std::string_view method, const std::string& request,
+                         int* exit_code, int64_t timeout_nanos, bool quiet) {
+  auto client = ConnectAgent(opts, exit_code, timeout_nanos);
+  if (!client.ok()) return client.error();
+  return CallOn(opts, &*client, method, request, exit_code, timeout_nanos, quiet);
+}
+
 }  // namespace
+
+Session::Session(const GlobalOptions& opts) : opts_(opts) {}
+Session::~Session() = default;
+
+Result<std::string> Session::Call(std::string_view method, const std::string& request, int* exit_code,
+                                  int64_t timeout_nanos, bool quiet) {
+  if (!client_) {
+    auto c = ConnectAgent(opts_, exit_code, timeout_nanos);
+    if (!c.ok()) return c.error();
+    client_ = std::make_unique<wire::BlockingClient>(std::move(*c));
+  }
+  auto reply = CallOn(opts_, client_.get(), method, request, exit_code, timeout_nanos, quiet);
+  // A connection that failed (not an answer) is not used again.
+  if (!reply.ok() && !client_->answered()) client_.reset();
+  return reply;
+}
 
 Result<std::string> CallAgent(const GlobalOptions& opts, std::string_view method, const std::string& request,
                               int* exit_code, int64_t timeout_nanos) {

@@ -10,6 +10,10 @@
 
 #include "base/error.h"
 
+namespace outpost::wire {
+class BlockingClient;
+}
+
 namespace outpost::cli {
 
 struct GlobalOptions;
@@ -27,5 +31,20 @@ Result<std::string> CallAgent(const GlobalOptions& opts, std::string_view method
 // *exit_code is set the same way.
 Result<std::string> CallAgentQuiet(const GlobalOptions& opts, std::string_view method, const std::string& request,
                                    int* exit_code, int64_t timeout_nanos = kDefaultCallTimeoutNanos);
+
+// Many calls on one connection (a command acting on many jobs): connects at
+// the first call, and again after a call whose connection failed. Errors
+// are reported as CallAgent's (quiet: as CallAgentQuiet's).
+class Session {
+ public:
+  explicit Session(const GlobalOptions& opts);
+  ~Session();
+  Result<std::string> Call(std::string_view method, const std::string& request, int* exit_code,
+                           int64_t timeout_nanos = kDefaultCallTimeoutNanos, bool quiet = false);
+
+ private:
+  const GlobalOptions& opts_;
+  std::unique_ptr<wire::BlockingClient> client_;
+};
 
 }  // namespace outpost::cli

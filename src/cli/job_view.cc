@@ -157,6 +157,31 @@ bool TaskStatsOf(const GlobalOptions& g, const outpost_v1_JobTaskInfo& t, bool q
   return true;
 }
 
+std::string TaskProgress(const outpost_v1_JobTaskInfo& t) {
+  std::string state = PbString(t.state);
+  std::string last = PbString(t.last_exit);
+  if (state == "running") {
+    if (PbString(t.health) == "unhealthy") return "unhealthy";
+    return t.healthy ? "healthy" : "running";
+  }
+  if (state == "backoff") return last.empty() ? "backoff" : "backoff (" + last + ")";
+  if (state == "dead" && t.completed) return "completed";
+  if (state == "dead" && t.failed) return last.empty() ? "failed" : "failed (" + last + ")";
+  return state;
+}
+
+std::vector<std::string> ProgressLines(const JobInfo& j, std::vector<std::string>* shown) {
+  std::vector<std::string> out;
+  if (shown->size() != j.tasks_count) shown->assign(j.tasks_count, "");
+  for (pb_size_t i = 0; i < j.tasks_count; i++) {
+    std::string now = TaskProgress(j.tasks[i]);
+    if ((*shown)[i] == now) continue;
+    (*shown)[i] = now;
+    out.push_back(PbString(j.id) + "/" + PbString(j.tasks[i].name) + ": " + now);
+  }
+  return out;
+}
+
 void PrintTaskTable(const JobInfo& j, const char* indent) {
   std::printf("%s%-16s %-9s %-7s %-8s %-10s %s\n", indent, "TASK", "STATE", "PID", "RESTARTS", "LIFECYCLE", "NOTE");
   for (pb_size_t i = 0; i < j.tasks_count; i++) {

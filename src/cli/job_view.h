@@ -7,6 +7,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -71,6 +72,18 @@ std::string TaskHealth(const outpost_v1_JobTaskInfo& t);
 picojson::value ChecksJson(const outpost_v1_JobTaskInfo& t);
 void PrintTaskChecks(const outpost_v1_JobTaskInfo& t);
 
+// What `outpost run` shows of a task as it goes: its state, with
+// "healthy" / "unhealthy" for a running task that is (or whose checks
+// say), "backoff (exit code 1)", "completed", "failed (...)".
+std::string TaskProgress(const outpost_v1_JobTaskInfo& t);
+// "JOB/TASK: PROGRESS" for each task whose progress differs from the one
+// in *shown (by task index), which is updated.
+std::vector<std::string> ProgressLines(const JobInfo& j, std::vector<std::string>* shown);
+// `outpost update`'s error for an invalid limit: the agent's lines, each
+// naming the flag (--memory-max) instead of the spec's JSON path
+// (tasks[0].resources.memory.max) given in paths as (path, flag).
+std::string UpdateErrorText(const std::string& agent_error,
+                            const std::vector<std::pair<std::string, std::string>>& paths, const std::string& ref);
 // "task b failed (exit code 3; ...)", for each task that failed for good.
 std::string FailedTasks(const JobInfo& j);
 

@@ -1,4 +1,5 @@
-// Job-level commands: ps, inspect, stop, rm, restart.
+// Job-level commands: ps and inspect (start, stop, rm and restart: job_ctl.cc).
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -14,15 +15,23 @@
 namespace outpost::cli {
 
 const char kPsHelp[] =
-    "Usage: outpost ps [--json]\n"
+    "Usage: outpost ps [PATTERN...] [--status WORD[,WORD...]] [--json]\n"
     "\n"
     "Lists jobs: status (pending, running, degraded, backoff, failed, complete,\n"
-    "stopping, stopped), running/total tasks, restarts, where the job came\n"
-    "from (api or a jobs.d file), spec version and age. Job files in jobs.d\n"
-    "that are invalid are listed below the table with their errors.\n"
+    "stopping, stopped, restarting, removing: docs/supervision.md), running/total\n"
+    "tasks, health, restarts, where the job came from (api or a jobs.d file),\n"
+    "spec version and age (45s, 2m, 3h, 5d). Job files in jobs.d that are\n"
+    "invalid are listed below the table with their errors.\n"
+    "\n"
+    "Options:\n"
+    "  PATTERN         only jobs whose name matches one of these shell globs\n"
+    "                  (quote them: 'web*')\n"
+    "  --status WORD   only jobs with this status (repeat it, or WORD,WORD)\n"
     "\n"
     "Examples:\n"
     "  outpost ps\n"
+    "  outpost ps 'web*'\n"
+    "  outpost ps --status failed,backoff\n"
     "  outpost ps --json | jq '.jobs[] | select(.status != \"running\") | .id'\n";
 
 const char kInspectHelp[] =
@@ -41,47 +50,6 @@ const char kInspectHelp[] =
     "  outpost inspect web/api\n"
     "  outpost inspect web --json | jq .spec\n";
 
-const char kStopHelp[] =
-    "Usage: outpost stop JOB [--timeout DUR]\n"
-    "\n"
-    "Stops every task of the job (main and poststart tasks first, prestart\n"
-    "sidecars last): each gets its kill_signal, then SIGKILL after its\n"
-    "kill_timeout (or DUR). The job stays, marked stopped, also across agent\n"
-    "restarts and reboots; `outpost run` or `outpost restart` starts it again.\n"
-    "Returns once every task has stopped. A task whose driver is away cannot\n"
-    "be stopped yet: after waiting DUR (default 10s) for it, the command says\n"
-    "the stop is pending and why, and fails; the agent stops the task as soon\n"
-    "as its driver is back.\n"
-    "\n"
-    "Examples:\n"
-    "  outpost stop web\n"
-    "  outpost stop web --timeout 30s\n";
-
-const char kRmHelp[] =
-    "Usage: outpost rm JOB [--timeout DUR]\n"
-    "\n"
-    "Stops the job and removes it with its tasks' private dirs and logs.\n"
-    "A job that comes from a jobs.d file is removed by removing the file.\n"
-    "Returns once the job is gone. While a task's driver is away the job\n"
-    "cannot be removed (the driver still has the task): after waiting DUR\n"
-    "(default 10s) the command says the removal is pending and why, and\n"
-    "fails; the job shows as removing, and the agent removes it as soon as\n"
-    "the driver is back.\n"
-    "\n"
-    "Examples:\n"
-    "  outpost rm web\n";
-
-const char kRestartHelp[] =
-    "Usage: outpost restart JOB[/TASK]\n"
-    "\n"
-    "Restarts one task, or the whole job (stopped, then started again in\n"
-    "lifecycle order). The restart-policy window starts afresh; a failed task\n"
-    "is given a new chance; a stopped job is started.\n"
-    "\n"
-    "Examples:\n"
-    "  outpost restart web/api\n"
-    "  outpost restart web\n";
-
 namespace {
 
 uint64_t Restarts(const JobInfo& j) {
@@ -93,16 +61,34 @@ uint64_t Restarts(const JobInfo& j) {
 // ---- ps / inspect ---------------------------------------------------------------
 
 int Ps(const GlobalOptions& g, const std::vector<std::string>& in) {
-  if (!in.empty()) return UsageError("ps takes no arguments", "ps");
+  auto a = ParseArgs(in, {"--status"}, {});
+  if (!a.ok()) return UsageError(a.error().message(), "ps");
+  std::vector<std::string> statuses;
+  for (const auto& [k, v] : a->opts) {
+    for (const std::string& w : Split(v, ',')) {
+      const auto& known = JobStatusWords();
+      if (std::find(known.begin(), known.end(), w) == known.end()) {
+        std::string list;
+        for (const std::string& k2 : known) list += (list.empty() ? "" : ", ") + k2;
+        return UsageError("--status: unknown status \"" + w + "\" (one of: " + list + ")", "ps");
+      }
+      statuses.push_back(w);
+    }
+  }
+  const std::vector<std::string>& globs = a->pos;
   int code = 0;
   auto reply = CallAgent(g, "ListJobs", "", &code);
   if (!reply.ok()) return code;
   PbOwned<outpost_v1_ListJobsResponse> r(outpost_v1_ListJobsResponse_fields);
   if (!r.Decode(*reply, "ListJobsResponse").ok()) return Fail(kExitFailure, "bad reply from the agent");
+  std::vector<const JobInfo*> shown;
+  for (pb_size_t i = 0; i < r->jobs_count; i++) {
+    if (JobMatches(PbString(r->jobs[i].id), PbString(r->jobs[i].status), globs, statuses)) shown.push_back(&r->jobs[i]);
+  }
   if (g.json) {
     picojson::object o;
     picojson::array jobs, problems;
-    for (pb_size_t i = 0; i < r->jobs_count; i++) jobs.push_back(JobJson(r->jobs[i]));
+    for (const JobInfo* j : shown) jobs.push_back(JobJson(*j));
     for (pb_size_t i = 0; i < r->problems_count; i++) {
       picojson::object p;
       p["file"] = picojson::value(PbString(r->problems[i].path));
@@ -120,16 +106,16 @@ int Ps(const GlobalOptions& g, const std::vector<std::string>& in) {
   std::printf("%-20s %-10s %-8s %-9s %-8s %-7s %-7s %-5s %s\n", "JOB", "STATUS", "RUNNING", "HEALTH", "RESTARTS",
               "SOURCE", "VERSION", "AGE", "NOTE");
   const int64_t now = WallNanos();
-  for (pb_size_t i = 0; i < r->jobs_count; i++) {
-    const JobInfo& j = r->jobs[i];
+  for (const JobInfo* jp : shown) {
+    const JobInfo& j = *jp;
     std::printf("%-20s %-10s %-8s %-9s %-8llu %-7s %-7lld %-5s %s\n", PbString(j.id).c_str(), PbString(j.status).c_str(),
                 RunningCount(j).c_str(), JobHealth(j).c_str(), static_cast<unsigned long long>(Restarts(j)),
                 PbString(j.source).c_str(), static_cast<long long>(j.version), Age(j.submitted_at_unix_nanos).c_str(),
                 JobNote(j, now).c_str());
   }
   bool head = false;
-  for (pb_size_t i = 0; i < r->jobs_count; i++) {
-    const JobInfo& j = r->jobs[i];
+  for (const JobInfo* jp : shown) {
+    const JobInfo& j = *jp;
     if (!j.pending || !*j.pending) continue;
     if (!head) std::printf("\nPending (carried out as soon as it can be):\n");
     head = true;
@@ -215,7 +201,8 @@ int InspectTaskOfJob(const GlobalOptions& g, const JobInfo& j, const std::string
     std::printf("state:      %s\n", PbString(t.state).c_str());
     std::printf("lifecycle:  %s%s\n", PbString(t.lifecycle).c_str(), t.sidecar ? " (sidecar)" : "");
     std::printf("pid:        %s\n", t.pid ? std::to_string(t.pid).c_str() : "-");
-    std::printf("started:    %s\n", Time(t.started_at_unix_nanos).c_str());
+    std::string up = t.pid && t.started_at_unix_nanos ? " (up " + Age(t.started_at_unix_nanos) + ")" : "";
+    std::printf("started:    %s%s\n", Time(t.started_at_unix_nanos).c_str(), up.c_str());
     std::printf("restarts:   %llu\n", static_cast<unsigned long long>(t.restarts));
     if (t.last_exit && *t.last_exit) std::printf("last exit:  %s\n", t.last_exit);
     if (!t.pid && t.has_task && t.task.completed_at_unix_nanos) {
@@ -313,80 +300,9 @@ int InspectCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
   return kExitOk;
 }
 
-// ---- stop / rm / restart ------------------------------------------------------------
-
-int StopCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
-  auto a = ParseArgs(in, {"--timeout"}, {});
-  if (!a.ok()) return UsageError(a.error().message(), "stop");
-  if (a->pos.size() != 1) return UsageError("stop needs one JOB", "stop");
-  std::string id = a->pos[0];
-  if (id.find('/') != std::string::npos) {
-    return UsageError("stop takes a whole job; to stop one task for good, remove it from the job's spec", "stop");
-  }
-  outpost_v1_StopJobRequest req = outpost_v1_StopJobRequest_init_zero;
-  req.id = PbStr(id);
-  req.timeout_nanos = -1;
-  int64_t wait = kDefaultCallTimeoutNanos + 120 * kNanosPerSecond;
-  if (const std::string* t = a->Get("--timeout")) {
-    auto d = ParseDuration(*t);
-    if (!d.ok()) return UsageError("--timeout: " + d.error().message(), "stop");
-    req.timeout_nanos = *d;
-    req.wait_nanos = *d;
-    wait = kDefaultCallTimeoutNanos + 2 * *d;
-  }
-  int code = 0;
-  auto reply = CallAgent(g, "StopJob", *PbEncode(outpost_v1_StopJobRequest_fields, &req, "StopJobRequest"), &code, wait);
-  if (!reply.ok()) return code;
-  if (g.json) std::printf("{\"stopped\": \"%s\"}\n", id.c_str());
-  else std::printf("job %s stopped\n", id.c_str());
-  return kExitOk;
-}
-
-int RmCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
-  auto a = ParseArgs(in, {"--timeout"}, {});
-  if (!a.ok()) return UsageError(a.error().message(), "rm");
-  if (a->pos.size() != 1 || a->pos[0].empty()) return UsageError("rm needs one JOB", "rm");
-  const std::string& id = a->pos[0];
-  outpost_v1_RemoveJobRequest req = outpost_v1_RemoveJobRequest_init_zero;
-  req.id = PbStr(id);
-  int64_t wait = kDefaultCallTimeoutNanos + 120 * kNanosPerSecond;
-  if (const std::string* t = a->Get("--timeout")) {
-    auto d = ParseDuration(*t);
-    if (!d.ok()) return UsageError("--timeout: " + d.error().message(), "rm");
-    req.wait_nanos = *d;
-    wait += *d;
-  }
-  int code = 0;
-  auto reply =
-      CallAgent(g, "RemoveJob", *PbEncode(outpost_v1_RemoveJobRequest_fields, &req, "RemoveJobRequest"), &code, wait);
-  if (!reply.ok()) return code;
-  if (g.json) std::printf("{\"removed\": \"%s\"}\n", id.c_str());
-  else std::printf("job %s removed\n", id.c_str());
-  return kExitOk;
-}
-
-int RestartCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
-  if (in.size() != 1 || in[0].empty() || in[0][0] == '-') return UsageError("restart needs one JOB or JOB/TASK", "restart");
-  std::string id, task;
-  SplitRef(in[0], &id, &task);
-  outpost_v1_RestartJobRequest req = outpost_v1_RestartJobRequest_init_zero;
-  req.id = PbStr(id);
-  req.task = PbStr(task);
-  int code = 0;
-  auto reply =
-      CallAgent(g, "RestartJob", *PbEncode(outpost_v1_RestartJobRequest_fields, &req, "RestartJobRequest"), &code);
-  if (!reply.ok()) return code;
-  if (g.json) std::printf("{\"restarting\": \"%s\"}\n", in[0].c_str());
-  else std::printf("restarting %s\n", in[0].c_str());
-  return kExitOk;
-}
-
 }  // namespace
 
 int RunPs(const GlobalOptions& g, const std::vector<std::string>& a) { return Ps(g, a); }
 int RunInspect(const GlobalOptions& g, const std::vector<std::string>& a) { return InspectCmd(g, a); }
-int RunStop(const GlobalOptions& g, const std::vector<std::string>& a) { return StopCmd(g, a); }
-int RunRm(const GlobalOptions& g, const std::vector<std::string>& a) { return RmCmd(g, a); }
-int RunRestart(const GlobalOptions& g, const std::vector<std::string>& a) { return RestartCmd(g, a); }
 
 }  // namespace outpost::cli

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "base/clock.h"
 #include "base/json.h"
 #include "base/pb.h"
@@ -21,20 +23,32 @@
 namespace outpost::cli {
 
 const char kRunHelp[] =
-    "Usage: outpost run -f FILE|- [--detach] [--timeout DUR] [--min-healthy-time DUR]\n"
+    "Usage: outpost run -f FILE|- [--detach] [--progress] [--timeout DUR]\n"
+    "                   [--min-healthy-time DUR]\n"
     "\n"
     "Submits a job spec (JSON, docs/job-spec.md) to the agent: a new job is\n"
     "started; an existing one (same id) is updated, restarting only the tasks\n"
-    "whose spec changed. The spec is validated first: every problem is listed\n"
-    "with its JSON path and nothing changes. Then follows the job's events\n"
-    "until it is running with every main task and sidecar healthy (up for the\n"
-    "job's min_healthy_time; a task with checks: its checks pass), or it\n"
-    "completes or fails, and prints its tasks.\n"
+    "whose spec changed; the same spec again leaves a stopped job stopped\n"
+    "(`outpost start JOB` starts it). The spec is validated first: every\n"
+    "problem is listed with its JSON path and nothing changes. Then follows\n"
+    "the job's events until it is running with every main task and sidecar\n"
+    "healthy (up for the job's min_healthy_time; a task with checks: its\n"
+    "checks pass), or it completes or fails, and prints its tasks.\n"
     "A task that exits right away is never reported as running.\n"
+    "On a terminal (stderr is a tty; or with --progress; never with --json)\n"
+    "each task's state is shown as it changes: \"web/server: starting\",\n"
+    "\"web/server: running\", \"web/server: healthy\".\n"
+    "A start that retrying cannot heal fails the command at once, not after\n"
+    "--timeout: the command does not exist (exit 127) or is not executable\n"
+    "(exit 126), as a shell says it, or the user is unknown or the driver\n"
+    "refused the task's config (exit 1). The agent goes on retrying by the\n"
+    "task's restart policy (the file may appear); `outpost stop JOB` ends it.\n"
     "\n"
     "Options:\n"
     "  -f FILE         the job spec; - reads it from stdin\n"
     "  --detach, -d    return once the spec is accepted\n"
+    "  --progress      show each task's state as it changes also when stderr\n"
+    "                  is not a terminal\n"
     "  --timeout DUR   how long to wait for the tasks (default 60s)\n"
     "  --min-healthy-time DUR\n"
     "                  sets the spec's min_healthy_time: how long a task must\n"
@@ -42,7 +56,8 @@ const char kRunHelp[] =
     "\n"
     "Exit codes: 0 running/complete; 1 a task failed, not running in time,\n"
     "or refused (max_jobs reached, the id belongs to a jobs.d file); 2 invalid\n"
-    "spec or usage; 3 no agent.\n"
+    "spec or usage; 3 no agent; 126 a task's command is not executable; 127\n"
+    "a task's command does not exist.\n"
     "\n"
     "Examples:\n"
     "  outpost run -f examples/hello.json\n"
@@ -106,6 +121,15 @@ std::string WithMinHealthyTime(const std::string& text, const std::string& value
 
 enum class Outcome { kWaiting, kUp, kFailed };
 
+// The first task whose last start failed for good (retrying cannot heal
+// it), or null.
+const outpost_v1_JobTaskInfo* PermanentStartFailure(const JobInfo& j) {
+  for (pb_size_t i = 0; i < j.tasks_count; i++) {
+    if (j.tasks[i].start_error_permanent) return &j.tasks[i];
+  }
+  return nullptr;
+}
+
 // A task that is meant to keep running: a main task or a sidecar.
 bool LongRunning(const outpost_v1_JobTaskInfo& t) {
   return t.sidecar || std::strcmp(t.lifecycle ? t.lifecycle : "", "main") == 0;
@@ -119,6 +143,7 @@ Outcome Judge(const JobInfo& j, bool saw_failed) {
   std::string status = PbString(j.status);
   if (status == "complete") return Outcome::kUp;
   if (status == "failed" || saw_failed || PbString(j.desired) == "stopped") return Outcome::kFailed;
+  if (PermanentStartFailure(j)) return Outcome::kFailed;
   for (pb_size_t i = 0; i < j.tasks_count; i++) {
     if (j.tasks[i].failed) return Outcome::kFailed;
   }
@@ -133,14 +158,18 @@ Outcome Judge(const JobInfo& j, bool saw_failed) {
 // Waits for the job to be up or to fail, deciding after each batch of its
 // events (long-polled from events_seq, the last event before the
 // submission) from the job's state; prints the job and returns the exit code.
-int WaitForJob(const GlobalOptions& g, const std::string& id, uint64_t events_seq, int64_t timeout) {
+int WaitForJob(const GlobalOptions& g, const std::string& id, uint64_t events_seq, int64_t timeout, bool progress) {
   int64_t deadline = MonotonicNanos() + timeout;
   uint64_t after = events_seq;
   std::string failed_event;  // "task t failed: ...", from the first `failed` event
+  std::vector<std::string> shown;  // each task's progress line as last shown
   for (;;) {
     int code = 0;
     PbOwned<JobInfo> j(outpost_v1_JobInfo_fields);
     if (!InspectJob(g, id, &j, &code)) return code;
+    if (progress) {
+      for (const std::string& line : ProgressLines(*j, &shown)) std::fprintf(stderr, "%s\n", line.c_str());
+    }
     Outcome outcome = Judge(*j, !failed_event.empty());
     int64_t left = deadline - MonotonicNanos();
     if (outcome != Outcome::kWaiting || left <= 0) {
@@ -153,6 +182,17 @@ int WaitForJob(const GlobalOptions& g, const std::string& id, uint64_t events_se
       }
       if (outcome == Outcome::kUp) return kExitOk;
       std::string see = "; see `outpost inspect " + id + "` and `outpost events " + id + "`";
+      if (const outpost_v1_JobTaskInfo* t = PermanentStartFailure(*j)) {
+        std::fflush(stdout);
+        int exit = t->start_exit_code == 126 || t->start_exit_code == 127 ? t->start_exit_code : kExitFailure;
+        // "start failed: start task web.server: command ...": the task is named once.
+        std::string why = PbString(t->last_exit);
+        std::string inner = "start task " + PbString(t->task_id) + ": ";
+        if (StartsWith(why, "start failed: " + inner)) why = "start failed: " + why.substr(14 + inner.size());
+        return Fail(exit, id + "/" + PbString(t->name) + ": " + why +
+                              " (retrying cannot fix this; the agent retries by the restart policy until `outpost stop " +
+                              id + "`)" + see);
+      }
       std::string failed = FailedTasks(*j);
       if (failed.empty()) failed = failed_event;
       if (!failed.empty()) return Fail(kExitFailure, "job " + id + " " + status + ": " + failed + see);
@@ -188,7 +228,7 @@ int WaitForJob(const GlobalOptions& g, const std::string& id, uint64_t events_se
 }
 
 int Run(const GlobalOptions& g, const std::vector<std::string>& in) {
-  auto a = ParseArgs(in, {"-f", "--file", "--timeout", "--min-healthy-time"}, {"--detach", "-d"});
+  auto a = ParseArgs(in, {"-f", "--file", "--timeout", "--min-healthy-time"}, {"--detach", "-d", "--progress"});
   if (!a.ok()) return UsageError(a.error().message(), "run");
   const std::string* file = a->Get("-f") ? a->Get("-f") : a->Get("--file");
   if (!file && a->pos.size() == 1) file = &a->pos[0];
@@ -230,6 +270,9 @@ int Run(const GlobalOptions& g, const std::vector<std::string>& in) {
   if (!g.json) {
     if (resp->created) {
       std::printf("job %s created\n", id.c_str());
+    } else if (resp->unchanged && PbString(resp->job.desired) == "stopped") {
+      std::printf("job %s unchanged (version %lld) and stopped; `outpost start %s` starts it\n", id.c_str(),
+                  static_cast<long long>(resp->job.version), id.c_str());
     } else if (resp->unchanged) {
       std::printf("job %s unchanged (version %lld)\n", id.c_str(), static_cast<long long>(resp->job.version));
     } else {
@@ -250,12 +293,15 @@ int Run(const GlobalOptions& g, const std::vector<std::string>& in) {
   for (pb_size_t i = 0; i < resp->waiting_count; i++) {
     std::fprintf(stderr, "outpost: %s; it starts once the driver is available\n", PbString(resp->waiting[i]).c_str());
   }
-  if (a->Has("--detach") || a->Has("-d")) {
+  // An unchanged job that was stopped stays so: nothing to wait for.
+  bool left_stopped = resp->unchanged && PbString(resp->job.desired) == "stopped";
+  if (a->Has("--detach") || a->Has("-d") || left_stopped) {
     if (g.json) PrintJson(JobJson(resp->job));
     return kExitOk;
   }
   std::fflush(stdout);
-  return WaitForJob(g, id, resp->events_seq, timeout);
+  bool progress = !g.json && (a->Has("--progress") || ::isatty(2));
+  return WaitForJob(g, id, resp->events_seq, timeout, progress);
 }
 
 // ---- update (live limits) -----------------------------------------------------
@@ -270,6 +316,23 @@ picojson::value SpecValue(const std::string& v) {
   }
   return picojson::value(v);
 }
+
+}  // namespace
+
+std::string UpdateErrorText(const std::string& agent_error,
+                            const std::vector<std::pair<std::string, std::string>>& paths, const std::string& ref) {
+  std::string out;
+  for (const std::string& line : Split(agent_error, '\n')) {
+    std::string l = line;
+    for (const auto& [path, flag] : paths) {
+      if (StartsWith(l, path + ":")) l = flag + l.substr(path.size());
+    }
+    out += (out.empty() ? "" : "\n") + l;
+  }
+  return "update " + ref + ": " + out + " (nothing was changed)";
+}
+
+namespace {
 
 int UpdateCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
   static const struct {
@@ -305,14 +368,18 @@ int UpdateCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
   picojson::value spec = std::move(*parsed);
   // The job's own limits, or one task's.
   picojson::object* target = &spec.get<picojson::object>();
+  std::string where;  // the JSON path of the target: "" or "tasks[N]."
   if (!task.empty()) {
     target = nullptr;
     auto& tasks = spec.get<picojson::object>()["tasks"];
     if (tasks.is<picojson::array>()) {
+      size_t n = 0;
       for (auto& t : tasks.get<picojson::array>()) {
         if (t.is<picojson::object>() && t.get<picojson::object>()["name"].to_str() == task) {
           target = &t.get<picojson::object>();
+          where = Format("tasks[%zu].", n);
         }
+        n++;
       }
     }
     if (!target) return Fail(kExitFailure, "job \"" + job + "\" has no task \"" + task + "\"");
@@ -321,9 +388,11 @@ int UpdateCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
   if (!res.is<picojson::object>()) res = picojson::value(picojson::object());
   std::string what;
   std::vector<std::string> files;
+  std::vector<std::pair<std::string, std::string>> paths;  // JSON path -> flag, for the agent's errors
   for (const auto& [flag, value] : a->opts) {
     for (const auto& f : kFlags) {
       if (flag != f.flag) continue;
+      paths.push_back({where + "resources." + f.group + "." + f.key, f.flag});
       picojson::value& grp = res.get<picojson::object>()[f.group];
       if (!grp.is<picojson::object>()) grp = picojson::value(picojson::object());
       grp.get<picojson::object>()[f.key] = SpecValue(value);
@@ -334,8 +403,14 @@ int UpdateCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
   std::string text = spec.serialize();
   outpost_v1_SubmitJobRequest req = outpost_v1_SubmitJobRequest_init_zero;
   req.spec_json = PbStr(text);
-  auto reply = CallAgent(g, "SubmitJob", *PbEncode(outpost_v1_SubmitJobRequest_fields, &req, "SubmitJobRequest"), &code);
-  if (!reply.ok()) return code;
+  auto reply =
+      CallAgentQuiet(g, "SubmitJob", *PbEncode(outpost_v1_SubmitJobRequest_fields, &req, "SubmitJobRequest"), &code);
+  if (!reply.ok()) {
+    if (code == kExitNoAgent) return code;
+    const Error& e = reply.error();
+    if (e.code() != Code::kInvalidArgument) return Fail(code, e.message());
+    return Fail(kExitUsage, UpdateErrorText(e.message(), paths, a->pos[0]));
+  }
   PbOwned<outpost_v1_SubmitJobResponse> resp(outpost_v1_SubmitJobResponse_fields);
   if (!resp.Decode(*reply, "SubmitJobResponse").ok()) return Fail(kExitFailure, "bad reply from the agent");
   bool restarted = resp->restarted_count > 0;

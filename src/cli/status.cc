@@ -8,6 +8,8 @@
 #include "base/strings.h"
 #include "cli/cli.h"
 #include "cli/client.h"
+#include "cli/util.h"
+#include "job.pb.h"
 
 namespace outpost::cli {
 
@@ -15,7 +17,10 @@ const char kStatusHelp[] =
     "Usage: outpost status [--json] [--socket PATH]\n"
     "\n"
     "Asks the running agent for its version, pid, uptime, configuration and\n"
-    "which features are enabled. Exits 3 when no agent answers on the socket.\n"
+    "which features are enabled, and how many jobs and tasks it has in each\n"
+    "status and state (jobs: the statuses of `outpost ps`; tasks: pending,\n"
+    "starting, running, backoff, stopping, dead). Exits 3 when no agent\n"
+    "answers on the socket.\n"
     "\n"
     "Examples:\n"
     "  outpost status\n"
@@ -40,16 +45,51 @@ std::string HumanUptime(int64_t nanos) {
   return Format("%lldd%02lldh", static_cast<long long>(s / 86400), static_cast<long long>((s % 86400) / 3600));
 }
 
+// The counts of jobs by status and of tasks by state, of a ListJobs reply.
+struct Counts {
+  size_t jobs = 0, tasks = 0;
+  std::vector<std::pair<std::string, int>> by_status, by_state;
+};
+
+Counts CountJobs(const outpost_v1_ListJobsResponse& r) {
+  std::vector<std::string> statuses, states;
+  for (pb_size_t i = 0; i < r.jobs_count; i++) {
+    statuses.push_back(PbString(r.jobs[i].status));
+    for (pb_size_t t = 0; t < r.jobs[i].tasks_count; t++) states.push_back(PbString(r.jobs[i].tasks[t].state));
+  }
+  Counts c;
+  c.jobs = statuses.size();
+  c.tasks = states.size();
+  c.by_status = CountWords(statuses, JobStatusWords());
+  c.by_state = CountWords(states, {"pending", "starting", "running", "backoff", "stopping", "dead"});
+  return c;
+}
+
+picojson::value CountsJson(size_t total, const std::vector<std::pair<std::string, int>>& counts) {
+  picojson::object o;
+  o["total"] = picojson::value(static_cast<int64_t>(total));
+  for (const auto& [word, n] : counts) o[word] = picojson::value(static_cast<int64_t>(n));
+  return picojson::value(o);
+}
+
 }  // namespace
 
 int RunStatus(const GlobalOptions& opts, const std::vector<std::string>& args) {
   if (!args.empty()) return Fail(kExitUsage, "status takes no arguments; see `outpost status --help`");
   int code = 0;
-  auto reply = CallAgent(opts, "Status", "", &code);
+  Session s(opts);
+  auto reply = s.Call("Status", "", &code);
   if (!reply.ok()) return code;
   PbOwned<outpost_v1_StatusResponse> resp(outpost_v1_StatusResponse_fields);
   Status st = resp.Decode(*reply, "StatusResponse");
   if (!st.ok()) return Fail(kExitFailure, "bad reply from the agent: " + st.error().message());
+  // The counts, unless the jobs cannot be listed (yet): said instead.
+  auto list = s.Call("ListJobs", "", &code, kDefaultCallTimeoutNanos, true);
+  if (!list.ok() && code == kExitNoAgent) return code;
+  PbOwned<outpost_v1_ListJobsResponse> jobs(outpost_v1_ListJobsResponse_fields);
+  std::string no_counts = list.ok() ? "" : list.error().message();
+  if (list.ok() && !jobs.Decode(*list, "ListJobsResponse").ok()) no_counts = "bad reply from the agent";
+  const Counts counts = no_counts.empty() ? CountJobs(*jobs) : Counts{};
 
   std::string config = PbString(resp->config_path);
   if (opts.json) {
@@ -74,6 +114,9 @@ int RunStatus(const GlobalOptions& opts, const std::vector<std::string>& args) {
       features[PbString(resp->features[i].name)] = picojson::value(f);
     }
     o["features"] = picojson::value(features);
+    o["jobs"] = no_counts.empty() ? CountsJson(counts.jobs, counts.by_status) : picojson::value();
+    o["tasks"] = no_counts.empty() ? CountsJson(counts.tasks, counts.by_state) : picojson::value();
+    if (!no_counts.empty()) o["jobs_error"] = picojson::value(no_counts);
     std::printf("%s\n", picojson::value(o).serialize(true).c_str());
     return kExitOk;
   }
@@ -87,6 +130,12 @@ int RunStatus(const GlobalOptions& opts, const std::vector<std::string>& args) {
               resp->api_connections == 1 ? "" : "s");
   std::printf("  state dir:    %s\n", PbString(resp->state_dir).c_str());
   std::printf("  runtime dir:  %s\n", PbString(resp->runtime_dir).c_str());
+  if (no_counts.empty()) {
+    std::printf("  jobs:         %zu (%s)\n", counts.jobs, CountsText(counts.by_status).c_str());
+    std::printf("  tasks:        %zu (%s)\n", counts.tasks, CountsText(counts.by_state).c_str());
+  } else {
+    std::printf("  jobs:         unavailable: %s\n", no_counts.c_str());
+  }
   std::printf("  features:\n");
   for (pb_size_t i = 0; i < resp->features_count; ++i) {
     std::printf("    %-12s %-4s %s\n", PbString(resp->features[i].name).c_str(),

@@ -1,5 +1,7 @@
 #include "cli/util.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -12,14 +14,55 @@ namespace outpost::cli {
 
 std::string Time(int64_t unix_nanos) { return unix_nanos ? FormatWallTime(unix_nanos) : "-"; }
 
+std::string FormatAge(int64_t s) {
+  if (s < 0) s = 0;
+  if (s < 60) return Format("%llds", static_cast<long long>(s));
+  if (s < 3600) return Format("%lldm", static_cast<long long>(s / 60));
+  if (s < 86400) return Format("%lldh", static_cast<long long>(s / 3600));
+  return Format("%lldd", static_cast<long long>(s / 86400));
+}
+
 std::string Age(int64_t unix_nanos) {
   if (unix_nanos <= 0) return "-";
-  int64_t s = (WallNanos() - unix_nanos) / kNanosPerSecond;
-  if (s < 0) s = 0;
-  if (s < 120) return Format("%llds", static_cast<long long>(s));
-  if (s < 7200) return Format("%lldm", static_cast<long long>(s / 60));
-  if (s < 172800) return Format("%lldh", static_cast<long long>(s / 3600));
-  return Format("%lldd", static_cast<long long>(s / 86400));
+  return FormatAge((WallNanos() - unix_nanos) / kNanosPerSecond);
+}
+
+bool GlobMatch(const std::string& pattern, const std::string& name) {
+  return ::fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+}
+
+bool JobMatches(const std::string& name, const std::string& status, const std::vector<std::string>& globs,
+                const std::vector<std::string>& statuses) {
+  bool by_name = globs.empty() || std::any_of(globs.begin(), globs.end(), [&](const std::string& p) {
+                   return GlobMatch(p, name);
+                 });
+  bool by_status = statuses.empty() || std::find(statuses.begin(), statuses.end(), status) != statuses.end();
+  return by_name && by_status;
+}
+
+const std::vector<std::string>& JobStatusWords() {
+  static const std::vector<std::string> kWords = {"pending",  "running", "degraded", "backoff",    "failed",
+                                                  "complete", "stopping", "stopped", "restarting", "removing"};
+  return kWords;
+}
+
+std::vector<std::pair<std::string, int>> CountWords(const std::vector<std::string>& words,
+                                                    const std::vector<std::string>& order) {
+  std::vector<std::pair<std::string, int>> out;
+  for (const std::string& o : order) out.push_back({o, 0});
+  for (const std::string& w : words) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == w; });
+    if (it == out.end()) out.push_back({w, 1});
+    else it->second++;
+  }
+  out.erase(std::remove_if(out.begin(), out.end(), [](const auto& p) { return p.second == 0; }), out.end());
+  return out;
+}
+
+std::string CountsText(const std::vector<std::pair<std::string, int>>& counts) {
+  std::string out;
+  for (const auto& [word, n] : counts) out += Format("%s%d %s", out.empty() ? "" : ", ", n, word.c_str());
+  return out.empty() ? "none" : out;
 }
 
 void PrintJson(const picojson::value& v) { std::printf("%s\n", v.serialize(true).c_str()); }

@@ -84,8 +84,26 @@ inline Result<Args> ParseArgs(const std::vector<std::string>& in, const std::vec
 
 // RFC 3339 time, or "-" for 0.
 std::string Time(int64_t unix_nanos);
-// "3s", "5m", "2h", "4d": age since unix_nanos (for tables).
+// An age as docker shows one: "45s" under a minute, "2m" under an hour,
+// "3h" under a day, else "5d" (rounded down; negative counts as 0).
+std::string FormatAge(int64_t seconds);
+// FormatAge of the time since unix_nanos; "-" for 0.
 std::string Age(int64_t unix_nanos);
+// Whether name matches the shell glob pattern (*, ?, [...]; fnmatch).
+bool GlobMatch(const std::string& pattern, const std::string& name);
+// ps's filter: name matches one of globs (any when none) and status is
+// one of statuses (any when none).
+bool JobMatches(const std::string& name, const std::string& status, const std::vector<std::string>& globs,
+                const std::vector<std::string>& statuses);
+// The job statuses of docs/supervision.md ("Job status"), in its order.
+const std::vector<std::string>& JobStatusWords();
+// Counts of words, in order of first appearance after those in order:
+// [("running", 3), ("stopped", 1)]. A word of order that does not occur is
+// left out.
+std::vector<std::pair<std::string, int>> CountWords(const std::vector<std::string>& words,
+                                                    const std::vector<std::string>& order);
+// "3 running, 1 stopped" ("none" when empty).
+std::string CountsText(const std::vector<std::pair<std::string, int>>& counts);
 void PrintJson(const picojson::value& v);
 int UsageError(const std::string& msg, const char* cmd);
 picojson::value InfoJson(const outpost_v1_TaskInfo& t);

@@ -363,7 +363,10 @@ Result<SubmitResult> JobManager::Apply(JobSpec spec, Source source, const std::s
   std::set<std::string> new_names;
   for (const TaskSpec& s : spec.tasks) new_names.insert(s.name);
   bool was_stopped = !j.stored->running || j.restarting;
-  if (!spec_changed && !was_stopped && !moved) {
+  // The same spec again: nothing to do. A job the operator stopped stays
+  // stopped (`outpost start` starts it); a jobs.d file's is started again.
+  bool left_stopped = !j.stored->running && !j.restarting && source == Source::kApi;
+  if (!spec_changed && !moved && (!was_stopped || left_stopped)) {
     result.unchanged = true;
     result.job = ViewOf(j);
     return result;
@@ -506,6 +509,18 @@ Status JobManager::Restart(const std::string& id, const std::string& task) {
   j.restarting = true;
   ScheduleEvaluate(id);
   return OkStatus();
+}
+
+Status JobManager::Start(const std::string& id, bool* already) {
+  *already = false;
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return JobNotFound(id);
+  if (it->second->removing) return Error(Code::kFailedPrecondition, "job \"" + id + "\" is being removed");
+  if (it->second->stored->running) {
+    *already = true;
+    return OkStatus();
+  }
+  return Restart(id, "");
 }
 
 void JobManager::SyncFailed(const std::string& id, Job* j) {

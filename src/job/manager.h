@@ -58,6 +58,8 @@ struct TaskStatusView {
   std::vector<CheckView> checks;    // each check's last result, while it runs
   std::string reason;
   std::string last_exit;
+  bool start_error_permanent = false;  // TaskSupervisor::start_error_permanent
+  int start_exit_code = 0;
   int64_t next_start_unix_nanos = 0;
 };
 
@@ -146,6 +148,9 @@ class JobManager {
   void Remove(const std::string& id, DoneCallback done);
   // Restarts one task ("" = every task); a stopped job is started again.
   Status Restart(const std::string& id, const std::string& task);
+  // `outpost start`: a stopped job is started (as Restart does); one meant
+  // to run already is left alone, *already set.
+  Status Start(const std::string& id, bool* already);
 
   Result<JobView> Inspect(const std::string& id) const;
   std::vector<JobView> List() const;

@@ -74,6 +74,8 @@ JobView JobManager::ViewOf(const Job& j) const {
     tv.checks = t->check_views();
     tv.reason = t->reason();
     tv.last_exit = t->last_exit();
+    tv.start_error_permanent = t->start_error_permanent();
+    tv.start_exit_code = t->start_exit_code();
     tv.next_start_unix_nanos = t->next_start_unix_nanos();
     v.tasks.push_back(std::move(tv));
   }

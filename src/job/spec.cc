@@ -463,7 +463,10 @@ void ReadJob(ObjectReader& r, Errors* errors, JobSpec* spec) {
   ReadLabels(r, errors, "labels", &spec->labels);
   ReadLabels(r, errors, "annotations", &spec->annotations);
   if (const picojson::value* v = r.Get("network")) spec->network = net::NetworkSpecFromJson(*v, "network", errors);
-  if (r.Get("hooks")) r.Fail("hooks", kNotYet);
+  if (r.Get("hooks")) {
+    r.Fail("hooks", "hooks are set per task: move this list into each task that needs it (tasks[i].hooks; "
+                    "docs/job-spec.md)");
+  }
   ReadResources(r, errors, &spec->resources);
   if (r.Has("min_healthy_time")) {
     int64_t d = spec->min_healthy_time_nanos;

@@ -82,6 +82,19 @@ Transition NextStep(RunState state, RunEvent event) {
   return kTable[static_cast<int>(state)][static_cast<int>(event)];
 }
 
+bool PermanentStartFailure(const Error& e, int* exit_code) {
+  *exit_code = 0;
+  if (e.code() != Code::kNotFound && e.code() != Code::kPermissionDenied && e.code() != Code::kInvalidArgument) {
+    return false;
+  }
+  // proc/ ends a command's error with the status a shell would give it.
+  const std::string& m = e.message();
+  for (int code : {127, 126}) {
+    if (EndsWith(m, "(exit status " + std::to_string(code) + ")")) *exit_code = code;
+  }
+  return true;
+}
+
 RestartDecision DecideRestart(const TaskSpec& spec, bool success, const std::string& exit_text,
                               const RestartHistory& history, int64_t now_mono, int64_t min_healthy_nanos) {
   RestartDecision d;
@@ -339,6 +352,8 @@ void TaskSupervisor::Handle(RunEvent ev, const driver::ExitResult* exit, const S
       }
       if (ev == RunEvent::kStarted) {
         ever_running_ = true;
+        start_error_permanent_ = false;
+        start_exit_code_ = 0;
         reason_.clear();
       }
       SetState(t.next);
@@ -392,6 +407,7 @@ void TaskSupervisor::Handle(RunEvent ev, const driver::ExitResult* exit, const S
       bool success = false;
       if (ev == RunEvent::kStartFailed) {
         text = "start failed: " + (status && !status->ok() ? status->error().message() : std::string("unknown error"));
+        start_error_permanent_ = status && !status->ok() && PermanentStartFailure(status->error(), &start_exit_code_);
       } else {
         text = exit ? driver::DescribeExit(*exit) : "exit status unknown";
         success = exit && exit->Successful();

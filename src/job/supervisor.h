@@ -84,6 +84,13 @@ constexpr int64_t kStopRetryNanos = 5000000000;         // a failed stop (other 
 // One up for at least min_healthy_nanos restarts at once; quick deaths wait
 // delay x 2^history.quick (capped at max_delay); no start comes sooner than
 // a second after the previous one.
+// A start failure that retrying cannot heal: the command is missing or not
+// executable, the user is unknown, the driver refused the config
+// (NotFound, PermissionDenied, InvalidArgument). *exit_code: a shell's
+// status for it, 127 (not found) or 126 (not executable) when the error
+// is the command's, else 0.
+bool PermanentStartFailure(const Error& e, int* exit_code);
+
 RestartDecision DecideRestart(const TaskSpec& spec, bool success, const std::string& exit_text,
                               const RestartHistory& history, int64_t now_mono, int64_t min_healthy_nanos);
 
@@ -213,6 +220,10 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   uint64_t restarts() const { return history_.total; }
   const std::string& reason() const { return reason_; }
   const std::string& last_exit() const { return last_exit_; }
+  // The last start failed for good (PermanentStartFailure); cleared by a
+  // start that succeeds. With the shell's status for it (127, 126 or 0).
+  bool start_error_permanent() const { return start_error_permanent_; }
+  int start_exit_code() const { return start_exit_code_; }
   int64_t next_start_unix_nanos() const { return next_start_wall_; }
   // The driver a start waits for ("" = none): pending, reason says why.
   // Or the driver a stop waits for: stopping, reason says why.
@@ -256,6 +267,8 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   bool failed_ = false;
   bool finished_ = false;     // dead because it finished (not because it was stopped)
   bool ever_running_ = false;
+  bool start_error_permanent_ = false;
+  int start_exit_code_ = 0;
   RunEvent deferred_ = RunEvent::kGo;  // kGo = nothing deferred
   int64_t stop_timeout_ = -1;
   std::string restart_reason_;

@@ -39,7 +39,7 @@ def text(s):
     s = re.sub(r'\brss=\d+', 'rss=<BYTES>', s)
     s = re.sub(r'\bmemory [\d.]+ MiB', 'memory <MEM>', s)
     s = re.sub(r'\bcpu=[\d.]+%', 'cpu=<CPU>', s)
-    s = re.sub(r'\bup \d+[dhms]\S*', 'up <UPTIME>', s)
+    s = re.sub(r'\bup \d+[dhms][\dhms]*', 'up <UPTIME>', s)
     s = re.sub(r'^outpost \d+\.\d+\.\d+\S*', 'outpost <VERSION>', s, flags=re.M)
     s = re.sub(r'^(outpost <VERSION>) \((%s)\)' % '|'.join(ARCHES), r'\1 (<ARCH>)', s, flags=re.M)
     return s

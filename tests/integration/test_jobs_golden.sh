@@ -6,7 +6,7 @@
 
 test_golden_help() {
   local c
-  for c in run ps inspect stop rm restart logs exec signal events stats status; do
+  for c in run ps inspect start stop rm restart logs exec signal events stats status; do
     golden "help_$c" txt op help "$c"
   done
   golden help txt op help
@@ -50,6 +50,7 @@ test_golden_job_commands() {
   golden events_task txt op events web/db
   golden rm txt op rm web
   jt_job web2 "$(jt_sleeper t)" | op run -f - --detach >/dev/null || fail "run web2"
+  golden start_running txt op start web2
   golden restart json op --json restart web2
   golden rm json op --json rm web2
 }

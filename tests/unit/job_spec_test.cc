@@ -246,7 +246,7 @@ std::vector<BadSpec> BadSpecs() {
       {Job(R"("network": {"mode": "none", "hostname": "-web"})"),
        "network.hostname: must be 1-63 letters, digits and '-', not starting or ending with '-', got \"-web\""},
       {Job(R"("network": {"mode": "none", "dns": {}})"), "network.dns: unknown field"},
-      {Job(R"("hooks": [])"), "hooks: not supported yet by this version of outpost"},
+      {Job(R"("hooks": [])"), "hooks: hooks are set per task: move this list into each task that needs it (tasks[i].hooks; docs/job-spec.md)"},
       // OCI hooks (hooks/hook.h).
       {Task(R"("hooks": [])"),
        "tasks[0].hooks: expected an object of stage -> list of hooks, got array"},
@@ -412,7 +412,7 @@ TEST(JobSpecErrors, SourcePrefixesEveryLine) {
   auto spec = ParseJobSpec(R"({"id": "j", "tasks": [{"name": "a"}], "hooks": {}})", "/etc/outpost/jobs.d/j.json");
   ASSERT_FALSE(spec.ok());
   EXPECT_EQ(spec.error().message(),
-            "/etc/outpost/jobs.d/j.json: hooks: not supported yet by this version of outpost\n"
+            "/etc/outpost/jobs.d/j.json: hooks: hooks are set per task: move this list into each task that needs it (tasks[i].hooks; docs/job-spec.md)\n"
             "/etc/outpost/jobs.d/j.json: tasks[0].command: required");
   spec = ParseJobSpec("{", "j.json");
   ASSERT_FALSE(spec.ok());

@@ -776,5 +776,60 @@ TEST_F(JobManagerTest, LimitsChangeLiveAndDroppingOneRestarts) {
   ASSERT_TRUE(Settle([&] { return fake_.inst["l.a"].starts == 2; }));
 }
 
+TEST(JobStartFailure, PermanentOnesAndTheirShellStatus) {
+  int code = -1;
+  EXPECT_TRUE(PermanentStartFailure(Error(Code::kNotFound, "command \"nosuch\" not found in PATH=/bin (exit status 127)"),
+                                    &code));
+  EXPECT_EQ(code, 127);
+  EXPECT_TRUE(PermanentStartFailure(
+      Error(Code::kPermissionDenied, "command '/tmp/x': Permission denied (exit status 126)"), &code));
+  EXPECT_EQ(code, 126);
+  EXPECT_TRUE(PermanentStartFailure(Error(Code::kNotFound, "user \"nobody2\" not found in /etc/passwd"), &code));
+  EXPECT_EQ(code, 0);
+  EXPECT_TRUE(PermanentStartFailure(Error(Code::kInvalidArgument, "the driver refused the config"), &code));
+  EXPECT_EQ(code, 0);
+  // What can heal: a driver away, a resource short for now, a timeout.
+  EXPECT_FALSE(PermanentStartFailure(Error(Code::kUnavailable, "driver x is not registered"), &code));
+  EXPECT_FALSE(PermanentStartFailure(Error(Code::kResourceExhausted, "fork: EAGAIN (exit status 127)"), &code));
+  EXPECT_EQ(code, 0);
+  EXPECT_FALSE(PermanentStartFailure(Error(Code::kDeadlineExceeded, "timed out"), &code));
+}
+
+TEST_F(JobManagerTest, AFailedStartIsPermanentUntilAStartSucceeds) {
+  fake_.fail_start.insert("p.a");
+  ASSERT_TRUE(jobs_->Submit(R"({"id": "p", "tasks": [{"name": "a", "command": "/bin/a"}]})").ok());
+  ASSERT_TRUE(Settle([&] { return jobs_->Inspect("p")->tasks[0].start_error_permanent; }));
+  EXPECT_EQ(jobs_->Inspect("p")->tasks[0].start_exit_code, 0);
+  fake_.fail_start.clear();
+  ASSERT_TRUE(jobs_->Restart("p", "a").ok());
+  ASSERT_TRUE(Settle([&] { return State("p", "a") == "running"; }));
+  EXPECT_FALSE(jobs_->Inspect("p")->tasks[0].start_error_permanent);
+}
+
+TEST_F(JobManagerTest, StartStartsAStoppedJobOnly) {
+  const char* spec = R"({"id": "s", "tasks": [{"name": "a", "command": "/bin/a"}]})";
+  ASSERT_TRUE(jobs_->Submit(spec).ok());
+  ASSERT_TRUE(Settle([&] { return Status("s") == "running"; }));
+  bool already = false;
+  ASSERT_TRUE(jobs_->Start("s", &already).ok());
+  EXPECT_TRUE(already);
+  EXPECT_EQ(fake_.inst["s.a"].starts, 1);
+  bool stopped = false;
+  jobs_->Stop("s", -1, [&](outpost::Status st) { stopped = st.ok(); });
+  ASSERT_TRUE(Settle([&] { return stopped; }));
+  // The same spec again leaves the stopped job stopped.
+  auto same = jobs_->Submit(spec);
+  ASSERT_TRUE(same.ok());
+  EXPECT_TRUE(same->unchanged);
+  EXPECT_FALSE(same->job.running);
+  ASSERT_TRUE(loop_->RunOnce(0).ok());
+  EXPECT_EQ(Status("s"), "stopped");
+  ASSERT_TRUE(jobs_->Start("s", &already).ok());
+  EXPECT_FALSE(already);
+  ASSERT_TRUE(Settle([&] { return Status("s") == "running"; }));
+  EXPECT_EQ(fake_.inst["s.a"].starts, 2);
+  EXPECT_EQ(jobs_->Start("nosuch", &already).error().code(), Code::kNotFound);
+}
+
 }  // namespace
 }  // namespace outpost::job
