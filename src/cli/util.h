@@ -86,7 +86,15 @@ inline Result<Args> ParseArgs(const std::vector<std::string>& in, const std::vec
 std::string Time(int64_t unix_nanos);
 // "3s", "5m", "2h", "4d": age since unix_nanos (for tables).
 std::string Age(int64_t unix_nanos);
+// Prints v (json::Write, pretty) and a newline: every --json document.
 void PrintJson(const picojson::value& v);
+// Prints v on one line (json::Write, compact): JSON lines (events, stats -f).
+void PrintJsonLine(const picojson::value& v);
+// --json values of fields that may be empty: null when they are (the text
+// output shows "-" or nothing), else the text or the RFC 3339 time.
+picojson::value JsonText(const std::string& s);
+inline picojson::value JsonText(const char* s) { return JsonText(std::string(s ? s : "")); }
+picojson::value JsonTime(int64_t unix_nanos);
 int UsageError(const std::string& msg, const char* cmd);
 picojson::value InfoJson(const outpost_v1_TaskInfo& t);
 // "hooks:" and one line per hook run (nothing when the task has none).
