@@ -12,6 +12,7 @@
 #   make chaos [CYCLES=1000] [PARALLEL=4] [SEED=S]  random kill -9 of worker/keeper/agent, invariants checked
 #   make power-cuts [CUTS=100] [ARCH=arm64]  power cuts at random moments of a churn, in the VM
 #   make bench [BENCH_ARM64=1] [BENCH_ONLY=GLOB]  build and run tools/bench (BENCH_ARM64=1: VM benchmarks on aarch64 too)
+#   make install [PREFIX=/usr/local] [DESTDIR=]  the stripped binary, its man page and bash completion
 #   make size [ARCH=...]      bytes of the stripped binary per source folder, budget, delta (docs/benchmarks.md)
 #   make test-fresh           (root) make run + make test in a pristine Debian 12 root (docs/testing.md)
 #
@@ -226,7 +227,7 @@ HELPER_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(HELPER_SRCS))
 GTEST_OBJS := $(BUILD)/obj/gtest/gtest-all.o $(BUILD)/obj/gtest/gtest_main.o
 DEP_HEADERS := $(if $(filter $(BUILD)/deps/include,$(NANOPB_INC) $(PICOJSON_INC)),$(BUILD)/deps/.stamp)
 
-.PHONY: all outpost tests deps vendor test test-fresh run fuzz fuzz-long chaos power-cuts bench bench-build bench-arm64-build size clean unit help-make
+.PHONY: all outpost tests deps vendor test test-fresh run install fuzz fuzz-long chaos power-cuts bench bench-build bench-arm64-build size clean unit help-make
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/outpost $(BUILD)/outpost.stripped $(BUILD)/liboutpost-plugin.a oci-driver
@@ -504,6 +505,39 @@ run: all
 # and an air-gapped build (root; not part of make test: docs/testing.md).
 test-fresh:
 	$(Q)tools/test-fresh.sh
+
+# PREFIX/bin/outpost (the stripped binary), the man page outpost(1) and
+# the bash completion (share/bash-completion/completions/outpost, where
+# bash-completion loads it from on demand), under DESTDIR when set (staged
+# installs, packages). The binary prints both (`outpost help --man`,
+# `outpost completion bash`) from its command table and help texts, so
+# they need a binary that runs here: a cross build takes them from the
+# native build/outpost (the text is the same on every architecture).
+PREFIX ?= /usr/local
+ifeq ($(ARCH),native)
+DOC_OUTPOST := $(BUILD)/outpost
+else
+DOC_OUTPOST := build/outpost
+.PHONY: native-outpost
+native-outpost:
+	$(Q)$(MAKE) --no-print-directory ARCH=native build/outpost
+build/outpost: native-outpost ; @:
+endif
+
+$(BUILD)/share/outpost.1: $(DOC_OUTPOST)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(DOC_OUTPOST) help --man >$@.tmp && mv -f $@.tmp $@
+
+$(BUILD)/share/outpost.bash-completion: $(DOC_OUTPOST)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(DOC_OUTPOST) completion bash >$@.tmp && mv -f $@.tmp $@
+
+install: $(BUILD)/outpost.stripped $(BUILD)/share/outpost.1 $(BUILD)/share/outpost.bash-completion
+	$(Q)install -D -m 0755 $(BUILD)/outpost.stripped $(DESTDIR)$(PREFIX)/bin/outpost
+	$(Q)install -D -m 0644 $(BUILD)/share/outpost.1 $(DESTDIR)$(PREFIX)/share/man/man1/outpost.1
+	$(Q)install -D -m 0644 $(BUILD)/share/outpost.bash-completion \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions/outpost
+	@echo "  INSTALL $(DESTDIR)$(PREFIX)/bin/outpost, share/man/man1/outpost.1, share/bash-completion/completions/outpost"
 
 clean:
 	rm -rf build

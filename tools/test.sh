@@ -222,6 +222,7 @@ else
       built=1
       if file build/outpost | grep -q 'statically linked'; then pass; else fail "build/outpost is not statically linked"; fi
       step "size budget" make size
+      tap_suite install-test tests/scripts/install_test.sh
     fi
   fi
   if [ $built = 1 ]; then

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -139,7 +140,7 @@ const char* TypeName(const picojson::value& v) {
 }
 
 std::string Preview(const picojson::value& v) {
-  std::string s = v.serialize();
+  std::string s = Write(v);
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;
 }
@@ -293,6 +294,119 @@ void ObjectReader::RejectUnknown() {
     if (!best.empty()) msg += " (did you mean \"" + best + "\"?)";
     Fail(key, msg);
   }
+}
+
+namespace {
+
+void WriteString(const std::string& s, std::string* out) {
+  out->push_back('"');
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      size_t n = Utf8RuneAt(s, i);
+      if (n == 0) {
+        out->append("\xEF\xBF\xBD");  // U+FFFD for a byte that is not UTF-8
+        ++i;
+      } else {
+        out->append(s, i, n);
+        i += n;
+      }
+      continue;
+    }
+    ++i;
+    switch (c) {
+      case '"': out->append("\\\""); break;
+      case '\\': out->append("\\\\"); break;
+      case '\b': out->append("\\b"); break;
+      case '\f': out->append("\\f"); break;
+      case '\n': out->append("\\n"); break;
+      case '\r': out->append("\\r"); break;
+      case '\t': out->append("\\t"); break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out->append(buf);
+        } else {
+          out->push_back(static_cast<char>(c));
+        }
+    }
+  }
+  out->push_back('"');
+}
+
+void Indent(int depth, std::string* out) {
+  out->push_back('\n');
+  out->append(static_cast<size_t>(depth) * 2, ' ');
+}
+
+void WriteValue(const picojson::value& v, bool pretty, int depth, std::string* out) {
+  if (v.is<picojson::null>()) {
+    out->append("null");
+  } else if (v.is<bool>()) {
+    out->append(v.get<bool>() ? "true" : "false");
+  } else if (v.is<int64_t>()) {
+    out->append(std::to_string(v.get<int64_t>()));
+  } else if (v.is<double>()) {
+    out->append(FormatNumber(v.get<double>()));
+  } else if (v.is<std::string>()) {
+    WriteString(v.get<std::string>(), out);
+  } else if (v.is<picojson::array>()) {
+    const picojson::array& a = v.get<picojson::array>();
+    out->push_back('[');
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (i) out->push_back(',');
+      if (pretty) Indent(depth + 1, out);
+      WriteValue(a[i], pretty, depth + 1, out);
+    }
+    if (pretty && !a.empty()) Indent(depth, out);
+    out->push_back(']');
+  } else {
+    const picojson::object& o = v.get<picojson::object>();
+    out->push_back('{');
+    bool first = true;
+    for (const auto& [key, member] : o) {
+      if (!first) out->push_back(',');
+      first = false;
+      if (pretty) Indent(depth + 1, out);
+      WriteString(key, out);
+      out->append(pretty ? ": " : ":");
+      WriteValue(member, pretty, depth + 1, out);
+    }
+    if (pretty && !o.empty()) Indent(depth, out);
+    out->push_back('}');
+  }
+}
+
+}  // namespace
+
+std::string FormatNumber(double d) {
+  if (!std::isfinite(d)) return "null";
+  if (d == 0) return "0";  // and -0: "-0" reads back as 0 in most languages anyway
+  char buf[40];
+  if (std::fabs(d) < 1e21 && std::floor(d) == d) {
+    std::snprintf(buf, sizeof buf, "%.0f", d);
+    return buf;
+  }
+  // The fewest significant digits that read back as d (17 always do).
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, d);
+    if (std::strtod(buf, nullptr) == d) break;
+  }
+  // "1e-07" -> "1e-7", "1e+21" stays: as JavaScript writes them.
+  std::string s = buf;
+  size_t e = s.find('e');
+  if (e != std::string::npos) {
+    size_t first = e + 2;  // past the sign %g always writes
+    while (first + 1 < s.size() && s[first] == '0') s.erase(first, 1);
+  }
+  return s;
+}
+
+std::string Write(const picojson::value& v, bool pretty) {
+  std::string out;
+  WriteValue(v, pretty, 0, &out);
+  return out;
 }
 
 std::string JoinErrors(const Errors& errors) {

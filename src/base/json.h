@@ -1,8 +1,10 @@
-// Reading JSON documents written by people (config, job specs) with picojson.
+// Reading JSON documents written by people (config, job specs) with picojson,
+// and writing JSON for people and programs.
 // Owns: parsing with a size/depth limit, and ObjectReader, which reads typed
 // fields while collecting every error with its JSON path
 // (e.g. `tasks[1].restart.delay: expected a duration like "5s", got "five"`)
 // and reports unknown keys with a "did you mean" hint. It never throws.
+// Also Write, the serializer of picojson values the CLI prints with.
 #pragma once
 
 #include <picojson.h>
@@ -72,6 +74,19 @@ class ObjectReader {
   Errors* errors_;
   std::set<std::string> known_;
 };
+
+// JSON text of v, unlike picojson's serialize: no "\/" for a slash (only
+// '"', '\\' and control characters U+0000-U+001F and U+007F are escaped;
+// other UTF-8 passes through as is, a byte that is not UTF-8 becomes
+// U+FFFD), and numbers as the shortest text that reads back as the same
+// double (0.06, not 0.059999999999999998; 1e-7; 1e+21): integral values
+// below 1e21 as integers, -0 as 0, NaN and infinities (not JSON) as null.
+// Object keys in picojson's (sorted) order. pretty: two spaces per level,
+// one member or element per line, "[]" and "{}" when empty; no newline at
+// the end in either form.
+std::string Write(const picojson::value& v, bool pretty = false);
+// A double as Write prints it ("0.06", "1e-7", "null" for NaN).
+std::string FormatNumber(double d);
 
 // "a: x" + "b: y" -> "a: x\nb: y" (one error per line).
 std::string JoinErrors(const Errors& errors);

@@ -45,13 +45,18 @@ const char kAgentHelp[] =
     "  ::respawn:/usr/bin/outpost agent --config /etc/outpost/config.json\n";
 
 const char kHelpHelp[] =
-    "Usage: outpost help [COMMAND]\n"
+    "Usage: outpost help [COMMAND] [--man]\n"
     "\n"
     "Lists the commands, or shows the help of one command.\n"
     "\n"
+    "Options:\n"
+    "  --man   print the manual page outpost(1) in roff, built from every\n"
+    "          command's help (`make install` installs it)\n"
+    "\n"
     "Examples:\n"
     "  outpost help\n"
-    "  outpost help status\n";
+    "  outpost help status\n"
+    "  outpost help --man | man -l -\n";
 
 int RunAgentCommand(const GlobalOptions&, const std::vector<std::string>& args) { return agent::Main(args); }
 int RunHelp(const GlobalOptions& opts, const std::vector<std::string>& args);
@@ -78,6 +83,7 @@ const Command kCommands[] = {
     {"hooks", "list the OCI hooks that apply, and invalid hook files", kHooksHelp, RunHooks},
     {"task", "run and manage bare tasks (run, ls, inspect, stop, rm, signal, exec, stats)", kTaskHelp, RunTask},
     {"version", "print the version of this binary", kVersionHelp, RunVersion},
+    {"completion", "print the bash completion script", kCompletionHelp, RunCompletion},
     {"help", "show help for a command", kHelpHelp, RunHelp},
 };
 
@@ -89,26 +95,17 @@ const Command* FindCommand(const std::string& name) {
 }
 
 void PrintUsage(FILE* out) {
-  std::fputs(
-      "outpost turns a small Linux board into a self-sufficient workload node.\n"
-      "\n"
-      "Usage: outpost [--socket PATH] [--json] COMMAND [ARGS...]\n"
-      "\n"
-      "Commands:\n",
-      out);
+  std::fputs(kUsageHead, out);
   for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
-  std::fputs(
-      "\n"
-      "Global options:\n"
-      "  --socket PATH   agent API socket (default $OUTPOST_SOCKET or /run/outpost/outpost.sock)\n"
-      "  --json          machine-readable output\n"
-      "  -h, --help      help (also: outpost COMMAND --help)\n"
-      "\n"
-      "Exit codes: 0 ok, 1 failed, 2 usage or configuration error, 3 no agent running.\n",
-      out);
+  std::fputs(kUsageTail, out);
 }
 
 int RunHelp(const GlobalOptions&, const std::vector<std::string>& args) {
+  if (args.size() == 1 && args[0] == "--man") {
+    std::fputs(ManPage().c_str(), stdout);
+    return kExitOk;
+  }
+  if (args.size() > 1) return Fail(kExitUsage, "help takes one COMMAND or --man; see `outpost help help`");
   if (args.empty()) {
     PrintUsage(stdout);
     return kExitOk;
@@ -141,6 +138,26 @@ std::string SuggestCommand(const std::string& name) {
 }
 
 }  // namespace
+
+const char kUsageHead[] =
+    "outpost turns a small Linux board into a self-sufficient workload node.\n"
+    "\n"
+    "Usage: outpost [--socket PATH] [--json] COMMAND [ARGS...]\n"
+    "\n"
+    "Commands:\n";
+const char kUsageTail[] =
+    "\n"
+    "Global options:\n"
+    "  --socket PATH   agent API socket (default $OUTPOST_SOCKET or /run/outpost/outpost.sock)\n"
+    "  --json          machine-readable output (docs/cli-json.md)\n"
+    "  -h, --help      help (also: outpost COMMAND --help)\n"
+    "\n"
+    "Exit codes: 0 ok, 1 failed, 2 usage or configuration error, 3 no agent running.\n";
+
+const Command* Commands(size_t* n) {
+  *n = sizeof kCommands / sizeof kCommands[0];
+  return kCommands;
+}
 
 int Fail(int code, const std::string& msg) {
   std::fprintf(stderr, "outpost: %s\n", msg.c_str());

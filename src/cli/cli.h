@@ -40,6 +40,32 @@ struct Command {
 
 int Main(int argc, char** argv);
 
+// The command table (`outpost help`, the man page, shell completion), in
+// the order `outpost help` lists it; *n gets its length.
+const Command* Commands(size_t* n);
+// The usage text of `outpost help` / `outpost --help`.
+extern const char kUsageHead[], kUsageTail[];
+
+// Shell completion and the man page (completion.cc), generated from the
+// command table, each command's help text and kCommandOptions.
+struct CommandOptions {
+  const char* command;
+  // Its options, space-separated; a trailing '=' marks one that takes a
+  // value ("--timeout= --detach").
+  const char* options;
+  // What its first operand is: "@jobs" (job names, from `outpost ps`),
+  // "@commands", "@files", "" (none), or words to complete ("check").
+  const char* operand;
+};
+extern const CommandOptions kCommandOptions[];
+extern const size_t kCommandOptionsCount;
+// The options every client command takes (as CommandOptions::options).
+extern const char kGlobalOptions[];
+std::string BashCompletion();
+std::string ManPage();
+extern const char kCompletionHelp[];
+int RunCompletion(const GlobalOptions& opts, const std::vector<std::string>& args);
+
 // Help texts, each defined by the file of its command family.
 extern const char kRunHelp[], kUpdateHelp[];                                           // run.cc
 extern const char kPsHelp[], kInspectHelp[];                                           // jobs.cc

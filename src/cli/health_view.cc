@@ -40,8 +40,8 @@ picojson::value ChecksJson(const outpost_v1_JobTaskInfo& t) {
     o["failures"] = picojson::value(static_cast<int64_t>(c.failures));
     if (c.last_unix_nanos) {
       o["last_ok"] = picojson::value(c.last_ok);
-      o["last_output"] = picojson::value(PbString(c.output));
-      o["last_at"] = picojson::value(Time(c.last_unix_nanos));
+      o["last_output"] = JsonText(c.output);
+      o["last_at"] = JsonTime(c.last_unix_nanos);
     } else {
       o["last_ok"] = picojson::value();
       o["last_output"] = picojson::value();

@@ -64,7 +64,7 @@ int RunHooks(const GlobalOptions& opts, const std::vector<std::string>& args) {
       e["args"] = StringsJson(h.args, h.args_count);
       e["timeout"] = picojson::value(h.timeout_seconds);
       e["source"] = picojson::value(PbString(h.source));
-      e["why"] = picojson::value(PbString(h.why));
+      e["why"] = JsonText(h.why);
       e["env_count"] = picojson::value(static_cast<int64_t>(h.env_count));
       hooks.emplace_back(std::move(e));
     }

@@ -76,16 +76,16 @@ picojson::value TaskJson(const outpost_v1_JobTaskInfo& t) {
   o["lifecycle"] = picojson::value(PbString(t.lifecycle));
   o["sidecar"] = picojson::value(t.sidecar);
   o["pid"] = picojson::value(static_cast<int64_t>(t.pid));
-  o["started_at"] = picojson::value(Time(t.started_at_unix_nanos));
+  o["started_at"] = JsonTime(t.started_at_unix_nanos);
   o["restarts"] = picojson::value(static_cast<int64_t>(t.restarts));
   o["failed"] = picojson::value(t.failed);
   o["completed"] = picojson::value(t.completed);
   o["healthy"] = picojson::value(t.healthy);
   o["health"] = t.health && *t.health ? picojson::value(PbString(t.health)) : picojson::value();
   o["checks"] = ChecksJson(t);
-  o["reason"] = picojson::value(PbString(t.reason));
-  o["last_exit"] = picojson::value(PbString(t.last_exit));
-  o["next_start_at"] = picojson::value(Time(t.next_start_unix_nanos));
+  o["reason"] = JsonText(t.reason);
+  o["last_exit"] = JsonText(t.last_exit);
+  o["next_start_at"] = JsonTime(t.next_start_unix_nanos);
   if (t.has_task) o["task"] = InfoJson(t.task);
   return picojson::value(o);
 }
@@ -96,9 +96,9 @@ picojson::value JobJson(const JobInfo& j) {
   o["status"] = picojson::value(PbString(j.status));
   o["desired"] = picojson::value(PbString(j.desired));
   o["source"] = picojson::value(PbString(j.source));
-  o["file"] = picojson::value(PbString(j.file));
+  o["file"] = JsonText(j.file);
   o["version"] = picojson::value(j.version);
-  o["submitted_at"] = picojson::value(Time(j.submitted_at_unix_nanos));
+  o["submitted_at"] = JsonTime(j.submitted_at_unix_nanos);
   o["labels"] = Pairs(j.labels, j.labels_count);
   o["annotations"] = Pairs(j.annotations, j.annotations_count);
   if (j.pending && *j.pending) o["pending"] = picojson::value(PbString(j.pending));

@@ -97,8 +97,8 @@ int Ps(const GlobalOptions& g, const std::vector<std::string>& in) {
     }
     o["jobs"] = picojson::value(jobs);
     o["invalid_files"] = picojson::value(problems);
-    o["jobs_dir"] = picojson::value(PbString(r->jobs_dir));
-    o["jobs_dir_problem"] = picojson::value(PbString(r->jobs_dir_problem));
+    o["jobs_dir"] = JsonText(r->jobs_dir);
+    o["jobs_dir_problem"] = JsonText(r->jobs_dir_problem);
     PrintJson(picojson::value(o));
     return kExitOk;
   }

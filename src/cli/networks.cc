@@ -52,8 +52,8 @@ void PrintJsonReply(const outpost_v1_ListNetworksResponse& r) {
     picojson::object e;
     e["name"] = picojson::value(PbString(n.name));
     e["mode"] = picojson::value(PbString(n.mode));
-    e["file"] = picojson::value(PbString(n.file));
-    e["cni_version"] = picojson::value(PbString(n.cni_version));
+    e["file"] = JsonText(n.file);
+    e["cni_version"] = JsonText(n.cni_version);
     e["disable_check"] = picojson::value(n.disable_check);
     picojson::array plugins;
     for (pb_size_t k = 0; k < n.plugins_count; ++k) {
@@ -62,7 +62,7 @@ void PrintJsonReply(const outpost_v1_ListNetworksResponse& r) {
       po["type"] = picojson::value(PbString(p.type));
       po["binary"] = picojson::value(PbString(p.binary));
       po["versions"] = StringsJson(p.versions, p.versions_count);
-      po["problem"] = picojson::value(PbString(p.problem));
+      po["problem"] = JsonText(p.problem);
       plugins.emplace_back(std::move(po));
     }
     e["plugins"] = picojson::value(std::move(plugins));
@@ -76,17 +76,17 @@ void PrintJsonReply(const outpost_v1_ListNetworksResponse& r) {
     picojson::object e;
     e["job"] = picojson::value(PbString(j.job));
     e["mode"] = picojson::value(PbString(j.mode));
-    e["netns"] = picojson::value(PbString(j.netns));
-    e["cidr"] = picojson::value(PbString(j.cidr));
+    e["netns"] = JsonText(j.netns);
+    e["cidr"] = JsonText(j.cidr);
     e["ports"] = StringsJson(j.ports, j.ports_count);
     jobs.emplace_back(std::move(e));
   }
   o["attached"] = picojson::value(std::move(jobs));
   o["problems"] = StringsJson(r.problems, r.problems_count);
-  o["cni_config_dir"] = picojson::value(PbString(r.config_dir));
+  o["cni_config_dir"] = JsonText(r.config_dir);
   o["cni_path"] = StringsJson(r.cni_path, r.cni_path_count);
-  o["netns_dir"] = picojson::value(PbString(r.netns_dir));
-  o["unavailable"] = picojson::value(PbString(r.unavailable));
+  o["netns_dir"] = JsonText(r.netns_dir);
+  o["unavailable"] = JsonText(r.unavailable);
   o["queued"] = picojson::value(static_cast<int64_t>(r.queued));
   PrintJson(picojson::value(std::move(o)));
 }

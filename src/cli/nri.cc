@@ -61,8 +61,8 @@ int RunNri(const GlobalOptions& opts, const std::vector<std::string>& args) {
   if (opts.json) {
     picojson::object o;
     o["enabled"] = picojson::value(resp->enabled);
-    o["socket"] = picojson::value(PbString(resp->socket));
-    o["plugin_dir"] = picojson::value(PbString(resp->plugin_dir));
+    o["socket"] = JsonText(resp->socket);
+    o["plugin_dir"] = JsonText(resp->plugin_dir);
     picojson::array list;
     for (pb_size_t i = 0; i < resp->plugins_count; ++i) {
       const auto& p = resp->plugins[i];
@@ -74,13 +74,13 @@ int RunNri(const GlobalOptions& opts, const std::vector<std::string>& args) {
       e["events"] = picojson::value(static_cast<int64_t>(p.events));
       e["event_names"] = picojson::value(Events(p.events));
       e["pid"] = picojson::value(static_cast<int64_t>(p.pid));
-      e["nri_version"] = picojson::value(PbString(p.nri_version));
+      e["nri_version"] = JsonText(p.nri_version);
       e["state_change"] = picojson::value(p.state_change);
       e["connected_unix_nanos"] = picojson::value(p.connected_unix_nanos);
       e["restarts"] = picojson::value(static_cast<int64_t>(p.restarts));
       e["requests"] = picojson::value(static_cast<int64_t>(p.requests));
       e["failures"] = picojson::value(static_cast<int64_t>(p.failures));
-      e["last_error"] = picojson::value(PbString(p.last_error));
+      e["last_error"] = JsonText(p.last_error);
       e["request_timeout_ms"] = picojson::value(p.request_timeout_ms);
       e["fail_policy"] = picojson::value(PbString(p.fail_policy));
       e["required"] = picojson::value(p.required);
@@ -90,7 +90,7 @@ int RunNri(const GlobalOptions& opts, const std::vector<std::string>& args) {
     picojson::array problems;
     for (pb_size_t i = 0; i < resp->problems_count; ++i) problems.emplace_back(PbString(resp->problems[i]));
     o["problems"] = picojson::value(std::move(problems));
-    o["missing_required"] = picojson::value(PbString(resp->missing_required));
+    o["missing_required"] = JsonText(resp->missing_required);
     PrintJson(picojson::value(std::move(o)));
     return kExitOk;
   }

@@ -209,7 +209,7 @@ int StatsCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
           for (const auto& [name, value] : s.cgroup) cg[name] = picojson::value(static_cast<int64_t>(value));
           o["cgroup"] = picojson::value(cg);
         }
-        std::printf("%s\n", picojson::value(o).serialize().c_str());
+        PrintJsonLine(picojson::value(o));
       }
     } else if (follow && tty) {
       std::printf("\033[H\033[2J%s  (every %s; Ctrl-C to quit)\n\n", FormatWallTime(WallNanos()).c_str(),
@@ -378,12 +378,12 @@ int RunEvents(const GlobalOptions& g, const std::vector<std::string>& in) {
         picojson::object o;
         o["seq"] = picojson::value(static_cast<int64_t>(e.seq));
         o["time"] = picojson::value(FormatWallTime(e.time_unix_nanos));
-        o["task_id"] = picojson::value(PbString(e.task_id));
-        o["job"] = picojson::value(PbString(e.job));
-        o["task"] = picojson::value(PbString(e.task_name));
+        o["task_id"] = JsonText(e.task_id);
+        o["job"] = JsonText(e.job);
+        o["task"] = JsonText(e.task_name);
         o["type"] = picojson::value(PbString(e.type));
         o["message"] = picojson::value(PbString(e.message));
-        std::printf("%s\n", picojson::value(o).serialize().c_str());
+        PrintJsonLine(picojson::value(o));
       } else {
         std::string who = e.task_name && *e.task_name && e.job && *e.job
                               ? PbString(e.job) + "/" + PbString(e.task_name)

@@ -66,7 +66,7 @@ int RunCheck(const GlobalOptions& opts, const std::string& name, const std::stri
       picojson::object o;
       o["check"] = picojson::value(PbString(c.check));
       o["result"] = picojson::value(result);
-      o["detail"] = picojson::value(detail);
+      o["detail"] = JsonText(detail);
       o["duration_ms"] = picojson::value(static_cast<double>(c.duration_nanos / 1000000));
       arr.emplace_back(o);
       continue;
@@ -101,29 +101,29 @@ int RunPlugins(const GlobalOptions& opts, const std::vector<std::string>& args) 
 
   if (opts.json) {
     picojson::object o;
-    o["plugins_dir"] = picojson::value(PbString(resp->plugins_dir));
-    o["problem"] = picojson::value(PbString(resp->problem));
+    o["plugins_dir"] = JsonText(resp->plugins_dir);
+    o["problem"] = JsonText(resp->problem);
     o["grace_period_seconds"] = picojson::value(static_cast<double>(resp->grace_period_nanos) / kNanosPerSecond);
     picojson::array types, plugins, sockets;
     for (pb_size_t i = 0; i < resp->types_count; ++i) types.emplace_back(PbString(resp->types[i]));
     for (pb_size_t i = 0; i < resp->plugins_count; ++i) {
       const auto& p = resp->plugins[i];
       picojson::object po;
-      po["type"] = picojson::value(PbString(p.type));
-      po["name"] = picojson::value(PbString(p.name));
-      po["expires_at"] = picojson::value(Time(p.expires_at_unix_nanos));
-      po["last_error"] = picojson::value(PbString(p.last_error));
+      po["type"] = JsonText(p.type);
+      po["name"] = JsonText(p.name);
+      po["expires_at"] = JsonTime(p.expires_at_unix_nanos);
+      po["last_error"] = JsonText(p.last_error);
       if (p.driver_health && *p.driver_health) po["driver_health"] = picojson::value(PbString(p.driver_health));
       picojson::array insts;
       for (pb_size_t j = 0; j < p.instances_count; ++j) {
         const auto& in = p.instances[j];
         picojson::object io;
         io["socket"] = picojson::value(PbString(in.socket));
-        io["endpoint"] = picojson::value(PbString(in.endpoint));
-        io["version"] = picojson::value(PbString(in.version));
-        io["registered_at"] = picojson::value(Time(in.registered_at_unix_nanos));
+        io["endpoint"] = JsonText(in.endpoint);
+        io["version"] = JsonText(in.version);
+        io["registered_at"] = JsonTime(in.registered_at_unix_nanos);
         io["connected"] = picojson::value(in.connected);
-        io["since"] = picojson::value(Time(in.since_unix_nanos));
+        io["since"] = JsonTime(in.since_unix_nanos);
         io["active"] = picojson::value(in.active);
         insts.emplace_back(io);
       }
@@ -135,11 +135,11 @@ int RunPlugins(const GlobalOptions& opts, const std::vector<std::string>& args) 
       picojson::object so;
       so["path"] = picojson::value(PbString(s.path));
       so["state"] = picojson::value(PbString(s.state));
-      so["type"] = picojson::value(PbString(s.type));
-      so["name"] = picojson::value(PbString(s.name));
+      so["type"] = JsonText(s.type);
+      so["name"] = JsonText(s.name);
       so["failures"] = picojson::value(static_cast<int64_t>(s.failures));
-      so["last_error"] = picojson::value(PbString(s.last_error));
-      so["next_attempt_at"] = picojson::value(Time(s.next_attempt_unix_nanos));
+      so["last_error"] = JsonText(s.last_error);
+      so["next_attempt_at"] = JsonTime(s.next_attempt_unix_nanos);
       sockets.emplace_back(so);
     }
     o["types"] = picojson::value(types);

@@ -99,7 +99,7 @@ int RunStatus(const GlobalOptions& opts, const std::vector<std::string>& args) {
     o["keeper_pid"] = picojson::value(static_cast<int64_t>(resp->keeper_pid));
     o["uptime_seconds"] = picojson::value(static_cast<double>(resp->uptime_nanos) / kNanosPerSecond);
     o["started_at"] = picojson::value(FormatWallTime(resp->started_at_unix_nanos));
-    o["config_path"] = picojson::value(config);
+    o["config_path"] = JsonText(config);
     o["config_loaded_at"] = picojson::value(FormatWallTime(resp->config_loaded_unix_nanos));
     o["api_socket"] = picojson::value(PbString(resp->api_socket));
     o["api_connections"] = picojson::value(static_cast<int64_t>(resp->api_connections));
@@ -110,14 +110,14 @@ int RunStatus(const GlobalOptions& opts, const std::vector<std::string>& args) {
     for (pb_size_t i = 0; i < resp->features_count; ++i) {
       picojson::object f;
       f["enabled"] = picojson::value(resp->features[i].enabled);
-      f["detail"] = picojson::value(PbString(resp->features[i].detail));
+      f["detail"] = JsonText(resp->features[i].detail);
       features[PbString(resp->features[i].name)] = picojson::value(f);
     }
     o["features"] = picojson::value(features);
     o["jobs"] = no_counts.empty() ? CountsJson(counts.jobs, counts.by_status) : picojson::value();
     o["tasks"] = no_counts.empty() ? CountsJson(counts.tasks, counts.by_state) : picojson::value();
     if (!no_counts.empty()) o["jobs_error"] = picojson::value(no_counts);
-    std::printf("%s\n", picojson::value(o).serialize(true).c_str());
+    PrintJson(picojson::value(o));
     return kExitOk;
   }
   std::string pids = resp->keeper_pid > 0 ? Format("keeper pid %d, worker pid %d", resp->keeper_pid, resp->pid)

@@ -65,7 +65,15 @@ std::string CountsText(const std::vector<std::pair<std::string, int>>& counts) {
   return out.empty() ? "none" : out;
 }
 
-void PrintJson(const picojson::value& v) { std::printf("%s\n", v.serialize(true).c_str()); }
+void PrintJson(const picojson::value& v) { std::printf("%s\n", json::Write(v, true).c_str()); }
+
+void PrintJsonLine(const picojson::value& v) { std::printf("%s\n", json::Write(v).c_str()); }
+
+picojson::value JsonText(const std::string& s) { return s.empty() ? picojson::value() : picojson::value(s); }
+
+picojson::value JsonTime(int64_t unix_nanos) {
+  return unix_nanos ? picojson::value(FormatWallTime(unix_nanos)) : picojson::value();
+}
 
 int UsageError(const std::string& msg, const char* cmd) {
   return Fail(kExitUsage, msg + "; see `outpost " + cmd + " --help`");
@@ -78,22 +86,22 @@ picojson::value InfoJson(const outpost_v1_TaskInfo& t) {
   o["name"] = picojson::value(PbString(t.name));
   o["state"] = picojson::value(PbString(t.state));
   o["pid"] = picojson::value(static_cast<int64_t>(t.pid));
-  o["started_at"] = picojson::value(Time(t.started_at_unix_nanos));
-  o["completed_at"] = picojson::value(Time(t.completed_at_unix_nanos));
+  o["started_at"] = JsonTime(t.started_at_unix_nanos);
+  o["completed_at"] = JsonTime(t.completed_at_unix_nanos);
   o["exit_code"] = picojson::value(static_cast<int64_t>(t.exit_code));
   o["signal"] = picojson::value(static_cast<int64_t>(t.signal));
   o["oom_killed"] = picojson::value(t.oom_killed);
-  o["error"] = picojson::value(PbString(t.error));
+  o["error"] = JsonText(t.error);
   o["command"] = picojson::value(PbString(t.command));
   picojson::array args;
   for (pb_size_t i = 0; i < t.args_count; ++i) args.push_back(picojson::value(PbString(t.args[i])));
   o["args"] = picojson::value(args);
-  o["user"] = picojson::value(PbString(t.user));
-  o["workdir"] = picojson::value(PbString(t.workdir));
+  o["user"] = JsonText(t.user);
+  o["workdir"] = JsonText(t.workdir);
   o["log_dir"] = picojson::value(PbString(t.log_dir));
   o["log_bytes"] = picojson::value(static_cast<int64_t>(t.log_bytes));
   o["log_dropped_bytes"] = picojson::value(static_cast<int64_t>(t.log_dropped_bytes));
-  o["log_error"] = picojson::value(PbString(t.log_error));
+  o["log_error"] = JsonText(t.log_error);
   if (!PbString(t.nri).empty()) o["nri"] = picojson::value(PbString(t.nri));
   o["limits"] = LimitsJson(t.limits, t.limits_count);
   if (t.hook_runs_count) {
@@ -107,10 +115,10 @@ picojson::value InfoJson(const outpost_v1_TaskInfo& t) {
       h["exit_code"] = picojson::value(static_cast<int64_t>(r.exit_code));
       h["timed_out"] = picojson::value(r.timed_out);
       h["ok"] = picojson::value(r.ok);
-      h["started_at"] = picojson::value(Time(r.started_at_unix_nanos));
+      h["started_at"] = JsonTime(r.started_at_unix_nanos);
       h["duration_ms"] = picojson::value(static_cast<double>(r.duration_nanos) / 1e6);
-      h["message"] = picojson::value(PbString(r.message));
-      h["stderr_tail"] = picojson::value(PbString(r.stderr_tail));
+      h["message"] = JsonText(r.message);
+      h["stderr_tail"] = JsonText(r.stderr_tail);
       runs.emplace_back(std::move(h));
     }
     o["hook_runs"] = picojson::value(std::move(runs));
@@ -142,7 +150,7 @@ picojson::value LimitsJson(const outpost_v1_LimitInfo* limits, pb_size_t n) {
     o["file"] = picojson::value(PbString(limits[i].file));
     o["value"] = picojson::value(PbString(limits[i].value));
     o["enforced"] = picojson::value(limits[i].enforced);
-    if (!limits[i].enforced) o["not_enforced"] = picojson::value(PbString(limits[i].not_enforced));
+    if (!limits[i].enforced) o["not_enforced"] = JsonText(limits[i].not_enforced);
     out.emplace_back(std::move(o));
   }
   return picojson::value(std::move(out));

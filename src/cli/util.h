@@ -104,7 +104,15 @@ std::vector<std::pair<std::string, int>> CountWords(const std::vector<std::strin
                                                     const std::vector<std::string>& order);
 // "3 running, 1 stopped" ("none" when empty).
 std::string CountsText(const std::vector<std::pair<std::string, int>>& counts);
+// Prints v (json::Write, pretty) and a newline: every --json document.
 void PrintJson(const picojson::value& v);
+// Prints v on one line (json::Write, compact): JSON lines (events, stats -f).
+void PrintJsonLine(const picojson::value& v);
+// --json values of fields that may be empty: null when they are (the text
+// output shows "-" or nothing), else the text or the RFC 3339 time.
+picojson::value JsonText(const std::string& s);
+inline picojson::value JsonText(const char* s) { return JsonText(std::string(s ? s : "")); }
+picojson::value JsonTime(int64_t unix_nanos);
 int UsageError(const std::string& msg, const char* cmd);
 picojson::value InfoJson(const outpost_v1_TaskInfo& t);
 // "hooks:" and one line per hook run (nothing when the task has none).

@@ -142,11 +142,12 @@ expect_exit() {
   local got=$?
   [ "$got" = "$want" ] || fail "'$*' exited $got, expected $want; output: $OUT"
 }
-# json_get FIELD: reads a top-level scalar from JSON on stdin (no jq needed).
+# json_get FIELD: reads a top-level scalar from JSON on stdin (no jq needed);
+# null (an empty text or unset time, docs/cli-json.md) prints as "".
 json_get() {
   python3 -c 'import json,sys; v=json.load(sys.stdin); 
 for k in sys.argv[1].split("."): v=v[k]
-print(v)' "$1"
+print("" if v is None else v)' "$1"
 }
 
 # proc_alive PID: PID runs and is not a zombie. Its state is read once: a

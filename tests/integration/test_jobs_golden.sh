@@ -26,6 +26,11 @@ test_golden_job_commands() {
   golden inspect_job json op --json inspect web
   golden inspect_task txt op inspect web/api
   golden inspect_task json op --json inspect web/api
+  # The raw text, which the golden's normalising parse does not show
+  # (docs/cli-json.md): slashes as they are, null for what is not set.
+  expect_contains "$GOLDEN_OUT" '"command": "/bin/sh"' "inspect --json writes slashes unescaped"
+  expect_not_contains "$GOLDEN_OUT" '\/' "inspect --json escapes no slash"
+  expect_contains "$GOLDEN_OUT" '"completed_at": null' "inspect --json: null for an unset time"
   golden logs txt op logs web/api
   golden exec txt op exec web/api -- /bin/sh -c 'echo out; exit 3'
   golden exec json op --json exec web/api -- /bin/sh -c 'echo out; exit 3'
@@ -38,6 +43,8 @@ test_golden_job_commands() {
   wait_for 10 jt_healthy_is web/db 2 || fail "db not healthy again: $(op events web/db)"
   golden stats txt op stats web/db
   golden stats json op --json stats web/db
+  # Seconds of CPU as the shortest text that reads back: never 17 digits.
+  if grep -Eq '[0-9]\.[0-9]{16,}' <<<"$GOLDEN_OUT"; then fail "stats --json prints a number inexactly: $GOLDEN_OUT"; fi
   local api; api="$(jt_running_pid web/api)"
   golden restart_task txt op restart web/api
   wait_for 10 jt_started_again web/api "$api" || fail "api not restarted"

@@ -190,7 +190,7 @@ nt_no_ptp_veth() { ! nsx ip -o link show | grep -q 'veth'; }
 # nt_job_cidr JOB: the job's address as the agent has it ("" = not attached).
 nt_job_cidr() {
   op networks --json 2>/dev/null | python3 -c 'import json,sys
-print("".join(j["cidr"] for j in json.load(sys.stdin).get("attached", []) if j["job"] == sys.argv[1]))' "$1"
+print("".join(j["cidr"] or "" for j in json.load(sys.stdin).get("attached", []) if j["job"] == sys.argv[1]))' "$1"
 }
 nt_attached() { [ -n "$(nt_job_cidr "$1")" ]; }
 

@@ -36,7 +36,8 @@ nr_ready() { [ "$(nr_state "$1")" = ready ]; }
 nr_field() {  # NAME FIELD: a field of plugin NAME in `outpost --json nri` (the last listed)
   op --json nri | python3 -c 'import json,sys
 ps=[p for p in json.load(sys.stdin)["plugins"] if p["name"] == sys.argv[1]]
-print(ps[-1][sys.argv[2]] if ps else "")' "$1" "$2"
+v = ps[-1][sys.argv[2]] if ps else ""
+print("" if v is None else v)' "$1" "$2"
 }
 # nr_events NAME: the event names plugin NAME logged, one line.
 nr_events() { [ -f "$T/$1.log" ] && awk '{print $1}' "$T/$1.log" | tr '\n' ' ' | sed 's/ $//'; }

@@ -41,7 +41,7 @@ pi_instances_are() { [ "$(pi_instances "$1")" = "$2" ]; }
 pi_expires_at() {
   op --json plugins | python3 -c '
 import json, sys
-print([p["expires_at"] for p in json.load(sys.stdin)["plugins"] if p["type"] == "TaskDriver" and p["name"] == sys.argv[1]][0])' "$1"
+print([p["expires_at"] or "-" for p in json.load(sys.stdin)["plugins"] if p["type"] == "TaskDriver" and p["name"] == sys.argv[1]][0])' "$1"
 }
 pi_parent_of() { ps -o ppid= -p "$1" | tr -d ' '; }
 # pi_dead PID: gone, or a zombie (a task whose driver instance exited is
