@@ -1,6 +1,5 @@
 #include "cli/util.h"
 
-#include <fnmatch.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -27,8 +26,78 @@ std::string Age(int64_t unix_nanos) {
   return FormatAge((WallNanos() - unix_nanos) / kNanosPerSecond);
 }
 
+namespace {
+
+// Whether c matches the bracket expression at p[at] (just after '['); sets
+// *end to just after its ']'. false with *end = npos when it is not closed
+// (the '[' is then an ordinary character, as in fnmatch).
+bool BracketMatches(const std::string& p, size_t at, char c, size_t* end) {
+  bool negate = at < p.size() && (p[at] == '!' || p[at] == '^');
+  if (negate) ++at;
+  bool matched = false;
+  for (size_t i = at; i < p.size(); ++i) {
+    if (p[i] == ']' && i > at) {
+      *end = i + 1;
+      return matched != negate;
+    }
+    if (i + 2 < p.size() && p[i + 1] == '-' && p[i + 2] != ']') {
+      if (p[i] <= c && c <= p[i + 2]) matched = true;
+      i += 2;
+    } else if (p[i] == c) {
+      matched = true;
+    }
+  }
+  *end = std::string::npos;
+  return false;
+}
+
+}  // namespace
+
+// Byte-wise (job names are ASCII): no locale, none of libc's multibyte
+// machinery that fnmatch pulls into a static binary (60 KB on aarch64).
+// Iterative, with one backtrack point for the last '*': linear in practice.
 bool GlobMatch(const std::string& pattern, const std::string& name) {
-  return ::fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+  size_t p = 0, n = 0, star = std::string::npos, star_n = 0;
+  while (n < name.size()) {
+    if (p < pattern.size()) {
+      char c = pattern[p];
+      if (c == '*') {
+        star = ++p;
+        star_n = n;
+        continue;
+      }
+      if (c == '?') {
+        ++p, ++n;
+        continue;
+      }
+      if (c == '[') {
+        size_t end;
+        bool m = BracketMatches(pattern, p + 1, name[n], &end);
+        if (end != std::string::npos) {
+          if (m) {
+            p = end, ++n;
+            continue;
+          }
+        } else if (name[n] == '[') {
+          ++p, ++n;
+          continue;
+        }
+      } else if (c == '\\' && p + 1 < pattern.size()) {
+        if (pattern[p + 1] == name[n]) {
+          p += 2, ++n;
+          continue;
+        }
+      } else if (c == name[n]) {
+        ++p, ++n;
+        continue;
+      }
+    }
+    if (star == std::string::npos) return false;
+    p = star;
+    n = ++star_n;
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
 }
 
 bool JobMatches(const std::string& name, const std::string& status, const std::vector<std::string>& globs,

@@ -89,7 +89,8 @@ std::string Time(int64_t unix_nanos);
 std::string FormatAge(int64_t seconds);
 // FormatAge of the time since unix_nanos; "-" for 0.
 std::string Age(int64_t unix_nanos);
-// Whether name matches the shell glob pattern (*, ?, [...]; fnmatch).
+// Whether name matches the shell glob pattern: *, ?, [abc], [a-z], [!a]
+// and \x as fnmatch(3) without flags takes them (byte-wise).
 bool GlobMatch(const std::string& pattern, const std::string& name);
 // ps's filter: name matches one of globs (any when none) and status is
 // one of statuses (any when none).

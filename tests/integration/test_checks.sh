@@ -72,7 +72,8 @@ test_checks_tcp_passes_on_a_listening_port_and_fails_on_a_closed_one() {
   # A task without checks has no health.
   jt_run_doc "$(jt_job plain "$(jt_sleeper s)")" >/dev/null || fail "run plain"
   expect_eq "$(op ps | awk '$1 == "plain" {print $4}')" "-" "ps HEALTH without checks"
-  expect_eq "$(jt_tfield plain/s health)" "None" "json health without checks is null"
+  expect_eq "$(op --json inspect plain/s | python3 -c 'import json, sys; print(repr(json.load(sys.stdin)["health"]))')" \
+    "None" "json health without checks is null"
 }
 
 test_checks_exec_unhealthy_then_healthy_through_the_driver() {
