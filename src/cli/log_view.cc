@@ -1,13 +1,29 @@
 #include "cli/log_view.h"
 
 #include <cstdlib>
-#include <ctime>
+
+#include "base/clock.h"
 
 #include "base/strings.h"
 
 namespace outpost::cli {
 
 namespace {
+
+// Not timegm: glibc's goes through the time zone code, whose zone file
+// parser (sscanf) costs a static binary about 40 KB (as gmtime_r would;
+// base/log.cc's FormatWallTime does the other direction the same way).
+// Days from 1970-01-01 of a civil date, with 400-year eras counted from
+// March (the inverse of FormatWallTime's).
+int64_t UnixSecondsOfUtc(int y, int mo, int d, int h, int mi, int se) {
+  const int64_t year = mo <= 2 ? y - 1 : y;
+  const int64_t era = (year >= 0 ? year : year - 399) / 400;
+  const int64_t yoe = year - era * 400;                                     // [0, 399]
+  const int64_t doy = (153 * (mo > 2 ? mo - 3 : mo + 9) + 2) / 5 + d - 1;  // [0, 365]
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;               // [0, 146096]
+  const int64_t days = era * 146097 + doe - 719468;
+  return days * 86400 + h * 3600 + mi * 60 + se;
+}
 
 bool Digits(std::string_view s, size_t at, size_t n, int* out) {
   if (at + n > s.size()) return false;
@@ -51,14 +67,7 @@ bool ParseRfc3339(std::string_view s, int64_t* out) {
     return false;
   }
   if (at != s.size()) return false;
-  struct tm t = {};
-  t.tm_year = y - 1900;
-  t.tm_mon = mo - 1;
-  t.tm_mday = d;
-  t.tm_hour = h;
-  t.tm_min = mi;
-  t.tm_sec = se;
-  *out = static_cast<int64_t>(timegm(&t)) - offset;
+  *out = UnixSecondsOfUtc(y, mo, d, h, mi, se) - offset;
   return true;
 }
 
@@ -75,12 +84,8 @@ Result<int64_t> ParseSince(std::string_view s, int64_t now_unix_seconds) {
 
 std::string FormatSecond(int64_t unix_seconds) {
   if (unix_seconds <= 0) return "-                   ";
-  time_t t = static_cast<time_t>(unix_seconds);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  std::string t = FormatWallTime(unix_seconds * kNanosPerSecond);  // ...T07:00:05.000Z
+  return t.substr(0, t.size() - 5) + "Z";
 }
 
 bool LogPrinter::Print(bool stderr_stream, int64_t unix_seconds, std::string_view bytes) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <ctime>
 #include <string>
 
 namespace outpost::cli {
@@ -41,6 +42,34 @@ TEST(LogViewTest, ASecondIsShownInUtcAndAnUnknownOneAsADashOfTheSameWidth) {
   EXPECT_EQ(FormatSecond(kNow + 5), "2025-12-02T07:00:05Z");
   EXPECT_EQ(FormatSecond(0).size(), FormatSecond(kNow).size());
   EXPECT_EQ(FormatSecond(0)[0], '-');
+}
+
+// The date arithmetic (no timegm or gmtime_r in the binary: their time zone
+// code costs 40 KB) agrees with libc's across leap years and centuries,
+// up to the end of int64 nanoseconds (FormatWallTime).
+TEST(LogViewTest, TimesAgreeWithLibcFrom1970To2261) {
+  for (int y = 1970; y <= 2261; ++y) {  // 2262: past int64 nanoseconds
+    for (int mo = 1; mo <= 12; ++mo) {
+      for (int d : {1, 15, 28}) {
+        struct tm t = {};
+        t.tm_year = y - 1900;
+        t.tm_mon = mo - 1;
+        t.tm_mday = d;
+        t.tm_hour = 23;
+        t.tm_min = 59;
+        t.tm_sec = 58;
+        int64_t want = static_cast<int64_t>(timegm(&t));
+        char text[40];
+        std::snprintf(text, sizeof text, "%04d-%02d-%02dT23:59:58Z", y, mo, d);
+        auto got = ParseSince(text, kNow);
+        ASSERT_TRUE(got.ok()) << text;
+        ASSERT_EQ(*got, want) << text;
+        ASSERT_EQ(FormatSecond(want), text);
+      }
+    }
+  }
+  EXPECT_EQ(*ParseSince("2024-02-29T00:00:00Z", kNow) + 86400, *ParseSince("2024-03-01T00:00:00Z", kNow));
+  EXPECT_EQ(*ParseSince("2100-02-28T00:00:00Z", kNow) + 86400, *ParseSince("2100-03-01T00:00:00Z", kNow));
 }
 
 // Two FILEs on one file (as 2>&1 makes stdout and stderr), both fully
