@@ -89,10 +89,10 @@ struct Outcome {
   std::string ref;
   int code = kExitOk;
   std::string line;       // text output
-  picojson::object json;  // --json output (one object per line)
+  picojson::object json;  // --json output (one document per job)
 };
 
-// Prints each outcome as it comes (text or a JSON line) and, at the end,
+// Prints each outcome as it comes (a text line or a JSON document) and, at the end,
 // fails naming the references that failed.
 class Report {
  public:
