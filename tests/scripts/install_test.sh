@@ -69,7 +69,7 @@ expect() {  # NAME EXPECTED WORD...: the completions are EXPECTED (sorted, space
   got=$(complete_words "$@" | sort | xargs)
   [ "$got" = "$want" ] && ok "$name" || not_ok "$name" "got '$got', want '$want'"
 }
-expect "commands by prefix" "stats status stop" "$TMP/fake-outpost" st
+expect "commands by prefix" "start stats status stop" "$TMP/fake-outpost" st
 expect "options of logs" "--tail --timestamps" "$TMP/fake-outpost" logs --t
 expect "job names from ps" "web worker" "$TMP/fake-outpost" stop ""
 expect "job names by prefix, after options" "worker" "$TMP/fake-outpost" logs -f --tail 5 wo
