@@ -58,18 +58,24 @@ TEST(LogViewTest, TimesAgreeWithLibcFrom1970To2261) {
         t.tm_hour = 23;
         t.tm_min = 59;
         t.tm_sec = 58;
-        int64_t want = static_cast<int64_t>(timegm(&t));
         char text[40];
         std::snprintf(text, sizeof text, "%04d-%02d-%02dT23:59:58Z", y, mo, d);
         auto got = ParseSince(text, kNow);
         ASSERT_TRUE(got.ok()) << text;
-        ASSERT_EQ(*got, want) << text;
-        ASSERT_EQ(FormatSecond(want), text);
+        ASSERT_EQ(FormatSecond(*got), text);
+        // A 32-bit time_t (armhf's glibc) ends in January 2038: libc has no
+        // answer past it, outpost's own arithmetic (64-bit) does.
+        if (sizeof(time_t) < 8 && y >= 2038) continue;
+        ASSERT_EQ(*got, static_cast<int64_t>(timegm(&t))) << text;
       }
     }
   }
   EXPECT_EQ(*ParseSince("2024-02-29T00:00:00Z", kNow) + 86400, *ParseSince("2024-03-01T00:00:00Z", kNow));
   EXPECT_EQ(*ParseSince("2100-02-28T00:00:00Z", kNow) + 86400, *ParseSince("2100-03-01T00:00:00Z", kNow));
+  // Past 2038 on every arch (Python's calendar.timegm gives the same).
+  EXPECT_EQ(*ParseSince("2038-01-19T03:14:08Z", kNow), 2147483648);
+  EXPECT_EQ(*ParseSince("2100-03-01T00:00:00Z", kNow), 4107542400);
+  EXPECT_EQ(*ParseSince("2261-12-31T23:59:59Z", kNow), 9214646399);
 }
 
 // Two FILEs on one file (as 2>&1 makes stdout and stderr), both fully
