@@ -64,6 +64,12 @@ gtest_suite() {
   local p f
   p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n1)
   f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n1)
+  # --gtest_brief prints no "N tests, listed below" summary: count the
+  # failed tests' own lines ("[  FAILED  ] Suite.Name (28 ms)").
+  if [ -z "$f" ]; then
+    f=$(sed -n 's/^\[  FAILED  \] \([A-Za-z_][A-Za-z0-9_/]*\.[A-Za-z0-9_/]*\)[ ,].*/\1/p' "$log" | sort -u | wc -l)
+    [ "$f" -gt 0 ] || f=""
+  fi
   if [ -z "$p" ] && [ -z "$f" ]; then
     fail "$name: test binary exited $rc without a summary (crash?) (see $log)"
     tail -n 30 "$log" | sed 's/^/   | /'
@@ -81,7 +87,7 @@ gtest_suite() {
   echo "   ${p:-0} passed, ${f:-0} failed${s:+, $s skipped}"
   if [ -n "$f" ] && [ "$f" -gt 0 ]; then
     FAILED=$((FAILED + f))
-    grep '^\[  FAILED  \] [A-Za-z]' "$log" | sort -u | while read -r line; do echo "FAIL: $name: ${line#\[  FAILED  \] }"; done
+    grep -a '^\[  FAILED  \] [A-Za-z]' "$log" | sed 's/ ([0-9]* ms)$//' | sort -u | while read -r line; do echo "FAIL: $name: ${line#\[  FAILED  \] }"; done
     FAILURES+=("$name: $f failed (see $log)")
   elif [ $rc -ne 0 ]; then
     fail "$name: exited $rc (see $log)"
@@ -197,7 +203,14 @@ cross_builds_bg() {
   for arch in arm64 armhf; do
     cross_build "$arch" >"$LOGS/build_$arch.log" 2>&1
     echo $? >"$LOGS/build_$arch.rc"
+    echo "   (build $arch ended at ${SECONDS} s)"
   done
+}
+# The ASan+UBSan build (clang): its unit tests, and the objects the fuzz
+# targets link. In the full run it builds in the background during the
+# integration tests, beside the cross builds.
+sanitized_build() {
+  make -j"$JOBS" SANITIZE=address,undefined build/san/unit_tests build/san/test_helper nri-plugins
 }
 qemu_of() { case "$1" in arm64) echo qemu-aarch64-static ;; armhf) echo qemu-arm-static ;; esac; }
 
@@ -217,8 +230,13 @@ else
     tap_suite bench-targets-test tests/scripts/bench_targets_test.sh
   fi
   built=0
+  # The full run builds no plain x86_64 unit tests: they run under ASan and
+  # UBSan (unit-sanitized, clang) and with the release compiler and flags on
+  # armhf (unit-armhf, gcc, LTO); `--only unit` builds and runs them here.
+  native=(all build/test_helper build/test_plugin build/example_driver nri-plugins bench-build)
+  [ "$ONLY" = unit ] && native+=(build/unit_tests)
   if want build || want unit || want integration || want chaos || want vm; then
-    if step "build native" make -j"$JOBS" all build/unit_tests build/test_helper build/test_plugin build/example_driver nri-plugins bench-build; then
+    if step "build native" make -j"$JOBS" "${native[@]}"; then
       built=1
       if file build/outpost | grep -q 'statically linked'; then pass; else fail "build/outpost is not statically linked"; fi
       step "size budget" make size
@@ -226,7 +244,11 @@ else
     fi
   fi
   if [ $built = 1 ]; then
-    want unit && gtest_suite unit build/unit_tests
+    if [ "$ONLY" = unit ]; then
+      gtest_suite unit build/unit_tests
+    elif want unit; then
+      echo "   (unit: in the full run as unit-sanitized and unit-armhf; tools/test.sh --only unit runs them plain)"
+    fi
     # The integration tests mostly wait for agents and tasks: the cross
     # builds (CPU) run in the background meanwhile, one after the other, and
     # are counted (with their checks) after the fuzzers. The tests run two at
@@ -236,6 +258,7 @@ else
         CROSS_UNIT=armhf
         rm -f "$LOGS"/build_arm64.rc "$LOGS"/build_armhf.rc
         bg_start "cross builds" step cross_builds_bg
+        bg_start "build sanitized" step sanitized_build
       fi
       IT_JOBS="${IT_JOBS:-2}" tap_suite integration tests/integration/run.sh build/outpost build/test_helper
     fi
@@ -250,8 +273,12 @@ else
     fi
   fi
   if want sanitize; then
-    if step "build sanitized" make -j"$JOBS" SANITIZE=address,undefined build/san/unit_tests build/san/test_helper \
-      nri-plugins; then
+    if [ -n "${BG_PID[build sanitized]:-}" ]; then
+      bg_collect "build sanitized"
+    else
+      step "build sanitized" sanitized_build
+    fi
+    if [ $? = 0 ]; then
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         gtest_suite unit-sanitized build/san/unit_tests
     fi
@@ -287,6 +314,7 @@ else
     wait "${BG_PID[cross builds]}" 2>/dev/null
     for arch in arm64 armhf; do
       echo "== build $arch (in the background from ${BG_START[cross builds]} s, counted at ${SECONDS} s)"
+      grep -a "(build $arch ended at" "$LOGS/cross_builds.log" 2>/dev/null
       step_count "build $arch" "$(cat "$LOGS/build_$arch.rc" 2>/dev/null || echo 1)" &&
         cross_checks "$arch" "$(qemu_of "$arch")"
     done
