@@ -107,12 +107,19 @@ class Report {
     else std::printf("%s\n", o.line.c_str());
     std::fflush(stdout);
   }
+  // Whether to go on after o: not once there is no agent to ask.
+  bool GoOn(const Outcome& o) const { return o.code != kExitNoAgent; }
+  // The references after the one that ended the loop, never tried.
+  void NotTried(std::vector<std::string>::const_iterator from, std::vector<std::string>::const_iterator to) {
+    untried_.insert(untried_.end(), from, to);
+  }
   int Finish() const {
     if (failed_.empty()) return kExitOk;
     if (total_ == 1) return code_;
-    std::string names;
-    for (const std::string& f : failed_) names += (names.empty() ? "" : ", ") + f;
-    return Fail(code_, Format("%s failed for %zu of %zu: %s", verb_, failed_.size(), total_, names.c_str()));
+    std::string msg = Format("%s failed for %zu of %zu: %s", verb_, failed_.size() + untried_.size(), total_,
+                             JoinStrings(failed_, ", ").c_str());
+    if (!untried_.empty()) msg += "; not tried: " + JoinStrings(untried_, ", ");
+    return Fail(code_, msg);
   }
 
  private:
@@ -120,6 +127,7 @@ class Report {
   const char* verb_;
   size_t total_;
   std::vector<std::string> failed_;
+  std::vector<std::string> untried_;
   int code_ = kExitOk;
 };
 
@@ -159,7 +167,8 @@ int StopCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
   if (int c = TimeoutOption(*a, "stop", &d)) return c;
   Session s(g);
   Report report(g, "stop", a->pos.size());
-  for (const std::string& id : a->pos) {
+  for (auto it = a->pos.cbegin(); it != a->pos.cend(); ++it) {
+    const std::string& id = *it;
     outpost_v1_StopJobRequest req = outpost_v1_StopJobRequest_init_zero;
     req.id = PbStr(id);
     req.timeout_nanos = -1;
@@ -174,7 +183,10 @@ int StopCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
     o.line = "job " + id + " stopped";
     o.json["stopped"] = picojson::value(id);
     report.Add(o);
-    if (o.code == kExitNoAgent) break;
+    if (!report.GoOn(o)) {
+      report.NotTried(it + 1, a->pos.cend());
+      break;
+    }
   }
   return report.Finish();
 }
@@ -187,7 +199,8 @@ int RmCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
   if (int c = TimeoutOption(*a, "rm", &d)) return c;
   Session s(g);
   Report report(g, "rm", a->pos.size());
-  for (const std::string& id : a->pos) {
+  for (auto it = a->pos.cbegin(); it != a->pos.cend(); ++it) {
+    const std::string& id = *it;
     outpost_v1_RemoveJobRequest req = outpost_v1_RemoveJobRequest_init_zero;
     req.id = PbStr(id);
     int64_t wait = kDefaultCallTimeoutNanos + 120 * kNanosPerSecond;
@@ -201,7 +214,10 @@ int RmCmd(const GlobalOptions& g, const std::vector<std::string>& in) {
     o.line = "job " + id + " removed";
     o.json["removed"] = picojson::value(id);
     report.Add(o);
-    if (o.code == kExitNoAgent) break;
+    if (!report.GoOn(o)) {
+      report.NotTried(it + 1, a->pos.cend());
+      break;
+    }
   }
   return report.Finish();
 }
@@ -214,7 +230,8 @@ int RestartOrStart(const GlobalOptions& g, const std::vector<std::string>& in, b
   if (int c = CheckRefs(a->pos, cmd, !start)) return c;
   Session s(g);
   Report report(g, cmd, a->pos.size());
-  for (const std::string& ref : a->pos) {
+  for (auto it = a->pos.cbegin(); it != a->pos.cend(); ++it) {
+    const std::string& ref = *it;
     std::string id, task;
     SplitRef(ref, &id, &task);
     outpost_v1_RestartJobRequest req = outpost_v1_RestartJobRequest_init_zero;
@@ -240,7 +257,10 @@ int RestartOrStart(const GlobalOptions& g, const std::vector<std::string>& in, b
       o.json["restarting"] = picojson::value(ref);
     }
     report.Add(o);
-    if (o.code == kExitNoAgent) break;
+    if (!report.GoOn(o)) {
+      report.NotTried(it + 1, a->pos.cend());
+      break;
+    }
   }
   return report.Finish();
 }

@@ -23,8 +23,18 @@ picojson::value Pairs(const outpost_v1_EnvVar* v, pb_size_t n) {
 
 }  // namespace
 
+std::string WithoutTaskPrefix(const std::string& why, const outpost_v1_JobTaskInfo& t) {
+  // "start failed: start task web.server: command ..." names the task that
+  // its row or "JOB/TASK:" already names: the inner prefix goes.
+  const std::string inner = "start task " + PbString(t.task_id) + ": ";
+  const std::string outer = "start failed: ";
+  if (StartsWith(why, outer + inner)) return outer + why.substr(outer.size() + inner.size());
+  if (StartsWith(why, inner)) return why.substr(inner.size());
+  return why;
+}
+
 std::string TaskNote(const outpost_v1_JobTaskInfo& t, int64_t now_unix_nanos) {
-  std::string r = PbString(t.reason);
+  std::string r = WithoutTaskPrefix(PbString(t.reason), t);
   if (std::strcmp(t.state, "backoff") == 0 && t.next_start_unix_nanos) {
     int64_t left = t.next_start_unix_nanos - now_unix_nanos;
     // Whole seconds, rounded up: "restart in 4s" until it is due.
@@ -33,7 +43,7 @@ std::string TaskNote(const outpost_v1_JobTaskInfo& t, int64_t now_unix_nanos) {
                                                                   kNanosPerSecond);
     r = r.empty() ? when : r + ", " + when;
   }
-  if (r.empty() && t.last_exit && *t.last_exit) r = "last: " + PbString(t.last_exit);
+  if (r.empty() && t.last_exit && *t.last_exit) r = "last: " + WithoutTaskPrefix(PbString(t.last_exit), t);
   return r.empty() ? "-" : r;
 }
 
@@ -159,7 +169,7 @@ bool TaskStatsOf(const GlobalOptions& g, const outpost_v1_JobTaskInfo& t, bool q
 
 std::string TaskProgress(const outpost_v1_JobTaskInfo& t) {
   std::string state = PbString(t.state);
-  std::string last = PbString(t.last_exit);
+  std::string last = WithoutTaskPrefix(PbString(t.last_exit), t);
   if (state == "running") {
     if (PbString(t.health) == "unhealthy") return "unhealthy";
     return t.healthy ? "healthy" : "running";
@@ -248,7 +258,7 @@ std::string FailedTasks(const JobInfo& j) {
     if (!t.failed) continue;
     if (!out.empty()) out += ", ";
     out += "task " + PbString(t.name) + " failed";
-    if (t.last_exit && *t.last_exit) out += " (" + PbString(t.last_exit) + ")";
+    if (t.last_exit && *t.last_exit) out += " (" + WithoutTaskPrefix(PbString(t.last_exit), t) + ")";
   }
   return out;
 }

@@ -39,6 +39,10 @@ bool InspectJob(const GlobalOptions& g, const std::string& id, PbOwned<JobInfo>*
 bool TaskStatsOf(const GlobalOptions& g, const outpost_v1_JobTaskInfo& t, bool quiet,
                  PbOwned<outpost_v1_TaskStatsResponse>* out, std::string* why = nullptr, int* code = nullptr);
 
+// why without the "start task TASK_ID: " its row already names
+// ("start failed: start task web.server: command not found" becomes
+// "start failed: command not found").
+std::string WithoutTaskPrefix(const std::string& why, const outpost_v1_JobTaskInfo& t);
 // A task's NOTE: why it is pending, in backoff ("exit code 1, restart in
 // 4s") or dead; "last: EXIT" for one that ran; "-".
 std::string TaskNote(const outpost_v1_JobTaskInfo& t, int64_t now_unix_nanos);

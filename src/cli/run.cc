@@ -185,10 +185,8 @@ int WaitForJob(const GlobalOptions& g, const std::string& id, uint64_t events_se
       if (const outpost_v1_JobTaskInfo* t = PermanentStartFailure(*j)) {
         std::fflush(stdout);
         int exit = t->start_exit_code == 126 || t->start_exit_code == 127 ? t->start_exit_code : kExitFailure;
-        // "start failed: start task web.server: command ...": the task is named once.
-        std::string why = PbString(t->last_exit);
-        std::string inner = "start task " + PbString(t->task_id) + ": ";
-        if (StartsWith(why, "start failed: " + inner)) why = "start failed: " + why.substr(14 + inner.size());
+        // The task is named once.
+        std::string why = WithoutTaskPrefix(PbString(t->last_exit), *t);
         return Fail(exit, id + "/" + PbString(t->name) + ": " + why +
                               " (retrying cannot fix this; the agent retries by the restart policy until `outpost stop " +
                               id + "`)" + see);

@@ -147,7 +147,7 @@ int RunStatus(const GlobalOptions& opts, const std::vector<std::string>& args) {
 int RunVersion(const GlobalOptions& opts, const std::vector<std::string>& args) {
   if (!args.empty()) return Fail(kExitUsage, "version takes no arguments");
   if (opts.json) {
-    std::printf("{\"version\": \"%s\"}\n", OUTPOST_VERSION);
+    PrintJson(JsonObject1("version", OUTPOST_VERSION));
   } else {
     std::printf("outpost %s\n", OUTPOST_VERSION);
   }

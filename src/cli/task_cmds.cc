@@ -252,7 +252,7 @@ int TaskStop(const GlobalOptions& g, const std::vector<std::string>& in) {
                          wait);
   if (!reply.ok()) return code;
   if (!g.json) std::printf("stopped %s\n", id.c_str());
-  else std::printf("{\"stopped\": \"%s\"}\n", id.c_str());
+  else PrintJson(JsonObject1("stopped", id));
   return kExitOk;
 }
 
@@ -271,7 +271,7 @@ int TaskRemove(const GlobalOptions& g, const std::vector<std::string>& in) {
     return code;
   }
   if (!g.json) std::printf("removed %s\n", id.c_str());
-  else std::printf("{\"removed\": \"%s\"}\n", id.c_str());
+  else PrintJson(JsonObject1("removed", id));
   return kExitOk;
 }
 
@@ -284,7 +284,13 @@ int TaskSignal(const GlobalOptions& g, const std::vector<std::string>& in, const
   int code = 0;
   auto reply = CallAgent(g, "SignalTask", *PbEncode(outpost_v1_SignalTaskRequest_fields, &req, "SignalTaskRequest"),
                          &code);
-  return reply.ok() ? kExitOk : code;
+  if (!reply.ok()) return code;
+  if (g.json) {
+    PrintJson(picojson::value(picojson::object{{"signalled", picojson::value(in[0])}, {"signal", picojson::value(in[1])}}));
+  } else {
+    std::printf("sent %s to %s\n", in[1].c_str(), in[0].c_str());
+  }
+  return kExitOk;
 }
 
 int TaskExec(const GlobalOptions& g, const std::vector<std::string>& in, const char* name) {
@@ -372,14 +378,6 @@ int RunTask(const GlobalOptions& g, const std::vector<std::string>& args) {
 }
 
 int RunExec(const GlobalOptions& g, const std::vector<std::string>& a) { return TaskExec(g, a, "exec"); }
-int RunSignal(const GlobalOptions& g, const std::vector<std::string>& a) {
-  int code = TaskSignal(g, a, "signal");
-  if (code == kExitOk && a.size() == 2) {
-    if (g.json) PrintJson(picojson::value(picojson::object{{"signalled", picojson::value(a[0])},
-                                                           {"signal", picojson::value(a[1])}}));
-    else std::printf("sent %s to %s\n", a[1].c_str(), a[0].c_str());
-  }
-  return code;
-}
+int RunSignal(const GlobalOptions& g, const std::vector<std::string>& a) { return TaskSignal(g, a, "signal"); }
 
 }  // namespace outpost::cli

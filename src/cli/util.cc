@@ -136,6 +136,12 @@ std::string CountsText(const std::vector<std::pair<std::string, int>>& counts) {
 
 void PrintJson(const picojson::value& v) { std::printf("%s\n", json::Write(v, true).c_str()); }
 
+picojson::value JsonObject1(const char* key, const std::string& value) {
+  picojson::object o;
+  o[key] = picojson::value(value);
+  return picojson::value(o);
+}
+
 void PrintJsonLine(const picojson::value& v) { std::printf("%s\n", json::Write(v).c_str()); }
 
 picojson::value JsonText(const std::string& s) { return s.empty() ? picojson::value() : picojson::value(s); }

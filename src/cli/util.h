@@ -107,6 +107,8 @@ std::vector<std::pair<std::string, int>> CountWords(const std::vector<std::strin
 std::string CountsText(const std::vector<std::pair<std::string, int>>& counts);
 // Prints v (json::Write, pretty) and a newline: every --json document.
 void PrintJson(const picojson::value& v);
+// {"key": "value"}: the --json document of a command that names what it did.
+picojson::value JsonObject1(const char* key, const std::string& value);
 // Prints v on one line (json::Write, compact): JSON lines (events, stats -f).
 void PrintJsonLine(const picojson::value& v);
 // --json values of fields that may be empty: null when they are (the text

@@ -112,6 +112,10 @@ restarting b/t" "restart reports each"
   expect_contains "$OUT" "job b removed" "rm goes on after a failure"
   expect_contains "$OUT" "rm failed for 1 of 3: nosuch" "rm names the failed one"
   expect_eq "$(jt_job_ids)" "c" "what is left"
+  # Without an agent the first call fails; the others are named as not tried.
+  expect_exit 3 "$OUTPOST" --socket "$T/nothing.sock" stop a b c
+  expect_contains "$OUT" "no agent is running at $T/nothing.sock" "no agent"
+  expect_contains "$OUT" "stop failed for 3 of 3: a; not tried: b, c" "the untried jobs are named"
 }
 
 # Many jobs in one call, on one connection: 40 stopped jobs up in one start.

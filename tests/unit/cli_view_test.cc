@@ -111,6 +111,25 @@ TEST(CliProgress, TaskWords) {
   EXPECT_EQ(TaskProgress(t), "failed (exit code 3)");
 }
 
+// A start error names the task once: its row or "JOB/TASK:" already does.
+TEST(CliProgress, StartErrorsDropTheTaskPrefix) {
+  auto t = Task("server", "backoff");
+  t.task_id = const_cast<char*>("web.server");
+  t.last_exit = const_cast<char*>("start failed: start task web.server: command \"nope\" not found");
+  EXPECT_EQ(TaskProgress(t), "backoff (start failed: command \"nope\" not found)");
+  t.reason = const_cast<char*>("start task web.server: user \"x\" unknown");
+  EXPECT_EQ(TaskNote(t, 0), "user \"x\" unknown");
+  // Another task's prefix, or one in the middle, stays.
+  t.reason = const_cast<char*>("start task web.other: boom");
+  EXPECT_EQ(TaskNote(t, 0), "start task web.other: boom");
+  EXPECT_EQ(WithoutTaskPrefix("hook: start task web.server: x", t), "hook: start task web.server: x");
+  t = Task("server", "dead");
+  t.task_id = const_cast<char*>("web.server");
+  t.failed = true;
+  t.last_exit = const_cast<char*>("start failed: start task web.server: exec: Permission denied");
+  EXPECT_EQ(TaskProgress(t), "failed (start failed: exec: Permission denied)");
+}
+
 TEST(CliProgress, LinesOnlyForChanges) {
   outpost_v1_JobTaskInfo tasks[2] = {Task("a", "pending"), Task("b", "pending")};
   JobInfo j = outpost_v1_JobInfo_init_zero;
