@@ -22,6 +22,8 @@ const char* CodeName(Code code) {
     case Code::kUnimplemented: return "Unimplemented";
     case Code::kInternal: return "Internal";
     case Code::kUnavailable: return "Unavailable";
+    case Code::kDataLoss: return "DataLoss";
+    case Code::kUnauthenticated: return "Unauthenticated";
   }
   return "Unknown";
 }

@@ -10,7 +10,7 @@
 
 namespace outpost {
 
-// gRPC status codes (google.rpc.Code). Only the ones we produce are named.
+// gRPC status codes (google.rpc.Code), all of them: gRPC peers send any.
 enum class Code : int32_t {
   kOk = 0,
   kCanceled = 1,
@@ -27,6 +27,8 @@ enum class Code : int32_t {
   kUnimplemented = 12,
   kInternal = 13,
   kUnavailable = 14,
+  kDataLoss = 15,
+  kUnauthenticated = 16,
 };
 
 const char* CodeName(Code code);

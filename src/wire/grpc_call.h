@@ -2,8 +2,7 @@
 // direction, half-close, cancellation and the final status. Owns: the
 // call's callbacks and what the application may do with an open call.
 // Does not own: the HTTP/2 stream under it (wire/h2_conn), the framing of
-// messages (wire/grpc_codec) or who made the call (wire/grpc_server,
-// wire/grpc_client).
+// messages (wire/grpc_codec) or the connection's calls (wire/grpc_session).
 //
 // A GrpcCall is handed out as a shared_ptr. The connection keeps its own
 // reference while the call is open and drops it when the call ends; the
@@ -20,11 +19,13 @@
 #include <string_view>
 
 #include "base/error.h"
+#include "wire/grpc_codec.h"
 #include "wire/hpack.h"
 
 namespace outpost::wire {
 
-class H2Conn;
+class GrpcSession;
+struct GrpcMethod;
 
 class GrpcCall {
  public:
@@ -38,10 +39,11 @@ class GrpcCall {
   // The peer will send no more messages (END_STREAM): a client half-closed
   // its side, or, on the client, the response's messages are all in.
   void OnHalfClose(EventFn fn) { on_half_close_ = std::move(fn); }
-  // The call is over, once: on the client with the server's status (or
-  // the local reason: deadline, cancellation, connection lost); on the
-  // server when the status was sent (ok) or the call was cancelled, timed
-  // out or lost its connection (not ok; the status says which).
+  // The call is over, once, unless this side ended it (Finish, Cancel):
+  // on the client with the server's status or the local reason (deadline,
+  // connection lost, GOAWAY); on the server when the client cancelled, the
+  // deadline passed or the connection was lost (Canceled,
+  // DeadlineExceeded, Unavailable).
   void OnDone(DoneFn fn) { on_done_ = std::move(fn); }
   // The write queue went from over the limit back under it.
   void OnWritable(EventFn fn) { on_writable_ = std::move(fn); }
@@ -58,8 +60,7 @@ class GrpcCall {
   // messages; trailers-only when nothing was sent). The message of a
   // failed status goes out as grpc-message, percent-encoded.
   void Finish(const Status& status);
-  // Either side: abandons the call (RST_STREAM CANCEL); OnDone runs with
-  // Canceled ("call cancelled").
+  // Either side: abandons the call (RST_STREAM CANCEL).
   void Cancel();
 
   bool done() const { return done_; }
@@ -73,27 +74,32 @@ class GrpcCall {
   int64_t deadline() const { return deadline_; }
 
   // For wire/ only.
-  GrpcCall(H2Conn* conn, uint32_t stream_id, bool client) : conn_(conn), stream_id_(stream_id), client_(client) {}
+  GrpcCall(GrpcSession* session, bool client) : session_(session), client_(client) {}
   GrpcCall(const GrpcCall&) = delete;
   GrpcCall& operator=(const GrpcCall&) = delete;
 
  private:
   friend class GrpcSession;
-  friend class GrpcServerCore;
-  friend class GrpcClient;
 
-  H2Conn* conn_;  // null once the call has ended or its connection is gone
-  uint32_t stream_id_;
+  GrpcSession* session_;  // null once the call has ended
+  uint32_t stream_id_ = 0;  // 0 on a client call still waiting for a stream
   bool client_;
   bool done_ = false;
   bool send_closed_ = false;
-  bool recv_closed_ = false;
-  bool headers_sent_ = false;  // server: response headers went out
-  bool got_headers_ = false;   // client: response headers arrived
-  bool over_limit_ = false;    // Write refused; OnWritable owed
+  bool headers_sent_ = false;  // server: the response headers went out
+  bool got_headers_ = false;   // client: the response headers arrived
   int64_t deadline_ = 0;
+  uint64_t deadline_timer_ = 0;  // a Loop timer
   hpack::HeaderList headers_;
-  std::string partial_;  // an incoming message not yet complete
+  grpc::MessageReader reader_{0};
+  std::string encoding_;  // the peer's grpc-encoding
+  std::string waiting_;   // client: messages written before the stream opened
+  // Unary calls: the one message and where the answer goes.
+  std::string unary_message_;
+  int unary_count_ = 0;
+  std::function<void(Result<std::string>)> unary_done_;
+  std::shared_ptr<const GrpcMethod> method_;    // server: the handler
+  std::string service_, method_name_;                // server: from :path
   MessageFn on_message_;
   EventFn on_half_close_;
   DoneFn on_done_;

@@ -25,6 +25,8 @@
 
 namespace outpost::wire {
 
+class GrpcSession;
+
 struct GrpcClientOptions : GrpcLimits {
   GrpcClientOptions() {
     name = "grpc";
@@ -82,9 +84,8 @@ class GrpcClient {
   size_t queued_bytes() const;
 
  private:
-  class Impl;
-  explicit GrpcClient(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit GrpcClient(std::unique_ptr<GrpcSession> session);
+  std::unique_ptr<GrpcSession> session_;
   CloseCallback on_close_;
 };
 

@@ -120,8 +120,8 @@ class GrpcServer {
   // listen_fd: a listening unix stream socket, or an invalid fd for a server
   // that only serves sockets given to AddConnection.
   static Result<std::unique_ptr<GrpcServer>> Create(Loop* loop, UniqueFd listen_fd, GrpcServerOptions options = {});
-  // Closes every connection; open calls end (Canceled) and their handlers'
-  // answers are dropped.
+  // Closes every connection; the handlers of open calls are not told, and
+  // their answers are dropped.
   ~GrpcServer();
   GrpcServer(const GrpcServer&) = delete;
   GrpcServer& operator=(const GrpcServer&) = delete;
