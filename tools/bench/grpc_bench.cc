@@ -202,9 +202,13 @@ void RunServer(const ServerSpec& spec, int ready_fd, int stop_fd) {
 }
 
 // A forked server process; Stop() ends it (EOF on its stop pipe) and reaps it.
+// fresh: the child execs this binary again (`--idle-server KIND SOCKET`,
+// ready and stop pipes on fds 3 and 4), so that its heap holds nothing of
+// this process's: freed memory it inherited would make the growth it is
+// measured for look smaller.
 class ServerProcess {
  public:
-  ServerProcess(const ServerSpec& spec, bool pin) {
+  ServerProcess(const ServerSpec& spec, bool pin, bool fresh = false) {
     int ready[2], stop[2];
     if (::pipe2(ready, O_CLOEXEC) != 0 || ::pipe2(stop, O_CLOEXEC) != 0) Die("pipe", std::strerror(errno));
     pid_ = ::fork();
@@ -213,6 +217,13 @@ class ServerProcess {
       ::close(ready[0]);
       ::close(stop[1]);
       if (pin) PinToCpu(0);
+      if (fresh) {
+        const bool grpc = !spec.grpc_path.empty();
+        if (::dup2(ready[1], 3) < 0 || ::dup2(stop[0], 4) < 0) std::_Exit(126);
+        ::execl("/proc/self/exe", "grpc_bench", "--idle-server", grpc ? "grpc" : "rpc",
+                (grpc ? spec.grpc_path : spec.rpc_path).c_str(), static_cast<char*>(nullptr));
+        std::_Exit(127);
+      }
       RunServer(spec, ready[1], stop[0]);
       std::_Exit(0);
     }
@@ -364,7 +375,7 @@ double IdleConnBytes(bool grpc, const std::string& dir) {
   ServerSpec spec;
   (grpc ? spec.grpc_path : spec.rpc_path) = dir + (grpc ? "/idle-grpc.sock" : "/idle-rpc.sock");
   spec.max_connections = 4 * kIdleConns;
-  ServerProcess server(spec, false);
+  ServerProcess server(spec, false, true);
   const long before = bench::SettledRssKiB(server.pid());
   auto loop = OrDie(Loop::Create(), "loop");
   std::vector<std::unique_ptr<wire::GrpcClient>> grpcs;
@@ -466,10 +477,17 @@ void GrpcioFigures(const std::string& outpost_path, const std::string& dir) {
   Print("grpcio_client_to_outpost_p50", got[0].p50_us, "us", "grpcio_client_to_grpcio_p50", got[1].p50_us);
 }
 
-int Main() {
+int Main(int argc, char** argv) {
   bench::Name() = "grpc_bench";
   log::SetLevel(log::Level::kError);
   ::signal(SIGPIPE, SIG_IGN);
+  if (argc == 4 && std::strcmp(argv[1], "--idle-server") == 0) {  // ServerProcess, fresh
+    ServerSpec spec;
+    (std::strcmp(argv[2], "grpc") == 0 ? spec.grpc_path : spec.rpc_path) = argv[3];
+    spec.max_connections = 4 * kIdleConns;
+    RunServer(spec, 3, 4);
+    return 0;
+  }
   char tmpl[] = "/tmp/outpost-bench-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) Die("mkdtemp", std::strerror(errno));
   const std::string dir = tmpl;
@@ -505,4 +523,4 @@ int Main() {
 }  // namespace
 }  // namespace outpost
 
-int main() { return outpost::Main(); }
+int main(int argc, char** argv) { return outpost::Main(argc, argv); }
