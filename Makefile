@@ -221,14 +221,19 @@ GEN_C := $(patsubst proto/%.proto,$(GEN)/%.pb.c,$(PROTOS))
 GEN_H := $(GEN_C:.c=.h)
 
 LIB_SRCS := $(filter-out src/main.cc,$(shell find src -name '*.cc' | sort))
-LIB_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(LIB_SRCS)) $(patsubst $(GEN)/%.c,$(BUILD)/obj/gen/%.o,$(GEN_C))
+# The gRPC interop tests' messages (proto/grpc_interop.proto) are the tests'
+# own: only build/grpc_peer links them.
+TEST_PROTOS := grpc_interop
+LIB_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(LIB_SRCS)) \
+            $(patsubst $(GEN)/%.c,$(BUILD)/obj/gen/%.o,$(filter-out $(patsubst %,$(GEN)/%.pb.c,$(TEST_PROTOS)),$(GEN_C)))
 MAIN_OBJ := $(BUILD)/obj/src/main.o
 UNIT_SRCS := $(sort $(wildcard tests/unit/*.cc))
 # (+ the oci driver's spec builder, tested as a unit: tests/unit/oci_spec_test.cc)
 UNIT_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(UNIT_SRCS)) $(BUILD)/obj/examples/plugins/oci-driver/spec.o
 # It tests the example's code, which uses the real picojson (EXAMPLE_CXXFLAGS).
 $(BUILD)/obj/tests/unit/oci_spec_test.o: TEST_CXXFLAGS = $(CXXFLAGS_BASE) $(INCS) -isystem $(GTEST_DIR)/include -Itests
-HELPER_SRCS := $(sort $(wildcard tests/helpers/*.cc))
+# (grpc_peer*.cc are a program of their own: build/grpc_peer)
+HELPER_SRCS := $(filter-out tests/helpers/grpc_peer%.cc,$(sort $(wildcard tests/helpers/*.cc)))
 HELPER_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(HELPER_SRCS))
 GTEST_OBJS := $(BUILD)/obj/gtest/gtest-all.o $(BUILD)/obj/gtest/gtest_main.o
 DEP_HEADERS := $(if $(filter $(BUILD)/deps/include,$(NANOPB_INC) $(PICOJSON_INC)),$(BUILD)/deps/.stamp)
@@ -240,7 +245,8 @@ all: $(BUILD)/outpost $(BUILD)/outpost.stripped $(BUILD)/liboutpost-plugin.a oci
 
 outpost: all
 
-tests: $(BUILD)/unit_tests $(BUILD)/test_helper $(BUILD)/test_plugin $(BUILD)/example_driver nri-plugins oci-driver
+tests: $(BUILD)/unit_tests $(BUILD)/test_helper $(BUILD)/test_plugin $(BUILD)/example_driver nri-plugins oci-driver \
+       $(BUILD)/grpc_peer
 
 # The oci task driver (examples/plugins/oci-driver/, docs/oci-driver.md): a
 # binary of its own on the plugin library, shipped next to outpost.
@@ -368,6 +374,15 @@ PLUGIN_LIB_OBJS := $(filter $(BUILD)/obj/src/base/% $(BUILD)/obj/src/loop/% $(BU
 $(BUILD)/liboutpost-plugin.a: $(PLUGIN_LIB_OBJS)
 	$(Q)rm -f $@
 	$(Q)$(AR) rcs $@ $^
+
+# The gRPC interop tests' peer (tests/helpers/grpc_peer*.cc): outpost's gRPC
+# server or client on the Interop service of proto/grpc_interop.proto, run
+# against Python's grpcio by tests/integration/test_grpc.sh.
+GRPC_PEER_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(sort $(wildcard tests/helpers/grpc_peer*.cc))) \
+                  $(BUILD)/obj/gen/grpc_interop.pb.o
+$(BUILD)/grpc_peer: $(GRPC_PEER_OBJS) $(BUILD)/liboutpost.a
+	@echo "  LINK    $@"
+	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(NANOPB_LIB)
 
 # A plugin built with the library, as a vendor would (tests/helpers/plugin/).
 $(BUILD)/test_plugin: $(BUILD)/obj/tests/helpers/plugin/test_plugin.o $(BUILD)/liboutpost-plugin.a

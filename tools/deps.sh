@@ -23,7 +23,8 @@
 #   vm          QEMU, busybox-static and the disk tools of the VM tests
 #               (tools/vmtest, `make power-cuts`), and the CNI plugins,
 #               iptables and crun it copies into the guest
-#   bench       the build, and the peers `make bench` compares with (peers)
+#   bench       the build, and the peers `make bench` compares with (peers,
+#               and grpcio for grpc_bench)
 #   peers       s6 and runit, which peer_bench runs side by side with outpost;
 #               only `make bench` asks for them (not in all: `make test` and
 #               `make deps` never need them)
@@ -93,6 +94,9 @@ group() {
       # integration tests (the job network tests run the CNI reference
       # plugins and iptables in private namespaces)
       add iproute2 util-linux procps containernetworking-plugins iptables
+      # the gRPC interop tests (test_grpc.sh): Python's grpcio on Debian's
+      # python3, and grpc_tools to generate its stubs at test time
+      add python3-grpcio python3-grpc-tools
       # the oci driver's tests: the OCI runtimes it drives (busybox-static
       # for the containers' root file systems comes with group vm)
       add crun runc
@@ -113,6 +117,7 @@ group() {
       group build; group test-build; group peers
       add containernetworking-plugins iptables  # cni_bench
       add crun busybox-static  # oci_bench
+      add python3-grpcio  # grpc_bench's grpcio client and server
       ;;
     peers)
       # the peers peer_bench compares with. It starts its own s6-svscan and

@@ -233,7 +233,7 @@ else
   # The full run builds no plain x86_64 unit tests: they run under ASan and
   # UBSan (unit-sanitized, clang) and with the release compiler and flags on
   # armhf (unit-armhf, gcc, LTO); `--only unit` builds and runs them here.
-  native=(all build/test_helper build/test_plugin build/example_driver nri-plugins bench-build)
+  native=(all build/test_helper build/test_plugin build/example_driver build/grpc_peer nri-plugins bench-build)
   [ "$ONLY" = unit ] && native+=(build/unit_tests)
   if want build || want unit || want integration || want chaos || want vm; then
     if step "build native" make -j"$JOBS" "${native[@]}"; then
