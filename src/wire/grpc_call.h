@@ -39,11 +39,13 @@ class GrpcCall {
   // The peer will send no more messages (END_STREAM): a client half-closed
   // its side, or, on the client, the response's messages are all in.
   void OnHalfClose(EventFn fn) { on_half_close_ = std::move(fn); }
-  // The call is over, once, unless this side ended it (Finish, Cancel):
-  // on the client with the server's status or the local reason (deadline,
-  // connection lost, GOAWAY); on the server when the client cancelled, the
-  // deadline passed or the connection was lost (Canceled,
-  // DeadlineExceeded, Unavailable).
+  // The call is over: runs exactly once, however it ended. On the client
+  // with the server's status or the local reason (deadline, Cancel,
+  // connection lost, GOAWAY); on the server with the status this side
+  // finished with, or why the call ended without it (the client cancelled:
+  // Canceled; the deadline passed: DeadlineExceeded; the connection was
+  // lost: Canceled). When this side ended the call (Finish, Cancel), it
+  // runs after the current loop callback.
   void OnDone(DoneFn fn) { on_done_ = std::move(fn); }
   // The write queue went from over the limit back under it.
   void OnWritable(EventFn fn) { on_writable_ = std::move(fn); }

@@ -144,19 +144,22 @@ void GrpcSession::EndCall(const std::shared_ptr<GrpcCall>& ending, const Status&
   }
   if (client()) OpenWaiting();
   // The application's callbacks may hold the call (a cycle): they are let
-  // go after the current loop callback, which may be one of them.
+  // go after the current loop callback, which may be one of them. When
+  // this side ended the call (Finish, Cancel), OnDone runs then too.
   if (call->on_message_ || call->on_half_close_ || call->on_writable_ || (!notify && call->on_done_)) {
     loop_->Defer([m = std::move(call->on_message_), h = std::move(call->on_half_close_),
-                  w = std::move(call->on_writable_), d = notify ? nullptr : std::move(call->on_done_)] {});
+                  w = std::move(call->on_writable_), call, status, notify] {
+      if (!notify) Notify(call.get(), status);
+    });
     call->on_message_ = nullptr;
     call->on_half_close_ = nullptr;
     call->on_writable_ = nullptr;
+    if (!notify) return;
   }
-  if (!notify) {
-    call->on_done_ = nullptr;
-    call->unary_done_ = nullptr;
-    return;
-  }
+  if (notify) Notify(call.get(), status);
+}
+
+void GrpcSession::Notify(GrpcCall* call, const Status& status) {
   if (call->unary_done_) {
     auto done = std::move(call->unary_done_);
     call->unary_done_ = nullptr;

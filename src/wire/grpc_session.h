@@ -98,9 +98,13 @@ class GrpcSession : public h2::Handler {
 
   bool client() const { return services_ == nullptr; }
   GrpcCall* Find(uint32_t stream) const;
-  // Ends the call: removes it, cancels its timer, and (notify) tells the
-  // application: a unary client call's done, or OnDone.
+  // Ends the call: removes it, cancels its timer, and tells the
+  // application (a unary client call's done, or OnDone): at once, or, when
+  // this side ended it (!notify: Finish, Cancel), after the current loop
+  // callback.
   void EndCall(const std::shared_ptr<GrpcCall>& call, const Status& status, bool notify);
+  // Runs the call's done callback (a unary client call's, or OnDone).
+  static void Notify(GrpcCall* call, const Status& status);
   void ArmDeadline(const std::shared_ptr<GrpcCall>& call);
   void OnDeadline(const std::shared_ptr<GrpcCall>& call);
   bool Open(const std::shared_ptr<GrpcCall>& call);

@@ -267,13 +267,18 @@ TEST_F(GrpcTest, CancellationBothWays) {
   // Client cancels: the server's handler is told (Canceled).
   auto call = client_->StartCall("t.Svc", "Chat", 0);
   bool client_done = false;
-  call->OnDone([&](const Status&) { client_done = true; });
+  Code client_code = Code::kOk;
+  call->OnDone([&](const Status& st) {
+    client_done = true;
+    client_code = st.ok() ? Code::kOk : st.error().code();
+  });
   ASSERT_TRUE(call->Write("hi").ok());
   ASSERT_TRUE(RunUntil(loop_.get(), [&] { return server_calls_.size() == 1; }));
   call->Cancel();
   ASSERT_TRUE(RunUntil(loop_.get(), [&] { return server_done_.size() == 1; }));
   EXPECT_EQ(server_done_[0], Code::kCanceled);
-  EXPECT_FALSE(client_done);  // this side ended it: OnDone is not called
+  EXPECT_TRUE(client_done);  // this side ended it: OnDone ran after Cancel returned
+  EXPECT_EQ(client_code, Code::kCanceled);
   // Server cancels: the client sees Canceled.
   auto call2 = client_->StartCall("t.Svc", "Chat", 0);
   Status st2;
@@ -450,6 +455,7 @@ class GrpcClientRawTest : public GrpcTest {
     GrpcTest::SetUp();
     UniqueFd other;
     ASSERT_TRUE(peer_.Open(&other));
+    peer_.ExpectClientPreface();
     auto c = GrpcClient::Create(loop_.get(), std::move(other), {});
     ASSERT_TRUE(c.ok());
     client_ = std::move(*c);

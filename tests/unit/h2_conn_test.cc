@@ -258,7 +258,7 @@ TEST_F(H2ConnTest, UnknownSettingsAndFrameTypesAreIgnored) {
 TEST_F(H2ConnTest, PingIsEchoedAndItsAckIsNot) {
   StartServer();
   peer_.SendFrame(kPing, kFlagAck, 0, "ackackac");
-  peer_.SendFrame(kPing, 0, 0, "\x01\x06\x01\x08\x00\x03\x03\x09");
+  peer_.SendFrame(kPing, 0, 0, std::string("\x01\x06\x01\x08\x00\x03\x03\x09", 8));
   RawFrame f;
   ASSERT_TRUE(peer_.NextOfType(loop_.get(), kPing, &f));
   EXPECT_EQ(f.flags, kFlagAck);

@@ -77,6 +77,8 @@ class RawPeer {
     return true;
   }
   int fd() const { return fd_.get(); }
+  // Playing a server: the client's 24-octet preface comes before its frames.
+  void ExpectClientPreface() { preface_left_ = sizeof h2::kClientPreface; }
   void CloseWrite() { ::shutdown(fd_.get(), SHUT_WR); }
   void Close() { fd_.Reset(); }
 
@@ -150,6 +152,12 @@ class RawPeer {
 
  private:
   bool TakeFrame(RawFrame* f) {
+    if (preface_left_ > 0) {
+      if (in_.size() < preface_left_) return false;
+      EXPECT_EQ(in_.substr(0, preface_left_), std::string(h2::kClientPreface, sizeof h2::kClientPreface));
+      in_.erase(0, preface_left_);
+      preface_left_ = 0;
+    }
     for (;;) {
       if (in_.size() < 9) return false;
       const auto* u = reinterpret_cast<const uint8_t*>(in_.data());
@@ -181,6 +189,7 @@ class RawPeer {
   }
 
   UniqueFd fd_;
+  size_t preface_left_ = 0;
   std::string in_;
   bool eof_ = false;
   std::string block_;
