@@ -112,7 +112,7 @@ test_plugins_task_driver_runs_stops_and_recovers_tasks() {
   JT_EXTRA='"driver": "testdrv", "config": {"note": "hi", "bogus": 1}'
   jt_job cj "$(jt_task t "$HELPER" sleep 1)" >"$T/cj.json"
   expect_exit 2 op run -f "$T/cj.json" --detach
-  expect_contains "$OUT" 'tasks[0].config.bogus: unknown field for driver testdrv (it takes: note)' "config checked"
+  expect_contains "$OUT" 'tasks[0].config.bogus: unknown field for driver testdrv (it takes: note, refuse)' "config checked"
   # A job naming a driver that is not registered is accepted; the CLI
   # says its task waits (a misspelt name shows at once).
   JT_EXTRA='"driver": "nosuch"'
