@@ -54,7 +54,8 @@ struct CommandOptions {
   // value ("--timeout= --detach").
   const char* options;
   // What its first operand is: "@jobs" (job names, from `outpost ps`),
-  // "@commands", "@files", "" (none), or words to complete ("check").
+  // "@commands", "@files", "" (none), or words to complete ("check");
+  // "@jobs...": every operand is a job name (start, stop, rm, ...).
   const char* operand;
 };
 extern const CommandOptions kCommandOptions[];

@@ -13,16 +13,17 @@ namespace outpost::cli {
 
 // Each command's options, as its parser takes them (tests/unit/
 // cli_completion_test.cc checks them against the help texts and the table).
-// "=@files": the value is a file; "=@jobs": a job name.
+// "=@files": the value is a file; "=@jobs": a job name. Operand "@jobs":
+// the first operand is a job; "@jobs...": every operand is one.
 const CommandOptions kCommandOptions[] = {
     {"agent", "--config=@files --check --no-keeper", ""},
     {"run", "-f=@files --detach -d --progress --timeout= --min-healthy-time=", ""},
-    {"ps", "--status=", "@jobs"},
+    {"ps", "--status=", "@jobs..."},
     {"inspect", "--lines=", "@jobs"},
-    {"start", "", "@jobs"},
-    {"stop", "--timeout=", "@jobs"},
-    {"rm", "--timeout=", "@jobs"},
-    {"restart", "", "@jobs"},
+    {"start", "", "@jobs..."},
+    {"stop", "--timeout=", "@jobs..."},
+    {"rm", "--timeout=", "@jobs..."},
+    {"restart", "", "@jobs..."},
     {"logs", "-f --follow -t --timestamps --stdout --stderr --all -n= --tail= --since=", "@jobs"},
     {"exec", "--timeout=", "@jobs"},
     {"signal", "", "@jobs"},
@@ -125,7 +126,9 @@ std::string BashCompletion() {
       "      --socket=*) sock=(\"${COMP_WORDS[i]}\") ;;\n"
       "    esac\n"
       "  done\n"
-      "  \"${COMP_WORDS[0]}\" \"${sock[@]}\" ps 2>/dev/null | awk 'NR > 1 && $1 != \"\" { print $1 }'\n"
+      "  # The first column of ps's table, which ends at its first blank line\n"
+      "  # (the Pending and Invalid job files sections follow).\n"
+      "  \"${COMP_WORDS[0]}\" \"${sock[@]}\" ps 2>/dev/null | awk 'NR == 1 { next } $0 == \"\" { exit } { print $1 }'\n"
       "}\n"
       "\n"
       "_outpost() {\n"
@@ -177,7 +180,8 @@ std::string BashCompletion() {
       "  fi\n"
       "  if [[ \"$cur\" == -* ]]; then COMPREPLY=($(compgen -W \"$opts\" -- \"$cur\")); return; fi\n"
       "  case \"$operand\" in\n"
-      "    @jobs) [ -z \"$sub\" ] && COMPREPLY=($(compgen -W \"$(_outpost_jobs)\" -- \"$cur\")) ;;\n";
+      "    @jobs) [ -z \"$sub\" ] && COMPREPLY=($(compgen -W \"$(_outpost_jobs)\" -- \"$cur\")) ;;\n"
+      "    @jobs...) COMPREPLY=($(compgen -W \"$(_outpost_jobs)\" -- \"$cur\")) ;;\n";
   s += "    @commands) [ -z \"$sub\" ] && COMPREPLY=($(compgen -W \"" + CommandNames() + "\" -- \"$cur\")) ;;\n";
   s +=
       "    @files) COMPREPLY=($(compgen -f -- \"$cur\")) ;;\n"

@@ -57,8 +57,8 @@ const char kEventsHelp[] =
     "job-stopping, job-restarting, job-removing, job-removed.\n"
     "The history (the newest 1,000 events) survives restarts and upgrades\n"
     "of the agent, and a removed job's events stay until they age out.\n"
-    "-f JOB waits for a job that does not exist yet; without -f a name\n"
-    "that has no job, task or events is an error.\n"
+    "-f JOB waits for a job that does not exist yet (saying so on stderr);\n"
+    "without -f a name that has no job, task or events is an error.\n"
     "With --json, one JSON object per line.\n"
     "\n"
     "Examples:\n"
@@ -395,6 +395,11 @@ int RunEvents(const GlobalOptions& g, const std::vector<std::string>& in) {
     }
     std::fflush(stdout);
     if (!follow) return kExitOk;
+    if (req.wait_nanos == 0 && resp->events_count == 0 && !ref.empty()) {
+      // Nothing of it yet (a job to be submitted): say that it waits. The
+      // cursor stays at 0, so what comes before the next call is not missed.
+      std::fprintf(stderr, "outpost: no events of \"%s\" yet; waiting for them\n", ref.c_str());
+    }
     req.wait_nanos = 30 * kNanosPerSecond;
   }
 }

@@ -95,8 +95,18 @@ bool PermanentStartFailure(const Error& e, int* exit_code) {
   return true;
 }
 
+bool QuickDeath(EndCause cause, int64_t up_nanos, int64_t min_healthy_nanos) {
+  switch (cause) {
+    case EndCause::kExit: return up_nanos < min_healthy_nanos;
+    case EndCause::kUnhealthyNeverHealthy: return true;
+    case EndCause::kUnhealthyAfterHealthy: return false;
+  }
+  return true;
+}
+
 RestartDecision DecideRestart(const TaskSpec& spec, bool success, const std::string& exit_text,
-                              const RestartHistory& history, int64_t now_mono, int64_t min_healthy_nanos) {
+                              const RestartHistory& history, int64_t now_mono, int64_t min_healthy_nanos,
+                              EndCause cause) {
   RestartDecision d;
   const Restart& r = spec.restart;
   bool hook_task = spec.lifecycle.hook != Hook::kMain && !spec.lifecycle.sidecar;
@@ -121,10 +131,11 @@ RestartDecision DecideRestart(const TaskSpec& spec, bool success, const std::str
       return d;
     }
   }
-  // An instance that stayed up for min_healthy_time comes back at once; a
-  // quick death waits `delay`, doubled for each quick death before it.
+  // An instance that stayed up for min_healthy_time (or was healthy before
+  // a check failed) comes back at once; a quick death waits `delay`,
+  // doubled for each quick death before it.
   int64_t up = history.last_start_mono > 0 ? now_mono - history.last_start_mono : min_healthy_nanos;
-  d.quick = up < min_healthy_nanos;
+  d.quick = QuickDeath(cause, up, min_healthy_nanos);
   int64_t delay = 0;
   if (d.quick) {
     delay = r.delay_nanos;
@@ -263,6 +274,8 @@ Status TaskSupervisor::UpdateLimits(std::shared_ptr<const TaskSpec> spec) {
 
 void TaskSupervisor::Adopt() {
   uint64_t gen = ++generation_;
+  // Its checks start over with this agent: healthy once they pass.
+  was_healthy_ = false;
   ever_running_ = true;
   SetState(RunState::kRunning);
   ScheduleHealthCheck();
@@ -412,13 +425,15 @@ void TaskSupervisor::Handle(RunEvent ev, const driver::ExitResult* exit, const S
         text = exit ? driver::DescribeExit(*exit) : "exit status unknown";
         success = exit && exit->Successful();
       }
+      EndCause cause = EndCause::kExit;
       if (!unhealthy_kill_.empty()) {  // job/supervisor_checks.cc
         text = "unhealthy: " + unhealthy_kill_ + "; " + text;
         success = false;
         unhealthy_kill_.clear();
+        cause = was_healthy_ ? EndCause::kUnhealthyAfterHealthy : EndCause::kUnhealthyNeverHealthy;
       }
       last_exit_ = text;
-      ApplyPolicy(success, text);
+      ApplyPolicy(success, text, cause);
       break;
     }
   }
@@ -450,6 +465,7 @@ bool TaskSupervisor::AwaitDriver() {
 void TaskSupervisor::DoStart() {
   uint64_t gen = ++generation_;
   unhealthy_kill_.clear();
+  was_healthy_ = false;
   history_.last_start_mono = MonotonicNanos();
   std::weak_ptr<TaskSupervisor> weak = shared_from_this();
   // An exit can only follow a successful start; if the runner reports it
@@ -533,9 +549,9 @@ void TaskSupervisor::DriverReady() {
   if (state_ == RunState::kStopping && !stop_waits_for_.empty()) DoStop();
 }
 
-void TaskSupervisor::ApplyPolicy(bool success, const std::string& text) {
+void TaskSupervisor::ApplyPolicy(bool success, const std::string& text, EndCause cause) {
   int64_t now = MonotonicNanos();
-  RestartDecision d = DecideRestart(*spec_, success, text, history_, now, min_healthy_nanos_);
+  RestartDecision d = DecideRestart(*spec_, success, text, history_, now, min_healthy_nanos_, cause);
   reason_ = d.reason;
   if (!d.restart) {
     SetState(RunState::kDead);

@@ -67,6 +67,24 @@ struct RestartHistory {
   uint32_t quick = 0;                 // successive quick deaths (up less than min_healthy_time)
 };
 
+// How an instance ended, for whether its end is a quick death (QuickDeath):
+// the restart delay doubles across quick deaths in a row, and any other end
+// restarts at once (throttled to one start a second).
+enum class EndCause {
+  kExit,                   // it exited, was killed, or its start failed
+  kUnhealthyNeverHealthy,  // stopped by a failing check (on_unhealthy "restart") before its checks ever passed
+  kUnhealthyAfterHealthy,  // stopped by a failing check after its checks had passed
+};
+
+// The table of quick deaths (docs/supervision.md, "Restart policy"):
+//   kExit                    quick when up less than min_healthy_time
+//   kUnhealthyNeverHealthy   quick, however long it was up: a check that
+//                            never passes must back off, not restart it
+//                            every grace + threshold x interval forever
+//   kUnhealthyAfterHealthy   not quick: it served, then failed (a restart
+//                            at once, as for a long run that ended)
+bool QuickDeath(EndCause cause, int64_t up_nanos, int64_t min_healthy_nanos);
+
 struct RestartDecision {
   bool restart = false;
   bool quick = false;    // a quick death: the instance was up less than min_healthy_time
@@ -81,9 +99,10 @@ constexpr int64_t kStopRetryNanos = 5000000000;         // a failed stop (other 
 // success: the exit (or start) was successful. exit_text: "exit code 1",
 // "killed by SIGKILL", "start failed: ...". The instance that ended was up
 // since history.last_start_mono (0 = unknown: counts as up long enough).
-// One up for at least min_healthy_nanos restarts at once; quick deaths wait
-// delay x 2^history.quick (capped at max_delay); no start comes sooner than
-// a second after the previous one.
+// One that is not a quick death (QuickDeath: up for at least
+// min_healthy_nanos, or healthy before a check failed) restarts at once;
+// quick deaths wait delay x 2^history.quick (capped at max_delay); no start
+// comes sooner than a second after the previous one.
 // A start failure that retrying cannot heal: the command is missing or not
 // executable, the user is unknown, the driver refused the config
 // (NotFound, PermissionDenied, InvalidArgument). *exit_code: a shell's
@@ -91,8 +110,10 @@ constexpr int64_t kStopRetryNanos = 5000000000;         // a failed stop (other 
 // is the command's, else 0.
 bool PermanentStartFailure(const Error& e, int* exit_code);
 
+// cause: how it ended (QuickDeath).
 RestartDecision DecideRestart(const TaskSpec& spec, bool success, const std::string& exit_text,
-                              const RestartHistory& history, int64_t now_mono, int64_t min_healthy_nanos);
+                              const RestartHistory& history, int64_t now_mono, int64_t min_healthy_nanos,
+                              EndCause cause = EndCause::kExit);
 
 
 // What the supervisor needs from whoever runs tasks.
@@ -240,7 +261,7 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   void DoStart();
   void DoStop();
   void StopPending(const Error& e);
-  void ApplyPolicy(bool success, const std::string& text);
+  void ApplyPolicy(bool success, const std::string& text, EndCause cause);
   void Emit(const std::string& type, const std::string& message);
   void SetState(RunState s);
   void ScheduleHealthCheck();
@@ -261,6 +282,7 @@ class TaskSupervisor : public std::enable_shared_from_this<TaskSupervisor> {
   uint64_t health_timer_ = 0;
   std::unique_ptr<TaskChecks> checks_;  // while running, for a task with checks
   std::string unhealthy_kill_;          // why the running instance is being restarted by its checks
+  bool was_healthy_ = false;            // the running instance's checks have passed (since its start)
   RestartHistory history_;
   uint64_t generation_ = 0;   // bumps at every start: late callbacks of an older instance are ignored
   uint64_t timer_ = 0;

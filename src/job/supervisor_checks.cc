@@ -1,7 +1,8 @@
 // TaskSupervisor and a task's health checks (job/checks): a task with
 // checks is healthy when they pass; a failing check with on_unhealthy
 // "restart" stops the instance, and its end goes through the restart policy
-// like any failed exit (counted, backed off), told as "unhealthy: ...".
+// like any failed exit (counted, backed off), told as "unhealthy: ...": a
+// quick death when its checks never passed, else a restart at once.
 #include "job/supervisor.h"
 
 namespace outpost::job {
@@ -20,6 +21,9 @@ void TaskSupervisor::OnHealth(TaskHealth h, const std::string& message, bool res
   if (state_ != RunState::kRunning) return;
   bool was = healthy_;
   healthy_ = h == TaskHealth::kHealthy;
+  // A restart for a failing check is a quick death unless the instance was
+  // healthy first (QuickDeath).
+  if (healthy_) was_healthy_ = true;
   if (healthy_ && !was) Emit("healthy", message);
   if (h == TaskHealth::kUnhealthy) Emit("unhealthy", message);
   if (restart && unhealthy_kill_.empty()) {

@@ -202,3 +202,94 @@ test_cli_job_level_hooks_says_to_set_them_per_task() {
   expect_exit 2 jt_run_doc '{"id": "h", "hooks": [], "tasks": [{"name": "t", "command": "/bin/true"}]}'
   expect_contains "$OUT" "hooks: hooks are set per task" "job-level hooks"
 }
+
+# cl_json_stream: the JSON documents on stdin, one after the other (as jq
+# reads them), printed as one compact array.
+cl_json_stream() {
+  python3 -c '
+import json, sys
+text, at, docs = sys.stdin.read(), 0, []
+dec = json.JSONDecoder()
+while text[at:].strip():
+    while text[at].isspace(): at += 1
+    doc, at = dec.raw_decode(text, at)
+    docs.append(doc)
+print(json.dumps(docs, sort_keys=True))'
+}
+
+# --json of start, stop, restart and rm with many jobs: one document per
+# job done, in order (docs/cli-json.md); a failed one prints none.
+test_cli_json_of_many_jobs_is_one_document_each() {
+  jt_start
+  cl_three_jobs a b
+  expect_eq "$(op --json stop a b | cl_json_stream)" '[{"stopped": "a"}, {"stopped": "b"}]' "stop --json"
+  expect_eq "$(op --json start a b | cl_json_stream)" '[{"starting": "a"}, {"starting": "b"}]' "start --json"
+  wait_for 20 jt_status_is a running >/dev/null || fail "a not running"
+  expect_eq "$(op --json start a | cl_json_stream)" '[{"already_running": true, "job": "a", "status": "running"}]' \
+    "start --json of a running job"
+  expect_eq "$(op --json restart a b/t 2>/dev/null | cl_json_stream)" '[{"restarting": "a"}, {"restarting": "b/t"}]' \
+    "restart --json"
+  local out; out="$(op --json rm a nosuch b 2>/dev/null)" && fail "rm of an unknown job succeeded"
+  expect_eq "$(printf '%s' "$out" | cl_json_stream)" '[{"removed": "a"}, {"removed": "b"}]' "rm --json with a failure"
+}
+
+# inspect JOB/TASK of a task that failed: how its last run ended, when, and
+# the last lines of its stderr and stdout (10, or --lines N).
+test_cli_inspect_of_a_failed_task() {
+  jt_start
+  local script='for i in 1 2 3 4 5 6 7 8 9 10 11 12; do echo err-$i >&2; done; echo out-only; exit 3'
+  jt_job bad "$(JT_EXTRA='"restart": {"policy": "never"}' jt_task t /bin/sh -c "$script")" >"$T/bad.json"
+  op run -f "$T/bad.json" --detach >/dev/null || fail "submit bad"
+  wait_for 20 jt_status_is bad failed >/dev/null || fail "bad did not fail: $(op inspect bad)"
+  expect_exit 0 op inspect bad/t
+  local txt="$OUT"
+  expect_contains "$txt" "state:      dead" "state"
+  expect_contains "$txt" "last exit:  exit code 3" "how the last run ended"
+  expect_contains "$txt" 'reason:     failed: exit code 3 (restart policy "never")' "why it is not restarted"
+  local started ended
+  started="$(printf '%s\n' "$txt" | sed -n 's/^started: *//p')"
+  ended="$(printf '%s\n' "$txt" | sed -n 's/^ended: *//p')"
+  [[ "$ended" =~ ^20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]T ]] || fail "no ended time: $txt"
+  [[ ! "$ended" < "$started" ]] || fail "ended $ended before started $started"
+  expect_eq "$(printf '%s\n' "$txt" | sed -n '/^stderr (last 10 lines):$/,/^stdout/p' | sed -n 's/^  //p' | xargs)" \
+    "err-3 err-4 err-5 err-6 err-7 err-8 err-9 err-10 err-11 err-12" "the last 10 lines of stderr"
+  expect_eq "$(printf '%s\n' "$txt" | sed -n '/^stdout (last 10 lines):$/,$p' | sed -n 's/^  //p')" "out-only" "stdout's tail"
+  expect_exit 0 op inspect bad/t --lines 3
+  expect_contains "$OUT" "stderr (last 3 lines):
+  err-10
+  err-11
+  err-12
+stdout (last 3 lines):
+  out-only" "--lines 3"
+  expect_not_contains "$OUT" "err-9" "--lines 3 shows no more"
+  expect_exit 0 op --json inspect bad/t --lines 2
+  expect_eq "$(printf '%s' "$OUT" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["last_exit"], d["stderr_tail"], d["stdout_tail"], d["task"]["exit_code"], d["task"]["completed_at"] is not None)')" \
+    "exit code 3 ['err-11', 'err-12'] ['out-only'] 3 True" "--json's last_exit, tails and end"
+  expect_exit 2 op inspect bad/t --lines lots
+}
+
+# ps at CLI level: RUNNING leaves completed prestart and poststart tasks
+# out; NOTE says why a job is not running, and the task behind a failed
+# prestart task says what it waits for.
+test_cli_ps_running_count_and_note_with_lifecycle_tasks() {
+  jt_start
+  local pre post
+  pre="$(JT_EXTRA='"lifecycle": {"hook": "prestart"}' jt_task setup /bin/true)"
+  post="$(JT_EXTRA='"lifecycle": {"hook": "poststart"}' jt_task announce /bin/true)"
+  jt_run_doc "$(jt_job hooks "$pre" "$(jt_sleeper main)" "$post")" >/dev/null || fail "run hooks: $(op inspect hooks)"
+  wait_for 20 jt_tstate_is hooks/announce dead >/dev/null || fail "the poststart task did not complete: $(op inspect hooks)"
+  expect_exit 0 op ps hooks
+  expect_eq "$(printf '%s\n' "$OUT" | awk '$1 == "hooks" {print $2, $3, $NF}')" "running 1/1 -" \
+    "completed hooks count in neither number"
+  pre="$(JT_EXTRA='"lifecycle": {"hook": "prestart"}, "restart": {"policy": "never"}' jt_task setup /bin/sh -c 'exit 4')"
+  jt_job blocked "$pre" "$(jt_sleeper main)" | op run -f - --detach >/dev/null || fail "submit blocked"
+  wait_for 20 jt_status_is blocked failed >/dev/null || fail "blocked did not fail: $(op inspect blocked)"
+  expect_exit 0 op ps blocked
+  local row; row="$(printf '%s\n' "$OUT" | awk '$1 == "blocked"')"
+  expect_eq "$(printf '%s\n' "$row" | awk '{print $2, $3}')" "failed 0/2" "status and RUNNING of a job whose prestart failed"
+  expect_contains "$row" 'setup: failed: exit code 4 (restart policy "never")' "NOTE names the failed task and why"
+  expect_exit 0 op inspect blocked
+  expect_eq "$(printf '%s\n' "$OUT" | awk '$1 == "main" {print $2}')" "pending" "the main task's state"
+  expect_contains "$(printf '%s\n' "$OUT" | awk '$1 == "main"')" "waiting for prestart task setup (failed: exit code 4" \
+    "the main task's NOTE says what it waits for"
+}

@@ -112,7 +112,7 @@ test_plugins_task_driver_runs_stops_and_recovers_tasks() {
   JT_EXTRA='"driver": "testdrv", "config": {"note": "hi", "bogus": 1}'
   jt_job cj "$(jt_task t "$HELPER" sleep 1)" >"$T/cj.json"
   expect_exit 2 op run -f "$T/cj.json" --detach
-  expect_contains "$OUT" 'tasks[0].config.bogus: unknown field for driver testdrv (it takes: note)' "config checked"
+  expect_contains "$OUT" 'tasks[0].config.bogus: unknown field for driver testdrv (it takes: note, refuse)' "config checked"
   # A job naming a driver that is not registered is accepted; the CLI
   # says its task waits (a misspelt name shows at once).
   JT_EXTRA='"driver": "nosuch"'
@@ -301,4 +301,44 @@ test_plugins_check_exec_and_plugin_driver() {
   expect_not_contains "$OUT" "FAIL " "the example driver's checks"
   expect_contains "$OUT" "PASS stop-sigint " "the example driver's checks"
   expect_contains "$OUT" "PASS start-wait " "the example driver's checks"
+}
+
+# A driver that refuses a task's config (InvalidArgument) fails `outpost
+# run` at once: retrying the same config cannot heal it.
+test_plugins_run_fails_at_once_when_the_driver_refuses_the_config() {
+  jt_start
+  pl_start_plugin TaskDriver cfgdrv
+  wait_for 10 grep -q "^registered" "$T/plugin-cfgdrv.out" || fail "driver not registered: $(op plugins)"
+  local JT_EXTRA='"driver": "cfgdrv", "config": {"refuse": "mode 7 is not supported"}'
+  jt_job rc "$(jt_task t "$HELPER" sleep 600)" >"$T/rc.json"
+  local t0=$EPOCHREALTIME
+  expect_exit 1 op run -f "$T/rc.json" --timeout 120s
+  awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { exit !(b - a < 60) }' || fail "run waited for its timeout: $OUT"
+  expect_contains "$OUT" "rc/t: start failed: driver cfgdrv: StartTask: config.refuse: mode 7 is not supported" \
+    "the driver's refusal, the task named once"
+  expect_contains "$OUT" "retrying cannot fix this" "run says why it did not wait"
+  expect_not_contains "$OUT" "is not running after" "not the timeout"
+  # The same config without the refusal runs.
+  jt_job ok "$(JT_EXTRA='"driver": "cfgdrv", "config": {"note": "fine"}' jt_task t "$HELPER" sleep 600)" >"$T/ok.json"
+  expect_exit 0 op run -f "$T/ok.json" --timeout 60s
+}
+
+# An exec health check of a task of a driver plugin runs through the
+# driver's ExecTask, in the task's context (its workdir), and turns the
+# task unhealthy and healthy as for the exec driver.
+test_plugins_exec_check_runs_through_the_plugin_driver() {
+  jt_start
+  pl_start_plugin TaskDriver ckdrv --exec
+  wait_for 10 grep -q "^registered" "$T/plugin-ckdrv.out" || fail "driver not registered: $(op plugins)"
+  local check="{\"type\": \"exec\", \"command\": [\"/bin/sh\", \"-c\", \"test -f $T/ready && echo ready in \$PWD || { echo not ready; exit 3; }\"], \"interval\": \"200ms\", \"failure_threshold\": 2}"
+  mkdir "$T/wd"
+  jt_job ck "$(JT_EXTRA="\"driver\": \"ckdrv\", \"workdir\": \"$T/wd\", \"checks\": [$check]" jt_task t "$HELPER" sleep 600)" |
+    op run -f - --detach >/dev/null || fail "submit ck"
+  wait_for 20 ck_health_is ck/t unhealthy >/dev/null || fail "not unhealthy: $(op inspect ck/t)"
+  expect_eq "$(ck_check_field ck/t last_output)" "exit code 3: not ready" "the check's output"
+  grep -q "^exec ck.t /bin/sh$" "$T/plugin-ckdrv.out" || fail "the driver did not run the check: $(cat "$T/plugin-ckdrv.out")"
+  touch "$T/ready"
+  wait_for 20 ck_health_is ck/t healthy >/dev/null || fail "not healthy: $(op inspect ck/t)"
+  expect_eq "$(ck_check_field ck/t last_output)" "ready in $T/wd" "the check ran in the task's workdir"
+  wait_for 5 ck_event ck healthy "check exec /bin/sh: ready in $T/wd" >/dev/null || fail "no healthy event: $(op events ck)"
 }

@@ -48,7 +48,21 @@ cat >"$TMP/fake-outpost" <<'SH'
 #!/bin/sh
 # ps as the agent would answer it, for the completion's job names.
 [ "$1" = --socket ] && { echo "$2" >"$(dirname "$0")/socket-used"; shift 2; }
-[ "$1" = ps ] && printf 'JOB STATUS TASKS\nweb running 1/1\nworker stopped 0/2\n'
+# Its table ends at the first blank line; the sections after it are not
+# jobs (src/cli/jobs.cc prints them so).
+[ "$1" = ps ] && cat <<'PS'
+JOB                  STATUS     RUNNING  HEALTH    RESTARTS SOURCE  VERSION AGE   NOTE
+web                  running    1/1      -         0        api     1       2m    -
+worker               stopping   0/2      -         0        api     1       5d    -
+
+Pending (carried out as soon as it can be):
+  worker stopping: stop waits for its driver: driver x is disconnected
+
+jobs dir: '/etc/outpost/jobs.d' is not a directory
+
+Invalid job files (not applied; fix or remove them):
+  /etc/outpost/jobs.d/g.json: tasks[0].command: required
+PS
 SH
 chmod +x "$TMP/fake-outpost"
 complete_words() {  # WORD...: the completions of the last word, one per line
@@ -80,7 +94,10 @@ expect "help completes commands" "nri" "$TMP/fake-outpost" help nr
 expect "completion shells" "bash" "$TMP/fake-outpost" completion ""
 expect "global options" "--json" "$TMP/fake-outpost" --js
 expect "nothing after exec's --" "" "$TMP/fake-outpost" exec web/api -- ""
-expect "one job operand only" "" "$TMP/fake-outpost" restart web ""
+expect "one job operand only" "" "$TMP/fake-outpost" logs web ""
+expect "a job for each operand of stop" "web worker" "$TMP/fake-outpost" stop web ""
+expect "a job for each operand of restart, by prefix" "worker" "$TMP/fake-outpost" restart web wo
+expect "no section title or file as a job" "" "$TMP/fake-outpost" start I
 mkdir -p "$TMP/specs" && touch "$TMP/specs/web.json"
 expect "files for run -f" "$TMP/specs/web.json" "$TMP/fake-outpost" run -f "$TMP/specs/w"
 rm -f "$TMP/socket-used"

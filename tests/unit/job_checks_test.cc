@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/strings.h"
 #include "job/check_http.h"
 #include "job/check_probe.h"
@@ -470,6 +471,36 @@ TEST(JobChecksSupervisor, OnUnhealthyRestartGoesThroughThePolicy) {
   runner.exec_exit = 0;
   ASSERT_TRUE(RunUntil(loop.get(), [&] { return sup->healthy(); }, 10 * kSec));
   EXPECT_EQ(sup->restarts(), 1u);
+  sup->Stop(-1);
+}
+
+// docs/supervision.md, "Restart policy": a restart for a check that never
+// passed is a quick death (the delay doubles from `delay`); one of an
+// instance that had been healthy comes at once.
+TEST(JobChecksSupervisor, AFailingCheckBacksOffUntilTheTaskWasHealthy) {
+  auto loop = MakeLoop();
+  CheckRunner runner;
+  runner.exec_exit = 1;
+  auto spec = ExecCheckedTask(OnUnhealthy::kRestart);
+  spec->restart.delay_nanos = 1 * kSec;
+  spec->restart.max_delay_nanos = 2 * kSec;
+  auto sup = std::make_shared<TaskSupervisor>(loop.get(), &runner, &runner, "j", spec, 0, [] {});
+  sup->Go();
+  ASSERT_TRUE(RunUntil(loop.get(), [&] { return runner.Count("restarting") >= 1; }, 10 * kSec));
+  const std::string why = "unhealthy: check exec ready: exit code 1: not ready (2 of 2); killed by SIGTERM";
+  EXPECT_EQ(runner.Last("restarting"), "restarting in 1s: " + why);
+  ASSERT_TRUE(RunUntil(loop.get(), [&] { return runner.Count("restarting") >= 2; }, 10 * kSec));
+  EXPECT_EQ(runner.Last("restarting"), "restarting in 2s: " + why);
+  // The third instance passes its checks, serves past the one-second
+  // throttle, then fails them: back at once.
+  runner.exec_exit = 0;
+  ASSERT_TRUE(RunUntil(loop.get(), [&] { return runner.starts >= 3 && sup->healthy(); }, 10 * kSec));
+  const int64_t healthy_at = MonotonicNanos();
+  ASSERT_TRUE(RunUntil(loop.get(), [&] { return MonotonicNanos() - healthy_at > kSec; }, 10 * kSec));
+  runner.exec_exit = 1;
+  ASSERT_TRUE(RunUntil(loop.get(), [&] { return runner.Count("restarting") >= 3; }, 10 * kSec));
+  EXPECT_EQ(runner.Last("restarting"), "restarting now: " + why);
+  EXPECT_EQ(sup->restarts(), 3u);
   sup->Stop(-1);
 }
 

@@ -204,6 +204,71 @@ TEST(JobRestartPolicy, UpLongEnoughRestartsAtOnceWhateverCameBefore) {
   EXPECT_EQ(DecideRestart(s, false, "exit code 1", h, now, kMinHealthy).delay_nanos, 0);
 }
 
+// Which ends are quick deaths (the delay doubles across them) and which
+// restart at once: the table of QuickDeath, cell by cell.
+TEST(JobRestartPolicy, QuickDeathTable) {
+  struct Cell {
+    EndCause cause;
+    int64_t up;
+    bool quick;
+  };
+  const int64_t ms = kNanosPerMilli, min = 60 * kNanosPerSecond;
+  const Cell cells[] = {
+      {EndCause::kExit, 0, true},
+      {EndCause::kExit, 999 * ms, true},
+      {EndCause::kExit, kMinHealthy, false},
+      {EndCause::kExit, 10 * min, false},
+      {EndCause::kUnhealthyNeverHealthy, 100 * ms, true},
+      {EndCause::kUnhealthyNeverHealthy, 10 * min, true},  // up long, but never healthy
+      {EndCause::kUnhealthyAfterHealthy, 100 * ms, false},  // healthy, then failed
+      {EndCause::kUnhealthyAfterHealthy, 10 * min, false},
+  };
+  for (const Cell& c : cells) {
+    EXPECT_EQ(QuickDeath(c.cause, c.up, kMinHealthy), c.quick)
+        << static_cast<int>(c.cause) << " up " << c.up / ms << " ms";
+  }
+}
+
+// A check that never passes backs off like a crash loop, however long each
+// instance stays up before its checks fail it; an instance that had been
+// healthy comes back at once and starts the doubling afresh.
+TEST(JobRestartPolicy, UnhealthyBeforeEverHealthyDoublesTheDelay) {
+  TaskSpec s = SpecWith(RestartPolicy::kOnFailure, 0);
+  RestartHistory h;
+  int64_t now = 1000 * kNanosPerSecond;
+  const int64_t up = 30 * kNanosPerSecond;  // grace + failure_threshold x interval
+  const std::string why = "unhealthy: check http /healthz: 503 (3 of 3); killed by SIGTERM";
+  std::vector<int64_t> delays;
+  for (int i = 0; i < 5; i++) {
+    h.last_start_mono = now - up;
+    RestartDecision d = DecideRestart(s, false, why, h, now, kMinHealthy, EndCause::kUnhealthyNeverHealthy);
+    ASSERT_TRUE(d.restart) << i;
+    EXPECT_TRUE(d.quick) << i;
+    EXPECT_EQ(d.reason, why);
+    delays.push_back(d.delay_nanos);
+    Apply(s, d, &h, now);
+    now += d.delay_nanos + up;
+  }
+  EXPECT_EQ(delays, (std::vector<int64_t>{1 * kNanosPerSecond, 2 * kNanosPerSecond, 4 * kNanosPerSecond,
+                                          5 * kNanosPerSecond, 5 * kNanosPerSecond}));
+  h.last_start_mono = now - up;
+  RestartDecision served = DecideRestart(s, false, why, h, now, kMinHealthy, EndCause::kUnhealthyAfterHealthy);
+  ASSERT_TRUE(served.restart);
+  EXPECT_FALSE(served.quick);
+  EXPECT_EQ(served.delay_nanos, 0);
+  Apply(s, served, &h, now);
+  EXPECT_EQ(h.quick, 0u);
+  now += up;
+  h.last_start_mono = now - up;
+  EXPECT_EQ(DecideRestart(s, false, why, h, now, kMinHealthy, EndCause::kUnhealthyNeverHealthy).delay_nanos,
+            1 * kNanosPerSecond);
+  // Healthy and failed within its first second: the throttle still holds
+  // it to one start a second.
+  h.last_start_mono = now - 300 * kNanosPerMilli;
+  EXPECT_EQ(DecideRestart(s, false, why, h, now, kMinHealthy, EndCause::kUnhealthyAfterHealthy).delay_nanos,
+            700 * kNanosPerMilli);
+}
+
 TEST(JobRestartPolicy, AttemptsWithinIntervalFail) {
   TaskSpec s = SpecWith(RestartPolicy::kOnFailure, 4);
   RestartHistory h;

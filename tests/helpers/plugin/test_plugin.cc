@@ -3,8 +3,8 @@
 // tests: registers with the agent as TYPE/NAME and prints one line per
 // registration status on stdout ("registered" or "refused: <why>"), so a
 // test can wait for it. With --type TaskDriver it is a small task driver
-// on the library's TaskDriver: it runs a task's command itself, with its
-// output on the task's FIFOs and in its cgroup; stop, signal, destroy,
+// on the library's TaskDriver: it runs a task's command itself (in its
+// workdir), with its output on the task's FIFOs and in its cgroup; stop, signal, destroy,
 // inspect and WaitTask are the library's defaults.
 //
 //   test_plugin --type TYPE --name NAME [--dir PLUGINS_DIR] [--versions v1,v2]
@@ -13,11 +13,16 @@
 //               [--hang METHOD]        (never answers that Driver method)
 //               [--slow-ms N]          (answers every Driver call after N ms)
 //               [--crash-after-start]  (exits 70 just after answering a StartTask)
+//               [--exec]               (has the exec capability: ExecTask runs a command in the
+//                                       task's workdir and prints "exec ID CMD" when it does)
 //               [--adopt]              (RecoverTask takes over a live task of an earlier instance)
 //               [--state-dir DIR]      (keeps "pid start" of each task it started in DIR/<id>, as a
 //                                       container runtime keeps its state: ListTasks reports them
 //                                       and DestroyTask kills and forgets them, also for a task of
 //                                       an earlier instance)
+//
+// A task's config may hold "refuse": "TEXT": its StartTask then fails with
+// InvalidArgument and TEXT, as a driver refuses a config it cannot run.
 //
 // --slow-ms prints "slow METHOD" when a call arrives and "answering METHOD"
 // when it is run, so a test can tell a call is in flight. RecoverTask of a
@@ -35,12 +40,15 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -75,11 +83,88 @@ bool SameLiveProcess(int pid, const std::string& start) {
   return pid > 0 && ProcStat(pid, &state, &now) && now == start && state != 'Z' && state != 'X';
 }
 
+// The string value of "key" in a flat JSON object (no escapes in it: a
+// test helper's config), or "" without one.
+std::string JsonStringField(const std::string& json, const std::string& key) {
+  size_t at = json.find("\"" + key + "\"");
+  if (at == std::string::npos) return "";
+  at = json.find(':', at);
+  size_t open = at == std::string::npos ? at : json.find('"', at);
+  size_t close = open == std::string::npos ? open : json.find('"', open + 1);
+  return close == std::string::npos ? "" : json.substr(open + 1, close - open - 1);
+}
+
 struct TestDriver : TaskDriver {
   std::string reject;
   bool crash_after_start = false;
   bool adopt = false;
+  bool exec = false;
   std::string state_dir;
+  std::map<std::string, std::string> workdirs;  // task id -> its cwd, for ExecTask
+
+  Capabilities GetCapabilities() override {
+    Capabilities c;
+    c.exec = exec;
+    return c;
+  }
+
+  // Runs cmd in the task's workdir, stdout and stderr into one pipe, read
+  // once it has exited (a check's output is small); killed at the timeout.
+  void ExecTask(const std::string& id, const std::vector<std::string>& cmd, int64_t timeout_nanos,
+                std::function<void(Answer, ExecResult)> done) override {
+    TaskStatus st;
+    if (!DefaultInspectTask(id, &st).ok || st.state != TaskStatus::kRunning) {
+      return done(Answer::Fail(Code::kNotFound, "no running task " + id), ExecResult{});
+    }
+    if (cmd.empty()) return done(Answer::Fail(Code::kInvalidArgument, "no command"), ExecResult{});
+    std::printf("exec %s %s\n", id.c_str(), cmd[0].c_str());
+    std::fflush(stdout);
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return done(Answer::Fail(Code::kInternal, "pipe failed"), ExecResult{});
+    std::vector<char*> argv;
+    for (const std::string& a : cmd) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    std::string cwd = workdirs.count(id) ? workdirs[id] : "";
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::dup2(p[1], 1);
+      ::dup2(p[1], 2);
+      ::setsid();
+      if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(126);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(p[1]);
+    if (pid < 0) {
+      ::close(p[0]);
+      return done(Answer::Fail(Code::kInternal, "fork failed"), ExecResult{});
+    }
+    auto over = std::make_shared<bool>(false);
+    int fd = p[0];
+    bool watched = plugin()->WatchChild(pid, [fd, over, done](int status) {
+      *over = true;
+      ExecResult r;
+      ::fcntl(fd, F_SETFL, O_NONBLOCK);
+      char buf[4096];
+      ssize_t n;
+      while ((n = ::read(fd, buf, sizeof buf)) > 0) {
+        size_t room = r.output.size() < 4096 ? 4096 - r.output.size() : 0;
+        r.output.append(buf, std::min<size_t>(room, static_cast<size_t>(n)));
+        r.truncated |= static_cast<size_t>(n) > room;
+      }
+      ::close(fd);
+      r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      done(Answer::Ok(), r);
+    });
+    if (!watched) {
+      ::kill(pid, SIGKILL);
+      ::close(fd);
+      return done(Answer::Fail(Code::kInternal, "cannot watch the command"), ExecResult{});
+    }
+    plugin()->After(timeout_nanos, [pid, over] {
+      if (!*over) ::kill(-pid, SIGKILL);
+    });
+  }
 
   std::vector<std::string> ListTasks() override {
     std::vector<std::string> ids = DefaultListTasks();
@@ -140,10 +225,16 @@ struct TestDriver : TaskDriver {
     });
   }
 
-  std::vector<ConfigField> ConfigSchema() override { return {{"note", "string", false, "ignored"}}; }
+  std::vector<ConfigField> ConfigSchema() override {
+    return {{"note", "string", false, "ignored"},
+            {"refuse", "string", false, "StartTask refuses the config with this text (InvalidArgument)"}};
+  }
 
   Answer StartTask(const TaskConfig& c, TaskHandle* h) override {
     if (!reject.empty()) return Answer::Fail(Code::kFailedPrecondition, reject);
+    std::string refuse = JsonStringField(c.config_json, "refuse");
+    if (!refuse.empty()) return Answer::Fail(Code::kInvalidArgument, "config.refuse: " + refuse);
+    workdirs[c.id] = c.cwd;
     std::vector<char*> argv{const_cast<char*>(c.command.c_str())};
     for (const std::string& a : c.args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -162,6 +253,7 @@ struct TestDriver : TaskDriver {
       if (out >= 0) ::dup2(out, 1);
       if (err >= 0) ::dup2(err, 2);
       ::setsid();
+      if (!c.cwd.empty() && ::chdir(c.cwd.c_str()) != 0) ::_exit(126);
       ::execv(argv[0], argv.data());
       ::_exit(127);
     }
@@ -185,7 +277,7 @@ int Usage() {
   std::fprintf(stderr,
                "usage: test_plugin --type TYPE --name NAME [--dir DIR] [--versions v1,v2] [--socket-file FILE]\n"
                "                   [--reject REASON] [--hang METHOD] [--slow-ms N] [--crash-after-start] [--adopt]\n"
-               "                   [--state-dir DIR]\n");
+               "                   [--exec] [--state-dir DIR]\n");
   return 2;
 }
 
@@ -204,6 +296,10 @@ int main(int argc, char** argv) {
     }
     if (a == "--adopt") {
       driver.adopt = true;
+      continue;
+    }
+    if (a == "--exec") {
+      driver.exec = true;
       continue;
     }
     if (i + 1 >= argc) return Usage();
