@@ -23,7 +23,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -95,19 +94,24 @@ class Decoder {
 
   // The dynamic table, for tests: entries newest first, and its size (§4.1).
   size_t table_size() const { return table_size_; }
-  size_t table_entries() const { return table_.size(); }
-  const HeaderField& table_entry(size_t i) const { return table_[i]; }  // 0 = newest (index 62)
+  size_t table_entries() const { return entries_.size() - first_; }
+  const HeaderField& table_entry(size_t i) const { return entries_[entries_.size() - 1 - i]; }  // 0 = newest (index 62)
   uint32_t table_max_size() const { return table_max_; }
 
  private:
-  void Insert(HeaderField field);
+  Status DecodeBlock(std::string_view in, HeaderList* out);
+  bool Lookup(uint32_t index, std::string_view* name, std::string_view* value) const;
+  void Insert(const HeaderField& field);
   void Evict(size_t limit);
 
   uint32_t settings_max_;  // what this side advertised
   uint32_t table_max_;     // current max, as set by the peer's size updates
   size_t max_list_size_;
   size_t table_size_ = 0;
-  std::deque<HeaderField> table_;  // newest at the front
+  // The dynamic table, oldest first: the newest entry is the last, the
+  // oldest entries_[first_]; those before it are evicted (and empty).
+  std::vector<HeaderField> entries_;
+  size_t first_ = 0;
 };
 
 class Encoder {
