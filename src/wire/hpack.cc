@@ -1,6 +1,7 @@
 #include "wire/hpack.h"
 
 #include <cstdio>
+#include <cstring>
 
 #include "base/strings.h"
 
@@ -76,7 +77,9 @@ constexpr StaticEntry kAppendixA[kStaticTableSize] = {
     {"www-authenticate", ""},
 };
 
-constexpr size_t kValued = 16;  // no entry after accept-encoding has a value
+constexpr size_t kMaxStaticNameLen = 27;  // access-control-allow-origin
+constexpr size_t kStaticNames = 52;       // 9 entries repeat the name before them
+constexpr size_t kValued = 16;            // no entry after accept-encoding has a value
 
 constexpr bool NewName(size_t i) { return i == 0 || kAppendixA[i - 1].name != kAppendixA[i].name; }
 
@@ -96,15 +99,21 @@ constexpr size_t PackedTextSize() {
   return n;
 }
 
-// The static table as the decoder reads it: its text once (a name repeated
-// by the next entries only once), and offsets and lengths into it (values
-// for the first kValued entries only).
+// The static table as the coders read it: its text once (a name repeated
+// by the next entries only once), offsets and lengths into it (values for
+// the first kValued entries only), and the encoder's lookup of names by
+// length: the first index of each distinct name, those of length L being
+// by_len[by_len_start[L]] up to by_len[by_len_start[L + 1] - 1], so a name
+// is compared with at most six static names (grpc-status with one,
+// grpc-message with two, te with none).
 struct PackedTable {
   char text[PackedTextSize()];
   uint16_t name_at[kStaticTableSize];
   uint8_t name_len[kStaticTableSize];
   uint16_t value_at[kValued];
   uint8_t value_len[kValued];
+  uint8_t by_len_start[kMaxStaticNameLen + 2];
+  uint8_t by_len[kStaticNames];
 };
 
 constexpr PackedTable Pack() {
@@ -125,10 +134,19 @@ constexpr PackedTable Pack() {
       t.value_len[i] = static_cast<uint8_t>(e.value.size());
     }
   }
+  size_t k = 0;
+  for (size_t len = 0; len <= kMaxStaticNameLen; ++len) {
+    t.by_len_start[len] = static_cast<uint8_t>(k);
+    for (size_t i = 0; i < kStaticTableSize; ++i) {
+      if (NewName(i) && kAppendixA[i].name.size() == len) t.by_len[k++] = static_cast<uint8_t>(i + 1);
+    }
+  }
+  t.by_len_start[kMaxStaticNameLen + 1] = static_cast<uint8_t>(k);
   return t;
 }
 
 constexpr PackedTable kPacked = Pack();
+static_assert(kPacked.by_len_start[kMaxStaticNameLen + 1] == kStaticNames, "a name longer than kMaxStaticNameLen");
 
 // 1 <= index <= 61.
 constexpr std::string_view StaticName(size_t index) {
@@ -150,6 +168,17 @@ constexpr StaticEntries MakeStaticEntries() {
 }
 
 constexpr StaticEntries kStaticEntries = MakeStaticEntries();
+
+// The first static index with this name, 0 if none.
+size_t StaticNameIndex(std::string_view name) {
+  const size_t len = name.size();
+  if (len > kMaxStaticNameLen) return 0;
+  for (size_t k = kPacked.by_len_start[len]; k < kPacked.by_len_start[len + 1]; ++k) {
+    const size_t index = kPacked.by_len[k];
+    if (std::memcmp(kPacked.text + kPacked.name_at[index - 1], name.data(), len) == 0) return index;
+  }
+  return 0;
+}
 
 // What can be wrong with a block (a COMPRESSION_ERROR); Fail words it.
 enum class Fault : uint8_t {
@@ -248,6 +277,18 @@ Fault ReadString(std::string_view in, size_t* pos, size_t list_limit, size_t tab
     return Fault::kBadHuffman;
   }
   return Fault::kNone;
+}
+
+// §5.2: Huffman coded when that is strictly shorter.
+void AppendString(std::string_view s, std::string* out) {
+  const size_t huffman = HuffmanEncodedSize(s);
+  if (huffman < s.size()) {
+    AppendInteger(huffman, 7, 0x80, out);
+    HuffmanEncode(s, out);
+  } else {
+    AppendInteger(s.size(), 7, 0x00, out);
+    out->append(s);
+  }
 }
 
 }  // namespace
@@ -401,6 +442,36 @@ void Decoder::Evict(size_t limit) {
     table_size_ -= FieldSize(oldest.name, oldest.value);
     oldest = HeaderField();  // its memory goes back now
   }
+}
+
+void Encoder::Encode(const HeaderList& fields, std::string* out) {
+  Begin(out);
+  for (const HeaderField& f : fields) Add(f.name, f.value, out);
+}
+
+void Encoder::Begin(std::string* out) {
+  if (size_update_due_) {
+    out->push_back(0x20);  // §6.3, to 0
+    size_update_due_ = false;
+  }
+}
+
+void Encoder::Add(std::string_view name, std::string_view value, std::string* out) {
+  const size_t index = StaticNameIndex(name);
+  if (index == 0) {
+    out->push_back(0x00);  // §6.2.2, new name
+    AppendString(name, out);
+  } else {
+    // Entries that share a name are adjacent, and share its text.
+    for (size_t i = index; i <= kStaticTableSize && kPacked.name_at[i - 1] == kPacked.name_at[index - 1]; ++i) {
+      if (StaticValue(i) == value) {
+        AppendInteger(i, 7, 0x80, out);  // §6.1
+        return;
+      }
+    }
+    AppendInteger(index, 4, 0x00, out);  // §6.2.2, indexed name
+  }
+  AppendString(value, out);
 }
 
 }  // namespace outpost::wire::hpack

@@ -2,8 +2,8 @@
 // fields, the request and response sequences with their dynamic tables),
 // Appendix B's code checked octet by octet and on known strings, a grpc-go
 // request captured on the wire, malformed blocks (each failing with what
-// and where), the header-list limit keeping the table in step, and every
-// prefix of valid blocks.
+// and where), the header-list limit keeping the table in step, every
+// prefix of valid blocks, and the encoder's choices and round trips.
 #include "wire/hpack.h"
 
 #include <gtest/gtest.h>
@@ -769,6 +769,137 @@ TEST(HpackDecoder, ListLimitSkipsLongStrings) {
   block = Hex("00") + Literal("x") + Literal(std::string(5000, '\0'), true);
   EXPECT_EQ(DecodeError(&d, block).code(), Code::kResourceExhausted);
   EXPECT_EQ(Table(d), (Pairs{{"a", "b"}}));
+}
+
+// ---- the encoder --------------------------------------------------------------
+
+TEST(HpackEncoder, GrpcRequest) {
+  HeaderList fields;
+  for (const auto& [name, value] : kGrpcRequest) fields.push_back({name, value});
+  Encoder e;
+  std::string out;
+  e.Encode(fields, &out);
+  // Size update to 0; :method POST and :scheme http indexed; :path,
+  // :authority, content-type and user-agent with indexed names (4-bit
+  // prefix: 31 and 58 take a second octet), Huffman values; "te" and its
+  // Huffman value ("te" itself is not shorter coded).
+  EXPECT_EQ(ToHex(out),
+            "20"
+            "83"
+            "86"
+            "04"
+            "8c"
+            "62beb32fbbb918d054ce793f"
+            "01"
+            "86"
+            "a0e41d139d09"
+            "0f10"
+            "8b"
+            "1d75d0620d263d4c4d6564"
+            "0f2b"
+            "8a"
+            "9acac8b4c7602bbccae1"
+            "00"
+            "02"
+            "7465"
+            "86"
+            "4d833505b11f");
+  Decoder d;
+  EXPECT_EQ(DecodeOk(&d, out), kGrpcRequest);
+  EXPECT_EQ(d.table_entries(), 0u);
+  // The same one field at a time, and no size update any more.
+  std::string again;
+  e.Begin(&again);
+  for (const HeaderField& f : fields) e.Add(f.name, f.value, &again);
+  EXPECT_EQ(again, out.substr(1));
+  EXPECT_EQ(DecodeOk(&d, again), kGrpcRequest);
+}
+
+TEST(HpackEncoder, SizeUpdateFirstAndAfterPeerChange) {
+  Encoder e;
+  const HeaderList fields = {{":status", "200"}};
+  std::string out;
+  e.Encode(fields, &out);
+  EXPECT_EQ(ToHex(out), "2088");
+  out.clear();
+  e.Encode(fields, &out);
+  EXPECT_EQ(ToHex(out), "88");
+  e.PeerTableSizeChanged();
+  out.clear();
+  e.Encode({}, &out);
+  EXPECT_EQ(ToHex(out), "20");
+  out.clear();
+  e.Encode(fields, &out);
+  EXPECT_EQ(ToHex(out), "88");
+  // A peer that set its table to 0 decodes it all.
+  Decoder d(0);
+  EXPECT_EQ(DecodeOk(&d, Hex("20 88")), (Pairs{{":status", "200"}}));
+}
+
+TEST(HpackEncoder, StaticMatches) {
+  const std::pair<Pairs::value_type, const char*> cases[] = {
+      {{":method", "GET"}, "82"},
+      {{":path", "/index.html"}, "85"},
+      {{":status", "500"}, "8e"},
+      {{"accept-charset", ""}, "8f"},
+      {{"accept-encoding", "gzip, deflate"}, "90"},
+      {{"www-authenticate", ""}, "bd"},
+      {{":status", "201"}, "08 82 1003"},
+      {{":authority", "x"}, "01 01 78"},
+      {{"accept-encoding", "gzip"}, "0f01 83 9bd9ab"},
+      {{"www-authenticate", "a"}, "0f2e 01 61"},
+      {{"grpc-status", "0"}, "00 88 9acac8b21234da8f 01 30"},
+      {{"grpc-message", ""}, "00 89 9acac8b5254207317f 00"},
+      {{"", ""}, "00 00 00"},
+      {{":METHOD", "GET"}, "00 07 3a4d4554484f44 03 474554"},
+  };
+  for (const auto& [field, hex] : cases) {
+    Encoder e;
+    std::string out;
+    e.Begin(&out);
+    out.clear();
+    e.Add(field.first, field.second, &out);
+    EXPECT_EQ(ToHex(out), ToHex(Hex(hex))) << field.first << ": " << field.second;
+  }
+}
+
+TEST(HpackEncoder, EveryStaticEntryAndNameRoundTrips) {
+  for (size_t i = 1; i <= kStaticTableSize; ++i) {
+    const StaticEntry& s = StaticTableEntry(i);
+    Encoder e;
+    std::string out;
+    e.Encode({{std::string(s.name), std::string(s.value)}, {std::string(s.name), "other value"}}, &out);
+    std::string want = "\x20";
+    AppendInteger(i, 7, 0x80, &want);
+    EXPECT_EQ(ToHex(out.substr(0, want.size())), ToHex(want)) << s.name;
+    Decoder d;
+    EXPECT_EQ(DecodeOk(&d, out),
+              (Pairs{{std::string(s.name), std::string(s.value)}, {std::string(s.name), "other value"}}));
+  }
+}
+
+TEST(HpackEncoder, RandomListsRoundTrip) {
+  std::mt19937 rng(9113);
+  const char* const names[] = {":path", ":status", "content-type", "grpc-timeout", "te", "x-custom", "cookie", ""};
+  Encoder e;
+  for (int i = 0; i < 500; ++i) {
+    HeaderList fields;
+    for (size_t n = rng() % 12; n > 0; --n) {
+      HeaderField f;
+      f.name = rng() % 4 ? names[rng() % 8] : std::string(rng() % 40, 'n');
+      size_t len = rng() % 3 ? rng() % 40 : rng() % 20000;
+      for (size_t k = 0; k < len; ++k) f.value.push_back(static_cast<char>(rng() % 3 ? 'a' + rng() % 26 : rng()));
+      fields.push_back(f);
+    }
+    if (rng() % 10 == 0) e.PeerTableSizeChanged();
+    std::string out;
+    e.Encode(fields, &out);
+    Decoder d(4096, SIZE_MAX);
+    HeaderList back;
+    ASSERT_TRUE(d.Decode(out, &back).ok());
+    ASSERT_EQ(ToPairs(back), ToPairs(fields));
+    EXPECT_EQ(d.table_entries(), 0u);
+  }
 }
 
 }  // namespace
