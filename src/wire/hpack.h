@@ -83,8 +83,10 @@ class Decoder {
   //                       connection);
   //   anything else       COMPRESSION_ERROR, a connection error; the
   //                       message says what was wrong and at which octet.
-  // A single string longer than max_list_size is refused before it is
-  // copied or decoded.
+  // A single string longer than max_list_size (as sent) is refused before
+  // it is copied or decoded, unless its field is to be inserted and it may
+  // fit in the dynamic table: the table must stay in step, and its maximum
+  // bounds what such a string costs.
   Status Decode(std::string_view block, HeaderList* out);
 
   // This side advertised a new SETTINGS_HEADER_TABLE_SIZE (and the peer
