@@ -368,12 +368,16 @@ Status Decoder::DecodeBlock(std::string_view in, HeaderList* out) {
         return Fail(Fault::kIndexBeyond, at, index, kStaticTableSize + table_entries());
       }
     }
-    // Over the limit, a field is still decoded (into spare) if the table
-    // may need it; only its strings may be skipped (ReadString).
+    // Past the limit, a field is decoded (into spare) only for the table;
+    // one that is not to be inserted is only parsed, its strings skipped
+    // (and a 2-octet reference to a large entry copies nothing).
+    const bool keep = !over || indexing;
     HeaderField& field = over ? spare : out->emplace_back();
-    field.name.assign(name);  // a copy: the name's entry may be evicted by this field's insertion
-    field.value.assign(indexed ? value : std::string_view());
-    bool dropped = false;
+    if (keep) {
+      field.name.assign(name);  // a copy: the name's entry may be evicted by this field's insertion
+      field.value.assign(indexed ? value : std::string_view());
+    }
+    bool dropped = !keep;
     if (!indexed) {
       const size_t list_limit = over ? 0 : max_list_size_;
       const size_t table_room = indexing ? table_max_ : 0;
