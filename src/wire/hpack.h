@@ -23,7 +23,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -84,8 +83,10 @@ class Decoder {
   //                       connection);
   //   anything else       COMPRESSION_ERROR, a connection error; the
   //                       message says what was wrong and at which octet.
-  // A single string longer than max_list_size is refused before it is
-  // copied or decoded.
+  // A single string longer than max_list_size (as sent) is refused before
+  // it is copied or decoded, unless its field is to be inserted and it may
+  // fit in the dynamic table: the table must stay in step, and its maximum
+  // bounds what such a string costs.
   Status Decode(std::string_view block, HeaderList* out);
 
   // This side advertised a new SETTINGS_HEADER_TABLE_SIZE (and the peer
@@ -95,19 +96,24 @@ class Decoder {
 
   // The dynamic table, for tests: entries newest first, and its size (§4.1).
   size_t table_size() const { return table_size_; }
-  size_t table_entries() const { return table_.size(); }
-  const HeaderField& table_entry(size_t i) const { return table_[i]; }  // 0 = newest (index 62)
+  size_t table_entries() const { return entries_.size() - first_; }
+  const HeaderField& table_entry(size_t i) const { return entries_[entries_.size() - 1 - i]; }  // 0 = newest (index 62)
   uint32_t table_max_size() const { return table_max_; }
 
  private:
-  void Insert(HeaderField field);
+  Status DecodeBlock(std::string_view in, HeaderList* out);
+  bool Lookup(uint32_t index, std::string_view* name, std::string_view* value) const;
+  void Insert(const HeaderField& field);
   void Evict(size_t limit);
 
   uint32_t settings_max_;  // what this side advertised
   uint32_t table_max_;     // current max, as set by the peer's size updates
   size_t max_list_size_;
   size_t table_size_ = 0;
-  std::deque<HeaderField> table_;  // newest at the front
+  // The dynamic table, oldest first: the newest entry is the last, the
+  // oldest entries_[first_]; those before it are evicted (and empty).
+  std::vector<HeaderField> entries_;
+  size_t first_ = 0;
 };
 
 class Encoder {
