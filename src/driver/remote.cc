@@ -380,6 +380,10 @@ RemoteDriver* TaskDriverHandler::Find(const std::string& name) const {
 }
 
 Result<std::string> TaskDriverHandler::Validate(const plugin::Info& info) {
+  if (info.transport != plugin::Transport::kTtrpc) {
+    return Error(Code::kInvalidArgument,
+                 "a TaskDriver plugin registers in outpost's plugins dir over ttRPC, not in kubelet's plugins dir");
+  }
   for (char c : info.name) {
     if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_')) {
       return Error(Code::kInvalidArgument,

@@ -45,7 +45,7 @@ Result<UniqueFd> ConnectToPlugin(const std::string& path, const std::vector<uid_
 
 struct Registry::Conn {
   Instance inst;
-  std::unique_ptr<wire::RpcClient> client;
+  std::unique_ptr<PluginConn> client;
   int64_t connected_mono = 0;
   int64_t backoff_nanos = 0;  // before the next reconnect; 0 = at once
   Loop::TimerId reconnect_timer = 0;
@@ -141,12 +141,12 @@ void Registry::Register(const std::string& socket, const Info& info, const std::
     conn->inst.socket = socket;
     conn->inst.endpoint = info.endpoint;
     conn->inst.version = version;
-    wire::ClientOptions co;
-    co.name = "plugin " + info.name;
-    auto client = wire::RpcClient::Create(loop_, std::move(*fd), co);
+    conn->inst.transport = info.transport;
+    auto client = PluginConn::Create(loop_, std::move(*fd), info.transport, "plugin " + info.name);
     if (!client.ok()) return done(client.error().Wrap("connect to the endpoint of " + what));
     conn->client = std::move(*client);
-    conn->inst.client = conn->client.get();
+    conn->inst.client = conn->client->ttrpc();
+    conn->inst.grpc = conn->client->grpc();
     conn->inst.connected = true;
     conn->inst.since_unix_nanos = WallNanos();
     conn->connected_mono = MonotonicNanos();
@@ -172,7 +172,8 @@ void Registry::Register(const std::string& socket, const Info& info, const std::
       Plugin* p = slot.get();
       auto owned = std::make_unique<Conn>(std::move(*conn));
       Conn* c = owned.get();
-      c->inst.client = c->client.get();
+      c->inst.client = c->client->ttrpc();
+      c->inst.grpc = c->client->grpc();
       c->inst.registered_unix_nanos = WallNanos();
       uint64_t id = c->inst.id;
       c->client->SetCloseCallback([this, id](const Error& why) { OnDisconnect(id, why); });
@@ -200,6 +201,7 @@ void Registry::Deregister(uint64_t instance_id) {
     conn->client->Close();  // calls in flight fail with Unavailable
   }
   conn->inst.client = nullptr;
+  conn->inst.grpc = nullptr;
   conn->inst.connected = false;
   // Destroyed once the callbacks of its calls (which may hold it) ran.
   loop_->Defer([conn] {});
@@ -215,9 +217,10 @@ void Registry::OnDisconnect(uint64_t id, const Error& why) {
   Conn* c = FindInstance(id, &p);
   if (!c) return;
   // Inside the client's own close callback: it is destroyed later.
-  std::shared_ptr<wire::RpcClient> dead(std::move(c->client));
+  std::shared_ptr<PluginConn> dead(std::move(c->client));
   loop_->Defer([dead] {});
   c->inst.client = nullptr;
+  c->inst.grpc = nullptr;
   c->inst.connected = false;
   c->inst.since_unix_nanos = WallNanos();
   c->last_error = why.message();
@@ -267,12 +270,11 @@ void Registry::Reconnect(uint64_t id) {
 }
 
 Status Registry::Attach(Conn* c, UniqueFd fd) {
-  wire::ClientOptions co;
-  co.name = "plugin " + c->inst.name;
-  auto client = wire::RpcClient::Create(loop_, std::move(fd), co);
+  auto client = PluginConn::Create(loop_, std::move(fd), c->inst.transport, "plugin " + c->inst.name);
   if (!client.ok()) return client.error();
   c->client = std::move(*client);
-  c->inst.client = c->client.get();
+  c->inst.client = c->client->ttrpc();
+  c->inst.grpc = c->client->grpc();
   c->inst.connected = true;
   c->inst.since_unix_nanos = WallNanos();
   c->connected_mono = MonotonicNanos();
@@ -310,8 +312,10 @@ void Registry::Sync(Plugin* p) {
     // A grace period already running keeps its deadline.
     std::weak_ptr<bool> alive = alive_;
     std::string type = p->type, name = p->name;
-    p->expires_unix_nanos = WallNanos() + options_.grace_nanos;
-    p->grace_timer = loop_->AddTimer(options_.grace_nanos, [this, alive, type, name] {
+    Handler* h = HandlerFor(p->type);
+    int64_t grace = h != nullptr && h->GraceNanos() > 0 ? h->GraceNanos() : options_.grace_nanos;
+    p->expires_unix_nanos = WallNanos() + grace;
+    p->grace_timer = loop_->AddTimer(grace, [this, alive, type, name] {
       if (!alive.expired()) Expire(type, name);
     });
   }
@@ -323,11 +327,13 @@ void Registry::Expire(const std::string& type, const std::string& name) {
   if (!p) return;
   p->grace_timer = 0;
   p->expires_unix_nanos = 0;
+  Handler* h = HandlerFor(type);
+  int64_t grace = h != nullptr && h->GraceNanos() > 0 ? h->GraceNanos() : options_.grace_nanos;
   Emit("expired", type, name, "",
        Format("%s plugin %s: no instance connected for %s; cleaning up", type.c_str(), name.c_str(),
-              FormatDuration(options_.grace_nanos).c_str()));
+              FormatDuration(grace).c_str()));
   if (p->conns.empty()) plugins_.erase({type, name});
-  if (Handler* h = HandlerFor(type)) h->Expired(name);
+  if (h != nullptr) h->Expired(name);
 }
 
 std::vector<Registry::PluginView> Registry::List() const {

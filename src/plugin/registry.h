@@ -32,6 +32,8 @@
 #include "base/error.h"
 #include "base/fd.h"
 #include "loop/loop.h"
+#include "plugin/conn.h"
+#include "wire/grpc_client.h"
 #include "wire/rpc_client.h"
 
 namespace outpost::plugin {
@@ -39,6 +41,7 @@ namespace outpost::plugin {
 // What a plugin said about itself (GetInfo), endpoint already resolved: the
 // registration socket itself when the plugin left it empty.
 struct Info {
+  Transport transport = Transport::kTtrpc;  // of the directory it was found in
   std::string type;
   std::string name;
   std::string endpoint;
@@ -56,7 +59,11 @@ struct Instance {
   int64_t registered_unix_nanos = 0;
   bool connected = false;
   int64_t since_unix_nanos = 0;       // connected or disconnected since
-  wire::RpcClient* client = nullptr;  // while connected; owned by the registry
+  Transport transport = Transport::kTtrpc;
+  // While connected, the client of its transport (the other is null);
+  // owned by the registry.
+  wire::RpcClient* client = nullptr;
+  wire::GrpcClient* grpc = nullptr;
 };
 
 // What a plugin type means to the agent. All calls come from the loop.
@@ -75,6 +82,9 @@ class Handler {
   virtual void Register(const Instance& instance, std::function<void(Status)> done) = 0;
   // The instance's socket went away. The plugin may have other instances.
   virtual void Deregister(const Instance& instance) { (void)instance; }
+  // How long the plugin may have no connected instance before Expired
+  // runs; 0: the registry's grace period.
+  virtual int64_t GraceNanos() const { return 0; }
   // Which instance calls go to changed, or whether there is a connected
   // one: see Registry::Active. An instance that reconnected counts as a
   // change (the process behind it may be new).

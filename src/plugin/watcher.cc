@@ -29,10 +29,11 @@ std::string Shown(const std::string& s) {
 
 }  // namespace
 
-Result<Info> DecodePluginInfo(std::string_view bytes, const std::string& socket) {
+Result<Info> DecodePluginInfo(std::string_view bytes, const std::string& socket, Transport transport) {
   PbOwned<pluginregistration_PluginInfo> m(pluginregistration_PluginInfo_fields);
   OUTPOST_RETURN_IF_ERROR(m.Decode(bytes, "PluginInfo"));
   Info info;
+  info.transport = transport;
   info.type = PbString(m->type);
   info.name = PbString(m->name);
   info.endpoint = PbString(m->endpoint);
@@ -67,7 +68,7 @@ struct Watcher::Socket {
   uint64_t appearance = 0;
   bool present = false;
   bool busy = false;                          // an attempt runs
-  std::unique_ptr<wire::RpcClient> client;    // of the attempt
+  std::unique_ptr<PluginConn> client;         // of the attempt
   uint64_t instance_id = 0;
   int failures = 0;
   int64_t backoff_nanos = 0;
@@ -94,7 +95,7 @@ Result<std::unique_ptr<Watcher>> Watcher::Start(Loop* loop, Registry* registry, 
   o.recursive = true;
   o.types = loop::DirWatch::kSocket;
   o.ignore_dot_names = true;
-  o.log_name = "plugins dir";
+  o.log_name = w->options_.name;
   Watcher* self = w.get();
   auto watch = loop::DirWatch::Start(loop, o, [self](const auto& changes) { self->OnChanges(changes); });
   if (!watch.ok()) return watch.error();
@@ -172,9 +173,7 @@ void Watcher::Attempt(const std::string& path) {
     bool refused = fd.error().code() == Code::kPermissionDenied;
     return End(path, appearance, (refused ? "refused: " : "connect: ") + fd.error().message(), refused);
   }
-  wire::ClientOptions co;
-  co.name = "plugin registration";
-  auto client = wire::RpcClient::Create(loop_, std::move(*fd), co);
+  auto client = PluginConn::Create(loop_, std::move(*fd), options_.transport, "plugin registration");
   if (!client.ok()) return End(path, appearance, client.error().message());
   s->client = std::move(*client);
   std::weak_ptr<bool> alive = alive_;
@@ -188,11 +187,18 @@ void Watcher::OnInfo(const std::string& path, uint64_t appearance, Result<std::s
   Socket* s = Current(path, appearance);
   if (!s) return End(path, appearance, "");
   if (!reply.ok()) return End(path, appearance, "GetInfo: " + reply.error().message());
-  auto info = DecodePluginInfo(*reply, path);
+  auto info = DecodePluginInfo(*reply, path, options_.transport);
   if (!info.ok()) return NotifyAndEnd(path, appearance, false, "GetInfo: " + info.error().message());
   s->info = *info;
   Handler* handler = registry_->HandlerFor(info->type);
-  if (!handler) return NotifyAndEnd(path, appearance, false, "no handler registered for plugin type " + info->type);
+  if (!handler) {
+    // kubelet's words in kubelet's directory (its plugins may match them).
+    return NotifyAndEnd(path, appearance, false,
+                        options_.transport == Transport::kGrpc
+                            ? "RegisterPlugin error -- no handler registered for plugin type: " + info->type +
+                                  " at socket " + path
+                            : "no handler registered for plugin type " + info->type);
+  }
   auto version = handler->Validate(*info);
   if (!version.ok()) return NotifyAndEnd(path, appearance, false, version.error().message());
   std::weak_ptr<bool> alive = alive_;
@@ -241,7 +247,7 @@ void Watcher::End(const std::string& path, uint64_t appearance, const std::strin
   Socket* s = it->second.get();
   if (s->busy && s->client) {
     // Ended from inside one of its callbacks: destroyed afterwards.
-    std::shared_ptr<wire::RpcClient> done(std::move(s->client));
+    std::shared_ptr<PluginConn> done(std::move(s->client));
     done->Close();
     loop_->Defer([done] {});
   }

@@ -34,8 +34,8 @@
 #include "base/error.h"
 #include "loop/dir_watch.h"
 #include "loop/loop.h"
+#include "plugin/conn.h"
 #include "plugin/registry.h"
-#include "wire/rpc_client.h"
 
 namespace outpost::plugin {
 
@@ -44,10 +44,14 @@ inline constexpr const char kRegistrationService[] = "pluginregistration.Registr
 
 // A GetInfo reply (untrusted bytes): decoded and checked, the endpoint
 // resolved ("" = socket). InvalidArgument names the field.
-Result<Info> DecodePluginInfo(std::string_view bytes, const std::string& socket);
+Result<Info> DecodePluginInfo(std::string_view bytes, const std::string& socket, Transport transport);
 
 struct WatcherOptions {
   std::string dir;  // must exist
+  // How the plugins in dir are spoken to: ttRPC (outpost's plugins dir) or
+  // gRPC (kubelet's plugins_registry, with kubelet's wording for refusals).
+  Transport transport = Transport::kTtrpc;
+  std::string name = "plugins dir";  // in log lines
   int64_t getinfo_timeout_nanos = 1LL * 1000000000;
   int64_t notify_timeout_nanos = 5LL * 1000000000;
   int64_t backoff_initial_nanos = 500LL * 1000000;

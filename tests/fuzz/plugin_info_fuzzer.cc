@@ -18,7 +18,7 @@ void Check(bool ok) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data), size);
-  auto info = outpost::plugin::DecodePluginInfo(in, "/run/outpost/plugins/x.sock");
+  auto info = outpost::plugin::DecodePluginInfo(in, "/run/outpost/plugins/x.sock", outpost::plugin::Transport::kTtrpc);
   if (!info.ok()) {
     Check(!info.error().message().empty());
     return 0;
