@@ -16,6 +16,8 @@ cat >run/config.json <<JSON
   "runtime_dir": "$top/run/rt",
   "api_socket": "$top/run/outpost.sock",
   "jobs_dir": "$top/run/jobs.d",
+  "kubelet_plugins_dir": "$top/run/kubelet/plugins_registry",
+  "device_plugins_dir": "$top/run/kubelet/device-plugins",
   "cgroup_allow_without_limits": true,
   "log_level": "info"
 }

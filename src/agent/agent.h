@@ -101,6 +101,8 @@ class Agent {
   Watchdog* watchdog() { return &watchdog_; }
   plugin::Registry* plugins() { return plugins_.get(); }
   plugin::Watcher* plugin_watcher() { return plugin_watcher_.get(); }
+  // Null when kubelet_plugins_dir is off.
+  plugin::Watcher* kubelet_watcher() { return kubelet_watcher_.get(); }
   // Drivers whose conformance checks are running (CheckDriver: one run per
   // driver at a time).
   std::set<std::string>* drivers_being_checked() { return &drivers_being_checked_; }
@@ -147,6 +149,7 @@ class Agent {
   std::unique_ptr<job::JobManager> jobs_;
   std::unique_ptr<plugin::Registry> plugins_;
   std::unique_ptr<plugin::Watcher> plugin_watcher_;
+  std::unique_ptr<plugin::Watcher> kubelet_watcher_;  // kubelet_plugins_dir, over gRPC
   std::unique_ptr<driver::TaskDriverHandler> driver_plugins_;  // the TaskDriver plugin type
   std::set<std::string> drivers_being_checked_;
   UniqueFd lock_fd_;

@@ -132,6 +132,8 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
   r.Duration("plugin_grace_period", &c.plugin_grace_period_nanos);
   r.Duration("driver_call_timeout", &c.driver_call_timeout_nanos);
   r.Duration("driver_start_timeout", &c.driver_start_timeout_nanos);
+  r.String("kubelet_plugins_dir", &c.kubelet_plugins_dir);
+  r.String("device_plugins_dir", &c.device_plugins_dir);
   r.Duration("heartbeat_timeout", &c.heartbeat_timeout_nanos);
   r.String("watchdog_device", &c.watchdog_device);
   r.StringList("hooks_dirs", &c.hooks_dirs);
@@ -166,6 +168,12 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
   if (!c.log_file.empty()) paths_ok &= CheckAbsolute(&r, "log_file", &c.log_file, &errors);
   if (!c.jobs_dir.empty()) paths_ok &= CheckAbsolute(&r, "jobs_dir", &c.jobs_dir, &errors);
   if (r.Has("plugins_dir")) paths_ok &= CheckAbsolute(&r, "plugins_dir", &c.plugins_dir, &errors);
+  if (!c.kubelet_plugins_dir.empty()) {
+    paths_ok &= CheckAbsolute(&r, "kubelet_plugins_dir", &c.kubelet_plugins_dir, &errors);
+  }
+  if (!c.device_plugins_dir.empty()) {
+    paths_ok &= CheckAbsolute(&r, "device_plugins_dir", &c.device_plugins_dir, &errors);
+  }
   CheckAbsolute(&r, "cgroup_root", &c.cgroup_root, &errors);
   // Conflicts between paths mean something only once every path is usable.
   if (paths_ok) CheckPathConflicts(c, &errors);
@@ -219,6 +227,15 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
     errors.push_back("plugins_dir: path \"" + c.PluginsDir() +
                      "\" is longer than 90 bytes, too long for the plugins' socket paths (107 bytes at most)");
   }
+  // Plugins put their sockets below these (kubelet's own layout).
+  for (const auto& [key, dir] : {std::pair<const char*, const std::string*>{"kubelet_plugins_dir", &c.kubelet_plugins_dir},
+                                 {"device_plugins_dir", &c.device_plugins_dir}}) {
+    if (dir->size() > 90) {
+      errors.push_back(Format("%s: path \"%s\" is longer than 90 bytes, too long for the plugins' socket paths "
+                              "(107 bytes at most)",
+                              key, dir->c_str()));
+    }
+  }
   if (r.Has("api_idle_timeout") && c.api_idle_timeout_nanos < 1000000000LL) {
     errors.push_back("api_idle_timeout: must be at least 1s");
   }
@@ -257,6 +274,8 @@ bool ReloadChangesRestartOnlyKeys(const Config& a, const Config& b, std::string*
   check(a.ApiSocket() != b.ApiSocket(), "api_socket");
   check(a.jobs_dir != b.jobs_dir, "jobs_dir");
   check(a.plugins_dir != b.plugins_dir, "plugins_dir");
+  check(a.kubelet_plugins_dir != b.kubelet_plugins_dir, "kubelet_plugins_dir");
+  check(a.device_plugins_dir != b.device_plugins_dir, "device_plugins_dir");
   check(a.plugin_grace_period_nanos != b.plugin_grace_period_nanos, "plugin_grace_period");
   check(a.driver_call_timeout_nanos != b.driver_call_timeout_nanos, "driver_call_timeout");
   check(a.driver_start_timeout_nanos != b.driver_start_timeout_nanos, "driver_start_timeout");

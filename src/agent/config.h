@@ -54,6 +54,13 @@ struct Config {
   int64_t driver_call_timeout_nanos = 10LL * 1000000000;
   int64_t driver_start_timeout_nanos = 60LL * 1000000000;
 
+  // kubelet's plugins (docs/devices.md), as the kubelet lays them out: the
+  // directory kubelet plugins put their registration sockets in (spoken
+  // to over gRPC), and the device-plugin directory, where the agent serves
+  // kubelet.sock (v1beta1.Registration). "" turns either off.
+  std::string kubelet_plugins_dir = "/var/lib/kubelet/plugins_registry";
+  std::string device_plugins_dir = "/var/lib/kubelet/device-plugins";
+
   // OCI hooks (docs/hooks.md): hooks.d directories (a later one masks a
   // same-named file in an earlier one), the per-stage hook directories
   // ("" = none), the timeout of a hook that sets none, and what a failed

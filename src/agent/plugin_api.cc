@@ -71,6 +71,22 @@ Status Agent::StartPlugins() {
   auto w = plugin::Watcher::Start(loop_.get(), plugins_.get(), wo);
   if (!w.ok()) return w.error().Wrap("plugins dir " + dir);
   plugin_watcher_ = std::move(*w);
+  if (!config_.kubelet_plugins_dir.empty()) {
+    // kubelet's plugins_registry: the same registration over gRPC.
+    const std::string& kdir = config_.kubelet_plugins_dir;
+    Status kmade = sys::MkdirAll(kdir, 0750);
+    if (!kmade.ok()) {
+      log::Error("cannot create the kubelet plugins dir", {{"dir", kdir}, {"error", kmade.error().message()}});
+    }
+    plugin::WatcherOptions kwo;
+    kwo.dir = kdir;
+    kwo.transport = plugin::Transport::kGrpc;
+    kwo.name = "kubelet plugins dir";
+    kwo.on_event = publish;
+    auto kw = plugin::Watcher::Start(loop_.get(), plugins_.get(), kwo);
+    if (!kw.ok()) return kw.error().Wrap("kubelet_plugins_dir " + kdir);
+    kubelet_watcher_ = std::move(*kw);
+  }
   RegisterPluginApi(this, api_.get());
   return OkStatus();
 }
@@ -87,6 +103,9 @@ void HandleListPlugins(Agent* agent, std::string_view payload, wire::Responder r
   // nanopb points into these; they live until the reply is encoded.
   std::vector<plugin::Registry::PluginView> plugins = reg->List();
   std::vector<plugin::Watcher::SocketView> sockets = watcher->Sockets();
+  if (plugin::Watcher* kw = agent->kubelet_watcher()) {
+    for (auto& v : kw->Sockets()) sockets.push_back(std::move(v));
+  }
   std::vector<std::string> types = reg->Types();
   std::string dir = agent->config().PluginsDir(), problem = watcher->problem();
 
@@ -217,9 +236,12 @@ std::string PluginSummary(Agent* agent, bool* on) {
     if (reg->Active(p.type, p.name)) continue;
     out += Format("; %s %s has no connected instance", p.type.c_str(), p.name.c_str());
   }
-  for (const auto& s : watcher->Sockets()) {
-    if (s.state != "waiting") continue;
-    out += "; " + s.path + " not registered: " + s.last_error;
+  for (plugin::Watcher* w : {watcher, agent->kubelet_watcher()}) {
+    if (w == nullptr) continue;
+    for (const auto& s : w->Sockets()) {
+      if (s.state != "waiting") continue;
+      out += "; " + s.path + " not registered: " + s.last_error;
+    }
   }
   return out;
 }

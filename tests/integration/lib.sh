@@ -66,6 +66,9 @@ write_config() {
   [[ "$extra" == *'"cni_config_dir"'* ]] || defaults+="\"cni_config_dir\": \"$T/cni.d\", "
   # (and the same output whether the host has CNI plugins or not)
   [[ "$extra" == *'"cni_path"'* ]] || defaults+="\"cni_path\": [\"$T/cni-bin\"], "
+  # Nor the host's kubelet plugin directories.
+  [[ "$extra" == *'"kubelet_plugins_dir"'* ]] || defaults+="\"kubelet_plugins_dir\": \"$T/kubelet/plugins_registry\", "
+  [[ "$extra" == *'"device_plugins_dir"'* ]] || defaults+="\"device_plugins_dir\": \"$T/kubelet/device-plugins\", "
   cat >"$T/config.json" <<JSON
 {
   $defaults"state_dir": "$T/state",
