@@ -303,6 +303,11 @@ class GrpcServerCore {
 
   GrpcServices services_;
 
+  void FeedForTest(uint64_t id, std::string_view bytes) {
+    auto it = sessions_.find(id);
+    if (it != sessions_.end()) it->second->FeedForTest(bytes);
+  }
+
  private:
   Loop* loop_;
   GrpcServerOptions opts_;
@@ -341,5 +346,9 @@ Result<uint64_t> GrpcServer::AddConnection(UniqueFd fd) { return core_->Admit(st
 void GrpcServer::Drain() { core_->Drain(); }
 
 GrpcServerStats GrpcServer::stats() const { return core_->stats(); }
+
+void GrpcServer::FeedForTest(uint64_t connection_id, std::string_view bytes) {
+  core_->FeedForTest(connection_id, bytes);
+}
 
 }  // namespace outpost::wire

@@ -139,6 +139,9 @@ class GrpcServer {
 
   GrpcServerStats stats() const;
 
+  // For tests and fuzzers: handles bytes as if read from the connection.
+  void FeedForTest(uint64_t connection_id, std::string_view bytes);
+
  private:
   explicit GrpcServer(std::shared_ptr<GrpcServerCore> core) : core_(std::move(core)) {}
   std::shared_ptr<GrpcServerCore> core_;

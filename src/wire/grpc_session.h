@@ -85,6 +85,10 @@ class GrpcSession : public h2::Handler {
   const sys::PeerCred& peer() const { return peer_; }
   void set_peer(const sys::PeerCred& p) { peer_ = p; }
 
+  void FeedForTest(std::string_view bytes) {
+    if (!closed()) conn_->FeedForTest(bytes);
+  }
+
   // h2::Handler
   void OnHeaders(uint32_t stream, hpack::HeaderList* headers, bool initial, bool end_stream) override;
   void OnData(uint32_t stream, std::string_view data, bool end_stream) override;

@@ -52,7 +52,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     rest.remove_prefix(chunk);
     ++i;
   }
-  if (!failed) Check(reframed + in.substr(consumed - reader.partial(), reader.partial()) == in.substr(0, consumed));
+  if (!failed) {
+    reframed.append(in.substr(consumed - reader.partial(), reader.partial()));
+    Check(reframed == in.substr(0, consumed));
+  }
 
   int64_t nanos = 0;
   if (ParseTimeout(in, &nanos)) {

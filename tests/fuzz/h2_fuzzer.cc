@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/log.h"
 #include "loop/loop.h"
@@ -97,50 +98,57 @@ void FeedConn(bool client, uint8_t pattern, const uint8_t* p, size_t n) {
   (void)TheLoop()->RunOnce(0);
 }
 
+// One gRPC server for every input (its methods registered once); each
+// input is a new connection to it.
+GrpcServer* TheServer(std::vector<GrpcResponder>** held_out) {
+  static std::vector<GrpcResponder> held;
+  static GrpcServer* server = [] {
+    GrpcServerOptions o;
+    o.max_message_bytes = 4096;
+    o.max_concurrent_streams = 8;
+    GrpcServer* s = GrpcServer::Create(TheLoop(), UniqueFd(), o).value().release();
+    s->Register("s", "echo", [](const GrpcCallContext&, std::string_view m, GrpcResponder r) { r.Reply(m); });
+    s->Register("s", "fail", [](const GrpcCallContext&, std::string_view, GrpcResponder r) {
+      r.Fail(Error(Code::kNotFound, "no\n%"));
+    });
+    s->Register("s", "hold", [](const GrpcCallContext&, std::string_view, GrpcResponder r) { held.push_back(r); });
+    s->RegisterStream("s", "bidi", [](const GrpcCallContext&, std::shared_ptr<GrpcCall> call) {
+      GrpcCall* c = call.get();
+      call->OnMessage([c](std::string_view m) {
+        if (m.empty()) return c->Finish(OkStatus());
+        (void)c->Write(m);
+      });
+    });
+    return s;
+  }();
+  *held_out = &held;
+  return server;
+}
+
 void FeedServer(uint8_t pattern, const uint8_t* p, size_t n) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0) return;
   UniqueFd peer(sv[0]);
-  GrpcServerOptions o;
-  o.max_message_bytes = 4096;
-  o.max_concurrent_streams = 8;
-  auto s = GrpcServer::Create(TheLoop(), UniqueFd(), o);
-  if (!s.ok()) return;
-  std::unique_ptr<GrpcServer> server = std::move(*s);
-  server->Register("s", "echo", [](const GrpcCallContext&, std::string_view m, GrpcResponder r) { r.Reply(m); });
-  server->Register("s", "fail", [](const GrpcCallContext&, std::string_view, GrpcResponder r) {
-    r.Fail(Error(Code::kNotFound, "no\n%"));
-  });
-  std::vector<GrpcResponder> held;
-  server->Register("s", "hold", [&](const GrpcCallContext&, std::string_view, GrpcResponder r) { held.push_back(r); });
-  server->RegisterStream("s", "bidi", [](const GrpcCallContext&, std::shared_ptr<GrpcCall> call) {
-    GrpcCall* c = call.get();
-    call->OnMessage([c](std::string_view m) {
-      if (m.empty()) return c->Finish(OkStatus());
-      (void)c->Write(m);
-    });
-  });
-  if (!server->AddConnection(UniqueFd(sv[1])).ok()) return;
-  std::string start = Start(false);
-  (void)::send(peer.get(), start.data(), start.size(), MSG_NOSIGNAL);
+  std::vector<GrpcResponder>* held = nullptr;
+  GrpcServer* server = TheServer(&held);
+  auto id = server->AddConnection(UniqueFd(sv[1]));
+  if (!id.ok()) return;
+  server->FeedForTest(*id, Start(false));
   size_t i = 0;
-  char sink[65536];
   while (n > 0) {
     size_t chunk = 1 + ((pattern >> (i % 6)) & 1 ? (i * 13 + pattern) % 997 : pattern % 29);
     if (chunk > n) chunk = n;
-    ssize_t w = ::send(peer.get(), p, chunk, MSG_NOSIGNAL);
-    (void)TheLoop()->RunOnce(0);
-    while (::recv(peer.get(), sink, sizeof sink, MSG_DONTWAIT) > 0) {
-    }
-    if (w <= 0) break;
-    p += w;
-    n -= static_cast<size_t>(w);
+    server->FeedForTest(*id, std::string_view(reinterpret_cast<const char*>(p), chunk));
+    p += chunk;
+    n -= chunk;
     ++i;
   }
-  for (auto& r : held) r.Reply("late");
-  (void)TheLoop()->RunOnce(0);
-  server.reset();
-  (void)TheLoop()->RunOnce(0);
+  for (auto& r : *held) r.Reply("late");
+  held->clear();
+  // The peer hangs up: the connection closes on the next turn of the loop.
+  peer.Reset();
+  for (int turn = 0; turn < 10 && server->stats().connections != 0; ++turn) (void)TheLoop()->RunOnce(0);
+  Check(server->stats().connections == 0);
 }
 
 }  // namespace
