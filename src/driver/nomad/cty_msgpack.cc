@@ -124,14 +124,14 @@ void AppendTypeJson(const Type& t, std::string* out) {
   out->push_back(']');
 }
 
-// go-cty's marshal.
-void Marshal(const Value& v, const Type& ty, std::string* out) {
-  if (ty.kind == Type::kDynamic && v.type.kind != Type::kDynamic) {
-    out->push_back(static_cast<char>(0x92));
-    PutBin(out, TypeJson(v.type));
-    Marshal(v, v.type, out);
-    return;
-  }
+// Writes cty's dynamic form of v: [bin(type JSON), value].
+using Wrap = void (*)(const Value& v, std::string* out);
+
+// go-cty's marshal. wrap writes a value where ty is `any` and its own type
+// is not; only MsgpackEncodeAs passes one, so that what Nomad's encoding
+// never needs stays out of a binary that does not use it.
+void Marshal(const Value& v, const Type& ty, std::string* out, Wrap wrap) {
+  if (ty.kind == Type::kDynamic && v.type.kind != Type::kDynamic && wrap) return wrap(v, out);
   if (v.state == Value::State::kUnknown) {
     *out += std::string("\xd4\x00\x00", 3);
     return;
@@ -156,14 +156,14 @@ void Marshal(const Value& v, const Type& ty, std::string* out) {
     case Type::kTuple:
       PutLen(out, 0x90, 0xdc, v.elems.size());
       for (size_t i = 0; i < v.elems.size(); ++i) {
-        Marshal(v.elems[i], ty.kind == Type::kTuple ? ty.elems[i] : ty.elems[0], out);
+        Marshal(v.elems[i], ty.kind == Type::kTuple ? ty.elems[i] : ty.elems[0], out, wrap);
       }
       return;
     case Type::kMap:
       PutLen(out, 0x80, 0xde, v.elems.size());
       for (size_t i = 0; i < v.elems.size(); ++i) {
         PutStr(out, v.keys[i]);
-        Marshal(v.elems[i], ty.elems[0], out);
+        Marshal(v.elems[i], ty.elems[0], out, wrap);
       }
       return;
     case Type::kObject:
@@ -172,7 +172,7 @@ void Marshal(const Value& v, const Type& ty, std::string* out) {
         PutStr(out, ty.names[i]);
         auto it = std::lower_bound(v.keys.begin(), v.keys.end(), ty.names[i]);
         if (it != v.keys.end() && *it == ty.names[i]) {
-          Marshal(v.elems[static_cast<size_t>(it - v.keys.begin())], ty.elems[i], out);
+          Marshal(v.elems[static_cast<size_t>(it - v.keys.begin())], ty.elems[i], out, wrap);
         } else {
           out->push_back(static_cast<char>(0xc0));
         }
@@ -408,10 +408,12 @@ class Decoder {
           *out = Value::Tuple(std::move(elems));
           return true;
         }
-        // Elements of an `any` list arrive with their own types; a list's
+        // A collection's type is its elements' (cty.ListVal): those of an
+        // `any` list arrive with their own types, and an empty map reads
+        // as an empty object whatever the attributes wanted (go-cty); they
         // must agree.
         Type ety = ty.elems[0];
-        if (!elems.empty() && ety.kind == Type::kDynamic) {
+        if (!elems.empty()) {
           ety = elems[0].type;
           for (const Value& e : elems) {
             if (e.type != ety) return Reader::Fail(path, "elements of differing types", &err_);
@@ -508,7 +510,7 @@ class Decoder {
       return true;
     }
     Type ety = map->elems[0];
-    if (!vals.empty() && ety.kind == Type::kDynamic) {
+    if (!vals.empty()) {
       ety = vals[0].type;
       for (const Value& v : vals) {
         if (v.type != ety) return Reader::Fail(path, "elements of differing types", &err_);
@@ -530,11 +532,20 @@ std::string TypeJson(const Type& ty) {
   return out;
 }
 
-std::string MsgpackEncode(const Value& v) { return MsgpackEncodeAs(v, v.type); }
+std::string MsgpackEncode(const Value& v) {
+  std::string out;
+  Marshal(v, v.type, &out, nullptr);
+  return out;
+}
 
 std::string MsgpackEncodeAs(const Value& v, const Type& ty) {
+  static const Wrap wrap = [](const Value& x, std::string* out) {
+    out->push_back(static_cast<char>(0x92));
+    PutBin(out, TypeJson(x.type));
+    Marshal(x, x.type, out, nullptr);
+  };
   std::string out;
-  Marshal(v, ty, &out);
+  Marshal(v, ty, &out, wrap);
   return out;
 }
 
