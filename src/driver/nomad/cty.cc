@@ -631,48 +631,13 @@ bool Mismatch(const Value& in, const Type& want, const std::string& path, Conver
   return Fail(errors, path, "expected %s, got %s", want.Name().c_str(), Describe(in).c_str());
 }
 
+// Whether a null or unknown value of type from may become one of type to:
+// between primitives as between values (not number and bool), and
+// between compound types, whose contents are not known to differ.
 bool TypeConvertible(const Type& from, const Type& to) {
   if (to.kind == Type::kDynamic || from.kind == Type::kDynamic || from == to) return true;
-  auto seq = [](const Type& t) { return t.kind == Type::kList || t.kind == Type::kSet || t.kind == Type::kTuple; };
-  auto keyed = [](const Type& t) { return t.kind == Type::kMap || t.kind == Type::kObject; };
-  // The element type of each position of from.
-  auto each = [](const Type& t, auto fn) {
-    for (const Type& e : t.elems) {
-      if (!fn(e)) return false;
-    }
-    return true;
-  };
-  switch (to.kind) {
-    case Type::kString: return from.kind == Type::kNumber || from.kind == Type::kBool;
-    case Type::kNumber:
-    case Type::kBool: return from.kind == Type::kString;
-    case Type::kList:
-    case Type::kSet:
-      return seq(from) && each(from, [&](const Type& e) { return TypeConvertible(e, to.elems[0]); });
-    case Type::kMap:
-      return keyed(from) && each(from, [&](const Type& e) { return TypeConvertible(e, to.elems[0]); });
-    case Type::kTuple:
-      if (from.kind == Type::kTuple) {
-        if (from.elems.size() != to.elems.size()) return false;
-        for (size_t i = 0; i < to.elems.size(); ++i) {
-          if (!TypeConvertible(from.elems[i], to.elems[i])) return false;
-        }
-        return true;
-      }
-      return seq(from) && each(to, [&](const Type& e) { return TypeConvertible(from.elems[0], e); });
-    case Type::kObject:
-      if (from.kind == Type::kMap) {
-        return each(to, [&](const Type& e) { return TypeConvertible(from.elems[0], e); });
-      }
-      if (from.kind != Type::kObject) return false;
-      for (size_t i = 0; i < to.names.size(); ++i) {
-        auto it = std::lower_bound(from.names.begin(), from.names.end(), to.names[i]);
-        if (it == from.names.end() || *it != to.names[i]) return false;
-        if (!TypeConvertible(from.elems[static_cast<size_t>(it - from.names.begin())], to.elems[i])) return false;
-      }
-      return true;
-    default: return false;
-  }
+  if (from.primitive() != to.primitive()) return false;
+  return !from.primitive() || from.kind == Type::kString || to.kind == Type::kString;
 }
 
 // The single type the elements of a list(any) or map(any) take: their

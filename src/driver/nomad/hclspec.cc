@@ -94,49 +94,13 @@ class HclParser {
 
   const std::string& error() const { return err_; }
 
-  bool ParseType(Type* out, int depth) {
-    if (depth > 32) return Fail("nested too deeply");
-    std::string name;
-    if (!Ident(&name)) return Fail("a type is required");
-    if (name == "string" || name == "number" || name == "bool" || name == "any" || name == "null") {
-      *out = Type(name == "string" ? Type::kString
-                  : name == "number" ? Type::kNumber
-                  : name == "bool"   ? Type::kBool
-                                     : Type::kDynamic);
-      return true;
-    }
-    bool coll = name == "list" || name == "set" || name == "map";
-    if (!coll && name != "tuple" && name != "object") return Fail("unknown type \"" + name + "\"");
-    if (!Eat('(')) return Fail("expected ( after " + name);
-    if (coll) {
-      Type elem;
-      if (!ParseType(&elem, depth + 1)) return false;
-      *out = Type::Collection(name == "list" ? Type::kList : name == "set" ? Type::kSet : Type::kMap, std::move(elem));
-    } else if (name == "tuple") {
-      if (!Eat('[')) return Fail("expected [ in tuple([...])");
-      std::vector<Type> elems;
-      while (!Eat(']')) {
-        elems.emplace_back();
-        if (!ParseType(&elems.back(), depth + 1)) return false;
-        if (!Eat(',') && !Peek(']')) return Fail("expected , or ]");
-      }
-      *out = Type::Tuple(std::move(elems));
-    } else {
-      if (!Eat('{')) return Fail("expected { in object({...})");
-      std::vector<std::string> names;
-      std::vector<Type> types;
-      while (!Eat('}')) {
-        names.emplace_back();
-        types.emplace_back();
-        if (!Key(&names.back()) || !ParseType(&types.back(), depth + 1)) return false;
-        Eat(',');
-      }
-      std::string dup;
-      if (!SortByKey(&names, &types, &dup)) return Fail("attribute \"" + dup + "\" given twice");
-      *out = Type::Object(std::move(names), std::move(types));
-    }
-    if (!Eat(')')) return Fail("expected )");
-    return true;
+  // A type expression: parsed as a value whose names and calls are
+  // unknown values (s the name, a call's argument in elems), then read as
+  // a type (evalTypeExpr in Nomad's hclspecutils).
+  bool ParseType(Type* out) {
+    Value v;
+    types_ = true;
+    return ParseValue(&v, 0) && ToType(v, out);
   }
 
   bool ParseValue(Value* out, int depth) {
@@ -221,14 +185,49 @@ class HclParser {
         *out = Value::Bool(name == "true");
       } else if (name == "null") {
         *out = Value::Null(Type());
-      } else if (Peek('(')) {
-        return Fail("function calls are not supported (" + name + ")");
+      } else if (!types_) {
+        return Fail(Peek('(') ? "function calls are not supported (" + name + ")"
+                              : "variables are not allowed here (" + name + ")");
       } else {
-        return Fail("variables are not allowed here (" + name + ")");
+        *out = Value::Unknown(Type(Type::kString));
+        out->s = name;
+        if (Eat('(')) {
+          out->elems.emplace_back();
+          if (!ParseValue(&out->elems[0], depth + 1)) return false;
+          if (!Eat(')')) return Fail("expected ) after the argument of " + name);
+        }
       }
       return true;
     }
     return Fail(std::string("unexpected \"") + c + "\"");
+  }
+
+  bool ToType(const Value& v, Type* out) {
+    const std::string& n = v.s;
+    static const char* const kNames[] = {"any", "string", "number", "bool", "list", "set", "map", "object", "tuple"};
+    int k = 0;
+    while (k < 9 && n != kNames[k]) ++k;
+    if (v.null()) k = 0;  // null: any
+    bool call = v.elems.size() == 1;
+    if (v.known() || k == 9 || (k >= Type::kList) != call) {
+      return Fail(k == 9 ? "unknown type \"" + n + "\"" : "a type is required");
+    }
+    *out = Type(static_cast<Type::Kind>(k));
+    if (!call) return true;
+    const Value& arg = v.elems[0];
+    if (k <= Type::kMap) {
+      out->elems.emplace_back();
+      return ToType(arg, &out->elems[0]);
+    }
+    if (!arg.known() || arg.type.kind != (k == Type::kObject ? Type::kObject : Type::kTuple)) {
+      return Fail(k == Type::kObject ? "object({...}) is required" : "tuple([...]) is required");
+    }
+    out->names = arg.keys;
+    out->elems.resize(arg.elems.size());
+    for (size_t i = 0; i < arg.elems.size(); ++i) {
+      if (!ToType(arg.elems[i], &out->elems[i])) return false;
+    }
+    return true;
   }
 
   // Only blanks and comments left.
@@ -341,6 +340,7 @@ class HclParser {
 
   std::string_view s_;
   size_t pos_ = 0;
+  bool types_ = false;
   std::string err_;
 };
 
@@ -418,7 +418,7 @@ class SpecDecoder {
     if (s.kind == Spec::Kind::kAttr || s.kind == Spec::Kind::kBlockAttrs) {
       s.required = f.nums[3] != 0;
       HclParser p(f.bytes[2]);
-      if (!p.ParseType(&s.type, 0) || !p.Done()) {
+      if (!p.ParseType(&s.type) || !p.Done()) {
         return Bad(path, Format("%s %s: type %s: %s", what, s.name.c_str(), QuoteIfNeeded(f.bytes[2]).c_str(),
                                 p.error().c_str()));
       }
@@ -904,7 +904,7 @@ Result<Schema> DecodeSchemaResponse(std::string_view response) {
 Result<Type> ParseTypeExpr(std::string_view text) {
   HclParser p(text);
   Type t;
-  if (!p.ParseType(&t, 0) || !p.Done()) return Error(Code::kInvalidArgument, "type " + std::string(text) + ": " + p.error());
+  if (!p.ParseType(&t) || !p.Done()) return Error(Code::kInvalidArgument, "type " + std::string(text) + ": " + p.error());
   return t;
 }
 
