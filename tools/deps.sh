@@ -97,6 +97,9 @@ group() {
       # the gRPC interop tests (test_grpc.sh): Python's grpcio on Debian's
       # python3, and grpc_tools to generate its stubs at test time
       add python3-grpcio python3-grpc-tools
+      # the Nomad driver tests (test_nomad.sh): the test driver plugin and
+      # fake host decode and encode Nomad's msgpack configs with it
+      add python3-msgpack
       # the oci driver's tests: the OCI runtimes it drives (busybox-static
       # for the containers' root file systems comes with group vm)
       add crun runc
