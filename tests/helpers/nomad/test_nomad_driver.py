@@ -736,7 +736,8 @@ def build_services(pb, drv, server_stop):
             import msgpack
             handle = drv_pb.TaskHandle(version=1, config=c, state=drv_pb.RUNNING,
                                        driver_state=msgpack.packb(state, use_bin_type=True))
-            record("call", spawned_pid=child.pid, took_ns=time.monotonic_ns() - t_in, **base_fields)
+            record("call", spawned_pid=child.pid, took_ns=time.monotonic_ns() - t_in,
+                   driver_state=handle.driver_state.hex(), **base_fields)
             return drv_pb.StartTaskResponse(handle=handle)
 
         @counted
