@@ -24,7 +24,8 @@
 #               (tools/vmtest, `make power-cuts`), and the CNI plugins,
 #               iptables and crun it copies into the guest
 #   bench       the build, and the peers `make bench` compares with (peers,
-#               and grpcio for grpc_bench)
+#               grpcio for grpc_bench, grpcio, grpc_tools and msgpack for
+#               nomad_bench)
 #   peers       s6 and runit, which peer_bench runs side by side with outpost;
 #               only `make bench` asks for them (not in all: `make test` and
 #               `make deps` never need them)
@@ -121,6 +122,7 @@ group() {
       add containernetworking-plugins iptables  # cni_bench
       add crun busybox-static  # oci_bench
       add python3-grpcio  # grpc_bench's grpcio client and server
+      add python3-grpc-tools python3-msgpack  # nomad_bench's Python Nomad driver plugin
       ;;
     peers)
       # the peers peer_bench compares with. It starts its own s6-svscan and
