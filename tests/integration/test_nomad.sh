@@ -17,7 +17,7 @@ ND_PROTO_DIR="$(cd "$ND_DIR/../../../proto" && pwd)"
 
 # nd_setup: skips the test (returns 1 after "skip: ...") without the Python
 # modules; generates the stubs; kills the plugins and their tasks when the
-# test ends (the agent's plugins carry OUTPOST_TEST_NOMAD_STUBS=$T/stubs in
+# test ends, after the agent (its plugins carry OUTPOST_TEST_NOMAD_STUBS=$T/stubs in
 # their environment, which they inherit from the agent).
 nd_setup() {
   if ! "$ND_PY" -c 'import grpc, grpc_tools.protoc, msgpack' 2>/dev/null; then
@@ -29,7 +29,7 @@ nd_setup() {
     "$ND_PROTO_DIR"/{google_protobuf,nomad_hcl_spec,nomad_structs,nomad_base,nomad_driver,goplugin,grpc_health}.proto \
     >"$T/protoc.log" 2>&1 || fail "protoc: $(cat "$T/protoc.log")"
   export OUTPOST_TEST_NOMAD_STUBS="$T/stubs" OUTPOST_TEST_NOMAD_PROTO_DIR="$ND_PROTO_DIR"
-  trap 'nd_cleanup; cleanup_agents' EXIT
+  trap 'cleanup_agents; nd_cleanup' EXIT
 }
 nd_cleanup() {
   local p
