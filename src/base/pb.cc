@@ -25,4 +25,37 @@ Status PbDecode(std::string_view bytes, const pb_msgdesc_t* fields, void* msg, c
   return OkStatus();
 }
 
+namespace {
+
+bool EncodeBytes(pb_ostream_t* stream, const pb_field_t* field, void* const* arg) {
+  const auto* v = static_cast<const std::string_view*>(*arg);
+  if (v->empty()) return true;
+  return pb_encode_tag_for_field(stream, field) &&
+         pb_encode_string(stream, reinterpret_cast<const pb_byte_t*>(v->data()), v->size());
+}
+
+// Decoded values are bounded by what the caller decodes from (a gRPC
+// message is at most its limit); nothing more is needed here.
+bool DecodeBytes(pb_istream_t* stream, const pb_field_t*, void** arg) {
+  auto* out = static_cast<std::string*>(*arg);
+  out->resize(stream->bytes_left);
+  return pb_read(stream, reinterpret_cast<pb_byte_t*>(&(*out)[0]), stream->bytes_left);
+}
+
+}  // namespace
+
+pb_callback_t PbBytesOut(const std::string_view* value) {
+  pb_callback_t cb;
+  cb.funcs.encode = EncodeBytes;
+  cb.arg = const_cast<std::string_view*>(value);
+  return cb;
+}
+
+pb_callback_t PbBytesIn(std::string* out) {
+  pb_callback_t cb;
+  cb.funcs.decode = DecodeBytes;
+  cb.arg = out;
+  return cb;
+}
+
 }  // namespace outpost

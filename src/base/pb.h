@@ -28,6 +28,13 @@ inline char* PbStr(const std::string& s) { return const_cast<char*>(s.c_str()); 
 // For the decode side: a FT_POINTER string that may be absent.
 inline std::string PbString(const char* s) { return s ? std::string(s) : std::string(); }
 
+// FT_CALLBACK bytes or string fields, for values past nanopb's 16-bit
+// FT_POINTER limit. Encoding: the field is written from *value (omitted
+// when empty, as proto3 does), which must outlive the encode. Decoding: the
+// field's bytes are copied into *out (bounded by the message decoded).
+pb_callback_t PbBytesOut(const std::string_view* value);
+pb_callback_t PbBytesIn(std::string* out);
+
 template <typename T>
 class PbOwned {
  public:
