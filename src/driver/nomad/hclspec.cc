@@ -11,6 +11,18 @@ namespace outpost::driver::nomad {
 
 namespace {
 
+// NOMAD_ variables whose names depend on the job (its port labels, meta).
+bool DynamicNomadName(const std::string& name) {
+  static const char* const kPrefixes[] = {"NOMAD_PORT_",      "NOMAD_HOST_PORT_", "NOMAD_ALLOC_PORT_", "NOMAD_IP_",
+                                          "NOMAD_ADDR_",      "NOMAD_HOST_IP_",   "NOMAD_HOST_ADDR_",  "NOMAD_META_",
+                                          "NOMAD_UPSTREAM_", "NOMAD_UNIX_ADDR_"};
+  for (const char* p : kPrefixes) {
+    if (StartsWith(name, p)) return true;
+  }
+  return false;
+}
+
+
 // ---- protobuf ---------------------------------------------------------------
 
 // Reads the fields of one protobuf message. The schema comes from another
@@ -851,6 +863,12 @@ class ConfigDecoder {
       const std::map<std::string, std::string>* env = opts_.env;
       auto it = env ? env->find(name) : std::map<std::string, std::string>::const_iterator();
       if (opts_.vars == DecodeOptions::Vars::kDefer) {
+        // Only Nomad's own names can be known before the task starts: one
+        // of those that is not among them is a typo.
+        if (env != nullptr && it == env->end() && StartsWith(name, "NOMAD_") && !DynamicNomadName(name)) {
+          Fail(path, "unknown variable \"%s\" in ${...}", name.c_str());
+          return false;
+        }
         *unknown = true;
       } else if (opts_.vars == DecodeOptions::Vars::kRefuse) {
         Fail(path, "variables are not allowed here (${%s}); write $${ for a literal ${", name.c_str());

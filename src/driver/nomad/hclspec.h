@@ -94,6 +94,9 @@ struct DecodeOptions {
   };
   Vars vars = Vars::kRefuse;
   // kResolve: what a ${name} or ${a.b.c} stands for ("a.b.c" looked up).
+  // kDefer: the names known before the task starts; a NOMAD_ name not
+  // among them (and not one named after a port label or meta key) is an
+  // error. Null: nothing is checked.
   const std::map<std::string, std::string>* env = nullptr;
 };
 
