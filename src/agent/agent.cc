@@ -85,6 +85,7 @@ Result<std::unique_ptr<Agent>> Agent::Start(Config config, UniqueFd keeper_fd, b
 }
 
 Agent::~Agent() {
+  nomad_.reset();
   plugin_watcher_.reset();
   plugins_.reset();
   driver_plugins_.reset();
@@ -382,7 +383,25 @@ void Agent::Reload() {
 
 size_t Agent::api_connections() const { return api_ ? api_->connection_count() : 0; }
 
-void Agent::Stop() { loop_->Stop(); }
+void Agent::Stop() {
+  if (!nomad_ || !nomad_->AnyRunning()) return loop_->Stop();
+  // Nomad's plugins are asked to shut down (their tasks keep running) and
+  // given up to 2 s, as Nomad's client gives them.
+  nomad_->Shutdown();
+  int64_t until = MonotonicNanos() + 2 * kNanosPerSecond;
+  std::function<void()> poll;
+  auto check = std::make_shared<std::function<void()>>();
+  *check = [this, until, check] {
+    if (!nomad_->AnyRunning() || MonotonicNanos() >= until) {
+      *check = nullptr;
+      return loop_->Stop();
+    }
+    loop_->AddTimer(20 * kNanosPerMilli, [check] {
+      if (*check) (*check)();
+    });
+  };
+  (*check)();
+}
 
 Status Agent::Run() {
   log::Info("agent started", {{"version", OUTPOST_VERSION},

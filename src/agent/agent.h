@@ -16,6 +16,7 @@
 #include "base/fd.h"
 #include "loop/loop.h"
 #include "cgroup/cgroup.h"
+#include "driver/nomad/plugins.h"
 #include "driver/registry.h"
 #include "task/events.h"
 #include "keeper/link.h"
@@ -103,6 +104,7 @@ class Agent {
   plugin::Watcher* plugin_watcher() { return plugin_watcher_.get(); }
   // Null when kubelet_plugins_dir is off.
   plugin::Watcher* kubelet_watcher() { return kubelet_watcher_.get(); }
+  driver::nomad::Plugins* nomad_plugins() { return nomad_.get(); }
   // Drivers whose conformance checks are running (CheckDriver: one run per
   // driver at a time).
   std::set<std::string>* drivers_being_checked() { return &drivers_being_checked_; }
@@ -125,6 +127,7 @@ class Agent {
   // jobs that want one); once the tasks' fates are known.
   void RecoverJobs();
   Status StartPlugins();  // plugin_api.cc
+  void StartNomadPlugins();  // plugin_api.cc
   void ApplyRuntimeSettings();
   void TrimAfterActivity();
   void TrimWhenQuiet(uint64_t seen);
@@ -151,6 +154,7 @@ class Agent {
   std::unique_ptr<plugin::Watcher> plugin_watcher_;
   std::unique_ptr<plugin::Watcher> kubelet_watcher_;  // kubelet_plugins_dir, over gRPC
   std::unique_ptr<driver::TaskDriverHandler> driver_plugins_;  // the TaskDriver plugin type
+  std::unique_ptr<driver::nomad::Plugins> nomad_;              // Nomad's driver plugins
   std::set<std::string> drivers_being_checked_;
   UniqueFd lock_fd_;
   DirClaims claims_;  // only what no keeper holds for us

@@ -95,6 +95,11 @@ std::vector<Feature> CollectFeatures(Agent* agent) {
   bool plugins_ok = false;
   std::string plugins = PluginSummary(agent, &plugins_ok);
   out.push_back({"plugins", plugins_ok, plugins});
+  if (driver::nomad::Plugins* nomad = agent->nomad_plugins()) {
+    bool nomad_ok = true;
+    std::string summary = nomad->Summary(&nomad_ok);
+    out.push_back({"nomad_plugins", nomad_ok, summary});
+  }
   keeper::KeeperLink* keeper = agent->keeper_link();
   out.push_back({"keeper", keeper != nullptr,
                  keeper ? "pid " + std::to_string(keeper->keeper_pid()) + ": tasks outlive the worker"

@@ -1,5 +1,7 @@
 #include "agent/config.h"
 
+#include "driver/nomad/plugins.h"
+
 #include "base/json.h"
 #include "base/strings.h"
 #include "base/sys.h"
@@ -134,6 +136,15 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
   r.Duration("driver_start_timeout", &c.driver_start_timeout_nanos);
   r.String("kubelet_plugins_dir", &c.kubelet_plugins_dir);
   r.String("device_plugins_dir", &c.device_plugins_dir);
+  r.String("nomad_plugin_dir", &c.nomad_plugin_dir);
+  if (const picojson::value* v = r.Get("nomad_plugins")) {
+    auto stanzas = driver::nomad::ParseStanzas(*v);
+    if (stanzas.ok()) {
+      c.nomad_plugins = std::move(*stanzas);
+    } else {
+      for (const std::string& line : Split(stanzas.error().message(), '\n')) errors.push_back(line);
+    }
+  }
   r.Duration("heartbeat_timeout", &c.heartbeat_timeout_nanos);
   r.String("watchdog_device", &c.watchdog_device);
   r.StringList("hooks_dirs", &c.hooks_dirs);
@@ -174,6 +185,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
   if (!c.device_plugins_dir.empty()) {
     paths_ok &= CheckAbsolute(&r, "device_plugins_dir", &c.device_plugins_dir, &errors);
   }
+  if (!c.nomad_plugin_dir.empty()) CheckAbsolute(&r, "nomad_plugin_dir", &c.nomad_plugin_dir, &errors);
   CheckAbsolute(&r, "cgroup_root", &c.cgroup_root, &errors);
   // Conflicts between paths mean something only once every path is usable.
   if (paths_ok) CheckPathConflicts(c, &errors);
@@ -276,6 +288,8 @@ bool ReloadChangesRestartOnlyKeys(const Config& a, const Config& b, std::string*
   check(a.plugins_dir != b.plugins_dir, "plugins_dir");
   check(a.kubelet_plugins_dir != b.kubelet_plugins_dir, "kubelet_plugins_dir");
   check(a.device_plugins_dir != b.device_plugins_dir, "device_plugins_dir");
+  check(a.nomad_plugin_dir != b.nomad_plugin_dir, "nomad_plugin_dir");
+  check(a.nomad_plugins != b.nomad_plugins, "nomad_plugins");
   check(a.plugin_grace_period_nanos != b.plugin_grace_period_nanos, "plugin_grace_period");
   check(a.driver_call_timeout_nanos != b.driver_call_timeout_nanos, "driver_call_timeout");
   check(a.driver_start_timeout_nanos != b.driver_start_timeout_nanos, "driver_start_timeout");

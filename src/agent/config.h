@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "driver/nomad/nomad_driver.h"
 #include "base/log.h"
 
 namespace outpost {
@@ -60,6 +61,12 @@ struct Config {
   // kubelet.sock (v1beta1.Registration). "" turns either off.
   std::string kubelet_plugins_dir = "/var/lib/kubelet/plugins_registry";
   std::string device_plugins_dir = "/var/lib/kubelet/device-plugins";
+
+  // Nomad's task driver plugins (docs/nomad-drivers.md): the directory of
+  // plugin binaries (missing = none), and Nomad's `plugin "<name>"`
+  // stanzas as JSON: {"<name>": {"args": [...], "config": {...}}}.
+  std::string nomad_plugin_dir = "/opt/outpost/nomad-plugins";
+  std::map<std::string, driver::nomad::PluginStanza> nomad_plugins;
 
   // OCI hooks (docs/hooks.md): hooks.d directories (a later one masks a
   // same-named file in an earlier one), the per-stage hook directories

@@ -1,5 +1,7 @@
 #include "agent/plugin_api.h"
 
+#include <unistd.h>
+
 #include <deque>
 
 #include "agent/agent.h"
@@ -87,8 +89,35 @@ Status Agent::StartPlugins() {
     if (!kw.ok()) return kw.error().Wrap("kubelet_plugins_dir " + kdir);
     kubelet_watcher_ = std::move(*kw);
   }
+  StartNomadPlugins();
   RegisterPluginApi(this, api_.get());
   return OkStatus();
+}
+
+void Agent::StartNomadPlugins() {
+  if (config_.nomad_plugin_dir.empty()) return;
+  task::TaskManager* tasks = tasks_.get();
+  driver::nomad::NomadOptions o;
+  o.socket_dir = config_.runtime_dir + "/nomad-plugins";
+  o.alloc_root = config_.state_dir + "/nomad-alloc";
+  char host[256] = {0};
+  o.node.name = ::gethostname(host, sizeof host - 1) == 0 ? host : "localhost";
+  o.node.id = driver::nomad::AllocId("node:" + o.node.name);
+  o.call_timeout_nanos = config_.driver_call_timeout_nanos;
+  o.start_timeout_nanos = config_.driver_start_timeout_nanos;
+  o.grace_nanos = config_.plugin_grace_period_nanos;
+  o.added = [this, tasks](const std::string& name) {
+    tasks->SubscribeTo(name);
+    if (jobs_) jobs_->OnDriverReady(name);
+  };
+  o.changed = [this, tasks](const std::string& name) {
+    tasks->OnDriverChanged(name);
+    if (jobs_) jobs_->OnDriverReady(name);
+  };
+  o.gone = [tasks](const std::string& name, const std::string& why) { tasks->OnDriverGone(name, why); };
+  nomad_ = std::make_unique<driver::nomad::Plugins>(loop_.get(), &drivers_, config_.nomad_plugin_dir,
+                                                    config_.nomad_plugins, o.socket_dir, o);
+  nomad_->Start();
 }
 
 namespace {

@@ -69,6 +69,7 @@ write_config() {
   # Nor the host's kubelet plugin directories.
   [[ "$extra" == *'"kubelet_plugins_dir"'* ]] || defaults+="\"kubelet_plugins_dir\": \"$T/kubelet/plugins_registry\", "
   [[ "$extra" == *'"device_plugins_dir"'* ]] || defaults+="\"device_plugins_dir\": \"$T/kubelet/device-plugins\", "
+  [[ "$extra" == *'"nomad_plugin_dir"'* ]] || defaults+="\"nomad_plugin_dir\": \"$T/nomad-plugins\", "
   cat >"$T/config.json" <<JSON
 {
   $defaults"state_dir": "$T/state",

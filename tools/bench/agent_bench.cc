@@ -334,7 +334,7 @@ int Main(int argc, char** argv) {
   Info("state dir %s/state, runtime dir %s", run.dir.c_str(), run.rundir.c_str());
   run.socket = run.rundir + "/outpost.sock";
   run.log = run.dir + "/agent.log";
-  std::string config = "{\"kubelet_plugins_dir\": \"\", \"device_plugins_dir\": \"\", \"state_dir\": \"" + run.dir + "/state\", \"runtime_dir\": \"" + run.rundir +
+  std::string config = "{\"kubelet_plugins_dir\": \"\", \"device_plugins_dir\": \"\", \"nomad_plugin_dir\": \"\", \"state_dir\": \"" + run.dir + "/state\", \"runtime_dir\": \"" + run.rundir +
                        "\", \"log_file\": \"" + run.log +
                        // No jobs.d, and a cgroup root outside any cgroup2 mount: the
                        // benchmark never touches the host's /etc or cgroups.

@@ -188,7 +188,7 @@ void StartAgent(Run* run, Agent* ag, const char* name, bool cgroups) {
   ag->config = ag->dir + "/config.json";
   ag->socket = ag->dir + "/run/outpost.sock";
   ag->log = ag->dir + "/agent.log";
-  std::string config = "{\"kubelet_plugins_dir\": \"\", \"device_plugins_dir\": \"\", \"state_dir\": \"" + ag->dir + "/state\", \"runtime_dir\": \"" + ag->dir +
+  std::string config = "{\"kubelet_plugins_dir\": \"\", \"device_plugins_dir\": \"\", \"nomad_plugin_dir\": \"\", \"state_dir\": \"" + ag->dir + "/state\", \"runtime_dir\": \"" + ag->dir +
                        "/run\", \"log_file\": \"" + ag->log + "\", \"log_level\": \"info\", " +
                        // Agent B's connection idles while the many-task stats
                        // run on A only (85 s in the aarch64 VM): past the default

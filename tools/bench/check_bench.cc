@@ -228,7 +228,7 @@ int Main(int argc, char** argv) {
   run.rundir = bench::MakeRuntimeDir(run.dir);
   run.socket = run.rundir + "/outpost.sock";
   run.log = run.dir + "/agent.log";
-  std::string config = "{\"kubelet_plugins_dir\": \"\", \"device_plugins_dir\": \"\", \"state_dir\": " + J(run.dir + "/state") + ", \"runtime_dir\": " + J(run.rundir) +
+  std::string config = "{\"kubelet_plugins_dir\": \"\", \"device_plugins_dir\": \"\", \"nomad_plugin_dir\": \"\", \"state_dir\": " + J(run.dir + "/state") + ", \"runtime_dir\": " + J(run.rundir) +
                        ", \"log_file\": " + J(run.log) + ", \"cgroup_root\": " + J(run.dir + "/no-cgroup") +
                        ", \"log_level\": \"warn\", \"jobs_dir\": \"\"}\n";
   if (!sys::WriteFileAtomic(run.config, config, 0600).ok()) Fatal(&run, "cannot write the config");

@@ -556,7 +556,7 @@ int Main(int argc, char** argv) {
   Info("in a network and mount namespace of its own; state dir %s/state, runtime dir %s, netns_dir %s, "
        "cni_config_dir, hooks_dirs and hook_path empty dirs in the state's parent",
        run.dir.c_str(), run.rundir.c_str(), run.netns_dir.c_str());
-  std::string config = "{\"kubelet_plugins_dir\": \"\", \"device_plugins_dir\": \"\", \"state_dir\": " + JsonString(run.dir + "/state") +
+  std::string config = "{\"kubelet_plugins_dir\": \"\", \"device_plugins_dir\": \"\", \"nomad_plugin_dir\": \"\", \"state_dir\": " + JsonString(run.dir + "/state") +
                        ", \"runtime_dir\": " + JsonString(run.rundir) + ", \"log_file\": " + JsonString(run.log) +
                        // No jobs.d, a cgroup root outside any cgroup2 mount, and
                        // hook and CNI config directories of our own: nothing of

@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
   run.config = run.dir + "/agent.json";
   run.socket = run.rundir + "/outpost.sock";
   run.log = run.dir + "/agent.log";
-  std::string config = "{\"kubelet_plugins_dir\": \"\", \"device_plugins_dir\": \"\", \"state_dir\": " + JsonString(run.dir + "/state") +
+  std::string config = "{\"kubelet_plugins_dir\": \"\", \"device_plugins_dir\": \"\", \"nomad_plugin_dir\": \"\", \"state_dir\": " + JsonString(run.dir + "/state") +
                        ", \"runtime_dir\": " + JsonString(run.rundir) + ", \"plugins_dir\": " +
                        JsonString(run.plugins) + ", \"log_file\": " + JsonString(run.log) +
                        ", \"log_level\": \"info\", \"jobs_dir\": \"\", \"api_idle_timeout\": \"10m\", "

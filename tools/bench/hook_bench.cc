@@ -333,7 +333,7 @@ int Main(int argc, char** argv) {
   }
   Info("state dir %s/state, runtime dir %s, hooks_dirs and hook_path empty dirs in the state's parent", run.dir.c_str(),
        run.rundir.c_str());
-  std::string config = "{\"kubelet_plugins_dir\": \"\", \"device_plugins_dir\": \"\", \"state_dir\": " + JsonString(run.dir + "/state") +
+  std::string config = "{\"kubelet_plugins_dir\": \"\", \"device_plugins_dir\": \"\", \"nomad_plugin_dir\": \"\", \"state_dir\": " + JsonString(run.dir + "/state") +
                        ", \"runtime_dir\": " + JsonString(run.rundir) + ", \"log_file\": " + JsonString(run.log) +
                        // No jobs.d, a cgroup root outside any cgroup2 mount, and
                        // hook directories of our own: nothing of the host's applies.

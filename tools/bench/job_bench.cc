@@ -413,7 +413,7 @@ int Main(int argc, char** argv) {
   Info("state dir %s/state, runtime dir %s", run.dir.c_str(), run.rundir.c_str());
   run.socket = run.rundir + "/outpost.sock";
   run.log = run.dir + "/agent.log";
-  std::string config = "{\"kubelet_plugins_dir\": \"\", \"device_plugins_dir\": \"\", \"state_dir\": " + JsonString(run.dir + "/state") +
+  std::string config = "{\"kubelet_plugins_dir\": \"\", \"device_plugins_dir\": \"\", \"nomad_plugin_dir\": \"\", \"state_dir\": " + JsonString(run.dir + "/state") +
                        ", \"runtime_dir\": " + JsonString(run.rundir) + ", \"log_file\": " +
                        JsonString(run.log) + ", \"cgroup_root\": " + JsonString(run.dir + "/no-cgroup") +
                        ", \"log_level\": \"info\", \"jobs_dir\": \"\", \"max_jobs\": " +

@@ -184,7 +184,7 @@ Agent* StartAgent(Run* run, const std::string& name) {
   a->nri = a->rundir + "/nri.sock";
   a->config = a->dir + "/config.json";
   a->log = a->dir + "/agent.log";
-  std::string config = "{\"kubelet_plugins_dir\": \"\", \"device_plugins_dir\": \"\", \"state_dir\": " + Json(a->dir + "/state") + ", \"runtime_dir\": " + Json(a->rundir) +
+  std::string config = "{\"kubelet_plugins_dir\": \"\", \"device_plugins_dir\": \"\", \"nomad_plugin_dir\": \"\", \"state_dir\": " + Json(a->dir + "/state") + ", \"runtime_dir\": " + Json(a->rundir) +
                        ", \"log_file\": " + Json(a->log) +
                        ", \"log_level\": \"info\", \"jobs_dir\": \"\", \"cgroup_root\": " +
                        Json(a->dir + "/no-cgroup") + ", \"hooks_dirs\": [" + Json(a->dir + "/hooks.d") +

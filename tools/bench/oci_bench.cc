@@ -558,7 +558,7 @@ int Main(int argc, char** argv) {
   run.config = run.dir + "/agent.json";
   run.socket = run.rundir + "/outpost.sock";
   run.log = run.dir + "/agent.log";
-  std::string config = "{\"kubelet_plugins_dir\": \"\", \"device_plugins_dir\": \"\", \"state_dir\": " + Json(run.dir + "/state") + ", \"runtime_dir\": " + Json(run.rundir) +
+  std::string config = "{\"kubelet_plugins_dir\": \"\", \"device_plugins_dir\": \"\", \"nomad_plugin_dir\": \"\", \"state_dir\": " + Json(run.dir + "/state") + ", \"runtime_dir\": " + Json(run.rundir) +
                        ", \"plugins_dir\": " + Json(run.plugins) + ", \"log_file\": " + Json(run.log) +
                        ", \"log_level\": \"info\", \"jobs_dir\": \"\", \"api_idle_timeout\": \"10m\", "
                        "\"hooks_dirs\": [" + Json(run.dir + "/hooks.d") + "], \"cgroup_root\": " +

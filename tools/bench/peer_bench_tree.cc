@@ -271,7 +271,7 @@ void Tree::Start(int services) {
   int sig = SIGTERM;
   if (peer == kOutpost) {
     socket = dir + "/run/outpost.sock";
-    std::string config = "{\"kubelet_plugins_dir\": \"\", \"device_plugins_dir\": \"\", \"state_dir\": " + JsonString(dir + "/state") + ", \"runtime_dir\": " +
+    std::string config = "{\"kubelet_plugins_dir\": \"\", \"device_plugins_dir\": \"\", \"nomad_plugin_dir\": \"\", \"state_dir\": " + JsonString(dir + "/state") + ", \"runtime_dir\": " +
                          JsonString(dir + "/run") + ", \"log_file\": " + JsonString(dir + "/agent.log") +
                          ", \"cgroup_root\": " + JsonString(dir + "/no-cgroup") +
                          ", \"log_level\": \"warn\", \"jobs_dir\": " + JsonString(scan) +
