@@ -362,7 +362,12 @@ TaskSpec ReadTask(const picojson::value& v, const std::string& path, const Resta
       }
     }
   }
-  if (Required(r, "command")) ReadString(r, errors, "command", &t.command, false);
+  // The exec driver runs the task's command; other drivers may take what
+  // to run from their config (a Nomad driver's `config.command`, an
+  // image's entrypoint) and say so when it is missing.
+  if (t.driver == "exec" ? Required(r, "command") : r.Has("command")) {
+    ReadString(r, errors, "command", &t.command, false);
+  }
 
   size_t before = errors->size();
   std::vector<std::string> args;

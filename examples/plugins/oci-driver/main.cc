@@ -142,6 +142,9 @@ class OciDriver : public TaskDriver {
     TaskOptions opts;
     std::vector<std::string> problems;
     if (!ParseOptions(c.config_json, &opts, &problems)) return Answer::Fail(Code::kInvalidArgument, JoinLines(problems));
+    if (c.command.empty() && !opts.has_args) {
+      return Answer::Fail(Code::kInvalidArgument, "the task has no command, and its config no args: nothing to run");
+    }
     std::shared_ptr<Runtime> rt = opts.runtime.empty() ? default_ : RuntimeFor(opts.runtime);
     if (rt->path().empty()) {
       return Answer::Fail(Code::kFailedPrecondition,
