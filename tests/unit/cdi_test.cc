@@ -116,6 +116,18 @@ TEST(CdiSpec, AnnotationsNameTheDevices) {
   EXPECT_EQ(AnnotatedDevices(Parse(R"({"annotations": {"cdi.k8s.io/x": "v.com/c=a,,"}})"), &names),
             "annotation cdi.k8s.io/x: invalid CDI device name \"\"");
   EXPECT_EQ(AnnotatedDevices(Parse(R"({"process": {}})"), &names), "");
+  EXPECT_EQ(AnnotatedDevices(Parse("0"), &names), "") << "not an object: no names (picojson would throw)";
+}
+
+TEST(CdiSpec, ABaseSpecOfTheWrongShapeDoesNotThrow) {
+  Registry reg;
+  reg.Add(ParseOk(kCamera));
+  value spec = Parse(R"({"process": {"env": [1], "user": 2}, "mounts": [3, {"destination": 4}],
+                         "linux": {"devices": ["x"], "resources": 5}, "hooks": []})");
+  ASSERT_EQ(reg.Inject({"vendor.example/camera=cam1"}, &spec), "");
+  EXPECT_EQ(J(spec.get("linux").get("devices")),
+            R"(["x",{"fileMode":432,"major":81,"minor":1,"path":"/dev/video1","type":"c","uid":7}])");
+  EXPECT_EQ(J(spec.get("process").get("env")), R"([1,"CAMERA_DRIVER=uvc"])");
 }
 
 TEST(CdiSpec, UnknownNamesAndUnsupportedEditsAreRefusedByName) {

@@ -45,6 +45,19 @@ bool ValidKind(const std::string& kind) {
 
 bool Absolute(const std::string& p) { return !p.empty() && p[0] == '/'; }
 
+// v[key], or null when v is no object (picojson's get throws then: the
+// config.json outpost sends is untrusted input too).
+const value& Member(const value& v, const char* key) {
+  static const value null;
+  return v.is<object>() && v.contains(key) ? v.get(key) : null;
+}
+
+// A string member, "" when absent or not a string.
+std::string StringOf(const value& v, const char* key) {
+  const value& m = Member(v, key);
+  return m.is<std::string>() ? m.get<std::string>() : "";
+}
+
 std::string Quote(const std::string& s) { return value(s).serialize(); }
 
 // Reads the fields of one JSON object, each problem naming where.
@@ -233,18 +246,12 @@ value Strings(const std::vector<std::string>& v) {
 }
 
 size_t Depth(const value& mount) {
-  const value& d = mount.get("destination");
-  if (!d.is<std::string>()) return 0;
-  std::string p = d.get<std::string>();
+  std::string p = StringOf(mount, "destination");
   size_t n = 0;
   for (size_t i = 0; i < p.size(); ++i) n += p[i] == '/' && i + 1 < p.size() && p[i + 1] != '/';
   return n;
 }
 
-std::string DestinationOf(const value& m) {
-  const value& d = m.get("destination");
-  return d.is<std::string>() ? d.get<std::string>() : "";
-}
 
 // A device node with what CDI fills in from the node (fillMissingInfo).
 std::string Complete(DeviceNode* d) {
@@ -304,8 +311,7 @@ void Apply(const Edits& e, object* doc, std::vector<std::string>* problems) {
     if (d.gid >= 0 || gid > 0) o["gid"] = value(gid);
     array& devices = ArrayAt(lx, "devices");
     devices.erase(std::remove_if(devices.begin(), devices.end(),
-                                 [&](const value& x) { return x.get("path").is<std::string>() &&
-                                                              x.get("path").get<std::string>() == d.path; }),
+                                 [&](const value& x) { return StringOf(x, "path") == d.path; }),
                   devices.end());
     devices.emplace_back(std::move(o));
     if (d.type == "b" || d.type == "c") {
@@ -322,7 +328,7 @@ void Apply(const Edits& e, object* doc, std::vector<std::string>* problems) {
     array& mounts = ArrayAt(*doc, "mounts");
     for (const Mount& m : e.mounts) {
       mounts.erase(std::remove_if(mounts.begin(), mounts.end(),
-                                  [&](const value& x) { return DestinationOf(x) == m.container_path; }),
+                                  [&](const value& x) { return StringOf(x, "destination") == m.container_path; }),
                    mounts.end());
       object o;
       o["source"] = value(m.host_path);
@@ -334,7 +340,7 @@ void Apply(const Edits& e, object* doc, std::vector<std::string>* problems) {
     // CDI's (and Docker's) order: parents before children.
     std::stable_sort(mounts.begin(), mounts.end(), [](const value& a, const value& b) {
       size_t da = Depth(a), db = Depth(b);
-      return da != db ? da < db : DestinationOf(a) < DestinationOf(b);
+      return da != db ? da < db : StringOf(a, "destination") < StringOf(b, "destination");
     });
   }
   for (const Hook& h : e.hooks) {
@@ -495,7 +501,7 @@ std::string Registry::Inject(const std::vector<std::string>& names, picojson::va
 }
 
 std::string AnnotatedDevices(const picojson::value& spec, std::vector<std::string>* names) {
-  const value& a = spec.get("annotations");
+  const value& a = Member(spec, "annotations");
   if (!a.is<object>()) return "";
   for (const auto& [key, v] : a.get<object>()) {
     if (key.compare(0, sizeof kAnnotationPrefix - 1, kAnnotationPrefix) != 0 || !v.is<std::string>()) continue;
