@@ -228,10 +228,11 @@ LIB_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(LIB_SRCS)) \
             $(patsubst $(GEN)/%.c,$(BUILD)/obj/gen/%.o,$(filter-out $(patsubst %,$(GEN)/%.pb.c,$(TEST_PROTOS)),$(GEN_C)))
 MAIN_OBJ := $(BUILD)/obj/src/main.o
 UNIT_SRCS := $(sort $(wildcard tests/unit/*.cc))
-# (+ the oci driver's spec builder, tested as a unit: tests/unit/oci_spec_test.cc)
-UNIT_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(UNIT_SRCS)) $(BUILD)/obj/examples/plugins/oci-driver/spec.o
-# It tests the example's code, which uses the real picojson (EXAMPLE_CXXFLAGS).
-$(BUILD)/obj/tests/unit/oci_spec_test.o: TEST_CXXFLAGS = $(CXXFLAGS_BASE) $(INCS) -isystem $(GTEST_DIR)/include -Itests
+# (+ the oci driver's spec builder and CDI, tested as units: tests/unit/oci_spec_test.cc, cdi_test.cc)
+OCI_UNIT_OBJS := $(BUILD)/obj/examples/plugins/oci-driver/spec.o $(BUILD)/obj/examples/plugins/oci-driver/cdi.o
+UNIT_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(UNIT_SRCS)) $(OCI_UNIT_OBJS)
+# They test the example's code, which uses the real picojson (EXAMPLE_CXXFLAGS).
+$(BUILD)/obj/tests/unit/oci_spec_test.o $(BUILD)/obj/tests/unit/cdi_test.o: TEST_CXXFLAGS = $(CXXFLAGS_BASE) $(INCS) -isystem $(GTEST_DIR)/include -Itests
 # (grpc_peer*.cc are a program of their own: build/grpc_peer)
 HELPER_SRCS := $(filter-out tests/helpers/grpc_peer%.cc,$(sort $(wildcard tests/helpers/*.cc)))
 HELPER_OBJS := $(patsubst %.cc,$(BUILD)/obj/%.o,$(HELPER_SRCS))
@@ -429,7 +430,7 @@ FUZZ_CXXFLAGS := -std=c++17 -O1 -gline-tables-only -fsanitize=fuzzer,address,und
 # aborts (OUTPOST_PICOJSON_ABORTS, as in src/), the oci driver's spec
 # builder uses the real one (as the examples do).
 FUZZ_PICOJSON = -DOUTPOST_PICOJSON_ABORTS
-build/fuzz/oci_spec_fuzzer: FUZZ_PICOJSON =
+build/fuzz/oci_spec_fuzzer build/fuzz/cdi_spec_fuzzer: FUZZ_PICOJSON =
 
 ifeq ($(SANITIZE),)
 fuzz:
@@ -441,10 +442,10 @@ fuzz:
 	$(error make fuzz needs the SANITIZE=address,undefined objects (got SANITIZE=$(SANITIZE)))
 endif
 
-build/fuzz/%: tests/fuzz/%.cc $(BUILD)/liboutpost.a $(BUILD)/obj/examples/plugins/oci-driver/spec.o
+build/fuzz/%: tests/fuzz/%.cc $(BUILD)/liboutpost.a $(OCI_UNIT_OBJS)
 	@echo "  FUZZ    $@"
 	$(Q)mkdir -p build/fuzz
-	$(Q)$(CXX) $(FUZZ_CXXFLAGS) $(FUZZ_PICOJSON) -o $@ $< $(BUILD)/obj/examples/plugins/oci-driver/spec.o \
+	$(Q)$(CXX) $(FUZZ_CXXFLAGS) $(FUZZ_PICOJSON) -o $@ $< $(OCI_UNIT_OBJS) \
 	  $(BUILD)/liboutpost.a $(NANOPB_LIB)
 
 # ---- benchmarks -------------------------------------------------------------

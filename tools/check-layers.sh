@@ -4,7 +4,7 @@
 #   tools/check-layers.sh [SOURCE_ROOT]      (default: src)
 #
 # Layers, low to high:
-#   base < loop < wire < driverproto < nriproto < sdk < proc < cgroup < logs < keeper < plugin < hooks < net < driver < nri < task < job < agent < cli < main
+#   base < loop < wire < driverproto < nriproto < sdk < proc < cgroup < logs < keeper < plugin < devices < hooks < net < driver < nri < task < job < agent < cli < main
 # A file's layer is the first folder of its path below SOURCE_ROOT
 # (driver/exec/state.cc is in driver); files directly in SOURCE_ROOT
 # (main.cc) are the top layer, "main". A file may include headers of its own
@@ -21,7 +21,7 @@
 # the tree is clean.
 set -u
 
-LAYERS=(base loop wire driverproto nriproto sdk proc cgroup logs keeper plugin hooks net driver nri task job agent cli main)
+LAYERS=(base loop wire driverproto nriproto sdk proc cgroup logs keeper plugin devices hooks net driver nri task job agent cli main)
 TOP=main
 
 root="${1:-src}"

@@ -283,4 +283,72 @@ size_t Utf8RuneAt(std::string_view s, size_t i, uint32_t* rune) {
   return n;
 }
 
+namespace {
+
+const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+int Base64Value(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
+}  // namespace
+
+std::string Base64Encode(const std::string& in) {
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 3 <= in.size(); i += 3) {
+    uint32_t n = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8) |
+                 static_cast<uint8_t>(in[i + 2]);
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += kAlphabet[(n >> 6) & 63];
+    out += kAlphabet[n & 63];
+  }
+  size_t rest = in.size() - i;
+  if (rest > 0) {
+    uint32_t n = static_cast<uint8_t>(in[i]) << 16;
+    if (rest == 2) n |= static_cast<uint8_t>(in[i + 1]) << 8;
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += rest == 2 ? kAlphabet[(n >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+// Strict: whole quads, padding only at the end, and the unused bits of the
+// last character zero, so that every input has one decoding and one
+// encoding (Go writes it so).
+Result<std::string> Base64Decode(const std::string& in) {
+  if (in.size() % 4 != 0) {
+    return Error(Code::kInvalidArgument, Format("not valid base64: length %zu is not a multiple of 4", in.size()));
+  }
+  std::string out;
+  out.reserve(in.size() / 4 * 3);
+  for (size_t i = 0; i < in.size(); i += 4) {
+    bool last = i + 4 == in.size();
+    int pad = 0;
+    if (last && in[i + 3] == '=') pad = in[i + 2] == '=' ? 2 : 1;
+    uint32_t n = 0;
+    for (int j = 0; j < 4; ++j) {
+      int v = j >= 4 - pad ? 0 : Base64Value(in[i + j]);
+      if (v < 0) return Error(Code::kInvalidArgument, Format("not valid base64: bad character at offset %zu", i + j));
+      n = (n << 6) | static_cast<uint32_t>(v);
+    }
+    if ((pad == 1 && (n & 0xff) != 0) || (pad == 2 && (n & 0xffff) != 0)) {
+      return Error(Code::kInvalidArgument, Format("not valid base64: stray bits before the padding at offset %zu", i));
+    }
+    out += static_cast<char>((n >> 16) & 0xff);
+    if (pad < 2) out += static_cast<char>((n >> 8) & 0xff);
+    if (pad < 1) out += static_cast<char>(n & 0xff);
+  }
+  return out;
+}
+
 }  // namespace outpost

@@ -47,4 +47,10 @@ size_t EditDistance(std::string_view a, std::string_view b, size_t limit = SIZE_
 // utf8.Valid.
 size_t Utf8RuneAt(std::string_view s, size_t i, uint32_t* rune = nullptr);
 
+// RFC 4648 base64 with padding. Decoding is strict: whole quads, padding
+// only at the end, the unused bits of the last character zero, so every
+// input has one decoding and one encoding (Go writes it so).
+std::string Base64Encode(const std::string& in);
+Result<std::string> Base64Decode(const std::string& in);
+
 }  // namespace outpost

@@ -330,8 +330,11 @@ void ReadLifecycle(ObjectReader& r, Errors* errors, Lifecycle* out) {
   }
 }
 
-void ReadResources(ObjectReader& r, Errors* errors, cgroup::Resources* out) {
-  if (const picojson::value* v = r.Get("resources")) *out = ResourcesFromJson(*v, r.PathOf("resources"), errors);
+void ReadResources(ObjectReader& r, Errors* errors, cgroup::Resources* out,
+                   std::vector<devices::Request>* devices = nullptr) {
+  if (const picojson::value* v = r.Get("resources")) {
+    *out = ResourcesFromJson(*v, r.PathOf("resources"), errors, devices);
+  }
 }
 
 TaskSpec ReadTask(const picojson::value& v, const std::string& path, const RestartInput& job_restart,
@@ -410,7 +413,7 @@ TaskSpec ReadTask(const picojson::value& v, const std::string& path, const Resta
   t.restart = restart.restart;
   ReadLifecycle(r, errors, &t.lifecycle);
   cgroup::Resources resources;
-  ReadResources(r, errors, &resources);
+  ReadResources(r, errors, &resources, &t.devices);
   t.resources = resources;
   if (const picojson::value* hv = r.Get("hooks")) {
     t.hooks = hooks::HooksFromJson(*hv, r.PathOf("hooks"), "job spec", errors);

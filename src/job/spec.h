@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "devices/validate.h"
 #include "driver/driver.h"
 #include "hooks/hook.h"
 #include "net/spec.h"
@@ -41,6 +42,8 @@ constexpr size_t kMaxEnvBytes = 64 << 10;     // sum of name=value over a task's
 constexpr size_t kMaxLabels = 64;             // labels, and annotations, per job
 constexpr size_t kMaxLabelBytes = 1024;       // each label / annotation key or value
 constexpr size_t kMaxTaskHooks = 64;          // OCI hooks per task, all stages
+constexpr size_t kMaxDeviceResources = 64;    // resources in a task's resources.devices
+constexpr int64_t kMaxDeviceCount = 10000;    // devices of one resource (devices::kMaxDevices)
 
 // An rlimit of "unlimited": RLIM_INFINITY once cast to the (64-bit) rlim_t.
 constexpr uint64_t kRlimitUnlimited = ~uint64_t{0};
@@ -113,6 +116,10 @@ struct TaskSpec {
   Restart restart;
   Lifecycle lifecycle;
   cgroup::ResourcesBox resources;  // the task's cgroup; updated live (not in TaskFingerprint)
+  // resources.devices: device plugin resources and how many devices of
+  // each, sorted by name (docs/devices.md). Part of the fingerprint: a
+  // changed request restarts the task.
+  std::vector<devices::Request> devices;
   // OCI hooks in the runtime-spec form (docs/hooks.md), run around every
   // start of the task; in the canonical form only when there are any.
   hooks::HookSet hooks;
@@ -174,9 +181,14 @@ std::string ResourcesFingerprint(const cgroup::Resources& r);
 // The `resources` object (spec_resources.cc). Reads it at path (e.g.
 // "tasks[0].resources"), adding one "<path>.<field>: <problem>" line to
 // errors per problem; unset limits keep cgroup::Resources' defaults. io.max
-// device paths are resolved with stat() on this node.
+// device paths are resolved with stat() on this node. devices: a task's
+// `devices` requests go there (sorted by resource); null for the job level,
+// where `devices` is refused (devices are requested per task).
 cgroup::Resources ResourcesFromJson(const picojson::value& v, const std::string& path,
-                                  std::vector<std::string>* errors);
+                                  std::vector<std::string>* errors,
+                                  std::vector<devices::Request>* devices = nullptr);
+// A task's resources.devices in the canonical form: {"vendor.example/camera": 1}.
+picojson::value DevicesToJson(const std::vector<devices::Request>& devices);
 // Only the limits that are set: cpu.max as "QUOTA PERIOD", cpu.shares as the
 // weight it maps to, sizes in bytes, io.max devices as "MAJOR:MINOR".
 picojson::value ResourcesToJson(const cgroup::Resources& r);

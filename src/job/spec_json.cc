@@ -114,6 +114,7 @@ picojson::value TaskSpecToJson(const TaskSpec& t) {
   lifecycle["sidecar"] = picojson::value(t.lifecycle.sidecar);
   o["lifecycle"] = picojson::value(std::move(lifecycle));
   o["resources"] = ResourcesToJson(t.resources);
+  if (!t.devices.empty()) o["resources"].get<picojson::object>()["devices"] = DevicesToJson(t.devices);
   // Left out when empty, so tasks without them keep their fingerprint.
   if (!t.hooks.empty()) o["hooks"] = hooks::HooksToJson(t.hooks);
   if (!t.annotations.empty()) o["annotations"] = StringMap(t.annotations);
@@ -138,12 +139,17 @@ picojson::value JobSpecToJson(const JobSpec& spec) {
 }
 
 std::string TaskFingerprint(const TaskSpec& spec) {
-  // The canonical encoding with `resources` as if none were set: limits
+  // The canonical encoding with `resources` as if no limit were set: limits
   // change live, and a task without limits keeps the fingerprint it had
   // before they existed (no restart of every task when the agent is
   // upgraded).
   picojson::value v = TaskSpecToJson(spec);
-  v.get<picojson::object>()["resources"] = picojson::value(picojson::object());
+  // Device requests count: devices are given at a start (their env,
+  // mounts, nodes), so a changed request restarts the task. (Tasks without
+  // them keep their fingerprint.)
+  picojson::object kept;
+  if (!spec.devices.empty()) kept["devices"] = DevicesToJson(spec.devices);
+  v.get<picojson::object>()["resources"] = picojson::value(std::move(kept));
   // The job's network is the task's too (left out for "host", so tasks of
   // such jobs keep the fingerprint they had before networks existed).
   if (spec.network) v.get<picojson::object>()["network"] = net::NetworkSpecToJson(*spec.network);

@@ -1,5 +1,6 @@
-// The `resources` section of job specs (cgroup v2 limits): parsing
-// into cgroup::Resources with every error by JSON path, and the canonical
+// The `resources` section of job specs (cgroup v2 limits, and a task's
+// device plugin requests): parsing into cgroup::Resources (and
+// devices::Request) with every error by JSON path, and the canonical
 // encoding. Part of job/spec (declared in spec.h); whether the node can
 // honour the limits (controllers, CPUs, devices) is checked by the agent
 // (task/cgroup), except io.max device paths, which are resolved here.
@@ -357,22 +358,63 @@ void ReadIo(const picojson::value& v, const std::string& path, Errors* errors, c
   }
 }
 
+// A task's device requests: {"vendor.example/camera": 1}, each name a
+// kubelet extended resource name, each count a whole number >= 1.
+void ReadDevices(const picojson::value& v, const std::string& path, Errors* errors,
+                 std::vector<devices::Request>* out) {
+  if (!v.is<picojson::object>()) {
+    errors->push_back(path + ": expected an object of resource names and device counts, like "
+                             "{\"vendor.example/camera\": 1}, got " + std::string(json::TypeName(v)));
+    return;
+  }
+  const auto& obj = v.get<picojson::object>();
+  if (obj.size() > kMaxDeviceResources) {
+    errors->push_back(Format("%s: %zu resources, more than the limit of %zu", path.c_str(), obj.size(),
+                             kMaxDeviceResources));
+    return;
+  }
+  for (const auto& [name, count] : obj) {  // sorted by name (picojson's map)
+    std::string item = path + "[" + Quote(name) + "]";
+    std::string problem = devices::ResourceNameProblem(name);
+    if (!problem.empty()) {
+      errors->push_back(item + ": " + devices::InvalidResourceNameText(name) + ": " + problem);
+      continue;
+    }
+    if (!count.is<int64_t>() || count.get<int64_t>() < 1 || count.get<int64_t>() > kMaxDeviceCount) {
+      errors->push_back(Format("%s: expected a whole number of devices from 1 to %lld, got %s", item.c_str(),
+                               static_cast<long long>(kMaxDeviceCount), json::Preview(count).c_str()));
+      continue;
+    }
+    out->push_back({name, count.get<int64_t>()});
+  }
+}
+
 picojson::value Int(int64_t n) { return picojson::value(n); }
 picojson::value Uint(uint64_t n) { return picojson::value(static_cast<int64_t>(n)); }
 
 }  // namespace
 
 cgroup::Resources ResourcesFromJson(const picojson::value& v, const std::string& path,
-                                  std::vector<std::string>* errors) {
+                                  std::vector<std::string>* errors, std::vector<devices::Request>* devices) {
   cgroup::Resources res;
   ObjectReader r(v, path, errors);
   if (!r.ok()) return res;
+  if (const picojson::value* d = r.Get("devices")) {
+    if (devices) ReadDevices(*d, r.PathOf("devices"), errors, devices);
+    else r.Fail("devices", "devices are requested per task (tasks[i].resources.devices; docs/devices.md)");
+  }
   if (const picojson::value* c = r.Get("cpu")) ReadCpu(*c, r.PathOf("cpu"), errors, &res);
   if (const picojson::value* m = r.Get("memory")) ReadMemory(*m, r.PathOf("memory"), errors, &res);
   if (const picojson::value* p = r.Get("pids")) ReadPids(*p, r.PathOf("pids"), errors, &res);
   if (const picojson::value* i = r.Get("io")) ReadIo(*i, r.PathOf("io"), errors, &res);
   r.RejectUnknown();
   return res;
+}
+
+picojson::value DevicesToJson(const std::vector<devices::Request>& devices) {
+  picojson::object o;
+  for (const devices::Request& d : devices) o[d.resource] = Int(d.count);
+  return picojson::value(std::move(o));
 }
 
 picojson::value ResourcesToJson(const cgroup::Resources& r) {

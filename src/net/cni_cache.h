@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/strings.h"
 
 namespace outpost::net {
 
@@ -52,7 +53,8 @@ std::vector<std::string> ListCacheFiles(const std::string& dir);
 Status RemoveCacheEntry(const std::string& dir, const std::string& network, const std::string& container_id,
                         const std::string& ifname);
 
-std::string Base64Encode(const std::string& in);
-Result<std::string> Base64Decode(const std::string& in);
+// base/strings.h's, where they moved (the device checkpoint uses them too).
+using outpost::Base64Decode;
+using outpost::Base64Encode;
 
 }  // namespace outpost::net

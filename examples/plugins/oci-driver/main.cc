@@ -26,6 +26,7 @@
 #include <memory>
 #include <set>
 
+#include "cdi.h"
 #include "outpost/driver.h"
 #include "probe.h"
 #include "runtime.h"
@@ -61,6 +62,8 @@ struct Settings {
   // runtime fewer (a third of a start), but an init that exits before the
   // runtime does is reaped by the runtime: its status is lost.
   bool run_detached = false;
+  // CDI spec dirs, lowest priority first ("" = CDI's defaults).
+  std::string cdi_spec_dirs;
 };
 
 struct Container {
@@ -95,6 +98,19 @@ class OciDriver : public TaskDriver {
       probe_ = ProbeRuntime(*default_, ProbeDir(), settings_.no_pivot);
     }
     probed_at_ = MonotonicNow();
+  }
+
+  std::vector<std::string> CdiDirs() const {
+    if (settings_.cdi_spec_dirs.empty()) return cdi::DefaultSpecDirs();
+    std::vector<std::string> dirs;
+    size_t start = 0;
+    while (start <= settings_.cdi_spec_dirs.size()) {
+      size_t colon = settings_.cdi_spec_dirs.find(':', start);
+      if (colon == std::string::npos) colon = settings_.cdi_spec_dirs.size();
+      if (colon > start) dirs.push_back(settings_.cdi_spec_dirs.substr(start, colon - start));
+      start = colon + 1;
+    }
+    return dirs;
   }
 
   Capabilities GetCapabilities() override {
@@ -159,6 +175,20 @@ class OciDriver : public TaskDriver {
     std::string bundle = settings_.state_dir + "/bundles/" + c.id;
     if (!MkdirAll(bundle, 0700)) return Fail("cannot create bundle " + bundle);
     picojson::value spec = BuildSpec(c, opts, base);
+    // CDI devices named in the spec's cdi.k8s.io/ annotations (a device
+    // plugin's cdi_devices, put there by outpost): resolved from the spec
+    // dirs as they are now, so a spec installed a moment ago counts.
+    std::vector<std::string> cdi_names;
+    std::string cdi_error = cdi::AnnotatedDevices(spec, &cdi_names);
+    if (cdi_error.empty() && !cdi_names.empty()) {
+      cdi::Registry registry;
+      registry.Load(CdiDirs());
+      cdi_error = registry.Inject(cdi_names, &spec);
+    }
+    if (!cdi_error.empty()) {
+      RemoveBundle(bundle);
+      return Answer::Fail(Code::kFailedPrecondition, cdi_error);
+    }
     if (!WriteFile(bundle + "/config.json", spec.serialize(true), 0600)) {
       RemoveBundle(bundle);
       return Fail("cannot write " + bundle + "/config.json");
@@ -562,6 +592,7 @@ class OciDriver : public TaskDriver {
 const char kUsage[] =
     "usage: outpost-oci-driver [--name NAME] [--plugins-dir DIR] [--runtime crun|runc|PATH]\n"
     "                          [--runtime-root DIR] [--state-dir DIR] [--no-pivot] [--run-detached]\n"
+    "                          [--cdi-spec-dirs DIR[:DIR...]]\n"
     "Registers with the outpost agent as task driver NAME (default oci). docs/oci-driver.md\n";
 
 }  // namespace
@@ -578,6 +609,7 @@ int main(int argc, char** argv) {
                           : a == "--runtime"      ? &s.runtime
                           : a == "--runtime-root" ? &s.runtime_root
                           : a == "--state-dir"    ? &s.state_dir
+                          : a == "--cdi-spec-dirs" ? &s.cdi_spec_dirs
                                                   : nullptr;
     if (a == "--no-pivot") {
       s.no_pivot = true;
