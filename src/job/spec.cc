@@ -369,7 +369,7 @@ TaskSpec ReadTask(const picojson::value& v, const std::string& path, const Resta
   // to run from their config (a Nomad driver's `config.command`, an
   // image's entrypoint) and say so when it is missing.
   if (t.driver == "exec" ? Required(r, "command") : r.Has("command")) {
-    ReadString(r, errors, "command", &t.command, false);
+    ReadString(r, errors, "command", &t.command, t.driver != "exec");
   }
 
   size_t before = errors->size();

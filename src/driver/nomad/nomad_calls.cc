@@ -1,13 +1,17 @@
 // The Driver contract over Nomad's driver protocol (see nomad_driver.h).
 #include <signal.h>
 
+#include <algorithm>
+
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/pb.h"
 #include "base/strings.h"
 #include "driver/nomad/nomad_driver.h"
 #include "nomad_driver.pb.h"
+#include "nomad_structs.pb.h"
 #include "proc/exit_status.h"
+#include "proc/procfs.h"
 
 namespace outpost::driver::nomad {
 
@@ -31,6 +35,65 @@ ExitResult ExitOf(const hashicorp_nomad_plugins_drivers_proto_ExitResult& r, con
   return e;
 }
 
+// Whether a failed call's grpc-status-details-bin holds Nomad's
+// RecoverableError{recoverable: true}.
+bool Recoverable(const wire::hpack::HeaderList& trailers) {
+  std::string_view b64;
+  for (const auto& f : trailers) {
+    if (f.name == "grpc-status-details-bin") b64 = f.value;
+  }
+  if (b64.empty()) return false;
+  auto bytes = Base64Decode(std::string(b64));
+  if (!bytes.ok()) return false;
+  PbOwned<hashicorp_nomad_plugins_shared_structs_StatusDetails> st(
+      hashicorp_nomad_plugins_shared_structs_StatusDetails_fields);
+  if (!st.Decode(*bytes, "google.rpc.Status").ok()) return false;
+  for (pb_size_t i = 0; i < st->details_count; ++i) {
+    const auto& d = st->details[i];
+    std::string type = PbString(d.type_url);
+    if (!EndsWith(type, "/hashicorp.nomad.plugins.shared.structs.RecoverableError")) continue;
+    hashicorp_nomad_plugins_shared_structs_RecoverableError r = hashicorp_nomad_plugins_shared_structs_RecoverableError_init_zero;
+    std::string_view value = d.value ? std::string_view(reinterpret_cast<const char*>(d.value->bytes), d.value->size)
+                                     : std::string_view();
+    if (PbDecode(value, hashicorp_nomad_plugins_shared_structs_RecoverableError_fields, &r, "RecoverableError").ok()) {
+      return r.recoverable;
+    }
+  }
+  return false;
+}
+
+// Nomad's protocol names no process: the task's main one is found by the
+// start's marker outpost put in its environment (the process of the task's that no
+// other of its processes started), 0 when none shows (a VM, say).
+pid_t MainPid(const std::string& instance) {
+  std::vector<pid_t> pids = proc::ProcessesWithEnv("OUTPOST_TASK_INSTANCE=" + instance);
+  pid_t main = 0;
+  for (pid_t pid : pids) {
+    proc::ProcStat st;
+    if (!proc::ReadProcStat(pid, &st)) continue;
+    if (std::find(pids.begin(), pids.end(), st.ppid) != pids.end()) continue;
+    if (main == 0 || pid < main) main = pid;
+  }
+  return main;
+}
+
+// The NOMAD_ variables every task gets (ports and meta aside): what a
+// task's config may name before it starts.
+const std::map<std::string, std::string>& KnownVariables() {
+  static const std::map<std::string, std::string> kKnown = [] {
+    std::map<std::string, std::string> m;
+    for (const char* n : {"NOMAD_ALLOC_DIR", "NOMAD_TASK_DIR", "NOMAD_SECRETS_DIR", "NOMAD_ALLOC_ID",
+                          "NOMAD_SHORT_ALLOC_ID", "NOMAD_ALLOC_NAME", "NOMAD_ALLOC_INDEX", "NOMAD_TASK_NAME",
+                          "NOMAD_GROUP_NAME", "NOMAD_JOB_ID", "NOMAD_JOB_NAME", "NOMAD_NAMESPACE", "NOMAD_REGION",
+                          "NOMAD_DC", "NOMAD_PARENT_CGROUP", "NOMAD_MEMORY_LIMIT", "NOMAD_MEMORY_MAX_LIMIT",
+                          "NOMAD_CPU_LIMIT", "NOMAD_CPU_CORES"}) {
+      m[n] = "";
+    }
+    return m;
+  }();
+  return kKnown;
+}
+
 }  // namespace
 
 Status NomadPlugin::CheckConfig(const std::string& config_json) const {
@@ -47,6 +110,7 @@ Status NomadPlugin::CheckConfig(const std::string& config_json) const {
   }
   DecodeOptions o;
   o.vars = DecodeOptions::Vars::kDefer;  // resolved from the task's environment at start
+  o.env = &KnownVariables();
   json::Errors errors;
   (void)DecodeConfig(task_schema_.root, v, o, &errors);
   if (errors.empty()) return OkStatus();
@@ -60,6 +124,9 @@ void NomadPlugin::StartTask(const TaskConfig& config, StartCallback done) {
   Status dirs = MakeAllocDirs(layout, config.identity);
   if (!dirs.ok()) return done(dirs.error().Wrap("allocation dir"));
   std::map<std::string, std::string> env = TaskEnv(config, layout, fs_isolation_, opts_.node);
+  // This start's processes, told from earlier starts' of the same task.
+  const std::string instance = Format("%s@%llx", config.id.c_str(), static_cast<unsigned long long>(WallNanos()));
+  env["OUTPOST_TASK_INSTANCE"] = instance;
   picojson::value v{picojson::object()};
   if (!config.driver_config.empty()) {
     auto parsed = json::Parse(config.driver_config);
@@ -71,50 +138,85 @@ void NomadPlugin::StartTask(const TaskConfig& config, StartCallback done) {
   o.env = &env;
   auto msgpack = EncodeConfig(task_schema_, v, o);
   if (!msgpack.ok()) return done(msgpack.error());
-  auto request = EncodeStartTask(config, layout, env, *msgpack, opts_.node);
+  const std::string nomad_id = NomadTaskId(config);
+  auto request = EncodeStartTask(config, nomad_id, layout, env, *msgpack, opts_.node);
+  if (!request.ok()) return done(request.error());
+  Remember(config.id, nomad_id);
+  // A call of its own (not Call): a failed start's trailers say whether
+  // Nomad would retry it (a RecoverableError detail).
+  auto call = client_->StartCall(kDriverService, "StartTask", opts_.start_timeout_nanos);
+  auto answer = std::make_shared<std::string>();
+  auto got = std::make_shared<bool>(false);
+  call->OnMessage([answer, got](std::string_view m) {
+    *answer = std::string(m);
+    *got = true;
+  });
   std::weak_ptr<bool> alive = alive_;
   const std::string id = config.id;
-  CallDriver("StartTask", std::move(request), opts_.start_timeout_nanos,
-             [this, alive, config, id, done = std::move(done)](Result<std::string> r) {
-               if (!alive.lock()) return;
-               if (!r.ok()) {
-                 // The plugin went away mid-start: what it started goes once
-                 // it is back (Nomad retries the start; outpost's restart
-                 // policy does).
-                 if (r.error().code() == Code::kUnavailable) destroy_when_back_.insert(id);
-                 return done(r.error().Wrap("driver " + name_ + ": StartTask"));
-               }
-               auto a = DecodeStartTask(*r);
-               if (!a.ok()) return done(a.error());
-               if (a->result == StartAnswer::kFatal) {
-                 // Retrying cannot help: the start fails at once.
-                 return done(Error(Code::kInvalidArgument, "driver " + name_ + ": " + a->error));
-               }
-               if (a->result == StartAnswer::kRetry) {
-                 return done(Error(Code::kUnavailable, "driver " + name_ + " (retry): " + a->error));
-               }
-               if (a->handle.empty()) return done(Error(Code::kInternal, "driver " + name_ + ": StartTask returned no handle"));
-               TaskHandle h;
-               h.version = a->handle_version;
-               h.config = config;
-               h.started_at_unix_nanos = WallNanos();
-               h.driver_state = std::move(a->handle);
-               done(std::move(h));
-             });
+  wire::GrpcCall* raw = call.get();
+  call->OnDone([this, alive, raw, config, id, nomad_id, instance, answer, got, done = std::move(done)](const Status& st) {
+    if (!alive.lock()) return;
+    const std::string what = "driver " + name_ + ": StartTask";
+    if (!st.ok()) {
+      // The plugin went away mid-start: what it started goes once it is
+      // back (Nomad retries the start; outpost's restart policy does).
+      if (st.error().code() == Code::kUnavailable || st.error().code() == Code::kCanceled) {
+        destroy_when_back_[id] = instance;
+        return done(Error(Code::kUnavailable, what + ": " + st.error().message()));
+      }
+      // Nomad: a recoverable error goes to the restart policy; any other
+      // fails the task.
+      bool recoverable = Recoverable(raw->headers());
+      if (NomadId(id) == nomad_id) Forget(id);
+      return done(Error(recoverable ? Code::kUnavailable : Code::kInvalidArgument, what + ": " + st.error().message()));
+    }
+    auto a = *got ? DecodeStartTask(*answer) : Result<StartAnswer>(Error(Code::kInternal, "no message"));
+    std::string bad = !a.ok() ? a.error().message()
+                      : a->result == StartAnswer::kFatal ? a->error
+                      : a->result == StartAnswer::kRetry ? a->error
+                      : a->handle.empty() ? std::string("no handle") : std::string();
+    if (!bad.empty()) {
+      if (NomadId(id) == nomad_id) Forget(id);
+      bool retry = a.ok() && a->result == StartAnswer::kRetry;
+      return done(Error(retry ? Code::kUnavailable : a.ok() && a->result == StartAnswer::kFatal ? Code::kInvalidArgument
+                                                                                               : Code::kInternal,
+                        what + ": " + bad));
+    }
+    TaskHandle h;
+    h.version = a->handle_version;
+    h.config = config;
+    h.started_at_unix_nanos = WallNanos();
+    h.pid = MainPid(instance);
+    // Kept as text: task records are JSON.
+    h.driver_state = Base64Encode(a->handle);
+    EmitEvent(id, "started", h.pid > 0 ? Format("started with pid %d", h.pid) : std::string("started"));
+    done(std::move(h));
+  });
+  (void)call->Write(*request);
+  call->CloseSend();
 }
 
 void NomadPlugin::RecoverTask(const TaskHandle& handle, DoneCallback done) {
   std::weak_ptr<bool> alive = alive_;
   const std::string id = handle.config.id;
-  CallDriver("RecoverTask", EncodeRecoverTask(handle.driver_state), opts_.call_timeout_nanos,
+  std::string nomad_id;
+  auto bytes = Base64Decode(handle.driver_state);
+  auto request = bytes.ok() ? EncodeRecoverTask(*bytes, &nomad_id) : Result<std::string>(bytes.error().Wrap("stored handle"));
+  if (request.ok()) Remember(id, nomad_id);
+  CallDriver("RecoverTask", std::move(request), opts_.call_timeout_nanos,
              [this, alive, id, done = std::move(done)](Result<std::string> r) {
                if (!alive.lock()) return;
                if (!r.ok()) {
                  if (r.error().code() == Code::kUnavailable) return done(r.error());
                  // Nomad: a handle the plugin cannot recover is cleaned up
-                 // (and the task started again).
-                 DestroyTask(id, true, [](Status) {});
-                 return done(r.error().Wrap("driver " + name_ + " could not recover the task"));
+                 // (and the task started again). What the plugin no longer
+                 // knows of goes too, found by the task's marker: no
+                 // instance of it may run before the new start.
+                 Error e = r.error().Wrap("driver " + name_ + " could not recover the task");
+                 return DestroyTask(id, true, [marker = "OUTPOST_TASK_ID=" + id, e, done](Status) {
+                   for (pid_t pid : proc::ProcessesWithEnv(marker)) ::kill(pid, SIGKILL);
+                   done(e);
+                 });
                }
                auto w = waits_.find(id);
                if (w != waits_.end() && !w->second.asking) AskWait(id);
@@ -134,7 +236,7 @@ void NomadPlugin::WaitTask(const std::string& id, WaitCallback done) {
 void NomadPlugin::AskWait(const std::string& id) {
   waits_[id].asking = true;
   hashicorp_nomad_plugins_drivers_proto_WaitTaskRequest req = hashicorp_nomad_plugins_drivers_proto_WaitTaskRequest_init_zero;
-  req.task_id = PbStr(id);
+  req.task_id = PbStr(NomadId(id));
   std::weak_ptr<bool> alive = alive_;
   CallDriver("WaitTask", PbEncode(hashicorp_nomad_plugins_drivers_proto_WaitTaskRequest_fields, &req, "WaitTask"), 0,
              [this, alive, id](Result<std::string> r) {
@@ -163,7 +265,7 @@ void NomadPlugin::AskWait(const std::string& id) {
 
 void NomadPlugin::StopTask(const std::string& id, int64_t timeout_nanos, const std::string& signal, DoneCallback done) {
   hashicorp_nomad_plugins_drivers_proto_StopTaskRequest req = hashicorp_nomad_plugins_drivers_proto_StopTaskRequest_init_zero;
-  req.task_id = PbStr(id);
+  req.task_id = PbStr(NomadId(id));
   req.has_timeout = true;
   req.timeout = Duration(timeout_nanos);
   std::string sig = signal.empty() ? "SIGTERM" : signal;
@@ -175,22 +277,25 @@ void NomadPlugin::StopTask(const std::string& id, int64_t timeout_nanos, const s
 
 void NomadPlugin::DestroyTask(const std::string& id, bool force, DoneCallback done) {
   hashicorp_nomad_plugins_drivers_proto_DestroyTaskRequest req = hashicorp_nomad_plugins_drivers_proto_DestroyTaskRequest_init_zero;
-  req.task_id = PbStr(id);
+  const std::string nomad = NomadId(id);
+  req.task_id = PbStr(nomad);
   req.force = force;
   std::weak_ptr<bool> alive = alive_;
   CallDriver("DestroyTask", PbEncode(hashicorp_nomad_plugins_drivers_proto_DestroyTaskRequest_fields, &req, "DestroyTask"),
-             opts_.call_timeout_nanos, [this, alive, id, done = std::move(done)](Result<std::string> r) {
+             opts_.call_timeout_nanos, [this, alive, id, nomad, done = std::move(done)](Result<std::string> r) {
                if (!alive.lock()) return;
-               if (r.ok()) waits_.erase(id);
                // A task the plugin does not know is gone already.
-               if (!r.ok() && r.error().message().find("task not found") != std::string::npos) return done(OkStatus());
+               bool gone = r.ok() || r.error().message().find("task not found") != std::string::npos;
+               // Unless a new start of the task took the id meanwhile.
+               if (gone && NomadId(id) == nomad) Forget(id);
+               if (gone) return done(OkStatus());
                done(r.ok() ? OkStatus() : Status(r.error()));
              });
 }
 
 void NomadPlugin::InspectTask(const std::string& id, InspectCallback done) {
   hashicorp_nomad_plugins_drivers_proto_InspectTaskRequest req = hashicorp_nomad_plugins_drivers_proto_InspectTaskRequest_init_zero;
-  req.task_id = PbStr(id);
+  req.task_id = PbStr(NomadId(id));
   CallDriver("InspectTask", PbEncode(hashicorp_nomad_plugins_drivers_proto_InspectTaskRequest_fields, &req, "InspectTask"),
              opts_.call_timeout_nanos, [done = std::move(done)](Result<std::string> r) {
                if (!r.ok()) return done(r.error());
@@ -226,7 +331,7 @@ void NomadPlugin::InspectTask(const std::string& id, InspectCallback done) {
 void NomadPlugin::SignalTask(const std::string& id, const std::string& signal, DoneCallback done) {
   if (!caps_.send_signals) return done(Unsupported("signals"));
   hashicorp_nomad_plugins_drivers_proto_SignalTaskRequest req = hashicorp_nomad_plugins_drivers_proto_SignalTaskRequest_init_zero;
-  req.task_id = PbStr(id);
+  req.task_id = PbStr(NomadId(id));
   req.signal = PbStr(signal);
   CallDriver("SignalTask", PbEncode(hashicorp_nomad_plugins_drivers_proto_SignalTaskRequest_fields, &req, "SignalTask"),
              opts_.call_timeout_nanos,
@@ -237,7 +342,7 @@ void NomadPlugin::ExecTask(const std::string& id, const std::vector<std::string>
                            ExecCallback done) {
   if (!caps_.exec) return done(Unsupported("exec"));
   hashicorp_nomad_plugins_drivers_proto_ExecTaskRequest req = hashicorp_nomad_plugins_drivers_proto_ExecTaskRequest_init_zero;
-  req.task_id = PbStr(id);
+  req.task_id = PbStr(NomadId(id));
   std::vector<char*> argv;
   for (const std::string& a : cmd) argv.push_back(PbStr(a));
   req.command_count = static_cast<pb_size_t>(argv.size());
@@ -268,7 +373,7 @@ void NomadPlugin::TaskStats(const std::string& id, StatsCallback done) {
   std::string why = Unreachable();
   if (!why.empty()) return done(Error(Code::kUnavailable, why));
   hashicorp_nomad_plugins_drivers_proto_TaskStatsRequest req = hashicorp_nomad_plugins_drivers_proto_TaskStatsRequest_init_zero;
-  req.task_id = PbStr(id);
+  req.task_id = PbStr(NomadId(id));
   req.has_collection_interval = true;
   req.collection_interval = Duration(kNanosPerSecond);
   auto bytes = PbEncode(hashicorp_nomad_plugins_drivers_proto_TaskStatsRequest_fields, &req, "TaskStats");

@@ -84,6 +84,7 @@ void NomadPlugin::OnConnected(Result<std::unique_ptr<wire::GrpcClient>> c) {
     if (proc_ && proc_->running()) proc_->Stop();
     Lost("connection to the plugin lost: " + why.message());
   });
+  OpenStdio();
   Configure();
 }
 
@@ -219,21 +220,20 @@ void NomadPlugin::Ready() {
   log::Info("nomad plugin ready", {{"plugin", name_}, {"version", version_}, {"path", path_}});
   OpenStreams();
   // Starts cut short by the plugin's death: whatever it left goes.
-  std::set<std::string> leftovers = std::move(destroy_when_back_);
+  std::map<std::string, std::string> leftovers = std::move(destroy_when_back_);
   destroy_when_back_.clear();
-  for (const std::string& id : leftovers) {
+  for (const auto& [id, instance] : leftovers) {
     // The new process may not know it (its state died with the old one):
-    // then its processes are found by the id outpost put in their
-    // environment.
-    DestroyTask(id, true, [id](Status) {
-      for (pid_t pid : proc::ProcessesWithEnv("OUTPOST_TASK_ID=" + id)) ::kill(pid, SIGKILL);
+    // then that start's processes are found by the marker outpost put in
+    // their environment.
+    DestroyTask(id, true, [marker = "OUTPOST_TASK_INSTANCE=" + instance](Status) {
+      for (pid_t pid : proc::ProcessesWithEnv(marker)) ::kill(pid, SIGKILL);
     });
   }
-  if (first) {
-    if (opts_.added) opts_.added(name_);
-  } else if (opts_.changed) {
-    opts_.changed(name_);  // the task layer recovers the tasks into this process
-  }
+  if (first && opts_.added) opts_.added(name_);
+  // Tasks recorded for the driver (an agent restart, a plugin restart) are
+  // recovered into this process.
+  if (opts_.changed) opts_.changed(name_);
 }
 
 // Fingerprint, TaskEvents and the stdio stream stay open for the
@@ -261,7 +261,12 @@ void NomadPlugin::OpenStreams() {
   (void)events_call_->Write("");
   events_call_->CloseSend();
 
-  // go-plugin's stdio: a plugin blocks on a full pipe when nobody reads it.
+}
+
+// go-plugin's stdio, opened at once as go-plugin's host does: a plugin
+// whose stdout nobody drains blocks on a full pipe.
+void NomadPlugin::OpenStdio() {
+  std::weak_ptr<bool> alive = alive_;
   stdio_call_ = client_->StartCall("plugin.GRPCStdio", "StreamStdio", 0);
   stdio_call_->OnMessage([this, alive](std::string_view m) {
     if (!alive.lock()) return;
@@ -330,6 +335,8 @@ void NomadPlugin::OnTaskEvent(std::string_view message) {
   if (!m.Decode(message, "DriverTaskEvent").ok()) return;
   TaskEvent e;
   e.task_id = PbString(m->task_id);
+  auto known = outpost_ids_.find(e.task_id);
+  if (known != outpost_ids_.end()) e.task_id = known->second;
   e.timestamp_unix_nanos = m->has_timestamp ? m->timestamp.seconds * kNanosPerSecond + m->timestamp.nanos : WallNanos();
   e.type = "driver";
   e.message = PbString(m->message);
@@ -448,6 +455,24 @@ void NomadPlugin::Call(const char* service, const char* method, Result<std::stri
 
 Error NomadPlugin::Unsupported(const char* what) const {
   return Error(Code::kUnimplemented, "driver " + name_ + " does not support " + what);
+}
+
+void NomadPlugin::Forget(const std::string& id) {
+  waits_.erase(id);
+  auto it = nomad_ids_.find(id);
+  if (it == nomad_ids_.end()) return;
+  outpost_ids_.erase(it->second);
+  nomad_ids_.erase(it);
+}
+
+void NomadPlugin::EmitEvent(const std::string& task, const std::string& type, const std::string& message) {
+  TaskEvent e;
+  e.task_id = task;
+  e.timestamp_unix_nanos = WallNanos();
+  e.type = type;
+  e.message = message;
+  auto subs = subscribers_;
+  for (auto& [sid, cb] : subs) cb(e);
 }
 
 uint64_t NomadPlugin::SubscribeEvents(EventCallback cb) {

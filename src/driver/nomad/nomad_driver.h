@@ -116,6 +116,7 @@ class NomadPlugin : public Driver {
   void Ready();
   void Fail(const std::string& why, bool retry);
   void Lost(const std::string& why);
+  void OpenStdio();
   void OpenStreams();
   void OnFingerprint(std::string_view message);
   void OnTaskEvent(std::string_view message);
@@ -154,7 +155,22 @@ class NomadPlugin : public Driver {
   Capabilities caps_;
   Fingerprint fingerprint_;
   std::map<std::string, Wait> waits_;
-  std::set<std::string> destroy_when_back_;  // starts the plugin died in
+  // outpost's task id -> the id Nomad's protocol knows it by (new per
+  // start), and back.
+  std::map<std::string, std::string> nomad_ids_;
+  std::map<std::string, std::string> outpost_ids_;
+  const std::string& NomadId(const std::string& id) const {
+    auto it = nomad_ids_.find(id);
+    return it == nomad_ids_.end() ? id : it->second;
+  }
+  void Remember(const std::string& id, const std::string& nomad_id) {
+    nomad_ids_[id] = nomad_id;
+    outpost_ids_[nomad_id] = id;
+  }
+  void Forget(const std::string& id);
+  void EmitEvent(const std::string& task, const std::string& type, const std::string& message);
+  // Starts the plugin died in: the task id and that start's instance marker.
+  std::map<std::string, std::string> destroy_when_back_;
   std::map<uint64_t, EventCallback> subscribers_;
   uint64_t next_subscriber_ = 1;
   int64_t backoff_nanos_ = 0;

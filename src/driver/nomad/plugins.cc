@@ -84,7 +84,6 @@ void Plugins::Start() {
       continue;
     }
     if (!S_ISREG(st.st_mode) || (st.st_mode & 0111) == 0) {
-      skipped_.push_back(path + " is not executable");
       log::Warn("skipping un-executable file in the Nomad plugin dir", {{"file", path}});
       continue;
     }

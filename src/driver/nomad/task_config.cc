@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "base/clock.h"
 #include "base/pb.h"
 #include "base/strings.h"
 #include "base/sys.h"
@@ -95,11 +96,13 @@ std::map<std::string, std::string> TaskEnv(const TaskConfig& c, const AllocLayou
   env["NOMAD_NAMESPACE"] = "default";
   env["NOMAD_REGION"] = "global";
   env["NOMAD_DC"] = "dc1";
-  if (!c.cgroup.empty()) env["NOMAD_PARENT_CGROUP"] = sys::Dirname(c.cgroup);
+  env["NOMAD_PARENT_CGROUP"] = c.cgroup.empty() ? "" : sys::Dirname(c.cgroup);
+  // Limits as Nomad's (MiB, MHz-like shares); 0 where outpost sets none.
   const cgroup::Resources& r = c.resources.get();
-  if (r.memory_max > 0) env["NOMAD_MEMORY_LIMIT"] = std::to_string(r.memory_max >> 20);
-  if (r.cpu_weight > 0) env["NOMAD_CPU_LIMIT"] = std::to_string(r.cpu_weight * 1024 / 100);
-  if (!r.cpuset_cpus.empty()) env["NOMAD_CPU_CORES"] = r.cpuset_cpus;
+  env["NOMAD_MEMORY_LIMIT"] = std::to_string(r.memory_max > 0 ? r.memory_max >> 20 : 0);
+  env["NOMAD_MEMORY_MAX_LIMIT"] = env["NOMAD_MEMORY_LIMIT"];
+  env["NOMAD_CPU_LIMIT"] = std::to_string(r.cpu_weight > 0 ? r.cpu_weight * 1024 / 100 : 1024);
+  env["NOMAD_CPU_CORES"] = r.cpuset_cpus;
   if (c.net && c.net->spec) {
     for (const net::PortMapping& p : c.net->spec->ports) {
       std::string to = std::to_string(p.to ? p.to : p.host_port);
@@ -119,7 +122,14 @@ std::map<std::string, std::string> TaskEnv(const TaskConfig& c, const AllocLayou
   return env;
 }
 
-Result<std::string> EncodeStartTask(const TaskConfig& c, const AllocLayout& l,
+std::string NomadTaskId(const TaskConfig& c) {
+  static uint64_t counter = 0;
+  uint64_t salt = Fnv(c.id, static_cast<uint64_t>(WallNanos()) ^ (++counter << 32));
+  return AllocId(c.job.empty() ? c.name : c.job) + "/" + c.name + "/" +
+         Format("%08x", static_cast<unsigned>(salt ^ (salt >> 32)));
+}
+
+Result<std::string> EncodeStartTask(const TaskConfig& c, const std::string& nomad_id, const AllocLayout& l,
                                     const std::map<std::string, std::string>& env, const std::string& msgpack_config,
                                     const NodeInfo& node) {
   hashicorp_nomad_plugins_drivers_proto_StartTaskRequest req = hashicorp_nomad_plugins_drivers_proto_StartTaskRequest_init_zero;
@@ -130,7 +140,7 @@ Result<std::string> EncodeStartTask(const TaskConfig& c, const AllocLayout& l,
   const std::string ns = "default";
   std::string user = c.identity.switch_user ? (c.identity.name.empty() ? std::to_string(c.identity.uid) : c.identity.name)
                                             : c.user;
-  t.id = PbStr(c.id);
+  t.id = PbStr(nomad_id);
   t.name = PbStr(c.name);
   std::string_view config_view(msgpack_config);
   t.msgpack_driver_config = PbBytesOut(&config_view);
@@ -259,13 +269,14 @@ Result<StartAnswer> DecodeStartTask(std::string_view response) {
   return a;
 }
 
-Result<std::string> EncodeRecoverTask(const std::string& handle) {
+Result<std::string> EncodeRecoverTask(const std::string& handle, std::string* nomad_id) {
   hashicorp_nomad_plugins_drivers_proto_RecoverTaskRequest req = hashicorp_nomad_plugins_drivers_proto_RecoverTaskRequest_init_zero;
   HandleBytes hb;
   hb.In(&req.handle);
   OUTPOST_RETURN_IF_ERROR(PbDecode(handle, hashicorp_nomad_plugins_drivers_proto_TaskHandle_fields, &req.handle,
                                    "stored TaskHandle"));
   req.has_handle = true;
+  *nomad_id = PbString(req.handle.config.id);
   hb.Out(&req.handle);
   auto out = PbEncode(hashicorp_nomad_plugins_drivers_proto_RecoverTaskRequest_fields, &req, "RecoverTaskRequest");
   pb_release(hashicorp_nomad_plugins_drivers_proto_TaskHandle_fields, &req.handle);

@@ -49,9 +49,13 @@ struct NodeInfo {
 std::map<std::string, std::string> TaskEnv(const TaskConfig& c, const AllocLayout& layout, FsIsolation iso,
                                            const NodeInfo& node);
 
-// The StartTaskRequest for c, with msgpack_config (the encoded `config`)
-// and env (TaskEnv's).
-Result<std::string> EncodeStartTask(const TaskConfig& c, const AllocLayout& layout,
+// The id Nomad's client gives a start: <alloc id>/<task>/<8 hex digits>,
+// new for every start (a driver refuses an id it has seen).
+std::string NomadTaskId(const TaskConfig& c);
+
+// The StartTaskRequest for c under nomad_id, with msgpack_config (the
+// encoded `config`) and env (TaskEnv's).
+Result<std::string> EncodeStartTask(const TaskConfig& c, const std::string& nomad_id, const AllocLayout& layout,
                                     const std::map<std::string, std::string>& env, const std::string& msgpack_config,
                                     const NodeInfo& node);
 
@@ -67,7 +71,7 @@ struct StartAnswer {
 Result<StartAnswer> DecodeStartTask(std::string_view response);
 
 // The RecoverTaskRequest for a handle StartTask returned (task_id empty, as
-// Nomad's client sends it).
-Result<std::string> EncodeRecoverTask(const std::string& handle);
+// Nomad's client sends it); *nomad_id gets the handle's task id.
+Result<std::string> EncodeRecoverTask(const std::string& handle, std::string* nomad_id);
 
 }  // namespace outpost::driver::nomad

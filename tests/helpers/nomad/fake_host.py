@@ -357,7 +357,7 @@ def task_config(pb, alloc, name, config, alloc_id="8c3b5d1e-0000-4000-8000-00000
     c = drv.TaskConfig(id="%s/%s/%08x" % (alloc_id, name, int(time.monotonic_ns()) & 0xFFFFFFFF), name=name,
                        msgpack_driver_config=cty_msgpack(config), env=alloc.env(alloc_id), alloc_dir=alloc.dir,
                        stdout_path=alloc.paths["stdout"], stderr_path=alloc.paths["stderr"], task_group_name="g",
-                       job_name="fake", job_id="fake", namespace="default", alloc_id=alloc_id,
+                       job_name="fake", job_id="fake", namespace_="default", alloc_id=alloc_id,
                        node_name="fake-node", node_id="fake-node-id")
     c.resources.allocated_resources.cpu.cpu_shares = 100
     c.resources.allocated_resources.memory.memory_mb = 64
