@@ -87,6 +87,7 @@ Result<std::unique_ptr<Agent>> Agent::Start(Config config, UniqueFd keeper_fd, b
 Agent::~Agent() {
   nomad_.reset();
   plugin_watcher_.reset();
+  kubelet_watcher_.reset();
   plugins_.reset();
   driver_plugins_.reset();
   api_.reset();
@@ -134,6 +135,7 @@ Status Agent::Setup() {
   loop_ = std::move(*loop);
 
   OUTPOST_RETURN_IF_ERROR(BindApiSocket());
+  OUTPOST_RETURN_IF_ERROR(StartRegistry());
   OUTPOST_RETURN_IF_ERROR(StartTasks());
   OUTPOST_RETURN_IF_ERROR(StartPlugins());
 
@@ -270,7 +272,14 @@ Status Agent::StartTasks() {
   auto tm = task::TaskManager::Create(loop_.get(), o);
   if (!tm.ok()) return tm.error().Wrap("tasks");
   tasks_ = std::move(*tm);
+  tasks_->SetDevices(devices_.get());
   OUTPOST_RETURN_IF_ERROR(tasks_->Recover());
+  if (devices_) {
+    std::vector<std::string> live;
+    for (const task::TaskView& v : tasks_->List()) live.push_back(v.config.id);
+    std::sort(live.begin(), live.end());
+    devices_->Retain(live);
+  }
   RegisterTaskApi(tasks_.get(), cgroups_.get(), &events_, loop_.get(), api_.get());
   if (cgroups_->available() && !first_since_boot) {
     // (After a boot the cgroup tree is new: nothing can be left.)
@@ -284,7 +293,7 @@ Status Agent::StartTasks() {
     for (const std::string& p : cgroups_->CleanLeftovers(keep)) log::Info("removed a leftover cgroup", {{"path", p}});
   }
 
-  job_runner_ = std::make_unique<JobTaskRunner>(tasks_.get(), cgroups_.get());
+  job_runner_ = std::make_unique<JobTaskRunner>(tasks_.get(), cgroups_.get(), devices_.get());
   job::JobManager::Options jo;
   jo.state_dir = config_.state_dir;
   jo.jobs_dir = config_.jobs_dir;
@@ -319,6 +328,14 @@ Status Agent::StartTasks() {
   if (!jm.ok()) return jm.error().Wrap("jobs");
   jobs_ = std::move(*jm);
   job::JobManager* jobs = jobs_.get();
+  // Freed devices are told after the current callback (a supervisor frees
+  // them from inside its own state change).
+  Loop* lp = loop_.get();
+  job_runner_->SetDevicesFreed([this, lp] {
+    lp->Defer([this] {
+      if (jobs_) jobs_->OnDevicesChanged();
+    });
+  });
   tasks_->SetIdResolver([jobs](const std::string& j, const std::string& t) { return jobs->TaskId(j, t); });
   tasks_->SetDriverGoneListener([jobs](const std::string& name) { jobs->OnDriverGone(name); });
   RegisterJobApi(loop_.get(), jobs, tasks_.get(), cgroups_.get(), &events_, api_.get());

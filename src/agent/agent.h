@@ -16,6 +16,7 @@
 #include "base/fd.h"
 #include "loop/loop.h"
 #include "cgroup/cgroup.h"
+#include "devices/plugins.h"
 #include "driver/nomad/plugins.h"
 #include "driver/registry.h"
 #include "task/events.h"
@@ -105,6 +106,7 @@ class Agent {
   // Null when kubelet_plugins_dir is off.
   plugin::Watcher* kubelet_watcher() { return kubelet_watcher_.get(); }
   driver::nomad::Plugins* nomad_plugins() { return nomad_.get(); }
+  devices::DevicePlugins* device_plugins() { return devices_.get(); }
   // Drivers whose conformance checks are running (CheckDriver: one run per
   // driver at a time).
   std::set<std::string>* drivers_being_checked() { return &drivers_being_checked_; }
@@ -126,6 +128,8 @@ class Agent {
   // The job layer's recovery, then the networks' (which need to know the
   // jobs that want one); once the tasks' fates are known.
   void RecoverJobs();
+  Status StartRegistry();  // plugin_api.cc
+  void PublishPluginEvent(const plugin::Event& e);
   Status StartPlugins();  // plugin_api.cc
   void StartNomadPlugins();  // plugin_api.cc
   void ApplyRuntimeSettings();
@@ -155,6 +159,7 @@ class Agent {
   std::unique_ptr<plugin::Watcher> kubelet_watcher_;  // kubelet_plugins_dir, over gRPC
   std::unique_ptr<driver::TaskDriverHandler> driver_plugins_;  // the TaskDriver plugin type
   std::unique_ptr<driver::nomad::Plugins> nomad_;              // Nomad's driver plugins
+  std::unique_ptr<devices::DevicePlugins> devices_;            // the DevicePlugin type; null: off
   std::set<std::string> drivers_being_checked_;
   UniqueFd lock_fd_;
   DirClaims claims_;  // only what no keeper holds for us

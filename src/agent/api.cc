@@ -149,6 +149,7 @@ void RegisterApi(Agent* agent, wire::RpcServer* server) {
   RegisterHooksApi(agent, server);
   RegisterNetworkApi(agent, server);
   RegisterNriApi(agent, server);
+  RegisterDevicesApi(agent, server);
 }
 
 }  // namespace outpost::agent

@@ -20,6 +20,7 @@ void RegisterApi(Agent* agent, wire::RpcServer* server);
 void RegisterHooksApi(Agent* agent, wire::RpcServer* server);
 void RegisterNetworkApi(Agent* agent, wire::RpcServer* server);  // network_api.cc
 void RegisterNriApi(Agent* agent, wire::RpcServer* server);      // nri_api.cc
+void RegisterDevicesApi(Agent* agent, wire::RpcServer* server);  // devices_api.cc
 // One line for `outpost status`: the hooks.d files and per-stage hooks in
 // use, and every invalid file with its error (*ok false when there is one).
 std::string HooksSummary(Agent* agent, bool* ok);

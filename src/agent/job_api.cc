@@ -54,6 +54,19 @@ Status JobTaskRunner::ApplyJobResources(const std::string& job, const cgroup::Re
 
 std::string JobTaskRunner::DriverProblem(const std::string& driver) const { return tm_->DriverProblem(driver); }
 
+std::string JobTaskRunner::DeviceProblem(const std::string& task_id,
+                                         const std::vector<devices::Request>& requests) const {
+  // Without device plugins the start fails saying so (a task waiting for
+  // devices that can never come would wait forever, silently).
+  return devices_ == nullptr ? std::string() : devices_->WaitReason(task_id, requests);
+}
+
+void JobTaskRunner::ReleaseDevices(const std::string& task_id) {
+  if (devices_ == nullptr) return;
+  devices_->Release(task_id);
+  if (devices_freed_) devices_freed_();
+}
+
 std::string JobTaskRunner::LimitsNotEnforced(const std::string& job, const std::string& task_id,
                                              const cgroup::Resources& r) const {
   if (!cgroups_) return "";

@@ -6,6 +6,7 @@
 // proto/job.proto). The work itself is JobManager's.
 #pragma once
 
+#include "devices/plugins.h"
 #include "job/manager.h"
 #include "job/supervisor.h"
 
@@ -27,7 +28,9 @@ namespace agent {
 class JobTaskRunner : public job::TaskRunner, public job::TaskStore {
  public:
   // cgroups: for which limits are enforced (may be null: none known).
-  JobTaskRunner(task::TaskManager* tm, const cgroup::Cgroups* cgroups) : tm_(tm), cgroups_(cgroups) {}
+  // devices: null when device plugins are off.
+  JobTaskRunner(task::TaskManager* tm, const cgroup::Cgroups* cgroups, devices::DevicePlugins* devices)
+      : tm_(tm), cgroups_(cgroups), devices_(devices) {}
   void Start(const driver::TaskConfig& config, std::function<void(Status)> started, ExitCallback exited) override;
   Status Watch(const std::string& id, ExitCallback exited) override;
   void Stop(const std::string& id, int64_t timeout_nanos, std::function<void(Status)> done) override;
@@ -39,6 +42,8 @@ class JobTaskRunner : public job::TaskRunner, public job::TaskStore {
   Status UpdateResources(const std::string& id, const cgroup::Resources& r) override;
   Status ApplyJobResources(const std::string& job, const cgroup::Resources& r) override;
   std::string DriverProblem(const std::string& driver) const override;
+  std::string DeviceProblem(const std::string& task_id, const std::vector<devices::Request>& requests) const override;
+  void ReleaseDevices(const std::string& task_id) override;
   std::string LimitsNotEnforced(const std::string& job, const std::string& task_id,
                                 const cgroup::Resources& r) const override;
   Result<Instance> Lookup(const std::string& task_id) override;
@@ -48,6 +53,11 @@ class JobTaskRunner : public job::TaskRunner, public job::TaskStore {
  private:
   task::TaskManager* tm_;
   const cgroup::Cgroups* cgroups_;
+  devices::DevicePlugins* devices_;
+  std::function<void()> devices_freed_;
+ public:
+  // Devices freed by a task that ended let waiting tasks try again.
+  void SetDevicesFreed(std::function<void()> fn) { devices_freed_ = std::move(fn); }
 };
 
 void RegisterJobApi(Loop* loop, job::JobManager* jobs, task::TaskManager* tasks, const cgroup::Cgroups* cgroups,

@@ -17,32 +17,60 @@
 #include "plugin.pb.h"
 #include "plugin/registry.h"
 #include "plugin/watcher.h"
+#include "proc/procfs.h"
 #include "task/manager.h"
 #include "wire/rpc_server.h"
 
 namespace outpost::agent {
+
+// The plugin registry and the device plugins, before the tasks: a task
+// recovered or started at once may hold or want devices.
+Status Agent::StartRegistry() {
+  plugin::RegistryOptions ro;
+  ro.grace_nanos = config_.plugin_grace_period_nanos;
+  ro.on_event = [this](const plugin::Event& e) { PublishPluginEvent(e); };
+  plugins_ = std::make_unique<plugin::Registry>(loop_.get(), ro);
+  if (config_.kubelet_plugins_dir.empty() && config_.device_plugins_dir.empty()) return OkStatus();
+  devices::DevicePluginsOptions d;
+  d.dir = config_.device_plugins_dir;
+  d.state_dir = config_.state_dir;
+  d.boot_id = proc::CurrentBootId();
+  d.call_timeout_nanos = config_.driver_call_timeout_nanos;
+  task::EventLog* events = &events_;
+  d.on_event = [events](const std::string& type, const std::string& message,
+                        const std::map<std::string, std::string>& annotations) {
+    driver::TaskEvent ev;
+    ev.timestamp_unix_nanos = WallNanos();
+    ev.type = type;
+    ev.message = message;
+    ev.annotations = annotations;
+    events->Publish(ev);
+  };
+  d.on_devices_changed = [this] {
+    if (jobs_) jobs_->OnDevicesChanged();
+  };
+  devices_ = std::make_unique<devices::DevicePlugins>(loop_.get(), plugins_.get(), d);
+  OUTPOST_RETURN_IF_ERROR(plugins_->AddHandler(devices_.get()));
+  return devices_->Start();
+}
+
+void Agent::PublishPluginEvent(const plugin::Event& e) {
+  driver::TaskEvent ev;
+  ev.timestamp_unix_nanos = WallNanos();
+  ev.type = "plugin_" + e.kind;
+  ev.message = e.message;
+  if (!e.type.empty()) ev.annotations["plugin_type"] = e.type;
+  if (!e.name.empty()) ev.annotations["plugin_name"] = e.name;
+  if (!e.socket.empty()) ev.annotations["socket"] = e.socket;
+  events_.Publish(ev);
+}
 
 Status Agent::StartPlugins() {
   const std::string dir = config_.PluginsDir();
   // Not fatal: the watcher retries a dir it cannot watch, and status says why.
   Status made = sys::MkdirAll(dir, 0700);
   if (!made.ok()) log::Error("cannot create the plugins dir", {{"dir", dir}, {"error", made.error().message()}});
-
-  plugin::RegistryOptions ro;
-  ro.grace_nanos = config_.plugin_grace_period_nanos;
-  task::EventLog* events = &events_;
-  auto publish = [events](const plugin::Event& e) {
-    driver::TaskEvent ev;
-    ev.timestamp_unix_nanos = WallNanos();
-    ev.type = "plugin_" + e.kind;
-    ev.message = e.message;
-    if (!e.type.empty()) ev.annotations["plugin_type"] = e.type;
-    if (!e.name.empty()) ev.annotations["plugin_name"] = e.name;
-    if (!e.socket.empty()) ev.annotations["socket"] = e.socket;
-    events->Publish(ev);
-  };
-  ro.on_event = publish;
-  plugins_ = std::make_unique<plugin::Registry>(loop_.get(), ro);
+  auto publish = [this](const plugin::Event& e) { PublishPluginEvent(e); };
   // The handlers of the plugin types, before the first socket is looked at.
   task::TaskManager* tasks = tasks_.get();
   driver::TaskDriverHandler::Hooks hooks;

@@ -80,6 +80,7 @@ const Command kCommands[] = {
     {"plugins", "list registered plugins and plugin sockets", kPluginsHelp, RunPlugins},
     {"networks", "list the networks jobs can use, their plugins, and attached jobs", kNetworksHelp, RunNetworks},
     {"nri", "list the NRI plugins, their subscriptions and failures", kNriHelp, RunNri},
+    {"devices", "list device plugin resources, their devices and holders", kDevicesHelp, RunDevices},
     {"hooks", "list the OCI hooks that apply, and invalid hook files", kHooksHelp, RunHooks},
     {"task", "run and manage bare tasks (run, ls, inspect, stop, rm, signal, exec, stats)", kTaskHelp, RunTask},
     {"version", "print the version of this binary", kVersionHelp, RunVersion},

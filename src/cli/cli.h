@@ -76,6 +76,7 @@ extern const char kLogsHelp[], kEventsHelp[], kStatsHelp[];                     
 extern const char kStatusHelp[], kVersionHelp[];                                       // status.cc
 extern const char kNetworksHelp[];  // networks.cc
 extern const char kNriHelp[];       // nri.cc
+extern const char kDevicesHelp[];   // devices.cc
 extern const char kHooksHelp[];                                                        // hooks.cc
 extern const char kPluginsHelp[];                                                      // plugins.cc
 
@@ -100,6 +101,7 @@ int RunPlugins(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunHooks(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunNetworks(const GlobalOptions& opts, const std::vector<std::string>& args);
 int RunNri(const GlobalOptions& opts, const std::vector<std::string>& args);
+int RunDevices(const GlobalOptions& opts, const std::vector<std::string>& args);
 
 // Prints "outpost: <msg>" on stderr, returns code.
 int Fail(int code, const std::string& msg);

@@ -30,6 +30,7 @@
 
 #include "base/error.h"
 #include "cgroup/resources.h"
+#include "devices/validate.h"
 #include "hooks/bundle.h"
 #include "hooks/hook.h"
 #include "net/spec.h"
@@ -106,6 +107,9 @@ struct TaskConfig {
   cgroup::ResourcesBox resources;  // out of line: most tasks set none
   // The task's driver-specific `config` object as JSON ("" = none).
   std::string driver_config;
+  // Device plugin resources it asks for (resources.devices), sorted by
+  // name: the start pipeline allocates them (docs/devices.md).
+  std::vector<devices::Request> device_requests;
   // Not used by drivers (the task layer's, persisted with the handle):
   // where the task's logs go, and the job layer's fingerprint of the spec.
   std::string log_dir;

@@ -168,6 +168,9 @@ class JobManager {
   // A driver registered or came back: the tasks waiting for it start, the
   // stops and removals waiting for it are made.
   void OnDriverReady(const std::string& driver);
+  // Device plugin resources changed (devices came, turned healthy or were
+  // freed): tasks waiting for devices try again.
+  void OnDevicesChanged() { OnDriverReady(kWaitingForDevices); }
   // A driver had no connected instance for its grace period: its tasks were
   // ended (task layer); removals waiting for it go on without it.
   void OnDriverGone(const std::string& driver);

@@ -162,6 +162,7 @@ driver::TaskConfig TaskConfigFor(const std::string& job, const TaskSpec& s, std:
   c.name = s.name;
   c.driver = s.driver;
   c.driver_config = s.driver_config;
+  c.device_requests = s.devices;
   c.command = s.command;
   c.args = s.args;
   c.env = s.env;
@@ -315,6 +316,10 @@ void TaskSupervisor::RestoreFailed(const std::string& reason, const driver::Exit
 }
 
 void TaskSupervisor::SetState(RunState s) {
+  // Dead is final (a restart goes through backoff): the task's devices go.
+  if (s == RunState::kDead && state_ != RunState::kDead && !spec_->devices.empty()) {
+    runner_->ReleaseDevices(JobTaskId(job_, spec_->name));
+  }
   state_ = s;
   if (s != RunState::kStopping) {
     stop_pending_ = false;
@@ -450,11 +455,16 @@ void TaskSupervisor::Handle(RunEvent ev, const driver::ExitResult* exit, const S
 
 bool TaskSupervisor::AwaitDriver() {
   std::string problem = runner_->DriverProblem(spec_->driver);
+  std::string key = spec_->driver;
+  if (problem.empty() && !spec_->devices.empty()) {
+    problem = runner_->DeviceProblem(JobTaskId(job_, spec_->name), spec_->devices);
+    key = kWaitingForDevices;
+  }
   if (problem.empty()) return false;  // the start's SetState clears waiting_for_
   // Told once per wait: the owner's next Go finds it waiting still.
   bool news = state_ != RunState::kPending || waiting_for_.empty() || reason_ != problem;
   SetState(RunState::kPending);
-  waiting_for_ = spec_->driver;
+  waiting_for_ = key;
   if (!news) return true;
   reason_ = problem;
   Emit("waiting", problem);

@@ -23,6 +23,10 @@
 namespace outpost::job {
 
 enum class RunState { kPending, kStarting, kRunning, kBackoff, kStopping, kDead };
+
+// What a task waiting for device plugin resources waits for (no driver can
+// be called this: driver names are lower-case letters, digits, - and _).
+inline constexpr const char kWaitingForDevices[] = "(devices)";
 const char* RunStateName(RunState s);  // pending, starting, running, backoff, stopping, dead
 
 enum class RunEvent {
@@ -162,6 +166,16 @@ class TaskRunner {
     (void)driver;
     return "";
   }
+  // Why the task's device plugin resources cannot be had now ("" = they
+  // can, or it asks for none): the task then waits, pending, as for its
+  // driver, until JobManager::OnDevicesChanged.
+  virtual std::string DeviceProblem(const std::string& task_id, const std::vector<devices::Request>& requests) const {
+    (void)task_id;
+    (void)requests;
+    return "";
+  }
+  // The task ended for good (not a restart): the devices it holds are free.
+  virtual void ReleaseDevices(const std::string& task_id) { (void)task_id; }
   // Which of limits r this node does not enforce, and why ("" = all are):
   // of the task task_id's cgroup, or with task_id "" of the job's own.
   // For the events that report a live limit change.

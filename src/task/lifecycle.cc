@@ -8,6 +8,10 @@
 //   2. JoinNetwork         the job's network namespace, wired by CNI (once
 //                          per job: net/networks), its address and ports
 //                          in the environment (task/network_step.cc)
+//      AllocateDevices     device plugin resources: chosen, Allocate'd (or
+//                          kept from an earlier start) and applied to the
+//                          task before NRI sees it (task/device_step.cc)
+//      NriCreate           NRI's CreateContainer (task/nri_steps.cc)
 //   3. CreateCgroup        admission check of the limits, the task's cgroup
 //                          with its limits written (before anything runs)
 //   4. WriteBundle         the task's OCI hooks resolved, its bundle written
@@ -112,6 +116,7 @@ const TaskManager::StartStep* TaskManager::StartSteps(size_t* count) {
   static const StartStep kSteps[] = {
       {"prepare", &TaskManager::Prepare, &TaskManager::UndoPrepare},
       {"network", &TaskManager::JoinNetwork, nullptr},
+      {"devices", &TaskManager::AllocateDevices, nullptr},
       {"NRI CreateContainer", &TaskManager::NriCreate, &TaskManager::UndoNriCreate},
       {"create cgroup", &TaskManager::CreateCgroup, &TaskManager::UndoCreateCgroup},
       {"bundle", &TaskManager::WriteBundle, nullptr},

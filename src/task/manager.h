@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "devices/plugins.h"
 #include "driver/driver.h"
 #include "driver/registry.h"
 #include "hooks/runner.h"
@@ -120,6 +121,10 @@ class TaskManager {
   using ExitCallback = std::function<void(const driver::ExitResult&)>;
 
   static Result<std::unique_ptr<TaskManager>> Create(Loop* loop, Options options);
+  // Device plugins (docs/devices.md), made after the task manager (they
+  // hang off the plugin registry); null: a task asking for devices fails
+  // to start, saying they are off.
+  void SetDevices(devices::DevicePlugins* d) { devices_ = d; }
   ~TaskManager();
 
   // Loads every persisted task, reopens its logs and recovers the running
@@ -312,6 +317,9 @@ class TaskManager {
   void NriPodUpdated(const std::string& job, const cgroup::Resources& r);
   // task/network_step.cc: the job's network (nothing for mode "host").
   void JoinNetwork(StartOp* op, DoneCallback done);
+  // task/device_step.cc: device plugin resources (nothing without any).
+  void AllocateDevices(StartOp* op, DoneCallback done);
+  Status ApplyGrant(const devices::Grant& g, StartOp* op);
   // task/hook_steps.cc: the OCI hook steps.
   std::string BundlePath(const std::string& id) const;
   // What the task's config.json says (hooks: the merged set).
@@ -356,6 +364,7 @@ class TaskManager {
 
   Loop* loop_;
   Options options_;
+  devices::DevicePlugins* devices_ = nullptr;  // SetDevices; null: off
   std::map<std::string, std::unique_ptr<Task>> tasks_;
   std::map<std::string, std::pair<driver::Driver*, uint64_t>> subscriptions_;  // by driver name
   // Running tasks found at recovery whose driver was not registered, by
