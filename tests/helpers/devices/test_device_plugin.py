@@ -90,14 +90,12 @@ T0_NS = time.monotonic_ns()  # this process's first instruction (device_bench)
 
 import argparse
 import ctypes
-import errno
 import json
 import os
 import select
 import shlex
 import signal
 import socket
-import stat
 import struct
 import sys
 import tempfile
