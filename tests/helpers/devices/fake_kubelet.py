@@ -648,6 +648,8 @@ def main():
         plugins.kill_all()
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
+        if not args.stubs:
+            shutil.rmtree(mods[0], ignore_errors=True)  # the temp dir load_stubs made
     print("%d passed, %d failed" % (passes, failures))
     sys.exit(1 if failures else 0)
 
