@@ -25,7 +25,7 @@
 #               iptables and crun it copies into the guest
 #   bench       the build, and the peers `make bench` compares with (peers,
 #               grpcio for grpc_bench, grpcio, grpc_tools and msgpack for
-#               nomad_bench)
+#               nomad_bench, grpcio and grpc_tools for device_bench)
 #   peers       s6 and runit, which peer_bench runs side by side with outpost;
 #               only `make bench` asks for them (not in all: `make test` and
 #               `make deps` never need them)
@@ -122,7 +122,7 @@ group() {
       add containernetworking-plugins iptables  # cni_bench
       add crun busybox-static  # oci_bench
       add python3-grpcio  # grpc_bench's grpcio client and server
-      add python3-grpc-tools python3-msgpack  # nomad_bench's Python Nomad driver plugin
+      add python3-grpc-tools python3-msgpack  # nomad_bench's Python Nomad driver plugin, device_bench's device plugin
       ;;
     peers)
       # the peers peer_bench compares with. It starts its own s6-svscan and
