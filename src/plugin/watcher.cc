@@ -47,9 +47,13 @@ Result<Info> DecodePluginInfo(std::string_view bytes, const std::string& socket,
                                      {"name", &info.name}}) {
     if (value->empty()) return bad(field, "is empty");
     if (value->size() > kMaxNameBytes) return bad(field, Format("is longer than %zu bytes", kMaxNameBytes));
+    // A name may hold '/': device plugins are named by resource
+    // ("vendor.example/gpu"), as the kubelet has them; a type may not.
+    const bool slash_ok = value == &info.name;
     for (char c : *value) {
-      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '/') {
-        return bad(field, "\"" + Shown(*value) + "\" contains '/' or a control character");
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f || (c == '/' && !slash_ok)) {
+        return bad(field, "\"" + Shown(*value) + (slash_ok ? "\" contains a control character"
+                                                            : "\" contains '/' or a control character"));
       }
     }
   }

@@ -461,7 +461,7 @@ TEST_F(PluginTest, SeparateEndpointIsWhereTheConnectionGoes) {
 
 TEST_F(PluginTest, MalformedInfoIsRefusedWithTheField) {
   Start();
-  FakePlugin* p = Serve("m.sock", "bad/name");
+  FakePlugin* p = Serve("m.sock", "bad\x01name");  // a name may hold '/' (resource names), not control bytes
   ASSERT_TRUE(WaitFor([&] { return !p->notified.empty(); }));
   EXPECT_FALSE(p->notified[0].first);
   EXPECT_NE(p->notified[0].second.find("PluginInfo.name"), std::string::npos) << p->notified[0].second;
