@@ -34,6 +34,7 @@ const CommandOptions kCommandOptions[] = {
      "@jobs"},
     {"status", "", ""},
     {"plugins", "--config=", "check"},
+    {"devices", "", ""},
     {"networks", "--show=", ""},
     {"nri", "", ""},
     {"hooks", "--task=@jobs", ""},
