@@ -46,8 +46,13 @@ Status Agent::StartRegistry() {
     ev.annotations = annotations;
     events->Publish(ev);
   };
-  d.on_devices_changed = [this] {
-    if (jobs_) jobs_->OnDevicesChanged();
+  // Told after the current callback: the manager tells its events before
+  // it takes the plugin's new list.
+  Loop* lp = loop_.get();
+  d.on_devices_changed = [this, lp] {
+    lp->Defer([this] {
+      if (jobs_) jobs_->OnDevicesChanged();
+    });
   };
   devices_ = std::make_unique<devices::DevicePlugins>(loop_.get(), plugins_.get(), d);
   OUTPOST_RETURN_IF_ERROR(plugins_->AddHandler(devices_.get()));
