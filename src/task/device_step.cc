@@ -27,7 +27,7 @@ Status CheckHostPaths(const devices::Grant& g, const std::string& driver) {
     const auto& m = g.mounts[i];
     if (m.host_path != m.container_path) {
       return Error(Code::kFailedPrecondition,
-                   Format("devices: mounts[%zu]: host_path %s and container_path %s differ: driver %s runs tasks in "
+                   Format("devices: mounts[%zu]: host_path %s and container_path %s differ: the %s driver runs tasks in "
                           "the host's mount namespace",
                           i, m.host_path.c_str(), m.container_path.c_str(), driver.c_str()));
     }
@@ -36,7 +36,7 @@ Status CheckHostPaths(const devices::Grant& g, const std::string& driver) {
     const auto& d = g.devices[i];
     if (!d.host_path.empty() && d.host_path != d.container_path) {
       return Error(Code::kFailedPrecondition,
-                   Format("devices: devices[%zu]: host_path %s and container_path %s differ: driver %s runs tasks in "
+                   Format("devices: devices[%zu]: host_path %s and container_path %s differ: the %s driver runs tasks in "
                           "the host's mount namespace",
                           i, d.host_path.c_str(), d.container_path.c_str(), driver.c_str()));
     }
