@@ -338,7 +338,7 @@ Status Agent::StartTasks() {
   });
   tasks_->SetIdResolver([jobs](const std::string& j, const std::string& t) { return jobs->TaskId(j, t); });
   tasks_->SetDriverGoneListener([jobs](const std::string& name) { jobs->OnDriverGone(name); });
-  RegisterJobApi(loop_.get(), jobs, tasks_.get(), cgroups_.get(), &events_, api_.get());
+  RegisterJobApi(loop_.get(), jobs, tasks_.get(), cgroups_.get(), devices_.get(), &events_, api_.get());
   // With a keeper, the exits of tasks that ended while no worker ran arrive
   // with its journal: jobs are recovered once that is replayed, or once the
   // link is attached if the keeper has nothing to replay (AttachKeeper).

@@ -101,7 +101,8 @@ std::vector<std::pair<std::string, std::string>> JobTaskRunner::EndedJobTasks() 
 
 namespace {
 
-outpost_v1_EnvVar* Pairs(const std::map<std::string, std::string>& m, Arena* a) {
+template <typename PairList>
+outpost_v1_EnvVar* Pairs(const PairList& m, Arena* a) {
   auto* out = a->Array<outpost_v1_EnvVar>(m.size());
   size_t i = 0;
   for (const auto& [k, v] : m) {
@@ -120,7 +121,30 @@ struct JobApi {
   task::TaskManager* tm;
   task::EventLog* events;
   const cgroup::Cgroups* cgroups;
+  const devices::DevicePlugins* devices;  // null: device plugins off
 };
+
+// The devices a task holds, per resource, and their plugins' annotations.
+void FillDevices(const devices::DevicePlugins* d, const std::string& task_id, Arena* a, outpost_v1_JobTaskInfo* o) {
+  if (d == nullptr) return;
+  std::vector<const devices::Allocation*> held;
+  std::vector<std::pair<std::string, std::string>> notes;
+  for (const devices::Allocation& al : d->manager().allocations()) {
+    if (al.task != task_id || !al.committed) continue;
+    held.push_back(&al);
+    notes.insert(notes.end(), al.response.annotations.begin(), al.response.annotations.end());
+  }
+  o->devices_count = static_cast<pb_size_t>(held.size());
+  o->devices = a->Array<outpost_v1_HeldDevices>(held.size());
+  for (size_t i = 0; i < held.size(); ++i) {
+    o->devices[i] = outpost_v1_HeldDevices_init_zero;
+    o->devices[i].resource = a->Str(held[i]->resource);
+    o->devices[i].ids_count = static_cast<pb_size_t>(held[i]->devices.size());
+    o->devices[i].ids = a->StrArray(held[i]->devices);
+  }
+  o->device_annotations_count = static_cast<pb_size_t>(notes.size());
+  o->device_annotations = Pairs(notes, a);
+}
 
 void FillJob(const job::JobView& v, const JobApi& api, bool full, Arena* a, outpost_v1_JobInfo* out) {
   task::TaskManager* tm = api.tm;
@@ -173,6 +197,7 @@ void FillJob(const job::JobView& v, const JobApi& api, bool full, Arena* a, outp
     o.start_error_permanent = t.start_error_permanent;
     o.start_exit_code = t.start_exit_code;
     o.next_start_unix_nanos = t.next_start_unix_nanos;
+    FillDevices(api.devices, t.task_id, a, &o);
     auto tv = tm->Inspect(t.task_id);
     if (tv.ok()) {
       if (tv->status.state != driver::TaskState::kExited) o.pid = tv->status.pid;
@@ -349,7 +374,7 @@ using Handler = void (*)(const JobApi&, const wire::CallContext&, std::string_vi
 }  // namespace
 
 void RegisterJobApi(Loop* loop, job::JobManager* jobs, task::TaskManager* tm, const cgroup::Cgroups* cgroups,
-                    task::EventLog* events, wire::RpcServer* server) {
+                    const devices::DevicePlugins* devices, task::EventLog* events, wire::RpcServer* server) {
   static const struct {
     const char* method;
     Handler fn;
@@ -357,7 +382,7 @@ void RegisterJobApi(Loop* loop, job::JobManager* jobs, task::TaskManager* tm, co
       {"SubmitJob", SubmitJob}, {"ListJobs", ListJobs},   {"InspectJob", InspectJob},
       {"StopJob", StopJob},     {"RemoveJob", RemoveJob}, {"RestartJob", RestartJob},
   };
-  const JobApi api{loop, jobs, tm, events, cgroups};
+  const JobApi api{loop, jobs, tm, events, cgroups, devices};
   for (const auto& m : kMethods) {
     Handler fn = m.fn;
     server->Register(kAgentService, m.method,

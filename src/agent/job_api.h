@@ -60,8 +60,9 @@ class JobTaskRunner : public job::TaskRunner, public job::TaskStore {
   void SetDevicesFreed(std::function<void()> fn) { devices_freed_ = std::move(fn); }
 };
 
+// devices: null when device plugins are off.
 void RegisterJobApi(Loop* loop, job::JobManager* jobs, task::TaskManager* tasks, const cgroup::Cgroups* cgroups,
-                    task::EventLog* events, wire::RpcServer* server);
+                    const devices::DevicePlugins* devices, task::EventLog* events, wire::RpcServer* server);
 
 }  // namespace agent
 }  // namespace outpost

@@ -96,6 +96,21 @@ picojson::value TaskJson(const outpost_v1_JobTaskInfo& t) {
   o["reason"] = JsonText(t.reason);
   o["last_exit"] = JsonText(t.last_exit);
   o["next_start_at"] = JsonTime(t.next_start_unix_nanos);
+  picojson::array devs;
+  for (pb_size_t i = 0; i < t.devices_count; i++) {
+    picojson::object d;
+    d["resource"] = picojson::value(PbString(t.devices[i].resource));
+    picojson::array ids;
+    for (pb_size_t k = 0; k < t.devices[i].ids_count; k++) ids.push_back(picojson::value(PbString(t.devices[i].ids[k])));
+    d["ids"] = picojson::value(ids);
+    devs.push_back(picojson::value(d));
+  }
+  o["devices"] = picojson::value(devs);
+  picojson::object notes;
+  for (pb_size_t i = 0; i < t.device_annotations_count; i++) {
+    notes[PbString(t.device_annotations[i].name)] = picojson::value(PbString(t.device_annotations[i].value));
+  }
+  o["device_annotations"] = picojson::value(notes);
   if (t.has_task) o["task"] = InfoJson(t.task);
   return picojson::value(o);
 }

@@ -210,6 +210,15 @@ int InspectTaskOfJob(const GlobalOptions& g, const JobInfo& j, const std::string
     }
     if (t.reason && *t.reason) std::printf("reason:     %s\n", t.reason);
     if (t.next_start_unix_nanos) std::printf("next start: %s\n", Time(t.next_start_unix_nanos).c_str());
+    for (pb_size_t k = 0; k < t.devices_count; k++) {
+      std::string ids;
+      for (pb_size_t n = 0; n < t.devices[k].ids_count; n++) ids += (n ? ", " : "") + PbString(t.devices[k].ids[n]);
+      std::printf("%-12s%s: %s\n", k ? "" : "devices:", PbString(t.devices[k].resource).c_str(), ids.c_str());
+    }
+    for (pb_size_t k = 0; k < t.device_annotations_count; k++) {
+      std::printf("%-12sannotation %s=%s\n", "", PbString(t.device_annotations[k].name).c_str(),
+                  PbString(t.device_annotations[k].value).c_str());
+    }
     PrintTaskChecks(t);
     if (usage.is<picojson::object>()) {
       const picojson::object& u = usage.get<picojson::object>();

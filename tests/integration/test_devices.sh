@@ -18,7 +18,7 @@
 #                            JOB/TASK or -
 #   outpost --json devices   {"resources": [{"name", "endpoint", "connected",
 #                            "devices": [{"id", "health", "task"}]}]}
-#   outpost inspect J/T      a line "devices: RESOURCE: ID, ID"
+#   outpost inspect J/T      a line "devices:    RESOURCE: ID, ID"
 #   events                   device_plugin_registered, device_health,
 #                            device_allocation_failed
 
@@ -438,7 +438,7 @@ test_devices_too_few_devices_the_task_waits_then_starts() {
   expect_eq "$(dv_q count tf rpc=Allocate)" 1 "one Allocate"
   expect_eq "$(dv_q field tf devices_ids rpc=Allocate | tr -d '[]" ' | dv_sorted)" "dev0,dev1" "both devices allocated"
   expect_exit 0 op inspect w/t
-  expect_contains "$OUT" "devices: $DV_RES: dev0, dev1" "inspect shows the task's devices"
+  expect_contains "$OUT" "devices:    $DV_RES: dev0, dev1" "inspect shows the task's devices"
   dv_holder_is $DV_RES dev0 w/t && dv_holder_is $DV_RES dev1 w/t || fail "the holder: $(op devices 2>&1)"
   expect_eq "$(dv_q count tf rpc=PreStartContainer)" 0 "no PreStartContainer unless the options ask"
 }
@@ -448,7 +448,8 @@ test_devices_too_few_devices_the_task_waits_then_starts() {
 test_devices_allocate_failure_fails_the_start_with_the_plugins_message() {
   dv_setup || return 0
   dv_start
-  dv_up af --devices dev0 --allocate-fail "dev0: firmware not loaded"
+  dv_up af --devices dev0
+  dv_control af "--allocate-fail 'dev0: firmware not loaded'"
   local DV_EXTRA='"restart": {"policy": "never"}'
   dv_submit f "$(dv_task t 1 "$HELPER" sleep 600)"
   wait_for 20 jt_events_contain f/t "dev0: firmware not loaded" || fail "the plugin's message is not in the events: $(op events f/t 2>&1)"
@@ -533,7 +534,7 @@ test_devices_allocate_response_reaches_an_exec_task() {
   wait_for 10 dv_logs_have e/t "DEV_IDS=dev0" || fail "the env is not in the task's output: $(op logs e/t 2>&1)"
   wait_for 10 dv_logs_have e/t "data-seen" || fail "the mount's file: $(op logs e/t 2>&1)"
   expect_exit 0 op inspect e/t
-  expect_contains "$OUT" "devices: $DV_RES: dev0" "inspect's devices line"
+  expect_contains "$OUT" "devices:    $DV_RES: dev0" "inspect's devices line"
   expect_contains "$OUT" "example.com/dev-ids=ids-dev0" "inspect shows the plugin's annotation"
   expect_eq "$(dv_q field ev response rpc=Allocate | "$DV_PY" -c 'import json,sys; r=json.load(sys.stdin); print(len(r["mounts"]), len(r["devices"]))')" \
     "1 1" "the answer had a mount and a device"
@@ -595,7 +596,7 @@ test_devices_kept_across_restarts_and_freed_when_removed() {
   expect_eq "$(dv_q count kr rpc=Allocate)" 1 "no second Allocate for a restart"
   jt_tstate_is b/t pending || fail "b/t got the device during a's restart: $(op inspect b 2>&1)"
   expect_exit 0 op inspect a/t
-  expect_contains "$OUT" "devices: $DV_RES: dev0" "a/t's devices"
+  expect_contains "$OUT" "devices:    $DV_RES: dev0" "a/t's devices"
   expect_exit 0 op rm a
   wait_for 20 jt_running_pid b/t >/dev/null || fail "b/t did not take the freed device: $(op inspect b 2>&1); $(op devices 2>&1)"
   dv_holder_is $DV_RES dev0 b/t || fail "dev0 not b's: $(op devices 2>&1)"
