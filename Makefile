@@ -348,6 +348,13 @@ OUTPOST_LDFLAGS := $(if $(SANITIZE),,-Wl,-T,$(OUTPOST_LD_SCRIPT))
 # keeps the same fix without veneers and fails the link if some sequence
 # cannot be fixed that way: then it is linked again with both workarounds.
 A53_FIX := $(if $(filter arm64,$(ARCH)),$(if $(SANITIZE),,-Wl,--fix-cortex-a53-843419=adr))
+# aarch64 without RELRO: ld aligns the end of the RELRO region to the 64 KiB
+# maximum page size (kept so the binary loads on kernels with 64 KiB pages),
+# which pads the file by up to 64 KiB: a quarter of the size budget's room.
+# In a static binary RELRO only makes .got, .init_array and .data.rel.ro
+# read-only after start; without it they stay writable like .data
+# (docs/benchmarks.md#size).
+OUTPOST_LDFLAGS += $(if $(filter arm64,$(ARCH)),$(if $(SANITIZE),,-Wl,-z,norelro))
 $(BUILD)/outpost: $(MAIN_OBJ) $(BUILD)/liboutpost.a $(OUTPOST_LD_SCRIPT)
 	@echo "  LINK    $@"
 	$(Q)$(CXX) $(LDFLAGS) $(OUTPOST_LDFLAGS) $(A53_FIX) -o $@ $(MAIN_OBJ) $(BUILD)/liboutpost.a $(NANOPB_LIB) \

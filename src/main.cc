@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "cli/cli.h"
@@ -21,3 +22,27 @@ void __verbose_terminate_handler() {
 }
 
 }  // namespace __gnu_cxx
+
+// Replace glibc's message translation and its assert report, the same way
+// and for the same reason. outpost never calls setlocale, so in its C
+// locale glibc's gettext returns the message it is given, but linking it
+// (through strerror, libstdc++'s error paths and assert) pulls in the
+// message catalog loader, charset conversion and wide-character printf:
+// about 45 KB on aarch64. These return the message unchanged, as glibc does
+// in the C locale, and report a failed assertion as glibc does, then abort.
+extern "C" {
+
+char* __dcgettext(const char*, const char* msgid, int) { return const_cast<char*>(msgid); }
+char* dcgettext(const char*, const char* msgid, int) { return const_cast<char*>(msgid); }
+char* __gettext(const char* msgid) { return const_cast<char*>(msgid); }
+char* gettext(const char* msgid) { return const_cast<char*>(msgid); }
+
+void __assert_fail(const char* expr, const char* file, unsigned int line, const char* function) {
+  char buf[512];
+  int n = std::snprintf(buf, sizeof buf, "outpost: %s:%u: %s: Assertion `%s' failed.\n", file, line,
+                        function ? function : "?", expr);
+  if (n > 0) (void)::write(STDERR_FILENO, buf, static_cast<size_t>(n) < sizeof buf ? static_cast<size_t>(n) : sizeof buf - 1);
+  std::abort();
+}
+
+}  // extern "C"

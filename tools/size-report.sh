@@ -100,8 +100,8 @@ fi
 echo "size: $arch $stripped $(fmt "$total") B, budget $(fmt "$budget") B (1.75 MiB): $verdict"
 # The file holds the code segment, then the data segment at an offset that
 # keeps their addresses congruent modulo the segment alignment (64 KiB on
-# ARM): code that grows past where the data begins moves the data, and the
-# file, on by a whole step. Printed so that a change sees it coming.
+# ARM); with RELRO, whose end ld aligns to that, code that grows past where
+# the data begins moves the data, and the file, on by a whole step. Printed so that a change sees it coming.
 # The executable LOAD and the one after it: "offset filesize align next-offset".
 # (Nothing when readelf cannot read it: the line is left out.)
 loads=$({ "${READELF:-readelf}" -lW "$stripped" 2>/dev/null || true; } | awk '
@@ -110,7 +110,13 @@ loads=$({ "${READELF:-readelf}" -lW "$stripped" 2>/dev/null || true; } | awk '
 read -r code_off code_size align data_off <<<"$loads"
 if [ -n "${data_off:-}" ]; then
   room=$((data_off - code_off - code_size))
-  echo "size: $arch code may grow by $(fmt "$room") B before the file grows by a step of up to $(fmt $((align))) B"
+  if [ "$room" -lt 4096 ]; then
+    # No RELRO padding (aarch64 links with -z norelro): the data follows
+    # the code within a 4 KiB page, and the file grows with the code.
+    echo "size: $arch the data follows the code: the file grows with the code (no step)"
+  else
+    echo "size: $arch code may grow by $(fmt "$room") B before the file grows by a step of up to $(fmt $((align))) B"
+  fi
 fi
 while read -r folder bytes; do
   base=""
