@@ -5,6 +5,7 @@
 #include "agent.pb.h"
 #include "agent/agent.h"
 #include "agent/plugin_api.h"
+#include "devices/plugins.h"
 #include "task/manager.h"
 #include "cgroup/cgroup.h"
 #include "job/manager.h"
@@ -95,6 +96,17 @@ std::vector<Feature> CollectFeatures(Agent* agent) {
   bool plugins_ok = false;
   std::string plugins = PluginSummary(agent, &plugins_ok);
   out.push_back({"plugins", plugins_ok, plugins});
+  if (devices::DevicePlugins* d = agent->device_plugins()) {
+    size_t devs = 0, healthy = 0;
+    for (const devices::ResourceState& r : d->manager().resources()) {
+      devs += r.devices.size();
+      for (const devices::Device& dev : r.devices) healthy += r.connected && dev.healthy();
+    }
+    out.push_back({"device_plugins", true,
+                   Format("%zu resources (%zu devices, %zu healthy); kubelet.sock in %s",
+                          d->manager().resources().size(), devs, healthy,
+                          agent->config().device_plugins_dir.c_str())});
+  }
   if (driver::nomad::Plugins* nomad = agent->nomad_plugins()) {
     bool nomad_ok = true;
     std::string summary = nomad->Summary(&nomad_ok);
