@@ -1,7 +1,7 @@
 // libFuzzer target for what a plugin answers to GetInfo (plugin/watcher's
 // DecodePluginInfo): any bytes either decode into an Info that keeps the
-// rules (non-empty type and name without '/' or control bytes, an absolute
-// endpoint) or give an error; never a crash, a leak or a hang.
+// rules (non-empty type and name without control bytes, a type without
+// '/', an absolute endpoint) or give an error; never a crash, a leak or a hang.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -24,7 +24,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   Check(!info->type.empty() && !info->name.empty());
-  Check(info->name.find('/') == std::string::npos);
+  Check(info->type.find('/') == std::string::npos);
+  for (const std::string* v : {&info->type, &info->name}) {
+    for (char c : *v) Check(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f);
+  }
   Check(!info->endpoint.empty() && info->endpoint[0] == '/');
   return 0;
 }
