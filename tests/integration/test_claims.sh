@@ -18,15 +18,19 @@ tc_first_agent() {
 tc_both_logged() { [ "$(op logs first/a 2>/dev/null)" != "" ] && [ "$(op logs first/b 2>/dev/null)" != "" ]; }
 
 # tc_snapshot: what must not change: task pids and states, every file of
-# the state dir but the lock file's (contents, byte for byte), the runtime dir's
-# names.
+# the state dir but the lock file's and the event history's (contents, byte
+# for byte), the runtime dir's names. The first agent appends to its event
+# history on its own (a task turning healthy a second after it started) and
+# compacts it a second later; its events are compared as
+# `outpost events` lists them, less the healthy ones.
 tc_snapshot() {
   op --json ps | python3 -c '
 import json, sys
 for j in json.load(sys.stdin)["jobs"]:
     for t in j.get("tasks", []):
         print(j["id"], t["name"], t.get("state"), t.get("pid"))'
-  (cd "$T/state" && find . -type f ! -name agent.lock | sort | xargs sha256sum)
+  (cd "$T/state" && find . -type f ! -name agent.lock ! -name events | sort | xargs sha256sum)
+  op events 2>/dev/null | grep -v ' healthy' | cut -c25-
   (cd "$T/run" && find . | sort)
 }
 
