@@ -182,18 +182,35 @@ void NomadPlugin::StartTask(const TaskConfig& config, StartCallback done) {
                                                                                                : Code::kInternal,
                         what + ": " + bad));
     }
-    TaskHandle h;
-    h.version = a->handle_version;
-    h.config = config;
-    h.started_at_unix_nanos = WallNanos();
-    h.pid = MainPid(instance);
+    auto h = std::make_shared<TaskHandle>();
+    h->version = a->handle_version;
+    h->config = config;
+    h->started_at_unix_nanos = WallNanos();
     // Kept as text: task records are JSON.
-    h.driver_state = Base64Encode(a->handle);
-    EmitEvent(id, "started", h.pid > 0 ? Format("started with pid %d", h.pid) : std::string("started"));
-    done(std::move(h));
+    h->driver_state = Base64Encode(a->handle);
+    FindPid(id, instance, h, kPidLookups, done);
   });
   (void)call->Write(*request);
   call->CloseSend();
+}
+
+// The task's main process: the oldest one with the task's instance in its
+// environment. A plugin may answer StartTask between its fork and the
+// child's exec (the child still has the plugin's environment): looked up
+// again, every 25 ms, a few times; a driver whose tasks are no local
+// process (a VM) starts without a pid after that.
+void NomadPlugin::FindPid(const std::string& id, const std::string& instance, std::shared_ptr<TaskHandle> h,
+                          int tries, StartCallback done) {
+  h->pid = MainPid(instance);
+  if (h->pid == 0 && tries > 1) {
+    std::weak_ptr<bool> alive = alive_;
+    loop_->AddTimer(25 * 1000000LL, [this, alive, id, instance, h, tries, done = std::move(done)]() mutable {
+      if (alive.lock()) FindPid(id, instance, h, tries - 1, std::move(done));
+    });
+    return;
+  }
+  EmitEvent(id, "started", h->pid > 0 ? Format("started with pid %d", h->pid) : std::string("started"));
+  done(std::move(*h));
 }
 
 void NomadPlugin::RecoverTask(const TaskHandle& handle, DoneCallback done) {

@@ -104,6 +104,9 @@ class NomadPlugin : public Driver {
   void UnsubscribeEvents(uint64_t id) override;
 
  private:
+  static constexpr int kPidLookups = 20;  // 25 ms apart: half a second
+  void FindPid(const std::string& id, const std::string& instance, std::shared_ptr<TaskHandle> h, int tries,
+               StartCallback done);
   using Reply = std::function<void(Result<std::string>)>;
 
   void Launch();
