@@ -102,10 +102,14 @@ std::vector<Feature> CollectFeatures(Agent* agent) {
       devs += r.devices.size();
       for (const devices::Device& dev : r.devices) healthy += r.connected && dev.healthy();
     }
+    const std::string& dir = agent->config().device_plugins_dir;
+    const std::string& registry = agent->config().kubelet_plugins_dir;
+    std::string where = dir.empty() ? std::string("no kubelet.sock (device_plugins_dir is empty)")
+                                    : "kubelet.sock in " + dir;
+    if (!registry.empty()) where += "; plugins_registry " + registry;
     out.push_back({"device_plugins", true,
-                   Format("%zu resources (%zu devices, %zu healthy); kubelet.sock in %s",
-                          d->manager().resources().size(), devs, healthy,
-                          agent->config().device_plugins_dir.c_str())});
+                   Format("%zu resources (%zu devices, %zu healthy); %s", d->manager().resources().size(), devs,
+                          healthy, where.c_str())});
   }
   if (driver::nomad::Plugins* nomad = agent->nomad_plugins()) {
     bool nomad_ok = true;

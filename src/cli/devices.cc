@@ -75,8 +75,10 @@ int RunDevices(const GlobalOptions& opts, const std::vector<std::string>& args) 
     return kExitOk;
   }
   if (resp->resources_count == 0) {
-    std::printf("no device plugin resources (plugins register at %s/kubelet.sock or in %s)\n",
-                PbString(resp->device_plugins_dir).c_str(), PbString(resp->kubelet_plugins_dir).c_str());
+    std::string dir = PbString(resp->device_plugins_dir), registry = PbString(resp->kubelet_plugins_dir);
+    std::string where = dir.empty() ? "" : "at " + dir + "/kubelet.sock";
+    if (!registry.empty()) where += (where.empty() ? "in " : " or in ") + registry;
+    std::printf("no device plugin resources (plugins register %s)\n", where.c_str());
     return kExitOk;
   }
   std::printf("%-32s %-16s %-10s %-24s %s\n", "RESOURCE", "DEVICE", "HEALTH", "TASK", "PLUGIN");
