@@ -130,7 +130,7 @@ value DeviceRules(const std::vector<Device>& devices) {
     o["type"] = value(d.type == "u" ? "c" : d.type);
     o["major"] = Num(d.major);
     o["minor"] = Num(d.minor);
-    o["access"] = value("rwm");
+    o["access"] = value(d.access.empty() ? std::string("rwm") : d.access);
     a.emplace_back(std::move(o));
   }
   return value(std::move(a));

@@ -40,6 +40,8 @@ struct Device {
   std::optional<uint32_t> file_mode;
   std::optional<uint32_t> uid;
   std::optional<uint32_t> gid;
+  std::string host_path;  // where the node has it ("" = path): a device plugin's grant may differ
+  std::string access;     // the cgroup rule's access, of r, w, m ("" = "rwm")
 };
 
 struct BundleInput {

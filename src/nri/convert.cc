@@ -247,7 +247,7 @@ Status ApplyAdjustment(const ContainerAdjustment& adj, const std::vector<Claim>&
       if (d.type != "c" && d.type != "b" && d.type != "u" && d.type != "p") {
         return Refuse(claims, Field::kDevices, d.path, "device type \"" + d.type + "\" is not c, b, u or p");
       }
-      devices.push_back({d.path, d.type, d.major, d.minor, d.file_mode, d.uid, d.gid});
+      devices.push_back({d.path, d.type, d.major, d.minor, d.file_mode, d.uid, d.gid, {}, {}});
     }
   }
   std::vector<driver::Mount> mounts = c->mounts;

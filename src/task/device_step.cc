@@ -101,6 +101,8 @@ Status TaskManager::ApplyGrant(const devices::Grant& g, StartOp* op) {
     dev.file_mode = st.st_mode & 07777;
     dev.uid = st.st_uid;
     dev.gid = st.st_gid;
+    dev.host_path = host;
+    dev.access = d.permissions;
     c.devices.push_back(std::move(dev));
   }
   return OkStatus();

@@ -544,7 +544,7 @@ TEST(BundleConfig, HasTheRequiredFieldsWithTheirTypes) {
 TEST(BundleConfig, HasNriMountsDevicesAndOomScoreAdj) {
   BundleInput in = SampleInput();
   in.bind_mounts = {{"/srv/data", "/data", true}};
-  in.devices = {{"/dev/fuse", "c", 10, 229, 0666u, 0u, {}}};
+  in.devices = {{"/dev/fuse", "c", 10, 229, 0666u, 0u, {}, {}, {}}};
   in.oom_score_adj = -500;
   picojson::value c = BundleConfig(in);
   EXPECT_EQ(c.get("process").get("oomScoreAdj").get<int64_t>(), -500);
@@ -562,6 +562,10 @@ TEST(BundleConfig, HasNriMountsDevicesAndOomScoreAdj) {
   EXPECT_EQ(d.get("fileMode").get<int64_t>(), 0666);
   const picojson::value& rule = c.get("linux").get("resources").get("devices").get<picojson::array>().at(0);
   EXPECT_EQ(rule.serialize(), "{\"access\":\"rwm\",\"allow\":true,\"major\":10,\"minor\":229,\"type\":\"c\"}");
+  // A device plugin's permissions narrow the rule.
+  in.devices[0].access = "r";
+  EXPECT_EQ(BundleConfig(in).get("linux").get("resources").get("devices").get<picojson::array>().at(0).get("access").to_str(),
+            "r");
   in.bind_mounts.clear();
   in.devices.clear();
   in.oom_score_adj.reset();

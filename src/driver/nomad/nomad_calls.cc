@@ -417,9 +417,9 @@ void NomadPlugin::TaskStats(const std::string& id, StatsCallback done) {
         s.measured.push_back("rss");
       }
       if (u.has_cpu) {
-        // Nomad reports CPU time in nanoseconds of the mode (user, system).
-        s.cpu_user_nanos = static_cast<uint64_t>(u.cpu.user_mode);
-        s.cpu_system_nanos = static_cast<uint64_t>(u.cpu.system_mode);
+        // Nomad's user_mode and system_mode are percentages of the
+        // interval (its executor's cpu stats), not CPU time: only the
+        // total percentage has a place in outpost's stats.
         s.cpu_percent = u.cpu.percent;
         s.measured.push_back("cpu_percent");
       }

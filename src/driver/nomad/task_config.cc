@@ -191,7 +191,10 @@ Result<std::string> EncodeStartTask(const TaskConfig& c, const std::string& noma
   t.mounts = mounts.data();
   std::vector<NDevice> devices;
   static const std::string kRwm = "rwm";
-  for (const Device& d : c.devices) devices.push_back(NDevice{PbStr(d.path), PbStr(d.path), PbStr(kRwm)});
+  for (const Device& d : c.devices) {
+    devices.push_back(NDevice{PbStr(d.path), PbStr(d.host_path.empty() ? d.path : d.host_path),
+                              PbStr(d.access.empty() ? kRwm : d.access)});
+  }
   t.devices_count = static_cast<pb_size_t>(devices.size());
   t.devices = devices.data();
   t.user = PbStr(user);
