@@ -57,7 +57,7 @@ report=$("$nm_tool" -C --print-size "$bin" | awk -v total="$total" '
     folder = ""
     if (match(name, /outpost::[A-Za-z_]+/)) {
       ns = substr(name, RSTART + 9, RLENGTH - 9)
-      if (ns ~ /^(agent|cgroup|cli|driver|driverproto|hooks|job|keeper|logs|loop|net|nri|plugin|proc|sdk|task|wire)$/) folder = ns
+      if (ns ~ /^(agent|cgroup|cli|devices|driver|driverproto|hooks|job|keeper|logs|loop|net|nri|plugin|proc|sdk|task|wire)$/) folder = ns
       else if (ns ~ /^(Loop|LoopFd|PendingWrites)$/) folder = "loop"
       else folder = "base"
     } else if (name ~ /^outpost_v1_|^ttrpc_|^pluginregistration_/) {
