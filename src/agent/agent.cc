@@ -425,6 +425,9 @@ Status Agent::Run() {
                               {"pid", std::to_string(::getpid())},
                               {"socket", config_.ApiSocket()},
                               {"config", config_.path.empty() ? "(defaults)" : config_.path}});
+  // As the keeper: an idle worker keeps only the code it runs again
+  // (base/code_pages.h), once nothing has woken it for 1.2 s.
+  loop_->DropCodeWhenIdle(1200 * kNanosPerMilli);
   Status st = loop_->Run();
   log::Info("agent stopped");
   return st;

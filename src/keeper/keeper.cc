@@ -19,6 +19,7 @@
 #include <memory>
 
 #include "base/clock.h"
+#include "base/code_pages.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/sys.h"
@@ -65,37 +66,11 @@ std::string ResolveSelfExe() {
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
-// The keeper runs a few KiB of the agent binary's code, but start-up (config
-// parsing, logging) touches much more, and the kernel maps code in 64 KiB
-// "fault-around" windows: without this a static keeper idles at about 1.4 MiB
-// RSS, almost all of it code it will not run again. After such work we drop
-// the resident pages of the binary's read-only, never-written segments
-// (MADV_DONTNEED on a private file mapping without private copies simply
-// unmaps page-cache pages; the next use maps them again, from the page cache
-// the worker shares). Writable segments (data, RELRO) are never touched.
-// The ranges are found once; dropping is then one madvise per range right
-// before poll, so little code runs (and is mapped again) before we sleep.
-struct CodeRanges {
-  struct Range {
-    void* start;
-    size_t len;
-  } r[8];
-  int n = 0;
-};
-
-int FindReadOnlySegments(dl_phdr_info* info, size_t, void* data) {
-  auto* out = static_cast<CodeRanges*>(data);
-  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  for (int i = 0; i < info->dlpi_phnum && out->n < 8; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W)) continue;
-    uintptr_t start = (info->dlpi_addr + ph.p_vaddr + page - 1) & ~(page - 1);
-    uintptr_t end = (info->dlpi_addr + ph.p_vaddr + ph.p_memsz) & ~(page - 1);
-    if (end > start) out->r[out->n++] = {reinterpret_cast<void*>(start), end - start};
-  }
-  return 1;  // the first object is the executable itself: stop there
-}
-
+// The keeper runs a few KiB of the agent binary's code, but start-up
+// touches much more (base/code_pages.h): without a drop a static keeper
+// idles at about 1.4 MiB RSS. The ranges are found once; dropping is then
+// one madvise per range right before poll, so little code runs (and is
+// mapped again) before we sleep.
 // Drops the code pages (when asked) and sleeps in poll. Kept out of line and
 // in the hot text section (grouped at the start of .text, with nothing else
 // the keeper runs while idle), so that what runs between the drop and the
@@ -103,7 +78,7 @@ int FindReadOnlySegments(dl_phdr_info* info, size_t, void* data) {
 // the loop would otherwise be inlined into.
 [[gnu::noinline, gnu::hot]] int DropCodePagesAndPoll(const CodeRanges* drop, pollfd* pfd, nfds_t n, int timeout) {
   if (drop) {
-    for (int i = 0; i < drop->n; ++i) ::madvise(drop->r[i].start, drop->r[i].len, MADV_DONTNEED);
+    DropCodePages(*drop);
   }
   int r;
   do {
@@ -201,7 +176,7 @@ Status Keeper::Init(int journal_fd) {
 
   exe_ = ResolveSelfExe();
   BuildArgv();
-  ::dl_iterate_phdr(FindReadOnlySegments, &code_);
+  code_ = FindCodeRanges();
 
   if (journal_fd >= 0) {
     // We are the same keeper (same pid), re-executed by an upgrade: a worker

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/clock.h"
+#include "base/code_pages.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/sys.h"
@@ -291,6 +292,7 @@ Status Loop::RunOnce(int64_t timeout_nanos) {
     if (errno == EINTR) return OkStatus();
     return ErrnoError("epoll_wait");
   }
+  woke_ = n > 0 || !deferred_.empty();
   for (int i = 0; i < n; ++i) {
     int fd = static_cast<int>(events[i].data.u64 & 0xffffffffu);
     uint32_t generation = static_cast<uint32_t>(events[i].data.u64 >> 32);
@@ -304,9 +306,33 @@ Status Loop::RunOnce(int64_t timeout_nanos) {
   return OkStatus();
 }
 
+void Loop::DropCodeWhenIdle(int64_t quiet_nanos) {
+  drop_quiet_nanos_ = quiet_nanos;
+  drop_pending_ = quiet_nanos > 0;
+  last_woke_ = MonotonicNanos();
+}
+
 Status Loop::Run() {
   stopped_ = false;
-  while (!stopped_) OUTPOST_RETURN_IF_ERROR(RunOnce(-1));
+  CodeRanges code;
+  if (drop_quiet_nanos_ > 0) code = FindCodeRanges();
+  while (!stopped_) {
+    int64_t wait = -1;
+    if (drop_pending_) {
+      int64_t left = last_woke_ + drop_quiet_nanos_ - MonotonicNanos();
+      if (left <= 0) {
+        DropCodePages(code);
+        drop_pending_ = false;
+      } else {
+        wait = left;
+      }
+    }
+    OUTPOST_RETURN_IF_ERROR(RunOnce(wait));
+    if (woke_ && drop_quiet_nanos_ > 0) {
+      drop_pending_ = true;
+      last_woke_ = MonotonicNanos();
+    }
+  }
   return OkStatus();
 }
 

@@ -77,6 +77,11 @@ class Loop {
   // Deferred callbacks added by deferred callbacks run in the same turn.
   void Defer(std::function<void()> cb);
 
+  // Run() drops the resident pages of the binary's code (base/code_pages.h)
+  // once nothing has woken the loop for quiet_nanos since it last did: an
+  // idle process keeps only what it runs again. Off (0) by default.
+  void DropCodeWhenIdle(int64_t quiet_nanos);
+
   // Runs until Stop(). Returns an error only if epoll itself fails.
   Status Run();
   // One wait (at most timeout_nanos; -1 = forever) and dispatch. For tests.
@@ -126,6 +131,10 @@ class Loop {
   bool sigchld_for_children_ = false;
   std::vector<std::function<void()>> deferred_;
   bool stopped_ = false;
+  bool woke_ = false;              // RunOnce dispatched something
+  int64_t drop_quiet_nanos_ = 0;   // DropCodeWhenIdle; 0 = off
+  bool drop_pending_ = false;      // code ran since the last drop
+  int64_t last_woke_ = 0;          // monotonic
 };
 
 // An fd and its registration on a loop, owned together: destruction (or

@@ -3,10 +3,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/fd.h"
+#include "base/sys.h"
 #include "test_util.h"
 
 namespace outpost {
@@ -327,6 +330,32 @@ TEST(LoopFd, ReleaseKeepsTheFdOpen) {
   EXPECT_FALSE(loop->HasFd(p[0]));
   EXPECT_EQ(fd.get(), p[0]);
   EXPECT_NE(::fcntl(p[0], F_GETFD), -1);
+}
+
+// RssFile of /proc/self/status in KiB (-1 when unreadable).
+long RssFileKiB() {
+  auto s = sys::ReadFile("/proc/self/status");
+  if (!s.ok()) return -1;
+  size_t at = s->find("RssFile:");
+  return at == std::string::npos ? -1 : std::strtol(s->c_str() + at + 8, nullptr, 10);
+}
+
+// An idle loop drops the resident pages of the binary's code: read once the
+// loop has been quiet past the delay (a timer's wake maps back only what it
+// runs).
+TEST(Loop, DropCodeWhenIdleDropsTheCodePagesOfAnIdleLoop) {
+  auto loop = MakeLoop();
+  long before = RssFileKiB();
+  ASSERT_GT(before, 0);
+  long after = -1;
+  loop->DropCodeWhenIdle(50 * kNanosPerMilli);
+  loop->AddTimer(400 * kNanosPerMilli, [&] {
+    after = RssFileKiB();
+    loop->Stop();
+  });
+  ASSERT_TRUE(loop->Run().ok());
+  ASSERT_GT(after, 0);
+  EXPECT_LT(after, before / 2) << "RssFile before " << before << " KiB, after " << after << " KiB";
 }
 
 }  // namespace
