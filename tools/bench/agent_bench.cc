@@ -365,7 +365,7 @@ int Main(int argc, char** argv) {
     Fatal(&run, Format("worker %d is not a child of the keeper %d (is the keeper in this build?)", run.worker,
                        run.keeper));
   }
-  long worker_idle = SettledRssKiB(run.worker);
+  long worker_idle = SettledRssKiB(run.worker, 3000);
   long keeper_idle = SettledRssKiB(run.keeper, 1500);
   int worker_fds_idle = CountFds(run.worker), keeper_fds_idle = CountFds(run.keeper);
   DescribeMemory("worker idle", run.worker);
@@ -410,7 +410,7 @@ int Main(int argc, char** argv) {
        tenth);
   if (g_interrupted) Fatal(&run, "interrupted");
   ::usleep(300000);
-  long worker_full = SettledRssKiB(run.worker);
+  long worker_full = SettledRssKiB(run.worker, 3000);
   long keeper_full = SettledRssKiB(run.keeper, 1500);
   int worker_fds_full = CountFds(run.worker), keeper_fds_full = CountFds(run.keeper);
   DescribeMemory(Format("worker with %d tasks", tasks).c_str(), run.worker);

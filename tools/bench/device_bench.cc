@@ -477,7 +477,7 @@ int main(int argc, char** argv) {
   SpawnAgent(&run);
   pid_t worker = WaitWorker(&run);
   if (auto d = Devices(run); !d.ok()) Fatal(&run, d.error().message() + " (does this agent host device plugins? issue 43)");
-  long rss0 = bench::SettledRssKiB(worker);
+  long rss0 = bench::SettledRssKiB(worker, 3000);
   bench::DescribeMemory("worker, no device plugin", worker);
   StopPid(&run.keeper);
 
@@ -499,7 +499,7 @@ int main(int argc, char** argv) {
     }
   }
   worker = WaitWorker(&run);
-  long rss10 = bench::SettledRssKiB(worker);
+  long rss10 = bench::SettledRssKiB(worker, 3000);
   bench::DescribeMemory("worker, 10 device plugin resources", worker);
 
   // 3. Task start with one device and without, on that agent.

@@ -450,7 +450,7 @@ int Main(int argc, char** argv) {
     if (MonotonicNanos() > end || g_interrupted) Fatal(&run, "the job manager did not become ready within 10 s");
     ::usleep(20000);
   }
-  long worker_idle = SettledRssKiB(run.worker);
+  long worker_idle = SettledRssKiB(run.worker, 3000);
   long keeper_idle = SettledRssKiB(run.keeper, 1500);
   int worker_fds_idle = CountFds(run.worker);
   DescribeMemory("worker idle", run.worker);
@@ -459,7 +459,7 @@ int Main(int argc, char** argv) {
   // ---- 1. job start latency ----
   std::vector<int64_t> job_ns, fork_ns;
   JobStartLatency(&run, 3, rounds, &job_ns, &fork_ns);
-  long worker_after_rounds = SettledRssKiB(run.worker);
+  long worker_after_rounds = SettledRssKiB(run.worker, 3000);
   Info("worker after %d job starts and removals: VmRSS %ld KiB (idle %ld)", rounds + 3, worker_after_rounds,
        worker_idle);
 
@@ -496,7 +496,7 @@ int Main(int argc, char** argv) {
        "(%.0f task starts/s)",
        njobs, kTasksPerJob, submit_secs, ntasks, all_secs, ntasks / all_secs);
   ::usleep(300000);
-  long worker_full = SettledRssKiB(run.worker);
+  long worker_full = SettledRssKiB(run.worker, 3000);
   long keeper_full = SettledRssKiB(run.keeper, 1500);
   int worker_fds_full = CountFds(run.worker);
   DescribeMemory(Format("worker with %d jobs, %d tasks", njobs, ntasks).c_str(), run.worker);

@@ -316,7 +316,7 @@ int main(int argc, char** argv) {
   // 1. Memory.
   WriteConfig(&run, {});
   pid_t worker = StartAgent(&run);
-  long rss0 = bench::SettledRssKiB(worker);
+  long rss0 = bench::SettledRssKiB(worker, 3000);
   bench::DescribeMemory("worker, no Nomad plugin", worker);
   StopPid(&run.keeper);
   std::vector<std::string> names;
@@ -327,7 +327,7 @@ int main(int argc, char** argv) {
   WriteConfig(&run, names);
   worker = StartAgent(&run);
   WaitFingerprinted(&run, names, 180 * kNanosPerSecond);
-  long rssn = bench::SettledRssKiB(worker);
+  long rssn = bench::SettledRssKiB(worker, 3000);
   bench::DescribeMemory("worker, Nomad plugins", worker);
   StopPid(&run.keeper);
   (void)bench::SweepMarker(run.marker);  // plugins the agent may have left (its stop should stop them)

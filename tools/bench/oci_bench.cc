@@ -609,9 +609,9 @@ int Main(int argc, char** argv) {
   const long oci_after_starts = bench::SettledRssKiB(run.driver_pid);
 
   // 100 containers; the worker's growth for the same tasks.
-  const long worker_idle = bench::SettledRssKiB(run.worker);
+  const long worker_idle = bench::SettledRssKiB(run.worker, 3000);
   StartMany(&run, "oci", containers, {"/bin/sleep", "1000"});
-  const long oci_full = bench::SettledRssKiB(run.driver_pid), worker_full = bench::SettledRssKiB(run.worker);
+  const long oci_full = bench::SettledRssKiB(run.driver_pid), worker_full = bench::SettledRssKiB(run.worker, 3000);
   bench::DescribeMemory(Format("oci driver, %d containers", containers).c_str(), run.driver_pid);
   if (ListDir(run.driver_root).size() != static_cast<size_t>(containers)) {
     Fatal(&run, Format("%zu containers in crun's state dir, %d expected", ListDir(run.driver_root).size(), containers));
