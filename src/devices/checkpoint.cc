@@ -172,7 +172,7 @@ Result<CheckpointData> DecodeCheckpoint(std::string_view text) {
 }
 
 CheckpointFile::CheckpointFile(Loop* loop, std::string path)
-    : path_(std::move(path)), writes_(loop, sys::Durability::kPowerCut) {}
+    : path_(std::move(path)), writes_(loop, sys::Durability::kProcessCrash) {}
 
 CheckpointData CheckpointFile::Load(std::string* problem) {
   problem->clear();

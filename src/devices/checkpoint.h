@@ -62,8 +62,10 @@ Result<CheckpointData> DecodeCheckpoint(std::string_view text);
 
 class CheckpointFile {
  public:
-  // path: <state_dir>/device-checkpoint.json. Writes are fsync'd
-  // (Durability::kPowerCut, as API job records).
+  // path: <state_dir>/device-checkpoint.json. Writes survive an agent
+  // crash, not a power cut (Durability::kProcessCrash): after a power cut
+  // the node has rebooted and Restore drops the allocations anyway, so an
+  // fsync would only slow every start that allocates.
   CheckpointFile(Loop* loop, std::string path);
 
   // What the file holds. Missing: empty data, no problem. Unreadable or
