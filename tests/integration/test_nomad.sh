@@ -494,7 +494,7 @@ test_nomad_exec_and_signal_through_the_plugin() {
   nd_called pydriver 'rpc~ExecTask' || fail "not through ExecTask"
   wait_for 20 jt_events_contain ex/t " healthy " || fail "the exec check did not pass: $(op events ex/t)"
   expect_exit 0 op signal ex/t TERM
-  wait_for 10 nd_called pydriver rpc=SignalTask || fail "not through SignalTask"
+  wait_for 10 nd_called pydriver rpc=SignalTask signal=SIGTERM || fail "not through SignalTask as SIGTERM: $(grep SignalTask "$T/pydriver.calls" 2>&1)"
   wait_gone "$pid" 10 || fail "the signal did not reach the task"
 }
 

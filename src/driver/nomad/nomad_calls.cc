@@ -65,6 +65,16 @@ bool Recoverable(const wire::hpack::HeaderList& trailers) {
 // Nomad's protocol names no process: the task's main one is found by the
 // start's marker outpost put in its environment (the process of the task's that no
 // other of its processes started), 0 when none shows (a VM, say).
+// A signal as Nomad's drivers look it up: by its full name ("SIGHUP");
+// "HUP", "hup" and "1" are spelled so. An unknown name goes as given (the
+// plugin says what it makes of it).
+std::string NomadSignal(const std::string& s) {
+  auto n = proc::ParseSignal(s);
+  if (!n.ok()) return s;
+  const char* name = proc::SignalName(*n);
+  return std::string(name) == "SIG?" ? s : std::string(name);
+}
+
 pid_t MainPid(const std::string& instance) {
   std::vector<pid_t> pids = proc::ProcessesWithEnv("OUTPOST_TASK_INSTANCE=" + instance);
   pid_t main = 0;
@@ -285,7 +295,7 @@ void NomadPlugin::StopTask(const std::string& id, int64_t timeout_nanos, const s
   req.task_id = PbStr(NomadId(id));
   req.has_timeout = true;
   req.timeout = Duration(timeout_nanos);
-  std::string sig = signal.empty() ? "SIGTERM" : signal;
+  std::string sig = signal.empty() ? "SIGTERM" : NomadSignal(signal);
   req.signal = PbStr(sig);
   CallDriver("StopTask", PbEncode(hashicorp_nomad_plugins_drivers_proto_StopTaskRequest_fields, &req, "StopTask"),
              timeout_nanos + opts_.call_timeout_nanos,
@@ -348,8 +358,9 @@ void NomadPlugin::InspectTask(const std::string& id, InspectCallback done) {
 void NomadPlugin::SignalTask(const std::string& id, const std::string& signal, DoneCallback done) {
   if (!caps_.send_signals) return done(Unsupported("signals"));
   hashicorp_nomad_plugins_drivers_proto_SignalTaskRequest req = hashicorp_nomad_plugins_drivers_proto_SignalTaskRequest_init_zero;
-  req.task_id = PbStr(NomadId(id));
-  req.signal = PbStr(signal);
+  const std::string nomad = NomadId(id), sig = NomadSignal(signal);
+  req.task_id = PbStr(nomad);
+  req.signal = PbStr(sig);
   CallDriver("SignalTask", PbEncode(hashicorp_nomad_plugins_drivers_proto_SignalTaskRequest_fields, &req, "SignalTask"),
              opts_.call_timeout_nanos,
              [done = std::move(done)](Result<std::string> r) { done(r.ok() ? OkStatus() : Status(r.error())); });
