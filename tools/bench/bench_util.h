@@ -87,6 +87,13 @@ inline void CatchInterrupts() {
   ::sigaction(SIGTERM, &sa, nullptr);
 }
 
+// s in single quotes for /bin/sh.
+inline std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 // Paths of outpost and test_helper: as given, or next to this binary's
 // directory (build/bench/x -> build/outpost); made absolute. An error
 // message if one is not executable.

@@ -142,12 +142,7 @@ void Cleanup(Run* run) {
 }
 
 std::string Json(const std::string& s) { return picojson::value(s).serialize(); }
-// s in single quotes for /bin/sh.
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
+using bench::ShellQuote;
 
 // The agent's config: the kubelet dirs under the run's dir, no Nomad
 // plugins, no jobs dir.
@@ -238,7 +233,7 @@ struct ResourceView {
 // `outpost --json devices`, by resource name; an error with the CLI's
 // output when it fails (an agent without device plugins has no such command).
 Result<std::map<std::string, ResourceView>> Devices(const Run& run) {
-  std::string cmd = Quote(run.outpost) + " --socket " + Quote(run.socket) + " --json devices 2>&1";
+  std::string cmd = ShellQuote(run.outpost) + " --socket " + ShellQuote(run.socket) + " --json devices 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return Error(Code::kInternal, std::string("popen: ") + std::strerror(errno));
   std::string out;
@@ -465,9 +460,9 @@ int main(int argc, char** argv) {
   run.log = run.dir + "/agent.log";
   if (::mkdir(run.plugins.c_str(), 0700) != 0 || ::mkdir(run.stamps.c_str(), 0700) != 0) Fatal(&run, "mkdir");
   // The stubs, generated once: the plugins take them from there.
-  std::string gen = std::string(kPython) + " -m grpc_tools.protoc -I" + Quote(run.proto) + " --python_out=" +
-                    Quote(run.stubs) + " --grpc_python_out=" + Quote(run.stubs) + " " +
-                    Quote(run.proto + "/deviceplugin.proto") + " " + Quote(run.proto + "/pluginregistration.proto");
+  std::string gen = std::string(kPython) + " -m grpc_tools.protoc -I" + ShellQuote(run.proto) + " --python_out=" +
+                    ShellQuote(run.stubs) + " --grpc_python_out=" + ShellQuote(run.stubs) + " " +
+                    ShellQuote(run.proto + "/deviceplugin.proto") + " " + ShellQuote(run.proto + "/pluginregistration.proto");
   if (::mkdir(run.stubs.c_str(), 0755) != 0 || std::system((gen + " >/dev/null 2>&1").c_str()) != 0) {
     Fatal(&run, "generating the stubs failed: " + gen);
   }

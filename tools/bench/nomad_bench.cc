@@ -112,12 +112,7 @@ void Cleanup(Run* run) {
 }
 
 std::string Json(const std::string& s) { return picojson::value(s).serialize(); }
-// s in single quotes for /bin/sh.
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
+using bench::ShellQuote;
 
 // The plugin copied into nomad_plugin_dir as name (a plugin is an
 // executable dropped there; its file name is its name).
@@ -301,11 +296,11 @@ int main(int argc, char** argv) {
     Fatal(&run, "mkdir");
   }
   // The stubs, generated once: the plugin takes them from there.
-  std::string gen = std::string(kPython) + " -m grpc_tools.protoc -I" + Quote(run.proto) + " --python_out=" +
-                    Quote(run.stubs) + " --grpc_python_out=" + Quote(run.stubs);
+  std::string gen = std::string(kPython) + " -m grpc_tools.protoc -I" + ShellQuote(run.proto) + " --python_out=" +
+                    ShellQuote(run.stubs) + " --grpc_python_out=" + ShellQuote(run.stubs);
   for (const char* p : {"google_protobuf", "nomad_hcl_spec", "nomad_structs", "nomad_base", "nomad_driver",
                         "goplugin", "grpc_health"}) {
-    gen += " " + Quote(run.proto + "/" + p + ".proto");
+    gen += " " + ShellQuote(run.proto + "/" + p + ".proto");
   }
   if (::mkdir(run.stubs.c_str(), 0755) != 0 || std::system((gen + " >/dev/null 2>&1").c_str()) != 0) {
     Fatal(&run, "generating the stubs failed: " + gen);
