@@ -62,6 +62,8 @@
 
 #include <picojson.h>
 
+#include "calls_log.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -141,7 +143,7 @@ void Cleanup(Run* run) {
   std::exit(1);
 }
 
-std::string Json(const std::string& s) { return picojson::value(s).serialize(); }
+using bench::Json;
 using bench::ShellQuote;
 
 // The agent's config: the kubelet dirs under the run's dir, no Nomad
@@ -197,26 +199,9 @@ void LaunchPlugin(Run* run, const std::string& name, const std::string& resource
   run->plugin_pids.push_back(pid);
 }
 
-// The JSON objects of a plugin's calls log.
-std::vector<picojson::object> Calls(const std::string& path) {
-  std::vector<picojson::object> out;
-  auto text = sys::ReadFile(path, 256 << 20);
-  if (!text.ok()) return out;
-  for (const std::string& line : Split(*text, '\n')) {
-    picojson::value v;
-    if (line.empty() || !picojson::parse(v, line).empty() || !v.is<picojson::object>()) continue;
-    out.push_back(v.get<picojson::object>());
-  }
-  return out;
-}
-std::string Str(const picojson::object& o, const char* k) {
-  auto it = o.find(k);
-  return it != o.end() && it->second.is<std::string>() ? it->second.get<std::string>() : "";
-}
-int64_t Num(const picojson::object& o, const char* k) {
-  auto it = o.find(k);
-  return it != o.end() && it->second.is<double>() ? static_cast<int64_t>(it->second.get<double>()) : -1;
-}
+using bench::Calls;
+using bench::Num;
+using bench::Str;
 bool Logged(const std::string& path, const std::string& event) {
   for (const auto& c : Calls(path)) {
     if (Str(c, "event") == event) return true;

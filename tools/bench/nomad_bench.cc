@@ -48,6 +48,8 @@
 
 #include <picojson.h>
 
+#include "calls_log.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -111,7 +113,7 @@ void Cleanup(Run* run) {
   std::exit(1);
 }
 
-std::string Json(const std::string& s) { return picojson::value(s).serialize(); }
+using bench::Json;
 using bench::ShellQuote;
 
 // The plugin copied into nomad_plugin_dir as name (a plugin is an
@@ -185,26 +187,9 @@ int64_t WaitFingerprinted(Run* run, const std::vector<std::string>& names, int64
                                         " s (does this agent host Nomad plugins? issue 44)");
 }
 
-// The JSON objects of a plugin's calls log.
-std::vector<picojson::object> Calls(const std::string& path) {
-  std::vector<picojson::object> out;
-  auto text = sys::ReadFile(path, 256 << 20);
-  if (!text.ok()) return out;
-  for (const std::string& line : Split(*text, '\n')) {
-    picojson::value v;
-    if (line.empty() || !picojson::parse(v, line).empty() || !v.is<picojson::object>()) continue;
-    out.push_back(v.get<picojson::object>());
-  }
-  return out;
-}
-std::string Str(const picojson::object& o, const char* k) {
-  auto it = o.find(k);
-  return it != o.end() && it->second.is<std::string>() ? it->second.get<std::string>() : "";
-}
-int64_t Num(const picojson::object& o, const char* k) {
-  auto it = o.find(k);
-  return it != o.end() && it->second.is<double>() ? static_cast<int64_t>(it->second.get<double>()) : -1;
-}
+using bench::Calls;
+using bench::Num;
+using bench::Str;
 
 std::string JobSpec(const Run& run, const std::string& id, const std::string& driver, const std::string& stamp) {
   std::string task = "{\"name\": \"t\", \"driver\": " + Json(driver) + ", \"env\": {" + Json(bench::kMarkerVar) +

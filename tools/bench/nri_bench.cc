@@ -58,6 +58,8 @@
 
 #include <picojson.h>
 
+#include "calls_log.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -150,7 +152,7 @@ void Cleanup(Run* run) {
   std::exit(1);
 }
 
-std::string Json(const std::string& s) { return picojson::value(s).serialize(); }
+using bench::Json;
 
 void CheckInterrupt(Run* run) { if (g_interrupted) Fatal(run, "interrupted"); }
 

@@ -66,6 +66,8 @@
 
 #include <picojson.h>
 
+#include "calls_log.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -98,7 +100,7 @@ using bench::kMarkerVar;
 constexpr int kWarmup = 3;
 constexpr int kTasksPerJob = 50;  // the job spec allows 64 tasks per job
 
-std::string Json(const std::string& s) { return picojson::value(s).serialize(); }
+using bench::Json;
 
 // ---- the namespace helper ----------------------------------------------------
 // Requests (one line, words separated by single spaces; no word holds one):
