@@ -392,6 +392,12 @@ $(BUILD)/grpc_peer: $(GRPC_PEER_OBJS) $(BUILD)/liboutpost.a
 	@echo "  LINK    $@"
 	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(NANOPB_LIB)
 
+# A Nomad task-driver plugin in C++ (go-plugin over outpost's gRPC server)
+# doing what test_plugin's TaskDriver does: nomad_bench's plugin.
+$(BUILD)/nomad_exec_driver: $(BUILD)/obj/tests/helpers/nomad/nomad_exec_driver.o $(BUILD)/liboutpost.a
+	@echo "  LINK    $@"
+	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(NANOPB_LIB)
+
 # A plugin built with the library, as a vendor would (tests/helpers/plugin/).
 $(BUILD)/test_plugin: $(BUILD)/obj/tests/helpers/plugin/test_plugin.o $(BUILD)/liboutpost-plugin.a
 	@echo "  LINK    $@"
@@ -482,14 +488,14 @@ $(BUILD)/bench/peer_bench: $(BUILD)/obj/tools/bench/peer_bench.o \
 # in the aarch64 VM (docs/benchmarks.md). BENCH_ONLY=GLOB: only the
 # benchmarks whose name matches (e.g. BENCH_ONLY=boot_bench).
 BENCH_ARM64_ON := $(if $(and $(BENCH_ARM64),$(filter native,$(ARCH))),1)
-bench: all $(BENCH_BINS) $(BUILD)/test_helper $(BUILD)/test_plugin $(BUILD)/test_nri_plugin $(BUILD)/outpost-oci-driver $(BUILD)/example_driver $(if $(BENCH_ARM64_ON),bench-arm64-build)
+bench: all $(BENCH_BINS) $(BUILD)/test_helper $(BUILD)/test_plugin $(BUILD)/nomad_exec_driver $(BUILD)/test_nri_plugin $(BUILD)/outpost-oci-driver $(BUILD)/example_driver $(if $(BENCH_ARM64_ON),bench-arm64-build)
 	$(Q)BENCH_ONLY='$(BENCH_ONLY)' tools/bench/run.sh $(BUILD) $(if $(BENCH_ARM64_ON),--vm-also build/arm64)
 
 bench-arm64-build:
 	$(Q)$(MAKE) --no-print-directory ARCH=arm64 all build/arm64/test_helper bench-build
 
 # The benchmark binaries only: make test builds them so they keep compiling.
-bench-build: $(BENCH_BINS)
+bench-build: $(BENCH_BINS) $(BUILD)/nomad_exec_driver
 
 # Bytes of the stripped binary per source folder, against the 1.75 MiB budget
 # and tools/size-baseline.txt (SIZE_RECORD=1 rewrites this arch's lines).

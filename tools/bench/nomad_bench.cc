@@ -1,44 +1,49 @@
 // Nomad task-driver plugins hosted by the agent (issue 44; docs/benchmarks.md,
-// "Nomad task drivers"). The plugin is tests/helpers/nomad/test_nomad_driver.py,
-// a Nomad driver written in Python (grpcio), copied into the agent's
-// nomad_plugin_dir; every figure compares outpost's hosting of it with a
-// baseline of the same run. Python is slow: the figures say what outpost's
-// hosting costs around a plugin, not how fast a Go driver would be.
+// "Nomad task drivers"). The plugin is build/nomad_exec_driver
+// (tests/helpers/nomad/nomad_exec_driver.cc): a go-plugin driver in C++ that
+// starts a task the way outpost's own ttRPC test driver does (fork, cgroup,
+// FIFOs, setsid, exec), copied into the agent's nomad_plugin_dir; every
+// figure compares outpost's hosting of it with a baseline of the same run.
+// --driver tests/helpers/nomad/test_nomad_driver.py runs the same with the
+// Python driver of the integration tests (its own StartTask takes 25-40 ms).
 //
 //  1. Memory: the agent with an empty nomad_plugin_dir, then with N plugins
-//     (copies named benchpy1..N), each until every driver is fingerprinted;
+//     (copies named benchnd1..N), each until every driver is fingerprinted;
 //     the worker's settled RSS each time.
 //  2. Plugin start to fingerprinted: K agent starts with one plugin
-//     (benchpy); from the first instruction of the first process the agent
-//     launches (the plugin's calls log: its CLOCK_MONOTONIC at the top of the
-//     script; Nomad's loader launches a plugin several times) to the agent's
-//     Status showing driver.benchpy enabled (asked every 2 ms). Baseline: the
-//     long-lived instance's own first instruction to its handshake line.
+//     (benchnd); from the first instruction of the first process the agent
+//     launches (the plugin's calls log: its CLOCK_MONOTONIC as it starts) to
+//     the agent's Status showing driver.benchnd enabled (asked every 2 ms).
+//     Baseline, in each round on the same agent: outpost's own ttRPC driver
+//     plugin (test_plugin --type TaskDriver) from the bench's fork of it to
+//     ListPlugins showing it connected (asked every 2 ms).
 //  3. Task start: the last of those agents, plus `test_plugin --type
 //     TaskDriver --name benchdrv` (outpost's own ttRPC driver plugin) in its
 //     plugins_dir. SubmitJob of a one-task job (`test_helper timestamp
 //     FILE`, restart never) on an open API connection until the helper's
-//     first instruction, then RemoveJob; the task's driver is benchpy (its
+//     first instruction, then RemoveJob; the task's driver is benchnd (its
 //     config {command, args, greeting ""}) or benchdrv (the same command),
 //     alternating (which goes first alternates too); kWarmup rounds, then
 //     --samples of each. The plugin's own time in StartTask (its calls log,
-//     handler entry to return) is subtracted in the `_less_plugin` figure:
-//     what is left is outpost's side and the gRPC transport.
+//     handler entry to return, the fork included) is subtracted in the
+//     `_less_plugin` figure: what is left is outpost's side, the gRPC
+//     transport and the task's exec.
 //
-// Needs /usr/bin/python3 with grpc, grpc_tools and msgpack (tools/deps.sh
-// bench); without them it says so and prints nothing else. Clean-up, also on
-// failure: RemoveJob of the job in flight, SIGTERM to the plugin and the
-// keeper, then a sweep of /proc for processes with the run's marker (the
-// agent, so its plugins, and the tasks carry it), and the temp dirs.
+// With a Python driver it needs /usr/bin/python3 with grpc, grpc_tools and
+// msgpack (tools/deps.sh bench); without them it says so and prints nothing
+// else. Clean-up, also on failure: RemoveJob of the job in flight, SIGTERM to
+// the plugin and the keeper, then a sweep of /proc for processes with the
+// run's marker (the agent, so its plugins, and the tasks carry it), and the
+// temp dirs.
 //
 //   nomad_bench [--outpost PATH] [--helper PATH] [--plugin PATH] [--driver PATH]
 //               [--samples N] [--rounds K] [--plugins N]
-// Paths default to ../outpost, ../test_helper, ../test_plugin next to this
-// binary's dir and <repo>/tests/helpers/nomad/test_nomad_driver.py.
+// Paths default to ../outpost, ../test_helper, ../test_plugin and
+// ../nomad_exec_driver next to this binary's dir.
 //
 // Output:
 //   BENCH agent_rss_per_nomad_plugin <KiB> KiB baseline=agent_rss_without_nomad_plugins <KiB> ratio=<r>
-//   BENCH nomad_plugin_start_to_fingerprinted <ms> ms baseline=plugin_start_to_handshake <ms> ratio=<r>
+//   BENCH nomad_plugin_start_to_fingerprinted <ms> ms baseline=ttrpc_plugin_start_to_registered <ms> ratio=<r>
 //   BENCH nomad_driver_task_start_p50 <us> us baseline=task_start_external_driver_p50 <us> ratio=<r>
 //   BENCH nomad_driver_task_start_p99 <us> us baseline=task_start_external_driver_p99 <us> ratio=<r>
 //   BENCH nomad_driver_task_start_less_plugin_p50 <us> us baseline=task_start_external_driver_p50 <us> ratio=<r>
@@ -119,7 +124,7 @@ using bench::ShellQuote;
 // The plugin copied into nomad_plugin_dir as name (a plugin is an
 // executable dropped there; its file name is its name).
 void Install(Run* run, const std::string& name) {
-  auto text = sys::ReadFile(run->driver, 1 << 20);
+  auto text = sys::ReadFile(run->driver, 64 << 20);
   if (!text.ok()) Fatal(run, "read " + run->driver + ": " + text.error().message());
   Status st = sys::WriteFileAtomic(run->nomad_plugins + "/" + name, *text, 0755);
   if (!st.ok()) Fatal(run, st.error().message());
@@ -204,7 +209,7 @@ std::string JobSpec(const Run& run, const std::string& id, const std::string& dr
 }
 
 // The ttRPC plugin's socket once ListPlugins shows benchdrv connected; "" after timeout.
-bool TtrpcRegistered(Run* run, int64_t timeout_nanos) {
+bool TtrpcRegistered(Run* run, const std::string& name, int64_t timeout_nanos) {
   int64_t end = MonotonicNanos() + timeout_nanos;
   while (MonotonicNanos() < end && !bench::g_interrupted) {
     auto reply = bench::CallOnce(run->socket, "ListPlugins", "", kNanosPerSecond);
@@ -213,7 +218,7 @@ bool TtrpcRegistered(Run* run, int64_t timeout_nanos) {
       if (resp.Decode(*reply, "ListPluginsResponse").ok()) {
         for (pb_size_t i = 0; i < resp->plugins_count; ++i) {
           const outpost_v1_PluginEntry& e = resp->plugins[i];
-          if (PbString(e.type) != "TaskDriver" || PbString(e.name) != "benchdrv") continue;
+          if (PbString(e.type) != "TaskDriver" || PbString(e.name) != name) continue;
           for (pb_size_t j = 0; j < e.instances_count; ++j) {
             if (e.instances[j].connected) return true;
           }
@@ -256,12 +261,15 @@ int main(int argc, char** argv) {
   if (!found.empty()) Die("binaries", found);
   std::string root = sys::Dirname(sys::Dirname(run.helper));  // build/test_helper -> the repository
   if (run.plugin.empty()) run.plugin = sys::Dirname(run.helper) + "/test_plugin";
-  if (run.driver.empty()) run.driver = root + "/tests/helpers/nomad/test_nomad_driver.py";
-  run.proto = sys::Dirname(sys::Dirname(sys::Dirname(sys::Dirname(run.driver)))) + "/proto";
+  if (run.driver.empty()) run.driver = sys::Dirname(run.helper) + "/nomad_exec_driver";
+  const bool python = EndsWith(run.driver, ".py");
+  run.proto = root + "/proto";
   if (::access(run.plugin.c_str(), X_OK) != 0) Die("binaries", run.plugin + " not found (make build/test_plugin)");
-  if (::access(run.driver.c_str(), R_OK) != 0) Die("binaries", run.driver + " not found (--driver PATH)");
+  if (::access(run.driver.c_str(), R_OK) != 0) {
+    Die("binaries", run.driver + " not found (make build/nomad_exec_driver, or --driver PATH)");
+  }
   std::string probe = std::string(kPython) + " -c 'import grpc, grpc_tools.protoc, msgpack' >/dev/null 2>&1";
-  if (std::system(probe.c_str()) != 0) {
+  if (python && std::system(probe.c_str()) != 0) {
     bench::Info("skipped: %s cannot import grpc, grpc_tools and msgpack (python3-grpcio, python3-grpc-tools, "
                 "python3-msgpack: tools/deps.sh bench)", kPython);
     return 0;
@@ -280,14 +288,14 @@ int main(int argc, char** argv) {
   if (::mkdir(run.plugins.c_str(), 0700) != 0 || ::mkdir(run.nomad_plugins.c_str(), 0755) != 0) {
     Fatal(&run, "mkdir");
   }
-  // The stubs, generated once: the plugin takes them from there.
+  // A Python plugin's stubs, generated once: it takes them from there.
   std::string gen = std::string(kPython) + " -m grpc_tools.protoc -I" + ShellQuote(run.proto) + " --python_out=" +
                     ShellQuote(run.stubs) + " --grpc_python_out=" + ShellQuote(run.stubs);
   for (const char* p : {"google_protobuf", "nomad_hcl_spec", "nomad_structs", "nomad_base", "nomad_driver",
                         "goplugin", "grpc_health"}) {
     gen += " " + ShellQuote(run.proto + "/" + p + ".proto");
   }
-  if (::mkdir(run.stubs.c_str(), 0755) != 0 || std::system((gen + " >/dev/null 2>&1").c_str()) != 0) {
+  if (python && (::mkdir(run.stubs.c_str(), 0755) != 0 || std::system((gen + " >/dev/null 2>&1").c_str()) != 0)) {
     Fatal(&run, "generating the stubs failed: " + gen);
   }
   ::setenv("OUTPOST_TEST_NOMAD_STUBS", run.stubs.c_str(), 1);
@@ -301,7 +309,7 @@ int main(int argc, char** argv) {
   StopPid(&run.keeper);
   std::vector<std::string> names;
   for (int i = 1; i <= nplugins; ++i) {
-    names.push_back("benchpy" + std::to_string(i));
+    names.push_back("benchnd" + std::to_string(i));
     Install(&run, names.back());
   }
   WriteConfig(&run, names);
@@ -314,14 +322,14 @@ int main(int argc, char** argv) {
   for (const std::string& n : names) ::unlink((run.nomad_plugins + "/" + n).c_str());
 
   // 2. Plugin start to fingerprinted.
-  Install(&run, "benchpy");
-  WriteConfig(&run, {"benchpy"});
-  run.calls = run.dir + "/benchpy.calls";
-  std::vector<double> to_fp, to_line;
+  Install(&run, "benchnd");
+  WriteConfig(&run, {"benchnd"});
+  run.calls = run.dir + "/benchnd.calls";
+  std::vector<double> to_fp, to_line, to_reg;
   for (int r = 0; r < rounds; ++r) {
     ::unlink(run.calls.c_str());
     StartAgent(&run);
-    int64_t fp = WaitFingerprinted(&run, {"benchpy"}, 120 * kNanosPerSecond);
+    int64_t fp = WaitFingerprinted(&run, {"benchnd"}, 120 * kNanosPerSecond);
     int64_t first_t0 = -1, t0 = -1, line = -1, launches = 0, serving = -1;
     std::vector<picojson::object> calls = Calls(run.calls);
     for (const auto& c : calls) {
@@ -338,8 +346,21 @@ int main(int argc, char** argv) {
     if (first_t0 < 0 || t0 < 0 || line < 0) Fatal(&run, "the plugin's calls log lacks its launch or handshake");
     to_fp.push_back(static_cast<double>(fp - first_t0) / 1e6);
     to_line.push_back(static_cast<double>(line - t0) / 1e6);
-    bench::Info("round %d: %lld launches, first launch to fingerprinted %.1f ms; the serving instance's start to its "
-                "handshake line %.1f ms", r + 1, static_cast<long long>(launches), to_fp.back(), to_line.back());
+    // The baseline: outpost's own driver plugin on the same agent.
+    std::string reg_name = "benchreg" + std::to_string(r);
+    ::setenv(bench::kMarkerVar, run.dir.c_str(), 1);
+    int64_t spawned = MonotonicNanos();
+    run.plugin_pid = bench::SpawnDetached(
+        {run.plugin, "--type", "TaskDriver", "--name", reg_name, "--dir", run.plugins, "--versions", "v1"},
+        run.dir + "/plugin.stderr");
+    ::unsetenv(bench::kMarkerVar);
+    if (run.plugin_pid < 0) Fatal(&run, "fork failed");
+    if (!TtrpcRegistered(&run, reg_name, 10 * kNanosPerSecond)) Fatal(&run, reg_name + " not registered within 10 s");
+    to_reg.push_back(static_cast<double>(MonotonicNanos() - spawned) / 1e6);
+    StopPid(&run.plugin_pid);
+    bench::Info("round %d: %lld launches, first launch to fingerprinted %.1f ms (its handshake line at %.1f ms); "
+                "the ttRPC driver plugin's fork to registered %.1f ms", r + 1, static_cast<long long>(launches),
+                to_fp.back(), to_line.back(), to_reg.back());
     if (r + 1 < rounds) StopPid(&run.keeper);
   }
 
@@ -350,7 +371,7 @@ int main(int argc, char** argv) {
       run.dir + "/plugin.stderr");
   ::unsetenv(bench::kMarkerVar);
   if (run.plugin_pid < 0) Fatal(&run, "fork failed");
-  if (!TtrpcRegistered(&run, 10 * kNanosPerSecond)) Fatal(&run, "benchdrv not registered within 10 s");
+  if (!TtrpcRegistered(&run, "benchdrv", 10 * kNanosPerSecond)) Fatal(&run, "benchdrv not registered within 10 s");
   size_t starts_before = 0;
   for (const auto& c : Calls(run.calls)) starts_before += Str(c, "rpc") == "StartTask";
   auto client = wire::BlockingClient::Connect(run.socket, 10 * kNanosPerSecond);
@@ -376,8 +397,8 @@ int main(int argc, char** argv) {
   for (int i = 0; i < kWarmup + samples; ++i) {
     if (bench::g_interrupted) Fatal(&run, "interrupted");
     bool nomad_first = i % 2 == 0;
-    int64_t a = start_one(nomad_first ? "benchpy" : "benchdrv");
-    int64_t b = start_one(nomad_first ? "benchdrv" : "benchpy");
+    int64_t a = start_one(nomad_first ? "benchnd" : "benchdrv");
+    int64_t b = start_one(nomad_first ? "benchdrv" : "benchnd");
     if (i < kWarmup) continue;
     nomad_ns.push_back(nomad_first ? a : b);
     ext_ns.push_back(nomad_first ? b : a);
@@ -399,7 +420,8 @@ int main(int argc, char** argv) {
 
   double rss_per = static_cast<double>(rssn - rss0) / nplugins;
   Print("agent_rss_per_nomad_plugin", rss_per, "KiB", "agent_rss_without_nomad_plugins", static_cast<double>(rss0));
-  Print("nomad_plugin_start_to_fingerprinted", Median(to_fp), "ms", "plugin_start_to_handshake", Median(to_line));
+  Print("nomad_plugin_start_to_fingerprinted", Median(to_fp), "ms", "ttrpc_plugin_start_to_registered",
+        Median(to_reg));
   double ext50 = bench::PercentileMicros(ext_ns, 0.5), ext99 = bench::PercentileMicros(ext_ns, 0.99);
   Print("nomad_driver_task_start_p50", bench::PercentileMicros(nomad_ns, 0.5), "us", "task_start_external_driver_p50",
         ext50);
@@ -408,7 +430,7 @@ int main(int argc, char** argv) {
   if (!less.empty()) {
     Print("nomad_driver_task_start_less_plugin_p50", bench::PercentileMicros(less, 0.5), "us",
           "task_start_external_driver_p50", ext50);
-    bench::Info("the Python plugin's own StartTask: p50 %.1f us", bench::PercentileMicros(took, 0.5));
+    bench::Info("the plugin's own StartTask: p50 %.1f us", bench::PercentileMicros(took, 0.5));
   }
   bench::Info("%d samples each; worker RSS %ld KiB without Nomad plugins, %ld KiB with %d; %d agent starts",
               samples, rss0, rssn, nplugins, rounds);
