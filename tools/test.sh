@@ -23,6 +23,7 @@ while [ $# -gt 0 ]; do
 done
 
 JOBS=$(nproc 2>/dev/null || echo 2)
+FUZZ_SECONDS="${FUZZ_SECONDS:-12}"
 LOGS=build/test-logs
 mkdir -p "$LOGS"
 PASSED=0 FAILED=0 SKIPPED=0
@@ -175,12 +176,14 @@ bg_collect() {
 # build and run their unit tests under qemu-user.
 CROSS_UNIT="arm64 armhf"
 cross_unit() { case " $CROSS_UNIT " in *" $1 "*) return 0 ;; esac; return 1; }
+# The full run builds only what it uses of armhf: the release binaries
+# (`all`: every warning an error, and the size budget); arm64's helpers go
+# into its VM.
 cross_build() {
   local arch="$1" extra=()
-  [ "$arch" = arm64 ] && extra=(build/arm64/test_nri_plugin)
-  cross_unit "$arch" && extra+=("build/$arch/unit_tests")
-  make -j"$JOBS" ARCH="$arch" all "build/$arch/test_helper" \
-    "build/$arch/test_plugin" ${extra[@]+"${extra[@]}"}
+  [ "$arch" = arm64 ] && extra=(build/arm64/test_helper build/arm64/test_plugin build/arm64/test_nri_plugin)
+  cross_unit "$arch" && extra+=("build/$arch/test_helper" "build/$arch/test_plugin" "build/$arch/unit_tests")
+  make -j"$JOBS" ARCH="$arch" all ${extra[@]+"${extra[@]}"}
 }
 # What runs on a cross build that succeeded: static, size, unit tests.
 cross_checks() {
@@ -233,7 +236,7 @@ else
   built=0
   # The full run builds no plain x86_64 unit tests: they run under ASan and
   # UBSan (unit-sanitized, clang); `--only unit` builds and runs them here.
-  native=(all build/test_helper build/test_plugin build/example_driver build/grpc_peer nri-plugins bench-build)
+  native=(all build/test_helper build/test_plugin build/example_driver build/grpc_peer nri-plugins bench-objs)
   [ "$ONLY" = unit ] && native+=(build/unit_tests)
   if want build || want unit || want integration || want chaos || want vm; then
     if step "build native" make -j"$JOBS" "${native[@]}"; then
@@ -288,7 +291,9 @@ else
       # One entry per target source: build/fuzz/ also holds objects, and
       # the work dirs live apart (build/fuzz-work/) so a second run or an
       # interrupted one never mistakes them for targets.
-      # Two targets at a time (each is single-threaded), 20 s each.
+      # Two targets at a time (each is single-threaded), FUZZ_SECONDS (12)
+      # each: a smoke run of every target in make test; `make fuzz-long`
+      # runs them for as long as asked (tests/fuzz/README.md).
       pending=""
       for src in tests/fuzz/*_fuzzer.cc; do
         n=$(basename "$src" .cc)
@@ -296,12 +301,12 @@ else
         work="build/fuzz-work/$n"
         rm -rf "$work"; mkdir -p "$work"
         [ -d "$corpus" ] && cp "$corpus"/* "$work"/ 2>/dev/null
-        fuzz_cmd=("build/fuzz/$n" -max_total_time=20 -rss_limit_mb=1024 -timeout=10 -print_final_stats=1 "$work")
+        fuzz_cmd=("build/fuzz/$n" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=1024 -timeout=10 -print_final_stats=1 "$work")
         if [ -z "$pending" ]; then
-          pending="fuzz $n (20s)"
+          pending="fuzz $n (${FUZZ_SECONDS}s)"
           bg_start "$pending" step "${fuzz_cmd[@]}"
         else
-          step "fuzz $n (20s)" "${fuzz_cmd[@]}"
+          step "fuzz $n (${FUZZ_SECONDS}s)" "${fuzz_cmd[@]}"
           bg_collect "$pending"
           pending=""
         fi
