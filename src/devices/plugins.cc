@@ -304,43 +304,49 @@ void DevicePlugins::AllocateNext(std::shared_ptr<AllocateOp> op) {
   if (client == nullptr) {
     return op->done(Error(Code::kUnavailable, "resource " + r.resource + ": its device plugin is not connected"));
   }
+  if (!plan->ask) return ReserveAndAllocate(std::move(op), client, {});
   std::weak_ptr<bool> alive = alive_;
-  auto reserve = [this, alive, op, client](std::vector<std::string> preferred) {
-    const Request& req = op->requests[op->index];
-    auto ids = manager_.Reserve(op->task, req.resource, req.count, preferred, op->numa);
-    if (!ids.ok()) return op->done(ids.error());
-    client->Call(kService, "Allocate", EncodeAllocateRequest(*ids), 0, [this, alive, op](Result<std::string> a) {
-      if (!alive.lock()) return;
-      const Request& q = op->requests[op->index];
-      auto resp = a.ok() ? DecodeAllocateResponse(*a) : Result<ContainerAllocateResponse>(a.error());
-      if (!resp.ok()) {
-        manager_.Unreserve(op->task, q.resource);
-        std::string why = "resource " + q.resource + ": device plugin Allocate rpc failed with err: " +
-                          resp.error().message();
-        Event("device_allocation_failed", "task " + op->task + ": " + why, q.resource);
-        return op->done(Error(Code::kUnknown, why));
-      }
-      Status st = manager_.Commit(op->task, q.resource, std::move(*resp));
-      if (!st.ok()) return op->done(st.error());
-      ++op->index;
-      AllocateNext(op);
-    });
-  };
-  if (!plan->ask) return reserve({});
   client->Call(kService, "GetPreferredAllocation", EncodePreferredAllocationRequest(plan->preferred), 0,
-               [this, alive, op, reserve](Result<std::string> p) {
+               [this, alive, op, client](Result<std::string> p) {
                  if (!alive.lock()) return;
                  auto ids = p.ok() ? DecodePreferredAllocationResponse(*p) : Result<std::vector<std::string>>(p.error());
                  if (!ids.ok()) {
-                   const Request& q = op->requests[op->index];
-                   std::string why = "resource " + q.resource +
-                                     ": device plugin GetPreferredAllocation rpc failed with err: " +
-                                     ids.error().message();
-                   Event("device_allocation_failed", "task " + op->task + ": " + why, q.resource);
-                   return op->done(Error(Code::kUnknown, why));
+                   return Failed(*op, "GetPreferredAllocation", ids.error());
                  }
-                 reserve(std::move(*ids));
+                 ReserveAndAllocate(op, client, std::move(*ids));
                });
+}
+
+// The devices chosen (the plugin's preference first), then Allocate and
+// Commit.
+void DevicePlugins::ReserveAndAllocate(std::shared_ptr<AllocateOp> op, wire::GrpcClient* client,
+                                       std::vector<std::string> preferred) {
+  const Request& req = op->requests[op->index];
+  auto ids = manager_.Reserve(op->task, req.resource, req.count, preferred, op->numa);
+  if (!ids.ok()) return op->done(ids.error());
+  std::weak_ptr<bool> alive = alive_;
+  client->Call(kService, "Allocate", EncodeAllocateRequest(*ids), 0, [this, alive, op](Result<std::string> a) {
+    if (!alive.lock()) return;
+    const Request& q = op->requests[op->index];
+    auto resp = a.ok() ? DecodeAllocateResponse(*a) : Result<ContainerAllocateResponse>(a.error());
+    if (!resp.ok()) {
+      manager_.Unreserve(op->task, q.resource);
+      return Failed(*op, "Allocate", resp.error());
+    }
+    Status st = manager_.Commit(op->task, q.resource, std::move(*resp));
+    if (!st.ok()) return op->done(st.error());
+    ++op->index;
+    AllocateNext(op);
+  });
+}
+
+// A plugin's call failed: the start fails with the kubelet's text, and an
+// event says so.
+void DevicePlugins::Failed(const AllocateOp& op, const char* rpc, const Error& e) {
+  const std::string& resource = op.requests[op.index].resource;
+  std::string why = "resource " + resource + ": device plugin " + rpc + " rpc failed with err: " + e.message();
+  Event("device_allocation_failed", "task " + op.task + ": " + why, resource);
+  op.done(Error(Code::kUnknown, why));
 }
 
 // PreStartContainer before every start, for the plugins that ask for it,

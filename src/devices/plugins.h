@@ -93,6 +93,9 @@ class DevicePlugins : public plugin::Handler {
   void Watch(const plugin::Instance& instance);
   void StopWatching(const std::string& resource);
   void AllocateNext(std::shared_ptr<struct AllocateOp> op);
+  void ReserveAndAllocate(std::shared_ptr<struct AllocateOp> op, wire::GrpcClient* client,
+                          std::vector<std::string> preferred);
+  void Failed(const struct AllocateOp& op, const char* rpc, const Error& e);
   void PreStart(std::shared_ptr<struct AllocateOp> op, size_t i);
   wire::GrpcClient* ClientFor(const std::string& resource) const;
   void Event(const std::string& type, const std::string& message, const std::string& resource);
