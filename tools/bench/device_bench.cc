@@ -32,8 +32,8 @@
 //     or without, alternating (which goes first alternates too), and one
 //     Allocate round trip made by this process on the plugin's socket
 //     (wire::GrpcClient, as the agent's client, after 2 ms idle), each round.
-//     Before a start with a device, `outpost --json devices` must show one
-//     free (outside the timing). kWarmup rounds, then --samples:
+//     Before a start with a device, ListDevices (on the same connection)
+//     must show one free (outside the timing). kWarmup rounds, then --samples:
 //       device_task_start_budget = p50(no device) + p50(Allocate round trip) + 200 us
 //       device_task_start_p50 against it (target ratio <= 1, targets.txt)
 //
@@ -82,6 +82,7 @@
 #include "base/sys.h"
 #include "bench_util.h"
 #include "devices/codec.h"
+#include "devices_status.pb.h"
 #include "loop/loop.h"
 #include "wire/grpc_client.h"
 #include "wire/rpc_client.h"
@@ -249,6 +250,23 @@ Result<std::map<std::string, ResourceView>> Devices(const Run& run) {
     res[r.get("name").get<std::string>()] = view;
   }
   return res;
+}
+
+// Free healthy devices of resource, asked with ListDevices on the bench's
+// open API connection (no CLI process is spawned just before a timed start);
+// -1 when the call fails.
+int FreeDevices(wire::BlockingClient* client, const std::string& resource) {
+  auto reply = client->Call(bench::kAgentService, "ListDevices", "", 10 * kNanosPerSecond);
+  if (!reply.ok()) return -1;
+  PbOwned<outpost_v1_ListDevicesResponse> resp(outpost_v1_ListDevicesResponse_fields);
+  if (!resp.Decode(*reply, "ListDevicesResponse").ok()) return -1;
+  int free = 0;
+  for (pb_size_t i = 0; i < resp->resources_count; ++i) {
+    const outpost_v1_DeviceResource& r = resp->resources[i];
+    if (PbString(r.name) != resource) continue;
+    for (pb_size_t j = 0; j < r.devices_count; ++j) free += r.devices[j].healthy && PbString(r.devices[j].task).empty();
+  }
+  return free;
 }
 
 // Until every resource of names is connected with `healthy` healthy
@@ -499,8 +517,7 @@ int main(int argc, char** argv) {
     if (device) {  // a free device (the last task's is freed when it is removed)
       int64_t end = MonotonicNanos() + 10 * kNanosPerSecond;
       for (;;) {
-        auto d = Devices(run);
-        if (d.ok() && (*d)[kBenchResource].free >= 1) break;
+        if (FreeDevices(&*client, kBenchResource) >= 1) break;
         if (MonotonicNanos() > end) Fatal(&run, "no free device 10 s after the last task was removed");
         ::usleep(2000);
       }
