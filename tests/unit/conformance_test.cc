@@ -28,6 +28,9 @@ class Wrapped : public Driver {
   explicit Wrapped(Driver* d) : d_(d) {}
   bool lie_about_sigkill = false;
   bool no_signals = false;
+  // StopTask's timeout 0 taken as this grace period (a driver that reads
+  // 0 as "my default").
+  int64_t grace_for_zero = 0;
   // Deregisters itself from it on the first WaitTask, which then reports
   // the exit as unknown, as for a plugin whose connection dropped.
   Registry* vanish_on_wait = nullptr;
@@ -58,7 +61,7 @@ class Wrapped : public Driver {
     });
   }
   void StopTask(const std::string& id, int64_t t, const std::string& s, DoneCallback done) override {
-    d_->StopTask(id, t, s, std::move(done));
+    d_->StopTask(id, t == 0 ? grace_for_zero : t, s, std::move(done));
   }
   void DestroyTask(const std::string& id, bool force, DoneCallback done) override {
     d_->DestroyTask(id, force, std::move(done));
@@ -179,6 +182,18 @@ TEST_F(ConformanceTest, BrokenRuleFailsItsCheckAndCapabilitiesSkip) {
   EXPECT_EQ(CheckOutcome::kSkip, rs["signal"].outcome);
   EXPECT_EQ("driver wrapped cannot signal tasks", rs["signal"].detail);
   EXPECT_EQ(CheckOutcome::kPass, rs["start-wait"].outcome) << rs["start-wait"].detail;
+}
+
+// Timeout 0 read as a 30 s grace: the task stopped with 5 s just after it
+// ends first, which the check tells (an order of exits, not a time limit).
+TEST_F(ConformanceTest, TimeoutZeroWithAGraceFailsItsCheck) {
+  Wrapped w(exec_.get());
+  w.grace_for_zero = 30 * kNanosPerSecond;
+  auto rs = Run(w);
+  EXPECT_EQ(CheckOutcome::kFail, rs["stop-timeout-0"].outcome);
+  EXPECT_EQ("the task stopped with timeout 0 had not ended when the one with a 5 s grace was killed",
+            rs["stop-timeout-0"].detail);
+  EXPECT_EQ(CheckOutcome::kPass, rs["stop-sigkill"].outcome) << rs["stop-sigkill"].detail;
 }
 
 }  // namespace
