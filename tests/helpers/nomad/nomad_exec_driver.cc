@@ -108,6 +108,7 @@ struct Task {
   std::string name;
   std::vector<GrpcResponder> waiters;
   Loop::TimerId kill_timer = 0;
+  bool destroyed = false;  // forced while running: forgotten once it exits
 };
 
 class Driver {
@@ -288,6 +289,7 @@ class Driver {
     t.kill_timer = 0;
     std::vector<GrpcResponder> waiters = std::move(t.waiters);
     for (GrpcResponder& w : waiters) AnswerWait(t, w);
+    if (t.destroyed) tasks_.erase(it);
   }
 
   static void FillResult(const Task& t, hashicorp_nomad_plugins_drivers_proto_ExitResult* e) {
@@ -345,8 +347,12 @@ class Driver {
     Task* t = Find(req, &m, r);
     if (t == nullptr) return;
     if (!t->exited && !m->force) return r.Fail(Fail("cannot destroy running task"));
-    if (!t->exited) ::kill(-t->pid, SIGKILL);
-    if (t->exited) tasks_.erase(PbString(m->task_id));
+    if (!t->exited) {
+      ::kill(-t->pid, SIGKILL);
+      t->destroyed = true;
+    } else {
+      tasks_.erase(PbString(m->task_id));
+    }
     r.Reply("");
   }
 
