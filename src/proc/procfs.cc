@@ -94,15 +94,40 @@ std::vector<pid_t> WithEnv(const std::string& entry, bool prefix, std::vector<st
 
 bool HasEnv(pid_t pid, const std::string& marker) { return EnvMatch(pid, marker, false, nullptr); }
 
-bool ChildrenOf(pid_t pid, std::vector<pid_t>* out) {
-  out->clear();
-  auto text = sys::ReadFile(Format("/proc/%d/task/%d/children", pid, pid), 1 << 20);
+namespace {
+
+// The pids of one /proc/PID/task/TID/children file, appended to *out.
+bool AppendChildren(const std::string& path, std::vector<pid_t>* out) {
+  auto text = sys::ReadFile(path, 1 << 20);
   if (!text.ok()) return false;
   for (const std::string& f : Split(*text, ' ')) {
     auto p = ParseInt(f, 1, INT32_MAX);
     if (p.ok()) out->push_back(static_cast<pid_t>(*p));
   }
   return true;
+}
+
+}  // namespace
+
+bool ChildrenOf(pid_t pid, std::vector<pid_t>* out) {
+  out->clear();
+  return AppendChildren(Format("/proc/%d/task/%d/children", pid, pid), out);
+}
+
+std::vector<pid_t> DescendantsOf(pid_t root) {
+  std::vector<pid_t> out, queue{root};
+  for (size_t i = 0; i < queue.size() && queue.size() < 4096; ++i) {
+    const std::string dir = Format("/proc/%d/task", queue[i]);
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) continue;
+    size_t before = out.size();
+    while (struct dirent* e = ::readdir(d)) {
+      if (e->d_name[0] >= '0' && e->d_name[0] <= '9') (void)AppendChildren(dir + "/" + e->d_name + "/children", &out);
+    }
+    ::closedir(d);
+    queue.insert(queue.end(), out.begin() + static_cast<std::ptrdiff_t>(before), out.end());
+  }
+  return out;
 }
 
 std::vector<pid_t> ProcessesWithEnv(const std::string& marker) { return WithEnv(marker, false, nullptr); }

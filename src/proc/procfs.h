@@ -40,6 +40,10 @@ bool HasEnv(pid_t pid, const std::string& marker);
 // False where the kernel has no such file (CONFIG_PROC_CHILDREN off) or pid
 // is gone; then *out is empty.
 bool ChildrenOf(pid_t pid, std::vector<pid_t>* out);
+// Every process under root: the children of each of its threads (a child
+// forked by any thread of a multi-threaded process), theirs, and so on.
+// Empty where the kernel has no children files.
+std::vector<pid_t> DescendantsOf(pid_t root);
 
 // /proc/sys/kernel/random/boot_id (read once; "" where missing).
 const std::string& CurrentBootId();

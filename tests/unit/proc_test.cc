@@ -7,8 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -68,6 +70,44 @@ TEST(Proc, ParsesStatWithAwkwardComm) {
   EXPECT_EQ(ps.rss_pages, 256u);
   EXPECT_FALSE(proc::ParseProcStat("garbage", &ps));
   EXPECT_FALSE(proc::ParseProcStat("1 (x) S 1", &ps));
+}
+
+// A child forked by a second thread (as a Go plugin's are) and its own
+// child are both found.
+TEST(Proc, DescendantsOfIncludeChildrenOfEveryThreadAndTheirChildren) {
+  if (::access(Format("/proc/%d/task/%d/children", ::getpid(), ::getpid()).c_str(), R_OK) != 0) {
+    GTEST_SKIP() << "the kernel has no /proc/PID/task/TID/children";
+  }
+  int pids[2], hold[2];
+  ASSERT_EQ(0, ::pipe(pids));
+  ASSERT_EQ(0, ::pipe(hold));
+  pid_t child = -1;
+  std::thread t([&] {
+    child = ::fork();
+    if (child == 0) {
+      pid_t grandchild = ::fork();
+      if (grandchild == 0) {
+        ::pause();
+        ::_exit(0);
+      }
+      (void)!::write(pids[1], &grandchild, sizeof grandchild);
+      ::pause();
+      ::_exit(0);
+    }
+    char c;
+    (void)!::read(hold[0], &c, 1);  // the thread lives until the check is done
+  });
+  pid_t grandchild = -1;
+  ASSERT_EQ(static_cast<ssize_t>(sizeof grandchild), ::read(pids[0], &grandchild, sizeof grandchild));
+  std::vector<pid_t> all = proc::DescendantsOf(::getpid());
+  (void)!::write(hold[1], "x", 1);
+  t.join();
+  EXPECT_NE(all.end(), std::find(all.begin(), all.end(), child)) << "the thread's child";
+  EXPECT_NE(all.end(), std::find(all.begin(), all.end(), grandchild)) << "its child";
+  ::kill(grandchild, SIGKILL);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  for (int fd : {pids[0], pids[1], hold[0], hold[1]}) ::close(fd);
 }
 
 TEST(Users, ResolvesNamesNumbersAndGroupsFromFiles) {

@@ -1,5 +1,4 @@
 // The Driver contract over Nomad's driver protocol (see nomad_driver.h).
-#include <dirent.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -8,7 +7,6 @@
 #include "base/log.h"
 #include "base/pb.h"
 #include "base/strings.h"
-#include "base/sys.h"
 #include "driver/nomad/nomad_driver.h"
 #include "nomad_driver.pb.h"
 #include "nomad_structs.pb.h"
@@ -77,30 +75,6 @@ std::string NomadSignal(const std::string& s) {
   return std::string(name) == "SIG?" ? s : std::string(name);
 }
 
-// The processes under root (the children of each of its threads, theirs,
-// ...), from /proc/PID/task/TID/children; none where the kernel lacks it.
-std::vector<pid_t> Descendants(pid_t root) {
-  std::vector<pid_t> out, queue{root};
-  for (size_t i = 0; i < queue.size() && queue.size() < 4096; ++i) {
-    const std::string dir = Format("/proc/%d/task", queue[i]);
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) continue;
-    while (struct dirent* e = ::readdir(d)) {
-      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-      auto text = sys::ReadFile(dir + "/" + e->d_name + "/children", 1 << 16);
-      if (!text.ok()) continue;
-      for (const std::string& w : Split(*text, ' ')) {
-        auto pid = ParseInt(w, 1, INT32_MAX);
-        if (!pid.ok()) continue;
-        out.push_back(static_cast<pid_t>(*pid));
-        queue.push_back(static_cast<pid_t>(*pid));
-      }
-    }
-    ::closedir(d);
-  }
-  return out;
-}
-
 // The task's processes: looked for under the plugin first (its children and
 // theirs: a few reads of /proc), then in every process's environment (a
 // driver whose tasks are not its descendants, a kernel without the
@@ -109,7 +83,7 @@ pid_t MainPid(const std::string& instance, pid_t plugin) {
   const std::string marker = "OUTPOST_TASK_INSTANCE=" + instance;
   std::vector<pid_t> pids;
   if (plugin > 0) {
-    for (pid_t pid : Descendants(plugin)) {
+    for (pid_t pid : proc::DescendantsOf(plugin)) {
       if (proc::HasEnv(pid, marker)) pids.push_back(pid);
     }
   }

@@ -49,6 +49,7 @@
 #include "loop/loop.h"
 #include "nomad_base.pb.h"
 #include "nomad_driver.pb.h"
+#include "proc/exit_status.h"
 #include "wire/grpc_server.h"
 
 extern char** environ;
@@ -327,13 +328,8 @@ class Driver {
     Task* t = Find(req, &m, r);
     if (t == nullptr) return;
     if (!t->exited) {
-      int sig = SIGTERM;
-      std::string name = PbString(m->signal);
-      if (name == "SIGINT") sig = SIGINT;
-      if (name == "SIGKILL") sig = SIGKILL;
-      if (name == "SIGHUP") sig = SIGHUP;
-      if (name == "SIGQUIT") sig = SIGQUIT;
-      ::kill(-t->pid, sig);
+      auto sig = proc::ParseSignal(PbString(m->signal));
+      ::kill(-t->pid, sig.ok() ? *sig : SIGTERM);
       int64_t timeout = m->has_timeout ? m->timeout.seconds * kNanosPerSecond + m->timeout.nanos : 5 * kNanosPerSecond;
       pid_t pid = t->pid;
       t->kill_timer = loop_->AddTimer(timeout, [pid] { ::kill(-pid, SIGKILL); });
@@ -392,7 +388,9 @@ class Driver {
         hashicorp_nomad_plugins_drivers_proto_SignalTaskRequest_fields);
     Task* t = Find(req, &m, r);
     if (t == nullptr) return;
-    if (!t->exited) ::kill(t->pid, PbString(m->signal) == "SIGKILL" ? SIGKILL : SIGTERM);
+    auto sig = proc::ParseSignal(PbString(m->signal));
+    if (!sig.ok()) return r.Fail(sig.error());
+    if (!t->exited) ::kill(t->pid, *sig);
     r.Reply("");
   }
 
