@@ -264,12 +264,14 @@ class Kubelet:
 
 class Watcher:
     """The plugin watcher on a plugins_registry dir (polled every 20 ms). A
-    socket is registered once; again when it is made anew (a new inode), or
-    when it could not be dialled."""
+    socket is registered once; again when it is made anew, or when it could
+    not be dialled. "Made anew" is a new (inode, ctime): a socket deleted and
+    bound again often gets the inode it had, and a poll may miss the moment
+    it was gone."""
 
     def __init__(self, kube, kubelet, directory):
         self.kube, self.kubelet, self.dir = kube, kubelet, directory
-        self.seen = set()  # (path, inode)
+        self.seen = set()  # (path, (inode, ctime_ns))
         self.infos = []    # (path, PluginInfo)
         self.notified = []  # (path, registered, error)
         self.stop_flag = threading.Event()
@@ -293,13 +295,14 @@ class Watcher:
                         st = os.lstat(p)
                     except FileNotFoundError:
                         continue
-                    if not stat.S_ISSOCK(st.st_mode) or (p, st.st_ino) in self.seen:
+                    key = (st.st_ino, st.st_ctime_ns)
+                    if not stat.S_ISSOCK(st.st_mode) or (p, key) in self.seen:
                         continue
-                    self.seen.add((p, st.st_ino))
-                    threading.Thread(target=self.register, args=(p, st.st_ino), daemon=True).start()
+                    self.seen.add((p, key))
+                    threading.Thread(target=self.register, args=(p, key), daemon=True).start()
             time.sleep(0.02)
 
-    def register(self, path, ino):
+    def register(self, path, key):
         kube = self.kube
         ch, err = dial(kube, path)
         if err:
@@ -307,7 +310,7 @@ class Watcher:
             # reconciler retries a failed registration).
             self.notified.append((path, None, "RegisterPlugin error -- dial failed at socket %s, err: %s" % (path, err)))
             time.sleep(0.1)
-            self.seen.discard((path, ino))
+            self.seen.discard((path, key))
             return
         regstub = kube.reg_grpc.RegistrationStub(ch)
         try:
