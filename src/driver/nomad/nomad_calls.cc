@@ -166,17 +166,24 @@ void NomadPlugin::StartTask(const TaskConfig& config, StartCallback done) {
   // A call of its own (not Call): a failed start's trailers say whether
   // Nomad would retry it (a RecoverableError detail).
   auto call = client_->StartCall(kDriverService, "StartTask", opts_.start_timeout_nanos);
-  auto answer = std::make_shared<std::string>();
-  auto got = std::make_shared<bool>(false);
-  call->OnMessage([answer, got](std::string_view m) {
-    *answer = std::string(m);
-    *got = true;
+  // The answer and the handle-to-be in one block the callbacks share (a
+  // TaskConfig captured by value would be copied in every callback's code).
+  struct Start {
+    TaskHandle h;
+    std::string answer;
+    bool got = false;
+  };
+  auto s = std::make_shared<Start>();
+  s->h.config = config;
+  call->OnMessage([s](std::string_view m) {
+    s->answer = std::string(m);
+    s->got = true;
   });
   std::weak_ptr<bool> alive = alive_;
-  const std::string id = config.id;
   wire::GrpcCall* raw = call.get();
-  call->OnDone([this, alive, raw, config, id, nomad_id, instance, answer, got, done = std::move(done)](const Status& st) {
+  call->OnDone([this, alive, raw, s, nomad_id, instance, done = std::move(done)](const Status& st) {
     if (!alive.lock()) return;
+    const std::string& id = s->h.config.id;
     const std::string what = "driver " + name_ + ": StartTask";
     if (!st.ok()) {
       // The plugin went away mid-start: what it started goes once it is
@@ -191,7 +198,7 @@ void NomadPlugin::StartTask(const TaskConfig& config, StartCallback done) {
       if (NomadId(id) == nomad_id) Forget(id);
       return done(Error(recoverable ? Code::kUnavailable : Code::kInvalidArgument, what + ": " + st.error().message()));
     }
-    auto a = *got ? DecodeStartTask(*answer) : Result<StartAnswer>(Error(Code::kInternal, "no message"));
+    auto a = s->got ? DecodeStartTask(s->answer) : Result<StartAnswer>(Error(Code::kInternal, "no message"));
     std::string bad = !a.ok() ? a.error().message()
                       : a->result == StartAnswer::kFatal ? a->error
                       : a->result == StartAnswer::kRetry ? a->error
@@ -203,9 +210,8 @@ void NomadPlugin::StartTask(const TaskConfig& config, StartCallback done) {
                                                                                                : Code::kInternal,
                         what + ": " + bad));
     }
-    auto h = std::make_shared<TaskHandle>();
+    std::shared_ptr<TaskHandle> h(s, &s->h);
     h->version = a->handle_version;
-    h->config = config;
     h->started_at_unix_nanos = WallNanos();
     // Kept as text: task records are JSON.
     h->driver_state = Base64Encode(a->handle);
