@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <vector>
 
 #include "base/clock.h"
@@ -31,13 +32,33 @@ uint64_t Fnv(std::string_view s, uint64_t h) {
   return h;
 }
 
+// One directory of the layout, with Nomad's mode (not narrowed by the
+// umask: its world-writable dirs must be that) and, for a task that runs as
+// another user, that user as owner. It runs at every start, so a dir that is
+// already right costs two syscalls (mkdir, stat) and only what differs is
+// changed.
 Status Dir(const std::string& path, mode_t mode, const Identity* owner) {
-  OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(path, mode));
-  // MkdirAll's mode goes through the umask; Nomad's world-writable dirs
-  // must be that.
-  if (::chmod(path.c_str(), mode) != 0) return PathError("chmod", path);
-  if (owner != nullptr && owner->switch_user && ::chown(path.c_str(), owner->uid, owner->gid) != 0 &&
-      ::geteuid() == 0) {
+  const bool chown_wanted = owner != nullptr && owner->switch_user;
+  struct stat st;
+  if (::mkdir(path.c_str(), mode) == 0) {
+    st.st_mode = 0;  // the umask may have narrowed it
+    st.st_uid = ::geteuid();
+    st.st_gid = ::getegid();
+  } else if (errno == ENOENT) {  // its parents first
+    OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(path, mode));
+    st.st_mode = 0;
+    st.st_uid = ::geteuid();
+    st.st_gid = ::getegid();
+  } else if (errno != EEXIST) {
+    return PathError("mkdir", path);
+  } else if (::stat(path.c_str(), &st) != 0) {
+    return PathError("stat", path);
+  } else if (!S_ISDIR(st.st_mode)) {
+    return Error(Code::kFailedPrecondition, "'" + path + "' is not a directory");
+  }
+  if ((st.st_mode & 07777) != mode && ::chmod(path.c_str(), mode) != 0) return PathError("chmod", path);
+  if (chown_wanted && (st.st_uid != owner->uid || st.st_gid != owner->gid) &&
+      ::chown(path.c_str(), owner->uid, owner->gid) != 0 && ::geteuid() == 0) {
     return PathError("chown", path);
   }
   return OkStatus();

@@ -1,0 +1,91 @@
+// driver/nomad/task_config: the allocation dir Nomad's client lays out,
+// made at every start: Nomad's modes whatever the umask, repaired when they
+// drifted, the task's own dirs owned by the user it runs as, and a file in
+// the way named in the error.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "base/sys.h"
+#include "driver/nomad/task_config.h"
+#include "test_util.h"
+
+namespace outpost::driver::nomad {
+namespace {
+
+class NomadAllocDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = outpost::testing::MakeTempDir("/tmp", "nomadalloc");
+    old_umask_ = ::umask(077);  // narrower than any mode of the layout
+  }
+  void TearDown() override {
+    ::umask(old_umask_);
+    (void)sys::RemoveTree(root_);
+  }
+  static mode_t Mode(const std::string& p) {
+    struct stat st;
+    EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
+    return st.st_mode & 07777;
+  }
+  static uid_t Owner(const std::string& p) {
+    struct stat st;
+    EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
+    return st.st_uid;
+  }
+  std::string root_;
+  mode_t old_umask_ = 0;
+};
+
+TEST_F(NomadAllocDirTest, NomadsModesWhateverTheUmaskAndAgainAfterTheyDrifted) {
+  AllocLayout l = Layout(root_ + "/nomad-alloc", "web", "server");  // the root is made too
+  const struct {
+    std::string path;
+    mode_t mode;
+  } want[] = {
+      {l.alloc_dir, 0755},          {l.shared_dir, 0755},         {l.shared_dir + "/data", 0777},
+      {l.shared_dir + "/logs", 0777}, {l.shared_dir + "/tmp", 0777}, {l.task_dir, 0777},
+      {l.local_dir, 0777},          {l.secrets_dir, 0700},        {l.task_dir + "/private", 0700},
+      {l.tmp_dir, 01777},
+  };
+  ASSERT_TRUE(MakeAllocDirs(l, Identity{}).ok());
+  for (const auto& w : want) EXPECT_EQ(Mode(w.path), w.mode) << w.path;
+  // Someone changed them between two starts: the next start puts them back.
+  for (const auto& w : want) ASSERT_EQ(::chmod(w.path.c_str(), 0711), 0) << w.path;
+  ASSERT_TRUE(MakeAllocDirs(l, Identity{}).ok());
+  for (const auto& w : want) EXPECT_EQ(Mode(w.path), w.mode) << w.path;
+}
+
+TEST_F(NomadAllocDirTest, TheTasksOwnDirsBelongToTheUserItRunsAs) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give dirs away";
+  AllocLayout l = Layout(root_, "web", "server");
+  Identity nobody;
+  nobody.switch_user = true;
+  nobody.uid = 65534;
+  nobody.gid = 65534;
+  ASSERT_TRUE(MakeAllocDirs(l, nobody).ok());
+  for (const std::string& p : {l.task_dir, l.local_dir, l.secrets_dir, l.task_dir + "/private", l.tmp_dir}) {
+    EXPECT_EQ(Owner(p), 65534u) << p;
+  }
+  for (const std::string& p : {l.alloc_dir, l.shared_dir, l.shared_dir + "/data"}) EXPECT_EQ(Owner(p), 0u) << p;
+  // Given back to root between two starts: the next start as nobody takes
+  // them again.
+  ASSERT_EQ(::chown(l.local_dir.c_str(), 0, 0), 0);
+  ASSERT_TRUE(MakeAllocDirs(l, nobody).ok());
+  EXPECT_EQ(Owner(l.local_dir), 65534u);
+}
+
+TEST_F(NomadAllocDirTest, AFileInTheWayIsNamed) {
+  AllocLayout l = Layout(root_, "web", "server");
+  ASSERT_TRUE(sys::MkdirAll(l.task_dir, 0755).ok());
+  ASSERT_TRUE(sys::WriteFileAtomic(l.local_dir, "not a dir", 0644).ok());
+  Status st = MakeAllocDirs(l, Identity{});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message().find(l.local_dir), std::string::npos) << st.error().message();
+  EXPECT_NE(st.error().message().find("not a directory"), std::string::npos) << st.error().message();
+}
+
+}  // namespace
+}  // namespace outpost::driver::nomad
