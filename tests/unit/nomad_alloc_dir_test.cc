@@ -1,7 +1,7 @@
 // driver/nomad/task_config: the allocation dir Nomad's client lays out,
 // made at every start: Nomad's modes whatever the umask, repaired when they
 // drifted, the task's own dirs owned by the user it runs as, and a file in
-// the way named in the error.
+// the way named in the error, a symlink in the way not followed.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -85,6 +85,32 @@ TEST_F(NomadAllocDirTest, AFileInTheWayIsNamed) {
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().message().find(l.local_dir), std::string::npos) << st.error().message();
   EXPECT_NE(st.error().message().find("not a directory"), std::string::npos) << st.error().message();
+}
+
+// The task's user may write its task dir, so it can put a symlink where
+// local/ was: the root agent must not chmod or chown what it points at.
+TEST_F(NomadAllocDirTest, ASymlinkInPlaceOfADirIsNotFollowed) {
+  AllocLayout l = Layout(root_, "web", "server");
+  ASSERT_TRUE(MakeAllocDirs(l, Identity{}).ok());
+  const std::string target = root_ + "/elsewhere";
+  ASSERT_EQ(::mkdir(target.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(target.c_str(), 0700), 0);
+  for (const std::string& p : {l.local_dir, l.tmp_dir}) {
+    ASSERT_TRUE(sys::RemoveTree(p).ok()) << p;
+    ASSERT_EQ(::symlink(target.c_str(), p.c_str()), 0) << p;
+    Identity nobody;
+    nobody.switch_user = ::geteuid() == 0;
+    nobody.uid = 65534;
+    nobody.gid = 65534;
+    Status st = MakeAllocDirs(l, nobody);
+    ASSERT_FALSE(st.ok()) << p;
+    EXPECT_NE(st.error().message().find(p), std::string::npos) << st.error().message();
+    EXPECT_NE(st.error().message().find("symlink"), std::string::npos) << st.error().message();
+    EXPECT_EQ(Mode(target), 0700u) << "followed " << p;
+    EXPECT_EQ(Owner(target), ::geteuid()) << "followed " << p;
+    ASSERT_EQ(::unlink(p.c_str()), 0);
+    ASSERT_TRUE(MakeAllocDirs(l, Identity{}).ok());  // a dir again: fine
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "driver/nomad/task_config.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/fd.h"
 #include "base/pb.h"
 #include "base/strings.h"
 #include "base/sys.h"
@@ -34,31 +36,34 @@ uint64_t Fnv(std::string_view s, uint64_t h) {
 
 // One directory of the layout, with Nomad's mode (not narrowed by the
 // umask: its world-writable dirs must be that) and, for a task that runs as
-// another user, that user as owner. It runs at every start, so a dir that is
-// already right costs two syscalls (mkdir, stat) and only what differs is
-// changed.
+// another user, that user as owner; only what differs is changed. The
+// task's own dirs sit in a dir its user may write, so the user can put a
+// symlink where one was: it is never followed (the mode and owner are set
+// through the opened dir, O_NOFOLLOW), or a root agent would chmod and
+// chown whatever it points at.
 Status Dir(const std::string& path, mode_t mode, const Identity* owner) {
-  const bool chown_wanted = owner != nullptr && owner->switch_user;
-  struct stat st;
-  if (::mkdir(path.c_str(), mode) == 0) {
-    st.st_mode = 0;  // the umask may have narrowed it
-    st.st_uid = ::geteuid();
-    st.st_gid = ::getegid();
-  } else if (errno == ENOENT) {  // its parents first
-    OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(path, mode));
-    st.st_mode = 0;
-    st.st_uid = ::geteuid();
-    st.st_gid = ::getegid();
-  } else if (errno != EEXIST) {
-    return PathError("mkdir", path);
-  } else if (::stat(path.c_str(), &st) != 0) {
-    return PathError("stat", path);
-  } else if (!S_ISDIR(st.st_mode)) {
-    return Error(Code::kFailedPrecondition, "'" + path + "' is not a directory");
+  if (::mkdir(path.c_str(), mode) != 0) {
+    if (errno == ENOENT) {
+      OUTPOST_RETURN_IF_ERROR(sys::MkdirAll(path, mode));  // its parents first (the alloc root)
+    } else if (errno != EEXIST) {
+      return PathError("mkdir", path);
+    }
   }
-  if ((st.st_mode & 07777) != mode && ::chmod(path.c_str(), mode) != 0) return PathError("chmod", path);
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOTDIR || errno == ELOOP) {
+      return Error(Code::kFailedPrecondition,
+                   "'" + path + "' is not a directory (a file or a symlink is in its place; a symlink there is not followed)");
+    }
+    return PathError("open", path);
+  }
+  UniqueFd dir(fd);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return PathError("stat", path);
+  if ((st.st_mode & 07777) != mode && ::fchmod(fd, mode) != 0) return PathError("chmod", path);
+  const bool chown_wanted = owner != nullptr && owner->switch_user;
   if (chown_wanted && (st.st_uid != owner->uid || st.st_gid != owner->gid) &&
-      ::chown(path.c_str(), owner->uid, owner->gid) != 0 && ::geteuid() == 0) {
+      ::fchown(fd, owner->uid, owner->gid) != 0 && ::geteuid() == 0) {
     return PathError("chown", path);
   }
   return OkStatus();
