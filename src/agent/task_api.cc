@@ -64,6 +64,14 @@ void FillInfo(const task::TaskView& v, const InfoSources& src, Arena* a, outpost
   out->user = a->Str(v.config.user);
   out->workdir = a->Str(v.config.workdir.empty() ? v.config.task_dir : v.config.workdir);
   out->nri = a->Str(v.nri);
+  out->network_address = a->Str(v.network.address);
+  out->network_ports_count = static_cast<pb_size_t>(v.network.ports.size());
+  out->network_ports = a->Array<outpost_v1_NetworkPort>(v.network.ports.size());
+  size_t np = 0;
+  for (const auto& [label, port] : v.network.ports) {
+    out->network_ports[np].label = a->Str(label);
+    out->network_ports[np++].port = port;
+  }
   out->hook_runs_count = static_cast<pb_size_t>(v.hook_runs.size());
   out->hook_runs = a->Array<outpost_v1_HookRunInfo>(v.hook_runs.size());
   for (size_t i = 0; i < v.hook_runs.size(); ++i) {

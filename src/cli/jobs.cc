@@ -210,6 +210,7 @@ int InspectTaskOfJob(const GlobalOptions& g, const JobInfo& j, const std::string
     }
     if (t.reason && *t.reason) std::printf("reason:     %s\n", t.reason);
     if (t.next_start_unix_nanos) std::printf("next start: %s\n", Time(t.next_start_unix_nanos).c_str());
+    if (t.has_task) PrintNetwork(t.task);
     for (pb_size_t k = 0; k < t.devices_count; k++) {
       std::string ids;
       for (pb_size_t n = 0; n < t.devices[k].ids_count; n++) ids += (n ? ", " : "") + PbString(t.devices[k].ids[n]);

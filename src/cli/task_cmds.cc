@@ -224,6 +224,7 @@ int TaskInspect(const GlobalOptions& g, const std::vector<std::string>& in) {
   if (t->log_dropped_bytes) std::printf(", %llu dropped", static_cast<unsigned long long>(t->log_dropped_bytes));
   std::printf(")\n");
   if (t->log_error && *t->log_error) std::printf("log error:  %s\n", t->log_error);
+  PrintNetwork(*t);
   PrintLimits(t->limits, t->limits_count);
   PrintHookRuns(*t);
   return kExitOk;

@@ -198,7 +198,25 @@ picojson::value InfoJson(const outpost_v1_TaskInfo& t) {
     }
     o["hook_runs"] = picojson::value(std::move(runs));
   }
+  if (t.network_ports_count || !PbString(t.network_address).empty()) {
+    picojson::object net, ports;
+    net["address"] = picojson::value(PbString(t.network_address));
+    for (pb_size_t i = 0; i < t.network_ports_count; ++i) {
+      ports[PbString(t.network_ports[i].label)] = picojson::value(static_cast<int64_t>(t.network_ports[i].port));
+    }
+    net["ports"] = picojson::value(std::move(ports));
+    o["network"] = picojson::value(std::move(net));
+  }
   return picojson::value(o);
+}
+
+void PrintNetwork(const outpost_v1_TaskInfo& t) {
+  std::string line = PbString(t.network_address);
+  for (pb_size_t i = 0; i < t.network_ports_count; ++i) {
+    line += Format("%s%s=%d", i ? " " : line.empty() ? "ports " : ", ports ", PbString(t.network_ports[i].label).c_str(),
+                   t.network_ports[i].port);
+  }
+  if (!line.empty()) std::printf("network:    %s\n", line.c_str());
 }
 
 namespace {

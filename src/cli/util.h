@@ -120,6 +120,9 @@ int UsageError(const std::string& msg, const char* cmd);
 picojson::value InfoJson(const outpost_v1_TaskInfo& t);
 // "hooks:" and one line per hook run (nothing when the task has none).
 void PrintHookRuns(const outpost_v1_TaskInfo& t);
+// "network:    10.0.0.5, ports db=5432 http=8080": where the driver says
+// the task can be reached (nothing when it says nothing).
+void PrintNetwork(const outpost_v1_TaskInfo& t);
 
 // Cgroup limits as the agent reports them (TaskInfo.limits, JobInfo.limits).
 // JSON: [{file, value, enforced, not_enforced}].

@@ -172,12 +172,22 @@ const char* TaskStateName(TaskState s);
 // What StartTask returns and outpost persists (Nomad's TaskHandle): the
 // config the task was started with and the driver's own state, opaque to
 // outpost, given back to RecoverTask after an agent restart.
+// Where a driver says its task can be reached (Nomad's DriverNetwork: a
+// plugin's own address and port map, e.g. a container's IP), shown by
+// inspect; empty for drivers that say nothing.
+struct DriverNetwork {
+  std::string address;
+  std::map<std::string, int32_t> ports;  // label -> port
+  bool empty() const { return address.empty() && ports.empty(); }
+};
+
 struct TaskHandle {
   int version = 1;  // of driver_state's format
   TaskConfig config;
   pid_t pid = 0;    // the task's main process, where the driver has one (shown, not acted on)
   int64_t started_at_unix_nanos = 0;
   std::string driver_state;
+  DriverNetwork network;
 };
 
 struct TaskStatus {

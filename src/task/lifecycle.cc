@@ -339,6 +339,7 @@ void TaskManager::RecordStarted(StartOp* op, DoneCallback done) {
   t->record.handle.pid = h.pid;
   t->record.handle.started_at_unix_nanos = h.started_at_unix_nanos;
   t->record.handle.driver_state = std::move(h.driver_state);
+  t->record.handle.network = std::move(h.network);
   if (t->record.handle.started_at_unix_nanos == 0) t->record.handle.started_at_unix_nanos = WallNanos();
   t->record.oom_kills_at_start = op->oom_base;
   if (op->exited) t->on_exit.push_back(std::move(op->exited));

@@ -308,6 +308,7 @@ Result<TaskView> TaskManager::Inspect(const std::string& id) const {
   auto runs = hook_runs_.find(id);
   if (runs != hook_runs_.end()) v.hook_runs = runs->second;
   v.nri = t->nri_report;
+  v.network = t->record.handle.network;
   driver::TaskStatus& s = v.status;
   s.id = id;
   s.name = v.config.name;

@@ -68,6 +68,7 @@ struct TaskView {
   driver::TaskStatus status;
   std::vector<hooks::HookRun> hook_runs;  // the last run of each hook
   std::string nri;  // what NRI plugins did at its CreateContainer ("" = none consulted)
+  driver::DriverNetwork network;  // where the driver says the task can be reached
   driver::TaskConfig config;
   std::string log_dir;
   uint64_t log_bytes = 0;

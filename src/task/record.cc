@@ -95,6 +95,13 @@ std::string EncodeTaskRecord(const TaskRecord& rec) {
   handle["pid"] = Num(h.pid);
   handle["started_at_ns"] = Num(h.started_at_unix_nanos);
   handle["driver_state"] = Str(h.driver_state);
+  if (!h.network.empty()) {
+    picojson::object net, ports;
+    net["address"] = Str(h.network.address);
+    for (const auto& [label, port] : h.network.ports) ports[label] = Num(port);
+    net["ports"] = picojson::value(ports);
+    handle["network"] = picojson::value(net);
+  }
   o["handle"] = picojson::value(handle);
   if (!c.cgroup.empty()) o["oom_kills_at_start"] = Num(static_cast<int64_t>(rec.oom_kills_at_start));
   o["config"] = picojson::value(cfg);
@@ -143,6 +150,22 @@ Result<TaskRecord> DecodeTaskRecord(const std::string& text) {
     hr.Int("started_at_ns", 0, INT64_MAX, &h.started_at_unix_nanos);
     hr.String("driver_state", &h.driver_state);
     h.version = static_cast<int>(hversion);
+    // Shown, never acted on: what does not read as written is left out
+    // rather than making the task's record unreadable.
+    const picojson::value* nv = hr.Get("network");
+    if (nv && nv->is<picojson::object>()) {
+      const picojson::object& n = nv->get<picojson::object>();
+      auto a = n.find("address");
+      if (a != n.end() && a->second.is<std::string>()) h.network.address = a->second.get<std::string>();
+      auto p = n.find("ports");
+      if (p != n.end() && p->second.is<picojson::object>()) {
+        for (const auto& [label, port] : p->second.get<picojson::object>()) {
+          if (port.is<int64_t>() && port.get<int64_t>() >= 0 && port.get<int64_t>() <= INT32_MAX) {
+            h.network.ports[label] = static_cast<int32_t>(port.get<int64_t>());
+          }
+        }
+      }
+    }
   } else {
     errors.push_back("handle: missing");
   }

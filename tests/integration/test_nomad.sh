@@ -386,7 +386,15 @@ PY
 test_nomad_agent_restart_recovers_tasks() {
   nd_setup || return 0
   nd_start
-  local pid; pid="$(nd_run_sleeper ar)" || fail "$pid"
+  # The plugin answers StartTask with a DriverNetwork made of the config's
+  # port_map blocks: inspect shows it, and after the restart too.
+  local pid; pid="$(ND_CONFIG='"port_map": [{"label": "http", "port": 8080}, {"label": "db", "port": 5432}]' \
+    nd_run_sleeper ar)" || fail "$pid"
+  local want="network:    127.0.0.1, ports db=5432 http=8080"
+  expect_contains "$(op inspect ar/t)" "$want" "inspect JOB/TASK shows the driver's network"
+  expect_contains "$(op task inspect ar.t)" "$want" "task inspect shows the driver's network"
+  expect_eq "$(op --json inspect ar/t | python3 -c 'import json, sys; print(json.dumps(json.load(sys.stdin)["task"]["network"], sort_keys=True))')" \
+    '{"address": "127.0.0.1", "ports": {"db": 5432, "http": 8080}}' "inspect --json: task.network"
   local old; old="$(nd_q field pydriver pid rpc=StartTask job_id=ar)"
   kill -TERM "$AGENT_PID"
   wait_gone "$AGENT_PID" 20 || fail "the agent did not stop"
@@ -396,6 +404,7 @@ test_nomad_agent_restart_recovers_tasks() {
   nd_wait_healthy pydriver
   wait_for 30 jt_tstate_is ar/t running || fail "not recovered: $(op inspect ar)"
   expect_eq "$(jt_running_pid ar/t)" "$pid" "same process after the agent's restart"
+  expect_contains "$(op inspect ar/t)" "$want" "the driver's network kept in the task's record"
   nd_called pydriver rpc=RecoverTask result=recovered "recovered_pid=$pid" || fail "no RecoverTask"
   local w; w="$(op status --json | json_get pid)"
   kill -9 "$w"

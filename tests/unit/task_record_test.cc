@@ -74,5 +74,31 @@ TEST(TaskRecord, AnnotationsAreKeptWithoutHooks) {
   EXPECT_EQ(back->config().oci, nullptr);
 }
 
+// A driver's DriverNetwork (Nomad) is kept for inspect; absent when the
+// driver gave none, and what does not read as written is left out without
+// losing the record.
+TEST(TaskRecord, DriverNetworkRoundTripsAndBadPartsAreLeftOut) {
+  TaskRecord r;
+  r.handle.config.id = "web.api";
+  std::string text = EncodeTaskRecord(r);
+  EXPECT_EQ(text.find("\"network\""), std::string::npos) << text;
+  r.handle.network.address = "10.0.0.5";
+  r.handle.network.ports = {{"http", 8080}, {"db", 5432}};
+  text = EncodeTaskRecord(r);
+  auto back = DecodeTaskRecord(text);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->handle.network.address, "10.0.0.5");
+  EXPECT_EQ(back->handle.network.ports, r.handle.network.ports);
+
+  size_t at = text.find("8080");
+  ASSERT_NE(at, std::string::npos) << text;
+  std::string bad = text.substr(0, at) + "\"x\"" + text.substr(at + 4);
+  back = DecodeTaskRecord(bad);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->handle.network.ports, (std::map<std::string, int32_t>{{"db", 5432}}));
+  EXPECT_EQ(back->handle.network.address, "10.0.0.5");
+  EXPECT_EQ(back->config().id, "web.api");
+}
+
 }  // namespace
 }  // namespace outpost::task

@@ -215,6 +215,7 @@ void NomadPlugin::StartTask(const TaskConfig& config, StartCallback done) {
     h->started_at_unix_nanos = WallNanos();
     // Kept as text: task records are JSON.
     h->driver_state = Base64Encode(a->handle);
+    h->network = std::move(a->network);
     FindPid(id, instance, h, kPidLookups, done);
   });
   (void)call->Write(*request);

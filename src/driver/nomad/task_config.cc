@@ -290,9 +290,9 @@ Result<StartAnswer> DecodeStartTask(std::string_view response) {
   }
   if (m.has_network_override) {
     for (pb_size_t i = 0; i < m.network_override.port_map_count; ++i) {
-      a.port_map[PbString(m.network_override.port_map[i].key)] = m.network_override.port_map[i].value;
+      a.network.ports[PbString(m.network_override.port_map[i].key)] = m.network_override.port_map[i].value;
     }
-    a.address = PbString(m.network_override.addr);
+    a.network.address = PbString(m.network_override.addr);
   }
   pb_release(hashicorp_nomad_plugins_drivers_proto_StartTaskResponse_fields, &m);
   return a;

@@ -65,8 +65,7 @@ struct StartAnswer {
   std::string error;   // driver_error_msg
   std::string handle;  // the TaskHandle's bytes, as the plugin sent them (re-encoded)
   int32_t handle_version = 0;
-  std::map<std::string, int32_t> port_map;  // network_override
-  std::string address;
+  DriverNetwork network;  // network_override
 };
 Result<StartAnswer> DecodeStartTask(std::string_view response);
 

@@ -738,6 +738,12 @@ def build_services(pb, drv, server_stop):
                                        driver_state=msgpack.packb(state, use_bin_type=True))
             record("call", spawned_pid=child.pid, took_ns=time.monotonic_ns() - t_in,
                    driver_state=handle.driver_state.hex(), **base_fields)
+            # A DriverNetwork, as Docker's driver answers with its port_map:
+            # the config's port_map blocks, at the loopback address.
+            if cfg["port_map"]:
+                net = drv_pb.NetworkOverride(addr="127.0.0.1",
+                                             port_map={p["label"]: int(p["port"] or 0) for p in cfg["port_map"]})
+                return drv_pb.StartTaskResponse(handle=handle, network_override=net)
             return drv_pb.StartTaskResponse(handle=handle)
 
         @counted
