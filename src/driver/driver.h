@@ -323,6 +323,13 @@ class Driver {
   // what it is told).
   using ListCallback = std::function<void(Result<std::vector<std::string>>)>;
   virtual void ListTasks(ListCallback done) { done(Error(Code::kUnimplemented, "ListTasks is not implemented")); }
+  // The task is gone for good (removed, or dropped from its job; not
+  // between restarts): what the driver keeps of it on the node goes. The
+  // task's own dir and logs are the task layer's.
+  virtual Status RemoveTaskData(const TaskConfig& config) {
+    (void)config;
+    return OkStatus();
+  }
   // Fan-out of the driver's own events; a subscriber must not block.
   virtual uint64_t SubscribeEvents(EventCallback cb) = 0;
   virtual void UnsubscribeEvents(uint64_t id) = 0;

@@ -577,13 +577,20 @@ void TaskManager::Forget(const std::string& id) {
 void TaskManager::Purge(const std::string& id, DoneCallback done) {
   std::string task_dir = TaskDirPath(id);
   std::string log_dir = LogDirPath(id);
-  auto remove_dirs = [task_dir, log_dir, done](Status st) {
+  Task* t = Find(id);
+  // What the driver keeps of the task (a Nomad plugin's allocation dir),
+  // looked up again once it is destroyed: the driver may be gone by then.
+  std::shared_ptr<driver::TaskConfig> config;
+  if (t) config = std::make_shared<driver::TaskConfig>(t->config());
+  auto remove_dirs = [this, task_dir, log_dir, config, done](Status st) {
     if (!st.ok() && st.error().code() != Code::kNotFound) return done(st);
     Status a = sys::RemoveTree(task_dir);
     Status b = sys::RemoveTree(log_dir);
-    done(!a.ok() ? a : b);
+    driver::Driver* d = config ? options_.drivers->Find(config->driver) : nullptr;
+    Status c = d ? d->RemoveTaskData(*config) : OkStatus();
+    done(!a.ok() ? a : !b.ok() ? b : c);
   };
-  if (!Find(id)) {
+  if (!t) {
     if (options_.uids) options_.uids->Release(id);
     return remove_dirs(OkStatus());
   }

@@ -261,6 +261,36 @@ assert {k: d[k] for k in want} == want and d["args"][0] == "-c" and sorted(d) ==
   wait_for 10 nd_called pydriver rpc=DestroyTask "task_id=$id" || fail "no DestroyTask after rm"
 }
 
+# The allocation dir lives as long as the job's tasks do: a stop or restart
+# keeps it, a task dropped by an update takes its task dir along, rm takes
+# the whole allocation, and a new job of the same name starts afresh (as
+# Nomad's client collects a finished allocation's dir).
+test_nomad_alloc_dir_goes_with_the_job() {
+  nd_setup || return 0
+  nd_start
+  jt_job ad "$(nd_task a /bin/sleep 600)" "$(nd_task b /bin/sleep 600)" >"$T/ad.json"
+  jt_job ad "$(nd_task a /bin/sleep 600)" >"$T/ad1.json"
+  expect_exit 0 op run -f "$T/ad.json"
+  local alloc; alloc="$(nd_q field pydriver alloc_dir rpc=StartTask job_id=ad)"
+  [ -d "$alloc/a/local" ] && [ -d "$alloc/b/secrets" ] || fail "no task dirs in $alloc: $(ls -R "$alloc" 2>&1)"
+  echo token >"$alloc/b/secrets/token"
+  echo kept >"$alloc/alloc/data/kept"
+  echo mine >"$alloc/a/local/mine"
+  expect_exit 0 op stop ad
+  [ -f "$alloc/alloc/data/kept" ] && [ -f "$alloc/b/secrets/token" ] || fail "a stop removed the tasks' data"
+  expect_exit 0 op start ad
+  expect_exit 0 op run -f "$T/ad1.json" --timeout 15s
+  expect_contains "$OUT" "removed: b" "the update drops b"
+  wait_for 10 test ! -e "$alloc/b" || fail "b's task dir outlived its removal from the job: $(ls "$alloc")"
+  [ -f "$alloc/a/local/mine" ] && [ -f "$alloc/alloc/data/kept" ] || fail "the update removed what a still uses"
+  expect_exit 0 op rm ad
+  [ ! -e "$alloc" ] || fail "the alloc dir outlived the job: $(ls -R "$alloc" 2>&1)"
+  expect_exit 0 op run -f "$T/ad1.json"
+  [ -d "$alloc/a/local" ] || fail "the new job has no task dir"
+  [ ! -e "$alloc/alloc/data/kept" ] && [ ! -e "$alloc/a/local/mine" ] || fail "the new job found the old one's data"
+  expect_exit 0 op rm ad
+}
+
 # A task's config is checked against the driver's TaskConfigSchema when the
 # job is submitted: every error with its JSON path, nothing stored, the
 # plugin never asked to start anything.

@@ -113,5 +113,32 @@ TEST_F(NomadAllocDirTest, ASymlinkInPlaceOfADirIsNotFollowed) {
   }
 }
 
+// A task gone for good takes its task dir; the allocation goes with the
+// job's last task; what a task left in its dirs (a symlink out of them
+// included) is removed, never followed.
+TEST_F(NomadAllocDirTest, RemovedTaskByTaskAndWithTheLastOne) {
+  AllocLayout a = Layout(root_ + "/nomad-alloc", "web", "a");
+  AllocLayout b = Layout(root_ + "/nomad-alloc", "web", "b");
+  ASSERT_TRUE(MakeAllocDirs(a, Identity{}).ok());
+  ASSERT_TRUE(MakeAllocDirs(b, Identity{}).ok());
+  const std::string outside = root_ + "/outside";
+  ASSERT_TRUE(sys::MkdirAll(outside, 0755).ok());
+  ASSERT_TRUE(sys::WriteFileAtomic(outside + "/keep", "x", 0644, sys::Durability::kProcessCrash).ok());
+  ASSERT_EQ(::symlink(outside.c_str(), (b.local_dir + "/link").c_str()), 0);
+  ASSERT_TRUE(sys::WriteFileAtomic(a.shared_dir + "/data/f", "x", 0644, sys::Durability::kProcessCrash).ok());
+
+  ASSERT_TRUE(RemoveAllocDirs(b).ok());
+  EXPECT_NE(::access(b.task_dir.c_str(), F_OK), 0);
+  EXPECT_EQ(::access((outside + "/keep").c_str(), F_OK), 0) << "a symlink was followed";
+  EXPECT_EQ(::access((a.shared_dir + "/data/f").c_str(), F_OK), 0) << "the allocation went with a task still in it";
+  EXPECT_EQ(::access(a.local_dir.c_str(), F_OK), 0);
+
+  ASSERT_TRUE(RemoveAllocDirs(a).ok());
+  EXPECT_NE(::access(a.alloc_dir.c_str(), F_OK), 0) << "the allocation outlived its last task";
+  EXPECT_EQ(::access((root_ + "/nomad-alloc").c_str(), F_OK), 0);
+  // Nothing left to remove is not an error.
+  EXPECT_TRUE(RemoveAllocDirs(a).ok());
+}
+
 }  // namespace
 }  // namespace outpost::driver::nomad

@@ -138,6 +138,10 @@ Status NomadPlugin::CheckConfig(const std::string& config_json) const {
   return Error(Code::kInvalidArgument, json::JoinErrors(errors));
 }
 
+Status NomadPlugin::RemoveTaskData(const TaskConfig& config) {
+  return RemoveAllocDirs(Layout(opts_.alloc_root, config.job.empty() ? config.name : config.job, config.name));
+}
+
 void NomadPlugin::StartTask(const TaskConfig& config, StartCallback done) {
   std::string why = Unreachable();
   if (!why.empty()) return done(Error(Code::kUnavailable, why));

@@ -100,6 +100,7 @@ class NomadPlugin : public Driver {
   void ExecTask(const std::string& id, const std::vector<std::string>& cmd, int64_t timeout_nanos,
                 ExecCallback done) override;
   void TaskStats(const std::string& id, StatsCallback done) override;
+  Status RemoveTaskData(const TaskConfig& config) override;
   uint64_t SubscribeEvents(EventCallback cb) override;
   void UnsubscribeEvents(uint64_t id) override;
 

@@ -90,6 +90,16 @@ AllocLayout Layout(const std::string& root, const std::string& job, const std::s
   return l;
 }
 
+Status RemoveAllocDirs(const AllocLayout& l) {
+  OUTPOST_RETURN_IF_ERROR(sys::RemoveTree(l.task_dir));
+  auto names = sys::ListDir(l.alloc_dir);
+  if (!names.ok()) return names.error().sys_errno() == ENOENT ? OkStatus() : names.error();
+  for (const std::string& n : *names) {
+    if (n != "alloc") return OkStatus();  // another task's dir: the allocation is still in use
+  }
+  return sys::RemoveTree(l.alloc_dir);
+}
+
 Status MakeAllocDirs(const AllocLayout& l, const Identity& who) {
   OUTPOST_RETURN_IF_ERROR(Dir(l.alloc_dir, 0755, nullptr));
   OUTPOST_RETURN_IF_ERROR(Dir(l.shared_dir, 0755, nullptr));

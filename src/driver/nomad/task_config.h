@@ -37,6 +37,10 @@ AllocLayout Layout(const std::string& root, const std::string& job, const std::s
 // Makes the directories with Nomad's modes; the task's own are owned by the
 // identity it runs as.
 Status MakeAllocDirs(const AllocLayout& layout, const Identity& who);
+// A task gone for good: its task dir goes, and the allocation dir with the
+// job's last task (Nomad's client collects a finished allocation's dir; a
+// new job of the same name must not find the old one's data or secrets).
+Status RemoveAllocDirs(const AllocLayout& layout);
 
 struct NodeInfo {
   std::string name;  // the node's hostname
