@@ -169,9 +169,6 @@ std::string DescribeExit(const ExitResult& exit);
 enum class TaskState { kUnknown, kRunning, kExited };
 const char* TaskStateName(TaskState s);
 
-// What StartTask returns and outpost persists (Nomad's TaskHandle): the
-// config the task was started with and the driver's own state, opaque to
-// outpost, given back to RecoverTask after an agent restart.
 // Where a driver says its task can be reached (Nomad's DriverNetwork: a
 // plugin's own address and port map, e.g. a container's IP), shown by
 // inspect; empty for drivers that say nothing.
@@ -181,6 +178,9 @@ struct DriverNetwork {
   bool empty() const { return address.empty() && ports.empty(); }
 };
 
+// What StartTask returns and outpost persists (Nomad's TaskHandle): the
+// config the task was started with and the driver's own state, opaque to
+// outpost, given back to RecoverTask after an agent restart.
 struct TaskHandle {
   int version = 1;  // of driver_state's format
   TaskConfig config;
