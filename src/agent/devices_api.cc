@@ -5,7 +5,6 @@
 #include "agent/api_util.h"
 #include "devices/plugins.h"
 #include "devices_status.pb.h"
-#include "task/manager.h"
 
 namespace outpost::agent {
 
@@ -21,15 +20,14 @@ void HandleListDevices(Agent* agent, std::string_view payload, const wire::Respo
   resp.device_plugins_dir = arena.Str(agent->config().device_plugins_dir);
   resp.kubelet_plugins_dir = arena.Str(agent->config().kubelet_plugins_dir);
   if (d != nullptr) {
-    // Holders by "job.task" id, shown as job/task.
-    std::map<std::string, std::string> names;
-    if (task::TaskManager* tm = agent->tasks()) {
-      for (const task::TaskView& v : tm->List()) names[v.config.id] = v.config.job + "/" + v.config.name;
-    }
+    // Holders by "job.task" id (neither name holds a '.'), shown as
+    // job/task whether the task is running or waiting for its restart.
     std::map<std::pair<std::string, std::string>, std::string> holder;
     for (const devices::Allocation& a : d->manager().allocations()) {
-      auto n = names.find(a.task);
-      for (const std::string& id : a.devices) holder[{a.resource, id}] = n == names.end() ? a.task : n->second;
+      std::string shown = a.task;
+      size_t dot = shown.find('.');
+      if (dot != std::string::npos) shown[dot] = '/';
+      for (const std::string& id : a.devices) holder[{a.resource, id}] = shown;
     }
     const auto& resources = d->manager().resources();
     auto* list = arena.Array<outpost_v1_DeviceResource>(resources.size());

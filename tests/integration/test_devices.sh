@@ -581,6 +581,21 @@ test_devices_exec_driver_refuses_paths_that_differ() {
     fail "no refusal naming the mount: $(op events m/t 2>&1)"
 }
 
+# A task waiting for its next start keeps its devices, and `outpost devices`
+# names it JOB/TASK as it does a running one (not by its internal id).
+test_devices_a_task_waiting_to_restart_is_named_as_the_holder() {
+  dv_setup || return 0
+  dv_start
+  dv_up wr --devices dev0 --device-nodes "/dev/null:/dev/nullx:rw"
+  local DV_EXTRA='"restart": {"policy": "always", "delay": "10m"}'
+  dv_submit w "$(dv_task t 1 "$HELPER" sleep 600)"
+  wait_for 20 jt_events_contain w/t "differ: the exec driver runs tasks in the host's mount namespace" ||
+    fail "the start did not fail: $(op events w/t 2>&1)"
+  jt_tstate_is w/t backoff || fail "w/t is not waiting for its restart: $(op inspect w/t 2>&1)"
+  dv_holder_is $DV_RES dev0 w/t || fail "dev0's holder is not w/t: $(op devices 2>&1)"
+  expect_eq "$(dv_json_device $DV_RES dev0 task)" w/t "--json devices names the holder JOB/TASK"
+}
+
 # A task keeps its devices across its restarts (the same IDs, no second
 # Allocate) and frees them when removed: the next task takes them.
 test_devices_kept_across_restarts_and_freed_when_removed() {
