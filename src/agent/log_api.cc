@@ -121,7 +121,13 @@ void ServeReadLogs(task::TaskManager* tm, Loop* loop, std::string_view payload, 
   std::vector<bool> streams = req->all ? std::vector<bool>{false, true} : std::vector<bool>{req->stderr};
   for (bool err : streams) {
     auto path = tm->LogPath(c->id, err);
-    if (!path.ok()) return r.Fail(path.error());
+    if (!path.ok()) {
+      // JOB/TASK resolved, so the task is the job's: it has never run.
+      std::string asked = PbString(req->id);
+      if (path.error().code() != Code::kNotFound || asked.find('/') == std::string::npos) return r.Fail(path.error());
+      return r.Fail(Error(Code::kNotFound, asked + " has no logs yet: it has not started (`outpost inspect " + asked +
+                                               "` says why)"));
+    }
     c->paths.push_back(*path);
     c->err.push_back(err);
   }

@@ -24,6 +24,10 @@ test_cli_run_fails_fast_for_a_command_that_does_not_exist() {
   expect_contains "$OUT" "command \"no-such-command-xyz\" not found in PATH=" "PATH lookup: the command"
   # The agent goes on by the restart policy; the job is there to inspect.
   expect_contains "$(op inspect web/server)" "start failed" "inspect shows the start error"
+  # A task that never ran has no logs, and logs says so (not "not found").
+  expect_exit 1 op logs web/server
+  expect_contains "$OUT" "web/server has no logs yet: it has not started (\`outpost inspect web/server\` says why)" \
+    "logs of a task that never ran"
 }
 
 test_cli_run_fails_fast_for_a_command_that_is_not_executable() {
