@@ -398,6 +398,22 @@ $(BUILD)/grpc_peer: $(GRPC_PEER_OBJS) $(BUILD)/liboutpost.a
 	@echo "  LINK    $@"
 	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(NANOPB_LIB)
 
+# Peers on grpc-go, the gRPC stack of stock kubelet and Nomad plugins
+# (tests/helpers/go/: a device plugin, and a Nomad driver served by
+# hashicorp/go-plugin), built from Debian's Go packages in GOPATH mode (no
+# module proxy) when `go` is there: test_devices.sh and test_nomad.sh skip
+# their tests, saying so, without them.
+GO_PEERS := $(BUILD)/go/device_plugin $(BUILD)/go/nomad_driver
+GO_ENV := GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE=$(abspath $(BUILD))/go/cache GOFLAGS=
+.PHONY: go-peers
+go-peers:
+	$(Q)if command -v go >/dev/null; then $(MAKE) --no-print-directory $(GO_PEERS); \
+	else echo "  SKIP    go-peers: no go (tools/deps.sh test installs golang-go)"; fi
+$(BUILD)/go/%: tests/helpers/go/%.go
+	@echo "  GO      $@"
+	$(Q)mkdir -p $(@D)
+	$(Q)$(GO_ENV) go build -o $@ $<
+
 # A Nomad task-driver plugin in C++ (go-plugin over outpost's gRPC server)
 # doing what test_plugin's TaskDriver does: nomad_bench's plugin.
 $(BUILD)/nomad_exec_driver: $(BUILD)/obj/tests/helpers/nomad/nomad_exec_driver.o $(BUILD)/liboutpost.a

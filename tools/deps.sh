@@ -101,6 +101,9 @@ group() {
       # the Nomad driver tests (test_nomad.sh): the test driver plugin and
       # fake host decode and encode Nomad's msgpack configs with it
       add python3-msgpack
+      # grpc-go peers (tests/helpers/go/, make go-peers): stock device
+      # plugins and Nomad drivers are Go programs on grpc-go and go-plugin
+      add golang-go golang-google-grpc-dev golang-google-protobuf-dev golang-github-hashicorp-go-plugin-dev
       # the oci driver's tests: the OCI runtimes it drives (busybox-static
       # for the containers' root file systems comes with group vm)
       add crun runc

@@ -238,7 +238,7 @@ else
   built=0
   # The full run builds no plain x86_64 unit tests: they run under ASan and
   # UBSan (unit-sanitized, clang); `--only unit` builds and runs them here.
-  native=(all build/test_helper build/test_plugin build/example_driver build/grpc_peer nri-plugins bench-objs)
+  native=(all build/test_helper build/test_plugin build/example_driver build/grpc_peer nri-plugins bench-objs go-peers)
   [ "$ONLY" = unit ] && native+=(build/unit_tests)
   if want build || want unit || want integration || want chaos || want vm; then
     if step "build native" make -j"$JOBS" "${native[@]}"; then

@@ -620,3 +620,53 @@ test_devices_kept_across_restarts_and_freed_when_removed() {
   dv_holder_is $DV_RES dev0 b/t || fail "dev0 not b's: $(op devices 2>&1)"
   expect_eq "$(dv_q count kr rpc=Allocate)" 2 "b's Allocate"
 }
+
+# ---- grpc-go ---------------------------------------------------------------
+
+# dv_go_plugin NAME ARGS...: tests/helpers/go/device_plugin (grpc-go, as
+# stock device plugins) in the background, its calls log $T/NAME.calls; pid
+# in DV_PID. dv_go_available says why it is skipped when it is not built.
+dv_go_available() {
+  DV_GO="$(dirname "$OUTPOST")/go/device_plugin"
+  [ -x "$DV_GO" ] && return 0
+  echo "skip: $DV_GO not built (make go-peers; tools/deps.sh test installs Debian's Go packages)"
+  return 1
+}
+dv_go_plugin() {
+  local name="$1"; shift
+  "$DV_GO" -dir "$T/kubelet/device-plugins" -socket "$name.sock" -calls "$T/$name.calls" "$@" >>"$T/$name.log" 2>&1 &
+  DV_PID=$!
+  echo "$DV_PID" >>"$T/.pids"
+}
+dv_go_called() { grep -qxF -- "$2" "$T/$1.calls" 2>/dev/null; }
+
+# A device plugin on grpc-go: its Register on kubelet.sock (grpc-go's client
+# against outpost's server), the plugin watcher's GetInfo and
+# NotifyRegistrationStatus, and a task's start through its server
+# (ListAndWatch, GetPreferredAllocation, Allocate, PreStartContainer), a
+# health flip on the open stream.
+test_devices_grpc_go_plugin_registers_both_ways_and_serves_a_task() {
+  dv_go_available || return 0
+  mkdir -p "$T/kubelet/plugins_registry"
+  dv_start
+  dv_go_plugin go -resource example.com/go
+  local pid=$DV_PID
+  wait_for 20 dv_go_called go "Register ok" || fail "no Register: $(cat "$T/go.calls" "$T/go.log" 2>&1)"
+  wait_for 10 dv_row example.com/go dev1 >/dev/null || fail "example.com/go not listed: $(op devices 2>&1)"
+  dv_go_called go ListAndWatch || fail "no ListAndWatch: $(cat "$T/go.calls")"
+  DV_RESOURCE=example.com/go dv_submit g "$(DV_RESOURCE=example.com/go dv_task t 1 /bin/sh -c 'echo ids=$GO_DEV_IDS; exec sleep 600')"
+  wait_for 20 jt_running_pid g/t >/dev/null || fail "g/t not running: $(op inspect g/t 2>&1); $(cat "$T/go.calls")"
+  wait_for 10 dv_logs_have g/t "ids=dev1" || fail "the task did not get Allocate's env: $(op logs g/t 2>&1)"
+  dv_go_called go "GetPreferredAllocation dev0 dev1" || fail "no preferred allocation asked: $(cat "$T/go.calls")"
+  dv_go_called go "Allocate dev1" || fail "not the preferred device allocated: $(cat "$T/go.calls")"
+  dv_go_called go "PreStartContainer dev1" || fail "no PreStartContainer: $(cat "$T/go.calls")"
+  dv_holder_is example.com/go dev1 g/t || fail "dev1 not g/t's: $(op devices 2>&1)"
+  expect_contains "$(op inspect g/t)" "example.com/go-ids=dev1" "Allocate's annotation on the task"
+  kill -USR1 "$pid"
+  wait_for 10 dv_health_is example.com/go dev0 unhealthy || fail "the health flip not seen: $(op devices 2>&1)"
+  dv_go_plugin reg -resource example.com/goreg -registry "$T/kubelet/plugins_registry"
+  wait_for 20 dv_go_called reg "NotifyRegistrationStatus registered=true " ||
+    fail "not registered through plugins_registry: $(cat "$T/reg.calls" "$T/reg.log" 2>&1)"
+  wait_for 10 dv_health_is example.com/goreg dev0 healthy || fail "example.com/goreg not listed: $(op devices 2>&1)"
+  expect_eq "$(dv_resource example.com/goreg endpoint)" "$T/kubelet/plugins_registry/reg.sock" "its endpoint"
+}

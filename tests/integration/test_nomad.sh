@@ -587,3 +587,53 @@ test_nomad_slow_fingerprint_and_stdout_flood() {
   expect_eq "$(jt_tfield sf/t restarts)" 0 "restarts"
   grep -qF "pydriver stdout flood" "$T/agent.log" || fail "the flood did not go through the agent"
 }
+
+# ---- grpc-go and go-plugin ----------------------------------------------------
+
+# nd_go_available: tests/helpers/go/nomad_driver (hashicorp/go-plugin and
+# grpc-go, as stock Nomad drivers) is built; says why the test is skipped
+# when it is not.
+nd_go_available() {
+  ND_GO="$(dirname "$OUTPOST")/go/nomad_driver"
+  [ -x "$ND_GO" ] && return 0
+  echo "skip: $ND_GO not built (make go-peers; tools/deps.sh test installs Debian's Go packages)"
+  return 1
+}
+nd_go_called() { grep -qxF -- "$1" "$T/go.calls" 2>/dev/null; }
+nd_stderr_has() { op logs --stderr "$1" 2>&1 | grep -qxF -- "$2"; }  # the task's stderr goes to stderr
+# nd_go_plugin_pid: the pid of the driver's current instance (the last launch the agent logged).
+nd_go_plugin_pid() { grep -F "nomad plugin launched plugin=godriver" "$T/agent.log" | tail -n 1 | sed 's/.* pid=//'; }
+
+# A driver served by go-plugin itself: its handshake line (with go-plugin's
+# empty certificate field), its JSON log relayed, grpc-go answering every
+# call of a task's life, and a crash of the plugin with the task running
+# (RecoverTask from the stored handle on the new instance).
+test_nomad_go_plugin_driver_task_life_and_crash_recovery() {
+  nd_go_available || return 0
+  mkdir -p "$T/nomad-plugins"
+  install -m 0755 "$ND_GO" "$T/nomad-plugins/godriver"
+  jt_config "\"nomad_plugin_dir\": \"$T/nomad-plugins\", \"nomad_plugins\": {\"godriver\": {\"args\": [\"-calls\", \"$T/go.calls\"]}}, \"log_level\": \"debug\""
+  start_agent
+  wait_for 60 nd_status_says "healthy: Healthy (grpc-go)" >/dev/null ||
+    fail "godriver not fingerprinted: $(op status 2>&1 | grep -i -e nomad -e godriver); $(tail -n 5 "$T/agent.log")"
+  grep -F "plugin=godriver" "$T/agent.log" | grep -qF "plugin address" || fail "go-plugin's log line not relayed: $(grep -F godriver "$T/agent.log")"
+  jt_job g '{"name": "t", "driver": "godriver", "config": {"command": "echo out=$NOMAD_TASK_NAME; echo err >&2; exec sleep 600"}}' >"$T/g.json"
+  expect_exit 0 op run -f "$T/g.json"
+  local pid; pid="$(wait_for 30 jt_running_pid g/t)" || fail "g/t not running: $(op inspect g/t 2>&1)"
+  wait_for 10 nd_logs_have g/t "out=t" || fail "no stdout through the FIFO: $(op logs g/t 2>&1)"
+  wait_for 10 nd_stderr_has g/t "err" || fail "no stderr through the FIFO: $(op logs --stderr g/t 2>&1)"
+  local id; id="$(sed -n 's/^StartTask //p' "$T/go.calls" | tail -n 1)"
+  [ -n "$id" ] || fail "no StartTask: $(cat "$T/go.calls")"
+  wait_for 10 nd_go_called "WaitTask $id" || fail "no WaitTask: $(cat "$T/go.calls")"
+  local old; old="$(nd_go_plugin_pid)"
+  kill -9 "$old"
+  wait_for 30 nd_go_called "RecoverTask $id" || fail "no RecoverTask: $(cat "$T/go.calls"); $(grep -F godriver "$T/agent.log" | tail -n 5)"
+  [ "$(nd_go_plugin_pid)" != "$old" ] || fail "no new instance"
+  proc_alive "$pid" || fail "the task died with its plugin"
+  wait_for 10 jt_tstate_is g/t running || fail "not running after the recovery: $(op inspect g/t 2>&1)"
+  expect_eq "$(jt_running_pid g/t)" "$pid" "same process after the plugin's crash"
+  expect_eq "$(jt_tfield g/t restarts)" 0 "restarts"
+  expect_exit 0 op stop g
+  nd_go_called "StopTask $id" || fail "no StopTask: $(cat "$T/go.calls")"
+  wait_gone "$pid" 10 || fail "the task survived its stop"
+}
