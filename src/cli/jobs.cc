@@ -246,9 +246,7 @@ int InspectTaskOfJob(const GlobalOptions& g, const JobInfo& j, const std::string
       std::printf("usage:      unavailable: %s\n", no_usage.c_str());
     }
     if (t.has_task) {
-      std::string args;
-      for (pb_size_t k = 0; k < t.task.args_count; ++k) args += " " + QuoteIfNeeded(PbString(t.task.args[k]));
-      std::printf("command:    %s%s\n", PbString(t.task.command).c_str(), args.c_str());
+      std::printf("command:    %s\n", CommandText(t.task.command, t.task.args, t.task.args_count).c_str());
       std::printf("user:       %s\n", t.task.user && *t.task.user ? t.task.user : "(agent's user)");
       std::printf("workdir:    %s\n", PbString(t.task.workdir).c_str());
       std::printf("logs:       %s (%llu bytes written", PbString(t.task.log_dir).c_str(),

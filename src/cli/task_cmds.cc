@@ -205,13 +205,11 @@ int TaskInspect(const GlobalOptions& g, const std::vector<std::string>& in) {
     PrintJson(InfoJson(*t));
     return kExitOk;
   }
-  std::string args;
-  for (pb_size_t i = 0; i < t->args_count; ++i) args += " " + QuoteIfNeeded(PbString(t->args[i]));
   std::printf("id:         %s\n", PbString(t->id).c_str());
   std::printf("name:       %s\n", PbString(t->name).c_str());
   std::printf("state:      %s\n", PbString(t->state).c_str());
   std::printf("pid:        %d\n", t->pid);
-  std::printf("command:    %s%s\n", PbString(t->command).c_str(), args.c_str());
+  std::printf("command:    %s\n", CommandText(t->command, t->args, t->args_count).c_str());
   std::printf("user:       %s\n", t->user && *t->user ? t->user : "(agent's user)");
   std::printf("workdir:    %s\n", PbString(t->workdir).c_str());
   std::printf("started:    %s\n", Time(t->started_at_unix_nanos).c_str());

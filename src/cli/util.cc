@@ -128,6 +128,12 @@ std::vector<std::pair<std::string, int>> CountWords(const std::vector<std::strin
   return out;
 }
 
+std::string CommandText(const char* command, char* const* args, size_t count) {
+  std::string out = command ? command : "";
+  for (size_t i = 0; i < count; ++i) out += " " + QuoteIfNeeded(args[i] ? args[i] : "");
+  return out.empty() ? "(in the driver's config)" : out;
+}
+
 std::string CountsText(const std::vector<std::pair<std::string, int>>& counts) {
   std::string out;
   for (const auto& [word, n] : counts) out += Format("%s%d %s", out.empty() ? "" : ", ", n, word.c_str());

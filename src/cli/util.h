@@ -105,6 +105,10 @@ std::vector<std::pair<std::string, int>> CountWords(const std::vector<std::strin
                                                     const std::vector<std::string>& order);
 // "3 running, 1 stopped" ("none" when empty).
 std::string CountsText(const std::vector<std::pair<std::string, int>>& counts);
+// inspect's "command:" text: the command and its arguments, or, for a
+// driver that takes what to run from its config (a Nomad driver's task),
+// "(in the driver's config)".
+std::string CommandText(const char* command, char* const* args, size_t count);
 // Prints v (json::Write, pretty) and a newline: every --json document.
 void PrintJson(const picojson::value& v);
 // {"key": "value"}: the --json document of a command that names what it did.

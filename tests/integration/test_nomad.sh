@@ -622,6 +622,7 @@ test_nomad_go_plugin_driver_task_life_and_crash_recovery() {
   local pid; pid="$(wait_for 30 jt_running_pid g/t)" || fail "g/t not running: $(op inspect g/t 2>&1)"
   wait_for 10 nd_logs_have g/t "out=t" || fail "no stdout through the FIFO: $(op logs g/t 2>&1)"
   wait_for 10 nd_stderr_has g/t "err" || fail "no stderr through the FIFO: $(op logs --stderr g/t 2>&1)"
+  expect_contains "$(op inspect g/t)" "command:    (in the driver's config)" "inspect of a task that runs its driver's config"
   local id; id="$(sed -n 's/^StartTask //p' "$T/go.calls" | tail -n 1)"
   [ -n "$id" ] || fail "no StartTask: $(cat "$T/go.calls")"
   wait_for 10 nd_go_called "WaitTask $id" || fail "no WaitTask: $(cat "$T/go.calls")"
