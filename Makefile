@@ -409,10 +409,10 @@ GO_ENV := GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE=$(abspath $(BUILD))/g
 go-peers:
 	$(Q)if command -v go >/dev/null; then $(MAKE) --no-print-directory $(GO_PEERS); \
 	else echo "  SKIP    go-peers: no go (tools/deps.sh test installs golang-go)"; fi
-$(BUILD)/go/%: tests/helpers/go/%.go
+$(BUILD)/go/%: tests/helpers/go/%.go tests/helpers/go/wire.go
 	@echo "  GO      $@"
 	$(Q)mkdir -p $(@D)
-	$(Q)$(GO_ENV) go build -o $@ $<
+	$(Q)$(GO_ENV) go build -o $@ $^
 
 # A Nomad task-driver plugin in C++ (go-plugin over outpost's gRPC server)
 # doing what test_plugin's TaskDriver does: nomad_bench's plugin.

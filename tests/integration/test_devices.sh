@@ -562,38 +562,30 @@ test_devices_nri_sees_the_annotations_and_envs() {
 }
 
 # The exec driver runs tasks in the host's mount namespace: a device node or
-# mount whose path inside differs from the host's is refused by field.
+# mount whose path inside differs from the host's is refused by field. The
+# task, waiting for its next start, keeps its device and is named JOB/TASK
+# as its holder (as a running one is, not by its internal id); stopped, it
+# frees it.
 test_devices_exec_driver_refuses_paths_that_differ() {
   dv_setup || return 0
   dv_start
   dv_up dd --devices dev0 --device-nodes "/dev/null:/dev/nullx:rw"
-  local DV_EXTRA='"restart": {"policy": "never"}'
+  local DV_EXTRA='"restart": {"policy": "always", "delay": "10m"}'
   dv_submit d "$(dv_task t 1 "$HELPER" sleep 600)"
   wait_for 20 jt_events_contain d/t \
     "devices[0]: host_path /dev/null and container_path /dev/nullx differ: the exec driver runs tasks in the host's mount namespace" ||
     fail "no refusal naming the field: $(op events d/t 2>&1)"
-  jt_running_pid d/t >/dev/null && fail "d/t runs"
+  jt_tstate_is d/t backoff || fail "d/t is not waiting for its restart: $(op inspect d/t 2>&1)"
+  dv_holder_is $DV_RES dev0 d/t || fail "dev0's holder is not d/t: $(op devices 2>&1)"
+  expect_eq "$(dv_json_device $DV_RES dev0 task)" d/t "--json devices names the holder JOB/TASK"
+  expect_exit 0 op stop d
   wait_for 10 dv_holder_is $DV_RES dev0 - || fail "dev0 not freed once d/t ended for good: $(op devices 2>&1)"
   mkdir "$T/a"
   dv_control dd "--device-nodes '' --mounts $T/a:$T/b"
+  DV_EXTRA='"restart": {"policy": "never"}'
   dv_submit m "$(dv_task t 1 "$HELPER" sleep 600)"
   wait_for 20 jt_events_contain m/t "mounts[0]: host_path $T/a and container_path $T/b differ" ||
     fail "no refusal naming the mount: $(op events m/t 2>&1)"
-}
-
-# A task waiting for its next start keeps its devices, and `outpost devices`
-# names it JOB/TASK as it does a running one (not by its internal id).
-test_devices_a_task_waiting_to_restart_is_named_as_the_holder() {
-  dv_setup || return 0
-  dv_start
-  dv_up wr --devices dev0 --device-nodes "/dev/null:/dev/nullx:rw"
-  local DV_EXTRA='"restart": {"policy": "always", "delay": "10m"}'
-  dv_submit w "$(dv_task t 1 "$HELPER" sleep 600)"
-  wait_for 20 jt_events_contain w/t "differ: the exec driver runs tasks in the host's mount namespace" ||
-    fail "the start did not fail: $(op events w/t 2>&1)"
-  jt_tstate_is w/t backoff || fail "w/t is not waiting for its restart: $(op inspect w/t 2>&1)"
-  dv_holder_is $DV_RES dev0 w/t || fail "dev0's holder is not w/t: $(op devices 2>&1)"
-  expect_eq "$(dv_json_device $DV_RES dev0 task)" w/t "--json devices names the holder JOB/TASK"
 }
 
 # A task keeps its devices across its restarts (the same IDs, no second

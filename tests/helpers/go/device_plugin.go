@@ -1,9 +1,10 @@
 // A kubelet device plugin on grpc-go, the gRPC stack of every stock device
 // plugin (Python's grpcio, the other tests' peer, is gRPC's C core). Built
 // from Debian's golang-google-grpc-dev in GOPATH mode (no module proxy), by
-// `make go-peers`; used by tests/integration/test_devices.sh. Messages are
-// written and read with protowire by the field numbers of k8s.io/kubelet's
-// deviceplugin/v1beta1 and pluginregistration/v1 api.proto: no generated code.
+// `make go-peers` (with wire.go); used by tests/integration/test_devices.sh.
+// Messages are written and read with protowire by the field numbers of
+// k8s.io/kubelet's deviceplugin/v1beta1 and pluginregistration/v1
+// api.proto: no generated code.
 //
 //	device_plugin -dir DIR -socket NAME [-resource R] [-devices N]
 //	              [-registry DIR] [-calls FILE]
@@ -33,68 +34,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/encoding/protowire"
 )
-
-// rawCodec hands the handlers the message bytes (registered under the name
-// "proto", so the content-type on the wire is application/grpc).
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v interface{}) ([]byte, error) { return *(v.(*[]byte)), nil }
-func (rawCodec) Unmarshal(d []byte, v interface{}) error {
-	*(v.(*[]byte)) = append([]byte(nil), d...)
-	return nil
-}
-func (rawCodec) Name() string   { return "proto" }
-func (rawCodec) String() string { return "proto" }
-
-func putString(b []byte, n protowire.Number, s string) []byte {
-	b = protowire.AppendTag(b, n, protowire.BytesType)
-	return protowire.AppendString(b, s)
-}
-func putMessage(b []byte, n protowire.Number, m []byte) []byte {
-	b = protowire.AppendTag(b, n, protowire.BytesType)
-	return protowire.AppendBytes(b, m)
-}
-func putBool(b []byte, n protowire.Number, v bool) []byte {
-	if !v {
-		return b
-	}
-	b = protowire.AppendTag(b, n, protowire.VarintType)
-	return protowire.AppendVarint(b, 1)
-}
-func putMapEntry(b []byte, n protowire.Number, k, v string) []byte {
-	return putMessage(b, n, putString(putString(nil, 1, k), 2, v))
-}
-
-// lengthDelimited returns the length-delimited values of field want in m.
-func lengthDelimited(m []byte, want protowire.Number) [][]byte {
-	var out [][]byte
-	for len(m) > 0 {
-		n, t, l := protowire.ConsumeTag(m)
-		if l < 0 {
-			return out
-		}
-		m = m[l:]
-		l = protowire.ConsumeFieldValue(n, t, m)
-		if l < 0 {
-			return out
-		}
-		if n == want && t == protowire.BytesType {
-			v, _ := protowire.ConsumeBytes(m)
-			out = append(out, v)
-		}
-		m = m[l:]
-	}
-	return out
-}
-func stringsOf(m []byte, n protowire.Number) []string {
-	var out []string
-	for _, v := range lengthDelimited(m, n) {
-		out = append(out, string(v))
-	}
-	return out
-}
 
 var (
 	dir      = flag.String("dir", "", "the device plugins dir (kubelet.sock)")
@@ -159,7 +99,7 @@ var devicePlugin = grpc.ServiceDesc{
 		}),
 		unary("GetPreferredAllocation", func(in []byte) []byte {
 			var out []byte
-			for _, req := range lengthDelimited(in, 1) {
+			for _, req := range fields(in)[1] {
 				available := stringsOf(req, 1)
 				record("GetPreferredAllocation %s", strings.Join(available, " "))
 				var r []byte
@@ -172,7 +112,7 @@ var devicePlugin = grpc.ServiceDesc{
 		}),
 		unary("Allocate", func(in []byte) []byte {
 			var out []byte
-			for _, req := range lengthDelimited(in, 1) {
+			for _, req := range fields(in)[1] {
 				ids := strings.Join(stringsOf(req, 1), ",")
 				record("Allocate %s", ids)
 				var r []byte
@@ -246,7 +186,7 @@ func register() {
 	req = putString(req, 3, *resource)
 	req = putMessage(req, 4, options())
 	var resp []byte
-	if err := conn.Invoke(ctx, "/v1beta1.Registration/Register", &req, &resp, grpc.ForceCodec(rawCodec{})); err != nil {
+	if err := conn.Invoke(ctx, "/v1beta1.Registration/Register", &req, &resp, grpc.ForceCodec(codec{})); err != nil {
 		record("Register error %v", err)
 		log.Fatalf("Register: %v", err)
 	}
@@ -266,7 +206,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	server := grpc.NewServer(grpc.CustomCodec(rawCodec{}))
+	server := grpc.NewServer(grpc.CustomCodec(codec{}))
 	server.RegisterService(&devicePlugin, nil)
 	if *registry != "" {
 		server.RegisterService(&registration, nil)

@@ -2,7 +2,7 @@
 // every stock Nomad driver is (the Python test driver of test_nomad.sh
 // plays go-plugin's side itself). Built from Debian's
 // golang-github-hashicorp-go-plugin-dev and golang-google-grpc-dev in
-// GOPATH mode by `make go-peers`; used by tests/integration/test_nomad.sh.
+// GOPATH mode by `make go-peers` (with wire.go); used by tests/integration/test_nomad.sh.
 // Messages by hand with protowire, by the field numbers of Nomad's
 // plugins/base and plugins/drivers protos: no generated code.
 //
@@ -29,75 +29,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/golang/protobuf/proto"
 	plugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/encoding/protowire"
 )
-
-// codec gives this driver's handlers the message bytes and go-plugin's own
-// services (health, broker, controller) their generated messages.
-type codec struct{}
-
-func (codec) Marshal(v interface{}) ([]byte, error) {
-	if b, ok := v.(*[]byte); ok {
-		return *b, nil
-	}
-	return proto.Marshal(v.(proto.Message))
-}
-func (codec) Unmarshal(d []byte, v interface{}) error {
-	if b, ok := v.(*[]byte); ok {
-		*b = append([]byte(nil), d...)
-		return nil
-	}
-	return proto.Unmarshal(d, v.(proto.Message))
-}
-func (codec) Name() string   { return "proto" }
-func (codec) String() string { return "proto" }
-
-func putString(b []byte, n protowire.Number, s string) []byte {
-	b = protowire.AppendTag(b, n, protowire.BytesType)
-	return protowire.AppendString(b, s)
-}
-func putMessage(b []byte, n protowire.Number, m []byte) []byte {
-	b = protowire.AppendTag(b, n, protowire.BytesType)
-	return protowire.AppendBytes(b, m)
-}
-func putVarint(b []byte, n protowire.Number, v uint64) []byte {
-	if v == 0 {
-		return b
-	}
-	b = protowire.AppendTag(b, n, protowire.VarintType)
-	return protowire.AppendVarint(b, v)
-}
-
-// fields: the length-delimited values of a message by field number.
-func fields(m []byte) map[protowire.Number][][]byte {
-	out := map[protowire.Number][][]byte{}
-	for len(m) > 0 {
-		n, t, l := protowire.ConsumeTag(m)
-		if l < 0 {
-			return out
-		}
-		m = m[l:]
-		l = protowire.ConsumeFieldValue(n, t, m)
-		if l < 0 {
-			return out
-		}
-		if t == protowire.BytesType {
-			v, _ := protowire.ConsumeBytes(m)
-			out[n] = append(out[n], v)
-		}
-		m = m[l:]
-	}
-	return out
-}
-func first(f map[protowire.Number][][]byte, n protowire.Number) []byte {
-	if len(f[n]) == 0 {
-		return nil
-	}
-	return f[n][0]
-}
 
 // msgpackCommand reads "command" from the task config as Nomad encodes it
 // for this schema: a map of one string.
