@@ -83,6 +83,16 @@ TEST(CliCounts, InOrderThenOthers) {
   EXPECT_EQ(CountsText(CountWords({}, {"running"})), "none");
 }
 
+TEST(CliCommandText, CommandArgsQuotedOrTheDriversConfig) {
+  char a0[] = "-c", a1[] = "echo hi";
+  char* args[] = {a0, a1};
+  EXPECT_EQ(CommandText("/bin/sh", args, 2), "/bin/sh -c \"echo hi\"");
+  EXPECT_EQ(CommandText("/bin/true", nullptr, 0), "/bin/true");
+  // A Nomad driver's task: what runs is in its config.
+  EXPECT_EQ(CommandText(nullptr, nullptr, 0), "(in the driver's config)");
+  EXPECT_EQ(CommandText("", nullptr, 0), "(in the driver's config)");
+}
+
 outpost_v1_JobTaskInfo Task(const char* name, const char* state) {
   outpost_v1_JobTaskInfo t = outpost_v1_JobTaskInfo_init_zero;
   t.name = const_cast<char*>(name);
