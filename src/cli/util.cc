@@ -129,8 +129,8 @@ std::vector<std::pair<std::string, int>> CountWords(const std::vector<std::strin
 }
 
 std::string CommandText(const char* command, char* const* args, size_t count) {
-  std::string out = command ? command : "";
-  for (size_t i = 0; i < count; ++i) out += " " + QuoteIfNeeded(args[i] ? args[i] : "");
+  std::string out = PbString(command);
+  for (size_t i = 0; i < count; ++i) out += " " + QuoteIfNeeded(PbString(args[i]));
   return out.empty() ? "(in the driver's config)" : out;
 }
 
