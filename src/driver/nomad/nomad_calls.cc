@@ -459,11 +459,11 @@ void NomadPlugin::TaskStats(const std::string& id, StatsCallback done) {
     }
     cb(std::move(s));
   });
-  call->OnDone([shared_done](const Status& st) {
+  call->OnDone([shared_done, name = name_](const Status& st) {
     if (!*shared_done) return;
     StatsCallback cb = std::move(*shared_done);
     *shared_done = nullptr;
-    cb(st.ok() ? Error(Code::kUnavailable, "TaskStats ended without a sample") : st.error());
+    cb(st.ok() ? Error(Code::kUnavailable, "TaskStats ended without a sample") : Unanswered(name, "TaskStats", st.error()));
   });
   (void)call->Write(*bytes);
   call->CloseSend();

@@ -450,7 +450,16 @@ void NomadPlugin::Call(const char* service, const char* method, Result<std::stri
       done(Error(Code::kUnavailable, why.empty() ? std::string("the plugin is not connected") : why));
     });
   }
-  client_->Call(service, method, *request, timeout_nanos, std::move(done));
+  client_->Call(service, method, *request, timeout_nanos,
+                [done = std::move(done), name = name_, method](Result<std::string> r) {
+                  done(r.ok() ? std::move(r) : Result<std::string>(Unanswered(name, method, r.error())));
+                });
+}
+
+Error Unanswered(const std::string& driver, const char* method, const Error& e) {
+  if (e.code() != Code::kUnimplemented) return e;
+  return Error(Code::kUnimplemented,
+               "driver " + driver + " does not support " + method + " (the plugin answered: " + e.message() + ")");
 }
 
 Error NomadPlugin::Unsupported(const char* what) const {

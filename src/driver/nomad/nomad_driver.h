@@ -32,6 +32,11 @@
 
 namespace outpost::driver::nomad {
 
+// A call's error as the user sees it: grpc's UNIMPLEMENTED (a plugin
+// without the method) becomes "driver NAME does not support METHOD", with
+// the plugin's own words.
+Error Unanswered(const std::string& driver, const char* method, const Error& e);
+
 // Nomad's `plugin "<name>" { args = [...]; config { ... } }` as JSON.
 struct PluginStanza {
   std::vector<std::string> args;
