@@ -409,6 +409,10 @@ GO_ENV := GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE=$(abspath $(BUILD))/g
 go-peers:
 	$(Q)if command -v go >/dev/null; then $(MAKE) --no-print-directory $(GO_PEERS); \
 	else echo "  SKIP    go-peers: no go (tools/deps.sh test installs golang-go)"; fi
+# The Go Nomad driver's -check mode (cty_check.go) compares outpost's
+# encoding of task configs with Nomad's libraries: hcl/v2, go-cty and
+# hashicorp/go-msgpack, from Debian too.
+$(BUILD)/go/nomad_driver: tests/helpers/go/cty_check.go
 $(BUILD)/go/%: tests/helpers/go/%.go tests/helpers/go/wire.go
 	@echo "  GO      $@"
 	$(Q)mkdir -p $(@D)

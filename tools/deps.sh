@@ -102,8 +102,10 @@ group() {
       # fake host decode and encode Nomad's msgpack configs with it
       add python3-msgpack
       # grpc-go peers (tests/helpers/go/, make go-peers): stock device
-      # plugins and Nomad drivers are Go programs on grpc-go and go-plugin
-      add golang-go golang-google-grpc-dev golang-google-protobuf-dev golang-github-hashicorp-go-plugin-dev
+      # plugins and Nomad drivers are Go programs on grpc-go and go-plugin;
+      # hcl/v2, go-cty and go-msgpack: Nomad's config encoding to compare with
+      add golang-go golang-google-grpc-dev golang-google-protobuf-dev golang-github-hashicorp-go-plugin-dev \
+          golang-github-hashicorp-hcl-v2-dev golang-github-zclconf-go-cty-dev golang-github-hashicorp-go-msgpack-dev
       # the oci driver's tests: the OCI runtimes it drives (busybox-static
       # for the containers' root file systems comes with group vm)
       add crun runc

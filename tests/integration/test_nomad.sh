@@ -640,3 +640,54 @@ test_nomad_go_plugin_driver_task_life_and_crash_recovery() {
   nd_go_called "StopTask $id" || fail "no StopTask: $(cat "$T/go.calls")"
   wait_gone "$pid" 10 || fail "the task survived its stop"
 }
+
+# outpost's encoding of task configs against Nomad's own libraries: the Go
+# driver's -check schema has a node of every hclspec kind (shaped like the
+# container drivers' configs), and for each task the driver decodes the
+# config's JSON (given to it in the task's env too) with hcl/v2's JSON parser
+# and hcldec, encodes it with go-cty's msgpack.Marshal, as Nomad's client
+# does, and compares the bytes with what outpost sent; then it decodes them
+# as a driver does (go-msgpack into a struct with codec tags).
+test_nomad_go_plugin_task_configs_encode_as_nomads_libraries_do() {
+  nd_go_available || return 0
+  mkdir -p "$T/nomad-plugins"
+  install -m 0755 "$ND_GO" "$T/nomad-plugins/godriver"
+  jt_config "\"nomad_plugin_dir\": \"$T/nomad-plugins\", \"nomad_plugins\": {\"godriver\": {\"args\": [\"-calls\", \"$T/go.calls\", \"-check\"]}}"
+  start_agent
+  wait_for 60 nd_status_says "healthy: Healthy (grpc-go)" >/dev/null || fail "godriver not fingerprinted: $(op status 2>&1 | grep -i godriver)"
+  local full minimal variants sizes
+  full='{"command": "exec sleep 600", "image": "busybox:1.36", "args": ["-c", "echo ${NOMAD_TASK_NAME}", 7, 2.5, true, "$${HOME}"],
+    "port_map": [{"http": 8080, "db": "5432"}], "labels": [{"b": "2", "a": "1"}], "memory_hard_limit": 512,
+    "force_pull": "true", "ratio": 1.5, "big": "18446744073709551617", "frac": 0.1,
+    "nums": [0, -1, 1e3, 9007199254740993, 1.25e-5, "123456789012345678901234567890", -0.5, 4294967296, -2147483649, 255, 256, 65536, -33, -129, 0.30000000000000004],
+    "tags": ["b", "a", "b", "c"], "anyv": {"k": ["x", 1, true], "n": null, "o": {"z": 1}},
+    "obj": {"a": "s", "b": "3", "extra": 1}, "tup": ["t", "2", "false"], "opt": null, "dns": ["1.1.1.1"],
+    "auth": {"username": "u", "password": "p"}, "logging": {"config": [{"max-size": "10m"}]},
+    "mount": [{"type": "bind", "target": "/x", "source": "/y", "readonly": true}, {"target": "/t"}],
+    "volume": [{"source": "b", "target": "/b"}, {"source": "a", "target": "/a"}, {"source": "a", "target": "/a"}],
+    "ports": {"http": {"to": 80}, "db": {"static": 5432}}, "env_extra": {"X": "1", "Y": 2, "Z": true},
+    "pair_first": "p", "pair_second": "2", "//": "a comment"}'
+  minimal='{"command": "exec sleep 600"}'
+  variants='{"command": "exec sleep 600", "mount": {"target": "/one"}, "auth": [{"username": "only"}],
+    "tags": [], "args": [], "port_map": [], "nums": [1e-7, 3.4028234663852886e38, 0.3, 1e21, 100000000000000000000000],
+    "anyv": [1, "a"], "labels": [{}], "env_extra": {}, "memory_hard_limit": "1e3"}'
+  sizes='{"command": "exec sleep 600", "args": ["a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8", "a9", "b0", "b1", "b2", "b3", "b4", "b5", "b6"],
+    "image": "registry.example.com/a/very/long/name/of/an/image:with-a-tag-of-its-own-that-is-long", "opt": "héllo ✓ 日本",
+    "tags": ["z", "é", "A", "10", "9", "", " "], "anyv": [[[{"deep": [1, [2, [3]]]}]]],
+    "volume": [{"source": "x"}, {"source": "x", "target": "/x"}, {"source": "B"}, {"source": "a", "target": ""}],
+    "ports": {"z": {}, "a": {"to": 1}, "m": {"to": "2"}}, "labels": [{"k1": "v", "k2": "v", "k3": "v", "k4": "v", "k5": "v",
+    "k6": "v", "k7": "v", "k8": "v", "k9": "v", "k10": "v", "k11": "v", "k12": "v", "k13": "v", "k14": "v", "k15": "v", "k16": "v"}]}'
+  local name cfg
+  for name in full minimal variants sizes; do
+    cfg="${!name}"
+    python3 -c 'import json,sys; c=json.loads(sys.argv[2]); print(json.dumps({"id": sys.argv[1], "tasks": [{"name": "t", "driver": "godriver", "config": c, "env": {"GO_CHECK_JSON": sys.argv[2], "GO_CHECK_NAME": sys.argv[1]}}]}))' \
+      "cfg-$name" "$cfg" >"$T/$name.json" || fail "job $name"
+    expect_exit 0 op run -f "$T/$name.json"
+  done
+  for name in full minimal variants sizes; do
+    wait_for 30 grep -q "^DecodeCheck cfg-$name " "$T/go.calls" || fail "no check of $name: $(cat "$T/go.calls"); $(op inspect "cfg-$name/t" 2>&1)"
+    nd_go_called "ConfigCheck cfg-$name match" ||
+      fail "$name: outpost's encoding differs from Nomad's: $(grep "^ConfigCheck cfg-$name " "$T/go.calls")"
+    nd_go_called "DecodeCheck cfg-$name ok" || fail "$name: a driver cannot decode it: $(grep "^DecodeCheck cfg-$name " "$T/go.calls")"
+  done
+}

@@ -6,7 +6,7 @@
 // Messages by hand with protowire, by the field numbers of Nomad's
 // plugins/base and plugins/drivers protos: no generated code.
 //
-//	nomad_driver [-calls FILE]     (started by the host: go-plugin's handshake)
+//	nomad_driver [-calls FILE] [-check]     (started by the host: go-plugin's handshake)
 //
 // PluginInfo names it "godriver" (API v0.1.0); no plugin config. Its task
 // config is {"command": "..."} (required), run with /bin/sh -c in a process
@@ -15,7 +15,9 @@
 // live pid back (its exit code is then unknown: 0, as after a reattach),
 // refuses a dead one. SignalTask sends the named signal (HUP, TERM, USR1).
 // Each call appends "<Method> <task id>" to FILE (the id empty for calls
-// without one).
+// without one). -check: the task config schema and the byte-for-byte
+// check of each task's config against Nomad's own libraries of
+// cty_check.go (the schema's "command" is still what runs).
 package main
 
 import (
@@ -85,6 +87,7 @@ type task struct {
 
 var (
 	calls = ""
+	check = false // -check: cty_check.go's schema, each task's config compared with Nomad's encoding
 	mu    sync.Mutex
 	tasks = map[string]*task{}
 )
@@ -142,9 +145,14 @@ func startTask(in []byte) ([]byte, error) {
 		return putString(putVarint(nil, 1, 2), 2, err.Error()), nil // FATAL
 	}
 	var env []string
+	envMap := map[string]string{}
 	for _, e := range c[4] {
 		kv := fields(e)
 		env = append(env, string(first(kv, 1))+"="+string(first(kv, 2)))
+		envMap[string(first(kv, 1))] = string(first(kv, 2))
+	}
+	if check {
+		checkTaskConfig(first(c, 3), envMap)
 	}
 	stdout, err := os.OpenFile(string(first(c, 11)), os.O_WRONLY, 0)
 	if err != nil {
@@ -242,7 +250,12 @@ func (driver) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 		ServiceName: "hashicorp.nomad.plugins.drivers.proto.Driver",
 		HandlerType: (*interface{})(nil),
 		Methods: []grpc.MethodDesc{
-			unary("TaskConfigSchema", func([]byte) ([]byte, error) { return putMessage(nil, 1, taskSchema()), nil }),
+			unary("TaskConfigSchema", func([]byte) ([]byte, error) {
+				if check {
+					return putMessage(nil, 1, checkSchema().proto()), nil
+				}
+				return putMessage(nil, 1, taskSchema()), nil
+			}),
 			unary("Capabilities", func([]byte) ([]byte, error) {
 				return putMessage(nil, 1, putVarint(putVarint(nil, 1, 1), 6, 1)), nil // signals; no mounts
 			}),
@@ -339,8 +352,14 @@ func (driver) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.ClientConn) 
 }
 
 func main() {
-	if len(os.Args) == 3 && os.Args[1] == "-calls" {
-		calls = os.Args[2]
+	for i := 1; i < len(os.Args); i++ {
+		switch {
+		case os.Args[i] == "-calls" && i+1 < len(os.Args):
+			i++
+			calls = os.Args[i]
+		case os.Args[i] == "-check":
+			check = true
+		}
 	}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: plugin.HandshakeConfig{ // Nomad's plugins/base Handshake
