@@ -691,3 +691,47 @@ test_nomad_go_plugin_task_configs_encode_as_nomads_libraries_do() {
     nd_go_called "DecodeCheck cfg-$name ok" || fail "$name: a driver cannot decode it: $(grep "^DecodeCheck cfg-$name " "$T/go.calls")"
   done
 }
+
+# What Nomad's client refuses (hcl/v2 and hcldec, asked through the Go
+# driver's -decide), outpost refuses when the job is submitted, naming the
+# field; what it takes, outpost takes.
+test_nomad_go_plugin_task_configs_refused_where_nomads_libraries_refuse_them() {
+  nd_go_available || return 0
+  mkdir -p "$T/nomad-plugins"
+  install -m 0755 "$ND_GO" "$T/nomad-plugins/godriver"
+  jt_config "\"nomad_plugin_dir\": \"$T/nomad-plugins\", \"nomad_plugins\": {\"godriver\": {\"args\": [\"-check\"]}}"
+  start_agent
+  wait_for 60 nd_status_says "healthy: Healthy (grpc-go)" >/dev/null || fail "godriver not fingerprinted: $(op status 2>&1 | grep -i godriver)"
+  local i=0 cfg field verdict out
+  while IFS='|' read -r field cfg; do
+    [ -n "$cfg" ] || continue
+    i=$((i + 1))
+    verdict="$("$ND_GO" -decide "$cfg")"
+    case "$verdict" in error:*) ;; *) fail "case $i: Nomad's libraries take $cfg ($verdict): not a case for this test" ;; esac
+    python3 -c 'import json,sys; print(json.dumps({"id": "bad%s" % sys.argv[1], "tasks": [{"name": "t", "driver": "godriver", "config": json.loads(sys.argv[2])}]}))' \
+      "$i" "$cfg" >"$T/bad$i.json" || fail "job $i"
+    out="$(op run -f "$T/bad$i.json" 2>&1)" && fail "case $i: outpost took $cfg, which Nomad refuses: $verdict"
+    expect_contains "$out" "$field" "case $i ($cfg): the field named"
+    op inspect "bad$i" >/dev/null 2>&1 && fail "case $i: the refused job was stored"
+  done <<'CASES'
+tasks[0].config.nmae|{"command": "x", "nmae": 1}
+tasks[0].config.args|{"command": "x", "args": 5}
+tasks[0].config.command|{}
+tasks[0].config.auth|{"command": "x", "auth": [{"username": "a"}, {"username": "b"}]}
+tasks[0].config.mount[0].target|{"command": "x", "mount": [{}]}
+tasks[0].config.force_pull|{"command": "x", "force_pull": "yes"}
+tasks[0].config.obj|{"command": "x", "obj": {"a": "s"}}
+tasks[0].config.tup|{"command": "x", "tup": ["a"]}
+tasks[0].config.mount|{"command": "x", "mount": [{"target": "1"}, {"target": "2"}, {"target": "3"}, {"target": "4"}, {"target": "5"}, {"target": "6"}, {"target": "7"}, {"target": "8"}, {"target": "9"}]}
+tasks[0].config.port_map[0]|{"command": "x", "port_map": [{"http": "abc"}]}
+tasks[0].config.ports|{"command": "x", "ports": {}}
+tasks[0].config.volume[0].source|{"command": "x", "volume": [{"target": "/t"}]}
+tasks[0].config.env_extra|{"command": "x", "env_extra": {"a": [1]}}
+tasks[0].config.workers|{"command": "x", "workers": "many"}
+CASES
+  [ "$i" -eq 14 ] || fail "ran $i cases"
+  # And one both take, stored and started.
+  [ "$("$ND_GO" -decide '{"command": "exec sleep 600", "mount": {"target": "/one"}}')" = ok ] || fail "Nomad refuses the good case"
+  python3 -c 'import json; print(json.dumps({"id": "good", "tasks": [{"name": "t", "driver": "godriver", "config": {"command": "exec sleep 600", "mount": {"target": "/one"}}}]}))' >"$T/good.json"
+  expect_exit 0 op run -f "$T/good.json"
+}

@@ -272,6 +272,33 @@ type checkConfig struct {
 	} `codec:"fixed"`
 }
 
+// What Nomad's client makes of a task config's JSON, with the task's
+// environment as variables (as Nomad's env builder gives them).
+func nomadDecode(text string, env map[string]string) (cty.Value, hcl.Diagnostics) {
+	vars := map[string]cty.Value{}
+	for k, v := range env {
+		if hclsyntax.ValidIdentifier(k) {
+			vars[k] = cty.StringVal(v)
+		}
+	}
+	file, diags := hcljson.Parse([]byte(text), "config.json")
+	if diags.HasErrors() {
+		return cty.NilVal, diags
+	}
+	return hcldec.Decode(file.Body, checkSchema().dec(), &hcl.EvalContext{Variables: vars})
+}
+
+// nomad_driver -decide JSON: whether Nomad's client takes that task config
+// ("ok") or not ("error: <diagnostics>"), for the tests' configs outpost must
+// refuse at submission.
+func decide(text string) {
+	if _, diags := nomadDecode(text, nil); diags.HasErrors() {
+		fmt.Println("error: " + strings.ReplaceAll(diags.Error(), "\n", "; "))
+		return
+	}
+	fmt.Println("ok")
+}
+
 // Compares the host's encoding of the task config with Nomad's.
 func checkTaskConfig(got []byte, env map[string]string) {
 	text, ok := env["GO_CHECK_JSON"]
@@ -279,19 +306,7 @@ func checkTaskConfig(got []byte, env map[string]string) {
 		return
 	}
 	id := env["GO_CHECK_NAME"]
-	vars := map[string]cty.Value{}
-	for k, v := range env { // the task's environment, as Nomad's env builder gives it
-		if hclsyntax.ValidIdentifier(k) {
-			vars[k] = cty.StringVal(v)
-		}
-	}
-	file, diags := hcljson.Parse([]byte(text), "config.json")
-	var val cty.Value
-	if !diags.HasErrors() {
-		var d hcl.Diagnostics
-		val, d = hcldec.Decode(file.Body, checkSchema().dec(), &hcl.EvalContext{Variables: vars})
-		diags = append(diags, d...)
-	}
+	val, diags := nomadDecode(text, env)
 	if diags.HasErrors() {
 		record("ConfigCheck", id+" upstream-error "+strings.ReplaceAll(diags.Error(), "\n", "; "))
 		return

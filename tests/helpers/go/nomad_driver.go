@@ -7,6 +7,7 @@
 // plugins/base and plugins/drivers protos: no generated code.
 //
 //	nomad_driver [-calls FILE] [-check]     (started by the host: go-plugin's handshake)
+//	nomad_driver -decide JSON               (cty_check.go: does Nomad take this task config?)
 //
 // PluginInfo names it "godriver" (API v0.1.0); no plugin config. Its task
 // config is {"command": "..."} (required), run with /bin/sh -c in a process
@@ -352,6 +353,10 @@ func (driver) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.ClientConn) 
 }
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "-decide" {
+		decide(os.Args[2])
+		return
+	}
 	for i := 1; i < len(os.Args); i++ {
 		switch {
 		case os.Args[i] == "-calls" && i+1 < len(os.Args):
