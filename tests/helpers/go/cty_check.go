@@ -189,6 +189,13 @@ func checkSchema() *sp {
 		"defmap":            def(attr("defmap", "map(string)", false), `{ a = "x", b = "y" }`),
 		"shell":             def(attr("shell", "string", false), `"bash"`),
 		"workers":           def(attr("workers", "number", false), "4"),
+		"lit_str":           def(attr("lit_str", "string", false), `"tab\there \"q\" \u00e9 $${x} %%{y}"`),
+		"lit_neg":           def(attr("lit_neg", "number", false), "-1.5e3"),
+		"lit_list":          def(attr("lit_list", "list(map(number))", false), "[{ a = 1, b = 2 }, { c = 3 }]"),
+		"lit_obj": def(attr("lit_obj", "any", false), `{
+  "quoted key" = [true, null, 1] # a comment
+  other = "x", n = 0.1
+}`),
 		"auth": {kind: "block", name: "auth", nested: object(map[string]*sp{
 			"username": attr("username", "string", false),
 			"password": attr("password", "string", false),
@@ -239,6 +246,10 @@ type checkConfig struct {
 	Tup     []interface{}     `codec:"tup"`
 	Opt     string            `codec:"opt"`
 	DNS     []string          `codec:"dns"`
+	LitStr  string            `codec:"lit_str"`
+	LitNeg  float64           `codec:"lit_neg"`
+	LitList []map[string]int  `codec:"lit_list"`
+	LitObj  interface{}       `codec:"lit_obj"`
 	Defmap  map[string]string `codec:"defmap"`
 	Shell   string            `codec:"shell"`
 	Workers int               `codec:"workers"`
