@@ -666,7 +666,7 @@ test_nomad_go_plugin_task_configs_encode_as_nomads_libraries_do() {
     "mount": [{"type": "bind", "target": "/x", "source": "/y", "readonly": true}, {"target": "/t"}],
     "volume": [{"source": "b", "target": "/b"}, {"source": "a", "target": "/a"}, {"source": "a", "target": "/a"}],
     "ports": {"http": {"to": 80}, "db": {"static": 5432}}, "env_extra": {"X": "1", "Y": 2, "Z": true},
-    "pair_first": "p", "pair_second": "2", "//": "a comment"}'
+    "pair_first": "p", "pair_second": "2", "gc": {"image": false}, "//": "a comment"}'
   minimal='{"command": "exec sleep 600"}'
   variants='{"command": "exec sleep 600", "mount": {"target": "/one"}, "auth": [{"username": "only"}],
     "tags": [], "args": [], "port_map": [], "nums": [1e-7, 3.4028234663852886e38, 0.3, 1e21, 100000000000000000000000],

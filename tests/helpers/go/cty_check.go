@@ -218,6 +218,12 @@ func checkSchema() *sp {
 			"to":     attr("to", "number", false),
 			"static": def(attr("static", "number", false), "0"),
 		})},
+		// A block with a default, as in the plugin configs of the docker
+		// and podman drivers ({gc, volumes} = { enabled = true, ... }).
+		"gc": def(&sp{kind: "block", name: "gc", nested: object(map[string]*sp{
+			"image":       def(attr("image", "bool", false), "true"),
+			"image_delay": def(attr("image_delay", "string", false), `"3m"`),
+		})}, `{ image = true, image_delay = "3m" }`),
 		"env_extra": {kind: "attrs", name: "env_extra", typ: "string"},
 		"pair":      {kind: "array", values: []*sp{attr("pair_first", "string", false), attr("pair_second", "number", false)}},
 		"fixed":     {kind: "literal", value: `{ on = true, n = 1.5 }`},
@@ -275,6 +281,10 @@ type checkConfig struct {
 		To     int `codec:"to"`
 		Static int `codec:"static"`
 	} `codec:"ports"`
+	GC struct {
+		Image      bool   `codec:"image"`
+		ImageDelay string `codec:"image_delay"`
+	} `codec:"gc"`
 	EnvExtra map[string]string `codec:"env_extra"`
 	Pair     []interface{}     `codec:"pair"`
 	Fixed    struct {
