@@ -655,6 +655,8 @@ test_nomad_go_plugin_task_configs_encode_as_nomads_libraries_do() {
   jt_config "\"nomad_plugin_dir\": \"$T/nomad-plugins\", \"nomad_plugins\": {\"godriver\": {\"args\": [\"-calls\", \"$T/go.calls\", \"-check\"]}}"
   start_agent
   wait_for 60 nd_status_says "healthy: Healthy (grpc-go)" >/dev/null || fail "godriver not fingerprinted: $(op status 2>&1 | grep -i godriver)"
+  # No plugin config: SetConfig carries the plugin schema's defaults.
+  nd_go_called "SetConfigCheck match" || fail "SetConfig's defaults differ from Nomad's: $(grep SetConfigCheck "$T/go.calls")"
   local full minimal variants sizes
   full='{"command": "exec sleep 600", "image": "busybox:1.36", "args": ["-c", "echo ${NOMAD_TASK_NAME}", 7, 2.5, true, "$${HOME}"],
     "port_map": [{"http": 8080, "db": "5432"}], "labels": [{"b": "2", "a": "1"}], "memory_hard_limit": 512,
@@ -694,14 +696,20 @@ test_nomad_go_plugin_task_configs_encode_as_nomads_libraries_do() {
 
 # What Nomad's client refuses (hcl/v2 and hcldec, asked through the Go
 # driver's -decide), outpost refuses when the job is submitted, naming the
-# field; what it takes, outpost takes.
+# field; what it takes, outpost takes. The plugin is given a config of its
+# own here, and SetConfig's bytes are compared with Nomad's encoding of it.
 test_nomad_go_plugin_task_configs_refused_where_nomads_libraries_refuse_them() {
   nd_go_available || return 0
   mkdir -p "$T/nomad-plugins"
   install -m 0755 "$ND_GO" "$T/nomad-plugins/godriver"
-  jt_config "\"nomad_plugin_dir\": \"$T/nomad-plugins\", \"nomad_plugins\": {\"godriver\": {\"args\": [\"-check\"]}}"
+  # The plugin's own config too, compared at SetConfig.
+  local pcfg='{"extra_labels": ["a", 2, true], "volumes": {"selinuxlabel": "Z"}, "client_timeout": "5s", "recover_stopped": "1"}'
+  jt_config "$(python3 -c 'import json,sys; print("\"nomad_plugin_dir\": %s, \"nomad_plugins\": %s" % (json.dumps(sys.argv[1]),
+    json.dumps({"godriver": {"args": ["-calls", sys.argv[2], "-check", "-plugin-config", sys.argv[3]], "config": json.loads(sys.argv[3])}})))' \
+    "$T/nomad-plugins" "$T/go.calls" "$pcfg")"
   start_agent
   wait_for 60 nd_status_says "healthy: Healthy (grpc-go)" >/dev/null || fail "godriver not fingerprinted: $(op status 2>&1 | grep -i godriver)"
+  nd_go_called "SetConfigCheck match" || fail "SetConfig differs from Nomad's encoding: $(grep SetConfigCheck "$T/go.calls")"
   local i=0 cfg field verdict out
   while IFS='|' read -r field cfg; do
     [ -n "$cfg" ] || continue

@@ -230,6 +230,51 @@ func checkSchema() *sp {
 	})
 }
 
+// The plugin's own config, shaped like the podman driver's.
+func pluginSchema() *sp {
+	return object(map[string]*sp{
+		"socket_path":      def(attr("socket_path", "string", false), `"unix:///run/podman/podman.sock"`),
+		"recover_stopped":  def(attr("recover_stopped", "bool", false), "false"),
+		"extra_labels":     attr("extra_labels", "list(string)", false),
+		"client_timeout":   def(attr("client_timeout", "string", false), `"60s"`),
+		"allow_privileged": def(attr("allow_privileged", "bool", false), "false"),
+		"volumes": def(&sp{kind: "block", name: "volumes", nested: object(map[string]*sp{
+			"enabled":      def(attr("enabled", "bool", false), "true"),
+			"selinuxlabel": attr("selinuxlabel", "string", false),
+		})}, `{ enabled = true, selinuxlabel = "z" }`),
+	})
+}
+
+// SetConfig's msgpack_config against Nomad's encoding of -plugin-config
+// ({} when none: the schema's defaults). Recorded as
+// "SetConfigCheck match|mismatch got=... want=...|upstream-error ...".
+func checkPluginConfig(got []byte) {
+	text := pluginConfig
+	if text == "" {
+		text = "{}"
+	}
+	file, diags := hcljson.Parse([]byte(text), "plugin.json")
+	var val cty.Value
+	if !diags.HasErrors() {
+		var d hcl.Diagnostics
+		val, d = hcldec.Decode(file.Body, pluginSchema().dec(), &hcl.EvalContext{})
+		diags = append(diags, d...)
+	}
+	if diags.HasErrors() {
+		record("SetConfigCheck", "upstream-error "+strings.ReplaceAll(diags.Error(), "\n", "; "))
+		return
+	}
+	want, err := ctymsgpack.Marshal(val, val.Type())
+	switch {
+	case err != nil:
+		record("SetConfigCheck", "upstream-error "+err.Error())
+	case string(want) == string(got):
+		record("SetConfigCheck", "match")
+	default:
+		record("SetConfigCheck", fmt.Sprintf("mismatch got=%s want=%s", hex.EncodeToString(got), hex.EncodeToString(want)))
+	}
+}
+
 // A driver's struct for the config, as Nomad drivers declare theirs.
 type checkConfig struct {
 	Command         string              `codec:"command"`

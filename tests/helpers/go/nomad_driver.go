@@ -6,7 +6,7 @@
 // Messages by hand with protowire, by the field numbers of Nomad's
 // plugins/base and plugins/drivers protos: no generated code.
 //
-//	nomad_driver [-calls FILE] [-check]     (started by the host: go-plugin's handshake)
+//	nomad_driver [-calls FILE] [-check [-plugin-config JSON]]     (started by the host: go-plugin's handshake)
 //	nomad_driver -decide JSON               (cty_check.go: does Nomad take this task config?)
 //
 // PluginInfo names it "godriver" (API v0.1.0); no plugin config. Its task
@@ -16,9 +16,11 @@
 // live pid back (its exit code is then unknown: 0, as after a reattach),
 // refuses a dead one. SignalTask sends the named signal (HUP, TERM, USR1).
 // Each call appends "<Method> <task id>" to FILE (the id empty for calls
-// without one). -check: the task config schema and the byte-for-byte
-// check of each task's config against Nomad's own libraries of
-// cty_check.go (the schema's "command" is still what runs).
+// without one). -check: the plugin and task config schemas and the
+// byte-for-byte checks of SetConfig's and each task's config against
+// Nomad's own libraries of cty_check.go (the schema's "command" is still
+// what runs); -plugin-config: the JSON of the plugin's config in the
+// agent's config ({} when it has none).
 package main
 
 import (
@@ -87,10 +89,11 @@ type task struct {
 }
 
 var (
-	calls = ""
-	check = false // -check: cty_check.go's schema, each task's config compared with Nomad's encoding
-	mu    sync.Mutex
-	tasks = map[string]*task{}
+	calls        = ""
+	pluginConfig = ""
+	check        = false // -check: cty_check.go's schema, each task's config compared with Nomad's encoding
+	mu           sync.Mutex
+	tasks        = map[string]*task{}
 )
 
 func record(method, id string) {
@@ -243,8 +246,18 @@ func (driver) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 				b = putString(b, 3, "0.0.1")
 				return putString(b, 4, "godriver"), nil
 			}),
-			unary("ConfigSchema", func([]byte) ([]byte, error) { return nil, nil }),
-			unary("SetConfig", func([]byte) ([]byte, error) { return nil, nil }),
+			unary("ConfigSchema", func([]byte) ([]byte, error) {
+				if check {
+					return putMessage(nil, 1, pluginSchema().proto()), nil
+				}
+				return nil, nil
+			}),
+			unary("SetConfig", func(in []byte) ([]byte, error) {
+				if check {
+					checkPluginConfig(first(fields(in), 1))
+				}
+				return nil, nil
+			}),
 		},
 	}, struct{}{})
 	s.RegisterService(&grpc.ServiceDesc{
@@ -364,6 +377,9 @@ func main() {
 			calls = os.Args[i]
 		case os.Args[i] == "-check":
 			check = true
+		case os.Args[i] == "-plugin-config" && i+1 < len(os.Args):
+			i++
+			pluginConfig = os.Args[i]
 		}
 	}
 	plugin.Serve(&plugin.ServeConfig{
