@@ -657,7 +657,7 @@ test_nomad_go_plugin_task_configs_encode_as_nomads_libraries_do() {
   wait_for 60 nd_status_says "healthy: Healthy (grpc-go)" >/dev/null || fail "godriver not fingerprinted: $(op status 2>&1 | grep -i godriver)"
   # No plugin config: SetConfig carries the plugin schema's defaults.
   nd_go_called "SetConfigCheck match" || fail "SetConfig's defaults differ from Nomad's: $(grep SetConfigCheck "$T/go.calls")"
-  local full minimal variants sizes
+  local full minimal variants sizes types
   full='{"command": "exec sleep 600", "image": "busybox:1.36", "args": ["-c", "echo ${NOMAD_TASK_NAME}", 7, 2.5, true, "$${HOME}"],
     "port_map": [{"http": 8080, "db": "5432"}], "labels": [{"b": "2", "a": "1"}], "memory_hard_limit": 512,
     "force_pull": "true", "ratio": 1.5, "big": "18446744073709551617", "frac": 0.1,
@@ -679,14 +679,18 @@ test_nomad_go_plugin_task_configs_encode_as_nomads_libraries_do() {
     "volume": [{"source": "x"}, {"source": "x", "target": "/x"}, {"source": "B"}, {"source": "a", "target": ""}],
     "ports": {"z": {}, "a": {"to": 1}, "m": {"to": "2"}}, "labels": [{"k1": "v", "k2": "v", "k3": "v", "k4": "v", "k5": "v",
     "k6": "v", "k7": "v", "k8": "v", "k9": "v", "k10": "v", "k11": "v", "k12": "v", "k13": "v", "k14": "v", "k15": "v", "k16": "v"}]}'
+  types='{"command": "exec sleep 600", "nset": [3, 1, 2, 1, 10, -5, 0.5, "7"], "bset": [true, false, true],
+    "mln": {"b": [2, 1], "a": ["3"]}, "lobj": [{"a": "x", "b": [1, 2]}, {"a": "y", "b": []}], "many": {"a": 1, "b": "x", "c": true},
+    "lany": [1, "2", false], "lls": [["a"], [], ["b", 1]],
+    "sobj": [{"k": "b", "n": 2}, {"k": "a", "n": 10}, {"k": "a", "n": 9}, {"k": "b", "n": 2}, {"k": "ab", "n": 1}]}'
   local name cfg
-  for name in full minimal variants sizes; do
+  for name in full minimal variants sizes types; do
     cfg="${!name}"
     python3 -c 'import json,sys; c=json.loads(sys.argv[2]); print(json.dumps({"id": sys.argv[1], "tasks": [{"name": "t", "driver": "godriver", "config": c, "env": {"GO_CHECK_JSON": sys.argv[2], "GO_CHECK_NAME": sys.argv[1]}}]}))' \
       "cfg-$name" "$cfg" >"$T/$name.json" || fail "job $name"
     expect_exit 0 op run -f "$T/$name.json"
   done
-  for name in full minimal variants sizes; do
+  for name in full minimal variants sizes types; do
     wait_for 30 grep -q "^DecodeCheck cfg-$name " "$T/go.calls" || fail "no check of $name: $(cat "$T/go.calls"); $(op inspect "cfg-$name/t" 2>&1)"
     nd_go_called "ConfigCheck cfg-$name match" ||
       fail "$name: outpost's encoding differs from Nomad's: $(grep "^ConfigCheck cfg-$name " "$T/go.calls")"

@@ -189,6 +189,14 @@ func checkSchema() *sp {
 		"defmap":            def(attr("defmap", "map(string)", false), `{ a = "x", b = "y" }`),
 		"shell":             def(attr("shell", "string", false), `"bash"`),
 		"workers":           def(attr("workers", "number", false), "4"),
+		"nset":              attr("nset", "set(number)", false),
+		"bset":              attr("bset", "set(bool)", false),
+		"mln":               attr("mln", "map(list(number))", false),
+		"lobj":              attr("lobj", "list(object({a = string, b = list(number)}))", false),
+		"many":              attr("many", "map(any)", false),
+		"lany":              attr("lany", "list(any)", false),
+		"lls":               attr("lls", "list(list(string))", false),
+		"sobj":              attr("sobj", "set(object({k = string, n = number}))", false),
 		"lit_str":           def(attr("lit_str", "string", false), `"tab\there \"q\" \u00e9 $${x} %%{y}"`),
 		"lit_neg":           def(attr("lit_neg", "number", false), "-1.5e3"),
 		"lit_list":          def(attr("lit_list", "list(map(number))", false), "[{ a = 1, b = 2 }, { c = 3 }]"),
@@ -294,10 +302,24 @@ type checkConfig struct {
 		A string `codec:"a"`
 		B int    `codec:"b"`
 	} `codec:"obj"`
-	Tup     []interface{}     `codec:"tup"`
-	Opt     string            `codec:"opt"`
-	DNS     []string          `codec:"dns"`
-	LitStr  string            `codec:"lit_str"`
+	Tup    []interface{}    `codec:"tup"`
+	Opt    string           `codec:"opt"`
+	DNS    []string         `codec:"dns"`
+	LitStr string           `codec:"lit_str"`
+	Nset   []float64        `codec:"nset"`
+	Bset   []bool           `codec:"bset"`
+	Mln    map[string][]int `codec:"mln"`
+	Lobj   []struct {
+		A string `codec:"a"`
+		B []int  `codec:"b"`
+	} `codec:"lobj"`
+	Many map[string]interface{} `codec:"many"`
+	Lany []interface{}          `codec:"lany"`
+	Lls  [][]string             `codec:"lls"`
+	Sobj []struct {
+		K string `codec:"k"`
+		N int    `codec:"n"`
+	} `codec:"sobj"`
 	LitNeg  float64           `codec:"lit_neg"`
 	LitList []map[string]int  `codec:"lit_list"`
 	LitObj  interface{}       `codec:"lit_obj"`
