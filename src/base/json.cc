@@ -86,6 +86,67 @@ size_t LineOf(const std::string& s, size_t offset) {
 
 }  // namespace
 
+std::string FindDuplicateMember(const std::string& s) {
+  struct Frame {
+    bool object = false;
+    size_t index = 0;                              // an array's current element
+    std::string key;                               // an object's current member
+    std::vector<std::pair<std::string, size_t>> seen;  // members so far, with their lines
+  };
+  std::vector<Frame> stack;
+  // The path of the innermost object: how each outer frame led into it.
+  auto path = [&stack] {
+    std::string p;
+    for (size_t i = 0; i + 1 < stack.size(); ++i) {
+      if (stack[i].object) p += (p.empty() ? "" : ".") + stack[i].key;
+      else p += Format("[%zu]", stack[i].index);
+    }
+    return p;
+  };
+  bool expect_key = false;
+  size_t line = 1;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '\n') {
+      ++line;
+    } else if (c == '"') {
+      size_t start = i;
+      for (++i; i < s.size() && s[i] != '"'; ++i) {
+        if (s[i] == '\\') ++i;
+      }
+      if (!expect_key || stack.empty()) continue;
+      expect_key = false;
+      std::string key = s.substr(start + 1, i - start - 1);
+      if (key.find('\\') != std::string::npos) {  // escapes: the key picojson reads
+        picojson::value k;
+        std::string quoted = s.substr(start, i - start + 1);
+        std::string ignored;
+        (void)picojson::parse(k, quoted.cbegin(), quoted.cend(), &ignored);
+        if (k.is<std::string>()) key = k.get<std::string>();
+      }
+      Frame& f = stack.back();
+      for (const auto& [name, at] : f.seen) {
+        if (name == key) {
+          std::string where = path();
+          return (where.empty() ? "" : where + ".") + key + Format(": given twice (lines %zu and %zu)", at, line);
+        }
+      }
+      f.seen.emplace_back(key, line);
+      f.key = std::move(key);
+    } else if (c == '{' || c == '[') {
+      stack.emplace_back();
+      stack.back().object = c == '{';
+      expect_key = c == '{';
+    } else if (c == '}' || c == ']') {
+      if (!stack.empty()) stack.pop_back();
+    } else if (c == ',' && !stack.empty()) {
+      if (stack.back().object) expect_key = true;
+      else ++stack.back().index;
+    }
+  }
+  return "";
+}
+
 Result<picojson::value> Parse(const std::string& text, const ParseLimits& limits) {
   if (text.size() > limits.max_bytes) {
     return Error(Code::kInvalidArgument, Format("document is %zu bytes, more than the limit of %zu bytes",
@@ -126,6 +187,10 @@ Result<picojson::value> Parse(const std::string& text, const ParseLimits& limits
                    Format("invalid JSON: line %zu: unexpected data after the document",
                           LineOf(text, static_cast<size_t>(end - text.cbegin()))));
     }
+  }
+  if (limits.unique_members) {
+    std::string twice = FindDuplicateMember(text);
+    if (!twice.empty()) return Error(Code::kInvalidArgument, twice);
   }
   return v;
 }

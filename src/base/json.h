@@ -22,11 +22,21 @@ namespace outpost::json {
 struct ParseLimits {
   size_t max_bytes = 1 << 20;
   int max_depth = 32;
+  // A member given twice in one object is an error (picojson keeps the
+  // last): for documents people write, where the first is then lost
+  // without a word. Off for what programs write (Go's encoding/json, which
+  // third-party tools use, takes the last as well).
+  bool unique_members = false;
 };
 
 // Parses text. Errors say where (line) and what; nesting deeper than
 // max_depth and non-UTF-8 input are rejected before picojson sees them.
 Result<picojson::value> Parse(const std::string& text, const ParseLimits& limits = ParseLimits());
+
+// In a valid JSON document: "" or, for the first member given twice in one
+// object, `PATH: given twice (lines A and B)` with PATH as ObjectReader
+// writes it (`tasks[0].config.image`).
+std::string FindDuplicateMember(const std::string& text);
 
 // The byte offset of the first number (outside strings) that picojson would
 // read as a double and that overflows one (1e999, or an integer of 400

@@ -546,7 +546,7 @@ Result<JobSpec> ParseJobSpec(const std::string& text, const std::string& source)
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
     return Error(Code::kInvalidArgument, prefix + "document is empty");
   }
-  auto doc = json::Parse(text, json::ParseLimits{kMaxSpecBytes, kMaxSpecDepth});
+  auto doc = json::Parse(text, json::ParseLimits{kMaxSpecBytes, kMaxSpecDepth, true});
   if (!doc.ok()) return Error(Code::kInvalidArgument, prefix + doc.error().message());
   return JobSpecFromJson(*doc, source);
 }

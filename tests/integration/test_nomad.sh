@@ -720,8 +720,8 @@ test_nomad_go_plugin_task_configs_refused_where_nomads_libraries_refuse_them() {
     i=$((i + 1))
     verdict="$("$ND_GO" -decide "$cfg")"
     case "$verdict" in error:*) ;; *) fail "case $i: Nomad's libraries take $cfg ($verdict): not a case for this test" ;; esac
-    python3 -c 'import json,sys; print(json.dumps({"id": "bad%s" % sys.argv[1], "tasks": [{"name": "t", "driver": "godriver", "config": json.loads(sys.argv[2])}]}))' \
-      "$i" "$cfg" >"$T/bad$i.json" || fail "job $i"
+    # (the config as written: a member given twice stays twice)
+    printf '{"id": "bad%s", "tasks": [{"name": "t", "driver": "godriver", "config": %s}]}\n' "$i" "$cfg" >"$T/bad$i.json"
     out="$(op run -f "$T/bad$i.json" 2>&1)" && fail "case $i: outpost took $cfg, which Nomad refuses: $verdict"
     expect_contains "$out" "$field" "case $i ($cfg): the field named"
     op inspect "bad$i" >/dev/null 2>&1 && fail "case $i: the refused job was stored"
@@ -740,8 +740,10 @@ tasks[0].config.ports|{"command": "x", "ports": {}}
 tasks[0].config.volume[0].source|{"command": "x", "volume": [{"target": "/t"}]}
 tasks[0].config.env_extra|{"command": "x", "env_extra": {"a": [1]}}
 tasks[0].config.workers|{"command": "x", "workers": "many"}
+tasks[0].config.image: given twice|{"command": "x", "image": "a", "image": "b"}
+tasks[0].config.auth: given twice|{"command": "x", "auth": {"username": "a"}, "auth": {"password": "b"}}
 CASES
-  [ "$i" -eq 14 ] || fail "ran $i cases"
+  [ "$i" -eq 16 ] || fail "ran $i cases"
   # And one both take, stored and started.
   [ "$("$ND_GO" -decide '{"command": "exec sleep 600", "mount": {"target": "/one"}}')" = ok ] || fail "Nomad refuses the good case"
   python3 -c 'import json; print(json.dumps({"id": "good", "tasks": [{"name": "t", "driver": "godriver", "config": {"command": "exec sleep 600", "mount": {"target": "/one"}}}]}))' >"$T/good.json"

@@ -232,6 +232,28 @@ TEST(Json, ParseRejectsDeepNestingBadUtf8TrailingDataAndHugeInput) {
   EXPECT_FALSE(json::Parse("\"\xed\xa0\x80\"").ok());
 }
 
+TEST(Json, DuplicateMembersNamedWithPathAndLines) {
+  EXPECT_EQ(json::FindDuplicateMember("{\"a\": 1, \"b\": 2}"), "");
+  EXPECT_EQ(json::FindDuplicateMember("{\"id\": \"f\",\n \"id\": \"g\"}"), "id: given twice (lines 1 and 2)");
+  // Its path as ObjectReader writes it; the same name in other objects, as
+  // a value, or inside strings is no duplicate.
+  std::string doc =
+      "{\"tasks\": [{\"name\": \"a\", \"config\": {\"name\": \"x\"}},\n"
+      "  {\"name\": \"b\", \"env\": {\"k\": \"name\", \"s\": \"\\\", \\\"k\\\": \"},\n"
+      "   \"config\": {\"image\": \"x\", \"l\": [{}, {\"image\": 1}],\n \"image\": \"y\"}}]}";
+  ASSERT_TRUE(json::Parse(doc).ok()) << doc;
+  EXPECT_EQ(json::FindDuplicateMember(doc), "tasks[1].config.image: given twice (lines 3 and 4)");
+  // Escapes: the name as read.
+  EXPECT_EQ(json::FindDuplicateMember("{\"x\": {\"a\": 1, \"\\u0061\": 2}}"), "x.a: given twice (lines 1 and 1)");
+  // Parse refuses it only when asked (documents people write).
+  EXPECT_TRUE(json::Parse("{\"a\": 1, \"a\": 2}").ok());
+  json::ParseLimits strict;
+  strict.unique_members = true;
+  auto r = json::Parse("{\"a\": 1, \"a\": 2}", strict);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "a: given twice (lines 1 and 1)");
+}
+
 TEST(Json, ObjectReaderCollectsEveryErrorWithPaths) {
   auto doc = json::Parse(R"({"name": 5, "count": 1.5, "big": 99, "delay": "five", "size": "10XB",
                              "tags": ["a", 2], "flag": "yes", "restrat": {}})");

@@ -390,6 +390,10 @@ std::vector<BadSpec> BadSpecs() {
        "tasks[1].driver: driver name \"do.cker\" may only contain letters, digits, '-' and '_'\n"
        "tasks[1].restart.attempts: must be between 0 and 1000000, got -2\n"
        "tasks[1].name: duplicate task name \"web\" (also tasks[0])"},
+      // A member given twice: picojson would keep the second, silently.
+      {R"({"id": "j",
+          "tasks": [{"name": "a", "command": "x", "env": {"A": "1"}, "env": {"B": "2"}}]})",
+       "tasks[0].env: given twice (lines 2 and 2)"},
   };
 }
 
