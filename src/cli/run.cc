@@ -110,10 +110,13 @@ Result<std::string> ReadSpec(const std::string& path) {
 }
 
 // The spec text with the job's min_healthy_time set to value. A text that
-// is not a JSON object goes to the agent unchanged: its error names the
-// problem the way it does without the flag.
+// is not a JSON object (or gives a member twice, which writing it again
+// would drop) goes to the agent unchanged: its error names the problem the
+// way it does without the flag.
 std::string WithMinHealthyTime(const std::string& text, const std::string& value) {
-  auto doc = json::Parse(text);
+  json::ParseLimits limits;
+  limits.unique_members = true;
+  auto doc = json::Parse(text, limits);
   if (!doc.ok() || !doc->is<picojson::object>()) return text;
   doc->get<picojson::object>()["min_healthy_time"] = picojson::value(value);
   return doc->serialize();

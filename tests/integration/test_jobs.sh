@@ -116,6 +116,13 @@ test_job_run_never_reports_a_task_that_exits_as_running() {
   expect_contains "$OUT" "--min-healthy-time: must be between 0s and 1h" "range checked"
   expect_exit 2 op run --min-healthy-time soon -f "$T/quick.json"
   expect_contains "$OUT" "--min-healthy-time" "bad duration named"
+  # A member given twice reaches the agent as written (the flag does not
+  # rewrite it away), and is refused there.
+  printf '{"id": "twice", "id": "twice2", "tasks": [{"name": "t", "command": "/bin/true"}]}\n' >"$T/twice.json"
+  expect_exit 2 op run --min-healthy-time 1s -f "$T/twice.json"
+  expect_contains "$OUT" "id: given twice (lines 1 and 1)" "a member given twice, named"
+  expect_exit 1 op inspect twice2
+  expect_contains "$OUT" "not found" "nothing stored"
 }
 
 test_job_run_returns_once_every_task_is_healthy() {
