@@ -89,20 +89,10 @@ size_t LineOf(const std::string& s, size_t offset) {
 std::string FindDuplicateMember(const std::string& s) {
   struct Frame {
     bool object = false;
-    size_t index = 0;                              // an array's current element
-    std::string key;                               // an object's current member
-    std::vector<std::pair<std::string, size_t>> seen;  // members so far, with their lines
+    size_t index = 0;                                  // an array's current element
+    std::vector<std::pair<std::string, size_t>> seen;  // an object's members so far (as written), with their lines
   };
   std::vector<Frame> stack;
-  // The path of the innermost object: how each outer frame led into it.
-  auto path = [&stack] {
-    std::string p;
-    for (size_t i = 0; i + 1 < stack.size(); ++i) {
-      if (stack[i].object) p += (p.empty() ? "" : ".") + stack[i].key;
-      else p += Format("[%zu]", stack[i].index);
-    }
-    return p;
-  };
   bool expect_key = false;
   size_t line = 1;
   for (size_t i = 0; i < s.size(); ++i) {
@@ -110,29 +100,24 @@ std::string FindDuplicateMember(const std::string& s) {
     if (c == '\n') {
       ++line;
     } else if (c == '"') {
-      size_t start = i;
+      size_t start = i + 1;
       for (++i; i < s.size() && s[i] != '"'; ++i) {
         if (s[i] == '\\') ++i;
       }
       if (!expect_key || stack.empty()) continue;
       expect_key = false;
-      std::string key = s.substr(start + 1, i - start - 1);
-      if (key.find('\\') != std::string::npos) {  // escapes: the key picojson reads
-        picojson::value k;
-        std::string quoted = s.substr(start, i - start + 1);
-        std::string ignored;
-        (void)picojson::parse(k, quoted.cbegin(), quoted.cend(), &ignored);
-        if (k.is<std::string>()) key = k.get<std::string>();
-      }
-      Frame& f = stack.back();
-      for (const auto& [name, at] : f.seen) {
-        if (name == key) {
-          std::string where = path();
-          return (where.empty() ? "" : where + ".") + key + Format(": given twice (lines %zu and %zu)", at, line);
+      std::string key = s.substr(start, i - start);
+      for (const auto& [name, at] : stack.back().seen) {
+        if (name != key) continue;
+        // The object's path: how each outer bracket led into it.
+        std::string path;
+        for (size_t j = 0; j + 1 < stack.size(); ++j) {
+          if (stack[j].object) path += (path.empty() ? "" : ".") + stack[j].seen.back().first;
+          else path += Format("[%zu]", stack[j].index);
         }
+        return (path.empty() ? "" : path + ".") + key + Format(": given twice (lines %zu and %zu)", at, line);
       }
-      f.seen.emplace_back(key, line);
-      f.key = std::move(key);
+      stack.back().seen.emplace_back(std::move(key), line);
     } else if (c == '{' || c == '[') {
       stack.emplace_back();
       stack.back().object = c == '{';

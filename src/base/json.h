@@ -35,7 +35,8 @@ Result<picojson::value> Parse(const std::string& text, const ParseLimits& limits
 
 // In a valid JSON document: "" or, for the first member given twice in one
 // object, `PATH: given twice (lines A and B)` with PATH as ObjectReader
-// writes it (`tasks[0].config.image`).
+// writes it (`tasks[0].config.image`). Names are compared as written
+// ("a" and "\u0061" are two).
 std::string FindDuplicateMember(const std::string& text);
 
 // The byte offset of the first number (outside strings) that picojson would

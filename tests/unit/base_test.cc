@@ -243,8 +243,9 @@ TEST(Json, DuplicateMembersNamedWithPathAndLines) {
       "   \"config\": {\"image\": \"x\", \"l\": [{}, {\"image\": 1}],\n \"image\": \"y\"}}]}";
   ASSERT_TRUE(json::Parse(doc).ok()) << doc;
   EXPECT_EQ(json::FindDuplicateMember(doc), "tasks[1].config.image: given twice (lines 3 and 4)");
-  // Escapes: the name as read.
-  EXPECT_EQ(json::FindDuplicateMember("{\"x\": {\"a\": 1, \"\\u0061\": 2}}"), "x.a: given twice (lines 1 and 1)");
+  // Names as written (an escaped spelling is another name).
+  EXPECT_EQ(json::FindDuplicateMember("{\"x\": {\"a\\n\": 1, \"a\\n\": 2}}"), "x.a\\n: given twice (lines 1 and 1)");
+  EXPECT_EQ(json::FindDuplicateMember("{\"x\": {\"a\": 1, \"\\u0061\": 2}}"), "");
   // Parse refuses it only when asked (documents people write).
   EXPECT_TRUE(json::Parse("{\"a\": 1, \"a\": 2}").ok());
   json::ParseLimits strict;
