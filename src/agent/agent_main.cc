@@ -53,13 +53,17 @@ void PrintErrorLines(const Error& e) {
 void PrintEffectiveConfig(const Config& c) {
   std::string uids;
   for (int64_t u : c.api_allowed_uids) uids += (uids.empty() ? "" : ", ") + std::to_string(u);
+  // As the file spells it (the log writes it in capitals), so the output
+  // can be used as a config file.
+  std::string level = log::LevelName(c.log_level);
+  for (char& ch : level) ch = static_cast<char>(ch | 0x20);
   std::printf(
       "{\n  \"state_dir\": \"%s\",\n  \"runtime_dir\": \"%s\",\n  \"api_socket\": \"%s\",\n"
       "  \"log_level\": \"%s\",\n  \"log_file\": \"%s\",\n  \"api_allowed_uids\": [%s],\n"
       "  \"api_max_connections\": %lld,\n  \"api_max_connections_per_uid\": %lld,\n"
       "  \"api_idle_timeout\": \"%s\",\n  \"api_frame_timeout\": \"%s\",\n"
       "  \"api_max_write_queue\": %llu,\n  \"api_max_read_buffers\": %llu\n}\n",
-      c.state_dir.c_str(), c.runtime_dir.c_str(), c.ApiSocket().c_str(), log::LevelName(c.log_level),
+      c.state_dir.c_str(), c.runtime_dir.c_str(), c.ApiSocket().c_str(), level.c_str(),
       c.log_file.c_str(), uids.c_str(), static_cast<long long>(c.api_max_connections),
       static_cast<long long>(c.api_max_connections_per_uid),
       FormatDuration(c.api_idle_timeout_nanos).c_str(), FormatDuration(c.api_frame_timeout_nanos).c_str(),

@@ -190,9 +190,13 @@ test_malformed_and_missing_config_files() {
 test_check_prints_the_effective_config() {
   write_config '"log_level": "debug", "api_idle_timeout": "90s"'
   expect_exit 0 "$OUTPOST" agent --config "$T/config.json" --check
-  expect_eq "$(echo "$OUT" | json_get log_level)" "DEBUG" "log_level"
+  expect_eq "$(echo "$OUT" | json_get log_level)" "debug" "log_level"
   expect_eq "$(echo "$OUT" | json_get api_idle_timeout)" "1m30s" "idle timeout"
   expect_eq "$(echo "$OUT" | json_get api_socket)" "$SOCK" "socket"
+  # What it prints is a config file the agent takes, with the same values.
+  echo "$OUT" >"$T/effective.json"
+  expect_exit 0 "$OUTPOST" agent --config "$T/effective.json" --check
+  expect_eq "$OUT" "$(cat "$T/effective.json")" "--check of what --check printed"
 }
 
 test_sighup_reloads_and_keeps_old_config_when_new_one_is_bad() {
