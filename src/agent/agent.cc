@@ -352,6 +352,7 @@ void Agent::ApplyRuntimeSettings() {
   log::SetLevel(config_.log_level);
   Status st = log::SetFile(config_.log_file);
   if (!st.ok()) log::Error("cannot open log file; logging to stderr only", {{"error", st.error().message()}});
+  for (const std::string& w : config_.warnings) log::Warn(w);
 }
 
 void Agent::Reload() {

@@ -157,6 +157,7 @@ int Main(const std::vector<std::string>& all_args) {
       PrintErrorLines(dirs.error());
       return 2;
     }
+    for (const std::string& w : config->warnings) std::fprintf(stderr, "outpost: warning: %s\n", w.c_str());
     PrintEffectiveConfig(*config);
     return 0;
   }

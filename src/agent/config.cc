@@ -92,6 +92,10 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
 
   Config c;
   c.path = source;
+  // Refusing it would stop an agent that booted with the file before; the
+  // value used is the one picojson kept, the last.
+  std::string twice = json::FindDuplicateMember(text);
+  if (!twice.empty()) c.warnings.push_back("config " + source + ": " + twice + "; the last is used");
   json::Errors errors;
   json::ObjectReader r(*doc, "", &errors);
   r.String("state_dir", &c.state_dir, false);

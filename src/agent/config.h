@@ -17,6 +17,10 @@ namespace outpost {
 
 struct Config {
   std::string path;  // file it came from; "" = built-in defaults
+  // What the file has that is taken but is likely a mistake, each naming the
+  // file and where ("config F: nri.socket: given twice (lines 3 and 9); the
+  // last is used"): logged at start and reload, printed by --check.
+  std::vector<std::string> warnings;
 
   std::string state_dir = "/var/lib/outpost";
   std::string runtime_dir = "/run/outpost";

@@ -224,6 +224,25 @@ test_sighup_reloads_and_keeps_old_config_when_new_one_is_bad() {
   expect_eq "$(echo "$OUT" | json_get runtime_dir)" "$T/run" "runtime_dir unchanged"
 }
 
+# A key given twice is taken (the last value, as before) and named with
+# its lines by --check, at start and at a reload; the agent runs.
+test_a_key_given_twice_is_warned_about_by_check_at_start_and_at_reload() {
+  write_config $'"log_level": "debug",\n  "log_level": "warn"'
+  local why="config $T/config.json: log_level: given twice (lines 4 and 5); the last is used"
+  expect_exit 0 "$OUTPOST" agent --config "$T/config.json" --check
+  expect_contains "$OUT" "outpost: warning: $why" "--check"
+  expect_contains "$OUT" '"log_level": "warn"' "--check: the last value"
+  start_agent
+  wait_for 5 grep -qF "$why" "$T/agent.log" || fail "no warning at start: $(tail -n 5 "$T/agent.log")"
+  write_config $'"log_file": "'"$T"$'/first.log",\n  "log_file": "'"$T"'/second.log"'
+  kill -HUP "$AGENT_PID"
+  wait_for 5 grep -qF "log_file: given twice (lines 4 and 5); the last is used" "$T/agent.log" \
+    || fail "no warning at reload: $(tail -n 5 "$T/agent.log")"
+  wait_for 5 grep -q "config reloaded" "$T/second.log" || fail "the last log_file is not used"
+  [ -e "$T/first.log" ] && fail "the first log_file was opened"
+  expect_exit 0 op status
+}
+
 test_log_lines_are_one_event_per_line_with_fields() {
   write_config "\"log_file\": \"$T/agent-file.log\""
   start_agent

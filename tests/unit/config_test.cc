@@ -76,6 +76,21 @@ TEST(Config, EveryErrorIsReportedAtOnceWithFileAndKey) {
             "config /etc/o.json: api_max_read_buffers: must be between 8MiB and 1GiB (a request frame may be 4 MiB)");
 }
 
+TEST(Config, AKeyGivenTwiceIsTakenWithItsLastValueAndWarnedAbout) {
+  auto c = ParseConfig("{\"log_level\": \"debug\",\n \"nri\": {\"enable\": true,\n  \"socket\": \"/a.sock\",\n"
+                       "  \"socket\": \"/b.sock\"},\n \"log_level\": \"warn\"}",
+                       "/etc/o.json");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->log_level, log::Level::kWarn);
+  EXPECT_EQ(c->nri.socket, "/b.sock");
+  // The first one found, with its path and both lines.
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_EQ(c->warnings[0], "config /etc/o.json: nri.socket: given twice (lines 3 and 4); the last is used");
+  auto clean = ParseConfig(R"({"log_level": "warn", "nri": {"socket": "/a.sock"}})", "/etc/o.json");
+  ASSERT_TRUE(clean.ok());
+  EXPECT_TRUE(clean->warnings.empty());
+}
+
 TEST(Config, HeartbeatAndWatchdog) {
   Config d;
   EXPECT_EQ(d.heartbeat_timeout_nanos, 30LL * 1000000000);
