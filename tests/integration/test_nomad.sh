@@ -559,7 +559,10 @@ test_nomad_unsupported_plugins_refused_clearly() {
   nd_config "$(nd_entry pydriver), $(nd_entry netdrv --netrpc), $(nd_entry tlsdrv --mtls), $(nd_entry oldapi --api-versions v9.9.9)"
   start_agent
   nd_wait_healthy pydriver
+  # Each is refused when its handshake or PluginInfo arrives, in any order.
   wait_for 60 nd_status_says "v9.9.9" >/dev/null || fail "oldapi not refused by version: $(op status)"
+  wait_for 60 nd_status_says "AutoMTLS" >/dev/null || fail "tlsdrv not refused: $(op status)"
+  wait_for 60 nd_status_says "gRPC plugins only" >/dev/null || fail "netdrv not refused: $(op status)"
   expect_exit 0 op status
   expect_contains "$OUT" "netdrv" "netrpc plugin named"
   expect_contains "$OUT" "outpost hosts gRPC plugins only" "netrpc refused"
