@@ -7,9 +7,11 @@
 // type expressions and HCL literal expressions in it, decoding a JSON
 // config into a cty value (attributes, blocks, block lists, sets and maps,
 // defaults, required fields; every error with its JSON path), ${...}
-// variables in strings, and the bytes for SetConfig and StartTask. Does
-// not own: the value model and cty's conversions (driver/nomad/cty),
-// msgpack (driver/nomad/cty_msgpack), calling the plugin.
+// variables in strings, and the bytes for SetConfig and StartTask (the
+// Spec tree in hclspec.cc, the expressions in hcl_expr.cc, configs in
+// hcl_config.cc). Does not own: the value model and cty's conversions
+// (driver/nomad/cty), msgpack (driver/nomad/cty_msgpack), calling the
+// plugin.
 #pragma once
 
 #include <picojson.h>
