@@ -6,6 +6,7 @@
 // between types (convert.Convert: the unsafe ones too, string to number and
 // bool), unification of block values, and set order and equality. Does not
 // own: parsing configs or schemas (hclspec), msgpack (cty_msgpack).
+// Number's methods are in cty_number.cc.
 //
 // Values carry their own type (an object's is made of its attributes'
 // types), as cty's do: a config is encoded with its value's type, never
